@@ -1,0 +1,70 @@
+"""clip_cycles: does a CLIP-like score see how the parts of an image and a caption are paired?
+
+The cycle algebra and audits are importable from the package top level; everything
+that needs torch or a model lives in submodules and is imported on first use.
+"""
+
+from __future__ import annotations
+
+from clip_cycles.audits import (
+    BalanceReport,
+    CycleAuditReport,
+    MarginalReport,
+    ValidityReport,
+    audit_cycles,
+    cycle_balance,
+    cycle_edges,
+    hard_negative_edges,
+    marginal_tv,
+    pair_measure_tv,
+    predicate_validity,
+    signed_degrees,
+    winoground_comparisons,
+)
+from clip_cycles.contrast import (
+    DEFAULT_TIE_TOL,
+    bilinear_deltas,
+    block_scores_from_embeddings,
+    block_scores_from_score_fn,
+    cycle_acc,
+    cycle_contrast,
+    cycle_credits,
+    deltas_from_blocks,
+    deltas_from_embeddings,
+    deltas_from_score_fn,
+    mean_and_sd,
+    validate_cycles,
+)
+from clip_cycles.winoground import WinogroundScores, winoground_scores
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_TIE_TOL",
+    "BalanceReport",
+    "CycleAuditReport",
+    "MarginalReport",
+    "ValidityReport",
+    "WinogroundScores",
+    "audit_cycles",
+    "bilinear_deltas",
+    "block_scores_from_embeddings",
+    "block_scores_from_score_fn",
+    "cycle_acc",
+    "cycle_balance",
+    "cycle_contrast",
+    "cycle_credits",
+    "cycle_edges",
+    "deltas_from_blocks",
+    "deltas_from_embeddings",
+    "deltas_from_score_fn",
+    "hard_negative_edges",
+    "marginal_tv",
+    "mean_and_sd",
+    "pair_measure_tv",
+    "predicate_validity",
+    "signed_degrees",
+    "validate_cycles",
+    "winoground_comparisons",
+    "winoground_scores",
+]

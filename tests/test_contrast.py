@@ -1,0 +1,184 @@
+"""The cycle contrast and CycleAcc: invariances, exact half ties, gathering, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from clip_cycles import (
+    DEFAULT_TIE_TOL,
+    bilinear_deltas,
+    block_scores_from_embeddings,
+    cycle_acc,
+    cycle_contrast,
+    cycle_credits,
+    deltas_from_blocks,
+    deltas_from_embeddings,
+    deltas_from_score_fn,
+    mean_and_sd,
+    validate_cycles,
+)
+
+finite = st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False)
+
+
+def random_cycles(rng: np.random.Generator, n: int, n_images: int, n_captions: int) -> np.ndarray:
+    u = np.stack([rng.choice(n_images, size=2, replace=False) for _ in range(n)])
+    v = np.stack([rng.choice(n_captions, size=2, replace=False) for _ in range(n)])
+    return np.concatenate([u, v], axis=1)
+
+
+def deltas_of_matrix(scores: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+    u1, u2, v1, v2 = cycles.T
+    return cycle_contrast(scores[u1, v1], scores[u1, v2], scores[u2, v1], scores[u2, v2])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(min_value=2, max_value=7),
+    st.integers(min_value=2, max_value=7),
+    st.integers(min_value=0, max_value=2**32 - 1),
+    finite,
+)
+def test_delta_is_invariant_to_row_and_column_effects(n_images: int, n_captions: int, seed: int, scale: float) -> None:
+    rng = np.random.default_rng(seed)
+    scores = rng.normal(size=(n_images, n_captions))
+    a = rng.normal(size=n_images) * scale
+    b = rng.normal(size=n_captions) * scale
+    cycles = random_cycles(rng, 20, n_images, n_captions)
+    base = deltas_of_matrix(scores, cycles)
+    shifted = deltas_of_matrix(scores + a[:, None] + b[None, :], cycles)
+    magnitude = np.abs(scores).max() + np.abs(a).max() + np.abs(b).max()
+    np.testing.assert_allclose(shifted, base, rtol=0, atol=1e-12 * max(1.0, magnitude) * 4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrays(np.float64, st.integers(min_value=2, max_value=9), elements=finite),
+    arrays(np.float64, st.integers(min_value=2, max_value=9), elements=finite),
+    st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_any_additive_score_has_cycle_acc_exactly_half(a: np.ndarray, b: np.ndarray, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cycles = random_cycles(rng, 30, len(a), len(b))
+    additive = a[:, None] + b[None, :]
+    assert cycle_acc(deltas_of_matrix(additive, cycles)) == 0.5
+
+
+def test_credits_follow_the_fixed_absolute_tolerance() -> None:
+    tol = DEFAULT_TIE_TOL
+    delta = np.array([1.0, -1.0, 0.0, tol, -tol, 2 * tol, -2 * tol])
+    np.testing.assert_array_equal(cycle_credits(delta), [1, 0, 0.5, 0.5, 0.5, 1, 0])
+    assert cycle_acc(delta) == pytest.approx(3.5 / 7)
+    # The tolerance is absolute: scaling all scores up does not widen the tie band.
+    assert cycle_acc(np.array([5e-9]), tol=1e-9) == 1.0
+
+
+def test_contrast_matches_definition() -> None:
+    delta = cycle_contrast([3.0, 0.0], [1.0, 2.0], [0.5, 1.0], [2.0, 0.0])
+    np.testing.assert_array_equal(delta, [3.5, -3.0])
+
+
+def test_embedding_gathering_agrees_with_blocks_and_score_fn() -> None:
+    rng = np.random.default_rng(0)
+    phi = rng.normal(size=(40, 16))
+    psi = rng.normal(size=(60, 16))
+    cycles = random_cycles(rng, 500, 40, 60)
+    blocks = block_scores_from_embeddings(phi, psi, cycles)
+    u1, u2, v1, v2 = cycles.T
+    np.testing.assert_allclose(blocks[:, 0, 1], np.einsum("ij,ij->i", phi[u1], psi[v2]))
+    np.testing.assert_allclose(blocks[:, 1, 0], np.einsum("ij,ij->i", phi[u2], psi[v1]))
+    from_blocks = deltas_from_blocks(blocks)
+    np.testing.assert_allclose(deltas_from_embeddings(phi, psi, cycles), from_blocks, atol=1e-12)
+    calls = []
+
+    def score_fn(images: np.ndarray, captions: np.ndarray) -> np.ndarray:
+        calls.append(len(images))
+        return np.einsum("ij,ij->i", phi[images], psi[captions])
+
+    np.testing.assert_allclose(deltas_from_score_fn(score_fn, cycles), from_blocks, atol=1e-12)
+    assert calls == [500, 500, 500, 500]  # vectorized: four calls, not one per cycle
+
+
+def test_bilinear_factorization_matches_full_scores() -> None:
+    rng = np.random.default_rng(1)
+    phi = rng.normal(size=(30, 8))
+    psi = rng.normal(size=(25, 6))
+    a = rng.normal(size=(8, 3))
+    b = rng.normal(size=(6, 3))
+    m = a @ b.T
+    cycles = random_cycles(rng, 200, 30, 25)
+    full = phi @ m @ psi.T
+    expected = deltas_of_matrix(full, cycles)
+    np.testing.assert_allclose(bilinear_deltas(phi, psi, cycles, matrix=m), expected, atol=1e-10)
+    np.testing.assert_allclose(bilinear_deltas(phi, psi, cycles, factors=(a, b)), expected, atol=1e-10)
+
+
+def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    import clip_cycles.contrast as contrast
+
+    rng = np.random.default_rng(2)
+    phi, psi = rng.normal(size=(20, 5)), rng.normal(size=(20, 5))
+    cycles = random_cycles(rng, 101, 20, 20)
+    whole = deltas_from_embeddings(phi, psi, cycles)
+    monkeypatch.setattr(contrast, "CHUNK_CYCLES", 7)
+    np.testing.assert_array_equal(deltas_from_embeddings(phi, psi, cycles), whole)
+
+
+@pytest.mark.parametrize(
+    ("cycles", "message"),
+    [
+        (np.zeros((0, 4), dtype=int), "empty cycle set"),
+        (np.array([[0, 1, 2, 3], [4, 4, 0, 1]]), "cycle 1 repeats its image"),
+        (np.array([[0, 1, 2, 2]]), "cycle 0 repeats its caption"),
+        (np.array([[0, 1, 2]]), r"shape \(N, 4\)"),
+        (np.array([[0, 1, 2, 3], [0, 1, -1, 3]]), "cycle 1 has a negative index"),
+        (np.array([[0.0, 1.0, 2.0, 3.0]]), "must be integers"),
+    ],
+)
+def test_bad_cycle_sets_are_named(cycles: np.ndarray, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_cycles(cycles)
+
+
+def test_out_of_range_and_non_finite_inputs_are_named() -> None:
+    phi = np.ones((3, 4))
+    psi = np.ones((3, 4))
+    with pytest.raises(ValueError, match="cycle 0 has a caption index out of range"):
+        deltas_from_embeddings(phi, psi, np.array([[0, 1, 0, 5]]))
+    bad = phi.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="image_features has a non-finite value in row 2"):
+        deltas_from_embeddings(bad, psi, np.array([[0, 1, 0, 1]]))
+    with pytest.raises(ValueError, match="differ in width"):
+        deltas_from_embeddings(phi, np.ones((3, 5)), np.array([[0, 1, 0, 1]]))
+    with pytest.raises(ValueError, match=r"s12 has a non-finite value \(inf\) at index 1"):
+        cycle_contrast([1, 2], [0, np.inf], [0, 0], [0, 0])
+    with pytest.raises(ValueError, match="same length"):
+        cycle_contrast([1, 2], [0], [0, 0], [0, 0])
+    with pytest.raises(ValueError, match="empty cycle set"):
+        cycle_acc([])
+
+
+def test_mean_and_sd_uses_sample_sd() -> None:
+    assert mean_and_sd([0.5, 0.7, 0.9]) == pytest.approx({"mean": 0.7, "sd": 0.2})
+    assert mean_and_sd([0.5]) == {"mean": 0.5, "sd": 0.0}
+
+
+def test_compiled_and_numpy_paths_agree_for_float32_and_float64(monkeypatch: pytest.MonkeyPatch) -> None:
+    import clip_cycles.contrast as contrast
+
+    rng = np.random.default_rng(3)
+    cycles = random_cycles(rng, 300, 50, 70)
+    for dtype in (np.float32, np.float64):
+        phi = rng.normal(size=(50, 24)).astype(dtype)
+        psi = rng.normal(size=(70, 24)).astype(dtype)
+        fast = deltas_from_embeddings(phi, psi, cycles)
+        numpy_only = contrast._numpy_factorized_deltas(phi, psi, cycles)
+        exact = deltas_from_blocks(block_scores_from_embeddings(phi.astype(np.float64), psi.astype(np.float64), cycles))
+        np.testing.assert_allclose(fast, numpy_only, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-12)
+        assert fast.dtype == np.float64
