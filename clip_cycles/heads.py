@@ -267,8 +267,9 @@ def make_head(name: str, image_dim: int, caption_dim: int, rank: int | None = No
 
 def check_feature_tables(head: ScoreHead, image_features: object, caption_features: object) -> tuple[np.ndarray, np.ndarray]:
     """Validate two feature tables against a head's widths; returns them as float64 numpy."""
-    phi = validate_features(image_features, "image_features")
-    psi = validate_features(caption_features, "caption_features")
+    # validate_features keeps float32 tables as float32; heads score in float64.
+    phi = validate_features(image_features, "image_features").astype(np.float64, copy=False)
+    psi = validate_features(caption_features, "caption_features").astype(np.float64, copy=False)
     if phi.shape[0] == 0 or psi.shape[0] == 0:
         raise ValueError(f"empty feature table: image_features has {phi.shape[0]} rows, caption_features {psi.shape[0]}")
     if phi.shape[1] != head.image_dim:

@@ -164,3 +164,16 @@ def test_scoring_rejects_bad_input():
         head_deltas(head, phi, psi, np.zeros((0, 4), dtype=int))
     with pytest.raises(ValueError, match="cycle 0 repeats its image"):
         head_deltas(head, phi, psi, np.array([[1, 1, 0, 2]]))
+
+
+def test_float32_feature_tables_score_like_float64() -> None:
+    from clip_cycles.heads import head_deltas, make_head
+
+    rng = np.random.default_rng(7)
+    phi = rng.normal(size=(12, 6)).astype(np.float32)
+    psi = rng.normal(size=(15, 6)).astype(np.float32)
+    cycles = np.array([[0, 1, 0, 1], [2, 5, 3, 9], [11, 4, 14, 2]])
+    head = make_head("low_rank", 6, 6, rank=2, seed=0)
+    np.testing.assert_array_equal(
+        head_deltas(head, phi, psi, cycles), head_deltas(head, phi.astype(np.float64), psi.astype(np.float64), cycles)
+    )
