@@ -1,0 +1,340 @@
+"""``clip-cycles splits``: paper 2's Table 1/2 grid (models x strategies) and the k ablation.
+
+Input is either a THINGS-format root (concept list, pairs, supercategory TSV) with one
+embeddings npz per model (``concepts`` + ``embeddings`` arrays, read without pickle),
+or the synthetic concept world. Output folder::
+
+    results.json     data summary, per model/strategy/seed metrics, table means, k ablation
+    results.md       Table 1 (F1 selectivity), Table 2 (CS), leakage, k ablation, skips
+    figures/strategies.{png,svg}, figures/k_ablation.{png,svg}
+
+Same inputs and seeds give byte-identical files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from clip_cycles.attribute_probes import PROBE_SOLVERS, attribute_task_metrics
+from clip_cycles.concepts import (
+    DEFAULT_MIN_CONCEPTS,
+    ConceptAttributeData,
+    align_embeddings,
+    load_embeddings_npz,
+    load_things,
+)
+from clip_cycles.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
+
+PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
+DEFAULT_K_VALUES: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
+
+
+def _mean_sd(values: Sequence[float]) -> dict[str, float | None]:
+    finite = [v for v in values if isinstance(v, float) and math.isfinite(v)]
+    if not finite:
+        return {"mean": None, "sd": None, "n": 0}
+    sd = float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
+    return {"mean": float(np.mean(finite)), "sd": sd, "n": len(finite)}
+
+
+def _clean(value: object) -> object:
+    """NaN -> None so the JSON is valid and stable."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def run_grid(
+    models: dict[str, np.ndarray],
+    data: ConceptAttributeData,
+    context: SplitContext,
+    strategies: Sequence[str],
+    seeds: Sequence[int],
+    solver: str = "lockstep",
+    cluster_k: int | None = None,
+) -> dict[str, object]:
+    """Metrics for every model x strategy x seed, the table means, and unavailable strategies."""
+    grid: dict[str, dict[str, dict[str, object]]] = {}
+    unavailable: dict[str, str] = {}
+    for model, X in models.items():
+        grid[model] = {}
+        for strategy in strategies:
+            if strategy in unavailable:
+                continue
+            params = {"n_clusters": cluster_k} if strategy == "clustering" and cluster_k else None
+            per_seed: dict[str, object] = {}
+            try:
+                for seed in seeds:
+                    per_seed[str(seed)] = attribute_task_metrics(
+                        X, data, strategy, seed, split_params=params, context=context, solver=solver
+                    )
+            except StrategyUnavailable as reason:
+                unavailable[strategy] = str(reason)
+                continue
+            grid[model][strategy] = per_seed
+    table = {
+        model: {
+            strategy: {
+                metric: _mean_sd([per_seed[s][metric] for s in per_seed])  # type: ignore[index]
+                for metric in ("f1_selectivity", "cs")
+            }
+            | {"leakage": _mean_sd([per_seed[s]["leakage"]["mean_nearest_train_similarity"] for s in per_seed])}  # type: ignore[index]
+            for strategy, per_seed in by_strategy.items()
+        }
+        for model, by_strategy in grid.items()
+    }
+    return {"grid": grid, "table": table, "unavailable": unavailable}
+
+
+def run_k_ablation(
+    models: dict[str, np.ndarray],
+    data: ConceptAttributeData,
+    context: SplitContext,
+    k_values: Sequence[int],
+    seeds: Sequence[int],
+    solver: str = "lockstep",
+) -> dict[str, object]:
+    """Clustering split over k: F1 selectivity and CS per model and k; k > n_concepts is skipped and named."""
+    results: dict[str, dict[str, object]] = {}
+    skipped: dict[str, str] = {}
+    n = len(data.concepts)
+    for model, X in models.items():
+        results[model] = {}
+        for k in k_values:
+            if k > n or k < 2:
+                skipped[str(k)] = f"k={k} is outside [2, {n}] (number of concepts)"
+                continue
+            runs = [
+                attribute_task_metrics(
+                    X, data, "clustering", seed, split_params={"n_clusters": k}, context=context, solver=solver
+                )
+                for seed in seeds
+            ]
+            results[model][str(k)] = {
+                "f1_selectivity": _mean_sd([r["f1_selectivity"] for r in runs]),  # type: ignore[misc]
+                "cs": _mean_sd([r["cs"] for r in runs]),  # type: ignore[misc]
+                "n_attributes_scored": [r["n_attributes_scored"] for r in runs],
+            }
+    return {"results": results, "skipped": skipped}
+
+
+def _fmt(cell: dict[str, object] | None, digits: int) -> str:
+    if not cell or cell.get("mean") is None:
+        return "n/a"
+    mean, sd = float(cell["mean"]), float(cell["sd"] or 0.0)  # type: ignore[arg-type]
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if cell.get("n", 0) > 1 else f"{mean:.{digits}f}"  # type: ignore[operator]
+
+
+def markdown_report(results: dict[str, object]) -> str:
+    """Tables 1 and 2 (paper layout), leakage, the k ablation and the skips, as markdown."""
+    grid = results["grid"]  # type: ignore[index]
+    table = grid["table"]  # type: ignore[index]
+    strategies = [s for s in PAPER_STRATEGY_ORDER if any(s in t for t in table.values())]  # type: ignore[union-attr]
+    strategies += sorted({s for t in table.values() for s in t} - set(strategies))  # type: ignore[union-attr]
+    lines = ["# Attribute generalization splits", ""]
+    lines += ["Data: " + json.dumps(results["data"], sort_keys=True), ""]  # type: ignore[index]
+    for title, metric, digits in (
+        ("Table 1: F1 selectivity (higher is better)", "f1_selectivity", 1),
+        ("Table 2: CS, correlation with supercategory (lower is less leakage)", "cs", 2),
+        ("Leakage: mean cosine similarity of test concepts to their nearest train concept", "leakage", 3),
+    ):
+        lines += [f"## {title}", "", "| model | " + " | ".join(strategies) + " |", "|---" * (len(strategies) + 1) + "|"]
+        for model, by_strategy in table.items():  # type: ignore[union-attr]
+            cells = [_fmt(by_strategy.get(s, {}).get(metric), digits) for s in strategies]
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append("")
+    unavailable = grid["unavailable"]  # type: ignore[index]
+    if unavailable:
+        lines += ["Unavailable strategies:", ""] + [f"- {k}: {v}" for k, v in sorted(unavailable.items())] + [""]
+    ablation = results.get("k_ablation")
+    if ablation:
+        ks = sorted({int(k) for r in ablation["results"].values() for k in r}, key=int)  # type: ignore[union-attr]
+        lines += ["## K ablation (clustering split)", "", "| model | metric | " + " | ".join(f"k={k}" for k in ks) + " |"]
+        lines.append("|---" * (len(ks) + 2) + "|")
+        for model, by_k in ablation["results"].items():  # type: ignore[union-attr]
+            for metric, digits in (("f1_selectivity", 1), ("cs", 2)):
+                cells = [_fmt(by_k.get(str(k), {}).get(metric), digits) for k in ks]
+                lines.append(f"| {model} | {metric} | " + " | ".join(cells) + " |")
+        if ablation["skipped"]:
+            lines += [""] + [f"- skipped k={k}: {v}" for k, v in sorted(ablation["skipped"].items())]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_figures(results: dict[str, object], folder: Path) -> list[Path]:
+    """Bar charts of F1 selectivity and CS per strategy, and the k-ablation curves (PNG + SVG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "clip_cycles"  # stable SVG ids across runs
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    table = results["grid"]["table"]  # type: ignore[index]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    models = list(table)  # type: ignore[arg-type]
+    strategies = [s for s in PAPER_STRATEGY_ORDER if any(s in table[m] for m in models)]  # type: ignore[index]
+    width = 0.8 / max(len(models), 1)
+    for ax, metric, label in ((axes[0], "f1_selectivity", "F1 selectivity"), (axes[1], "cs", "CS")):
+        for i, model in enumerate(models):
+            values = [table[model].get(s, {}).get(metric, {}).get("mean") for s in strategies]  # type: ignore[index]
+            ax.bar(np.arange(len(strategies)) + i * width, [np.nan if v is None else v for v in values], width, label=model)
+        ax.set_xticks(np.arange(len(strategies)) + width * (len(models) - 1) / 2, strategies, rotation=20)
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    written += _save(fig, folder / "strategies")
+    plt.close(fig)
+    ablation = results.get("k_ablation")
+    if ablation and any(ablation["results"].values()):  # type: ignore[union-attr]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+        for model, by_k in ablation["results"].items():  # type: ignore[union-attr]
+            ks = sorted(by_k, key=int)
+            for ax, metric in ((axes[0], "f1_selectivity"), (axes[1], "cs")):
+                ax.plot([int(k) for k in ks], [by_k[k][metric]["mean"] for k in ks], marker="o", label=model)
+                ax.set_xscale("log")
+                ax.set_xlabel("k (clusters)")
+                ax.set_ylabel(metric)
+        axes[0].legend(fontsize=8)
+        fig.tight_layout()
+        written += _save(fig, folder / "k_ablation")
+        plt.close(fig)
+    return written
+
+
+def _save(fig: object, stem: Path) -> list[Path]:
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=120, metadata={"Software": None})  # type: ignore[attr-defined]
+    fig.savefig(paths[1], metadata={"Date": None, "Creator": None})  # type: ignore[attr-defined]
+    return paths
+
+
+def _parse_model(spec: str) -> tuple[str, Path]:
+    name, sep, path = spec.partition("=")
+    return (name, Path(path)) if sep else (Path(spec).stem, Path(spec))
+
+
+def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[str, np.ndarray], SplitContext]:
+    """Data, per-model embeddings (aligned on the concepts every model has) and the split context."""
+    if args.synthetic:
+        from clip_cycles.concept_world import ConceptWorldConfig, make_concept_world
+
+        config = ConceptWorldConfig.things_sized() if args.synthetic == "things" else ConceptWorldConfig()
+        world = make_concept_world(config, seed=args.world_seed)
+        context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
+        return world.data, {"synthetic": world.embeddings}, context
+    if not args.things_root or not args.embeddings:
+        raise ValueError("give --things-root and at least one --embeddings NAME=FILE.npz, or --synthetic")
+    data = load_things(args.things_root, args.pairs, args.concept_list, args.categories, args.min_concepts)
+    raw = {name: load_embeddings_npz(path) for name, path in map(_parse_model, args.embeddings)}
+    # Keep the concepts that every model has, so all rows of a table see the same attributes.
+    common = set(data.concepts)
+    for ids, _ in raw.values():
+        common &= set(ids)
+    data = data.restrict(
+        np.array([c in common for c in data.concepts]), args.min_concepts, reason="concept_without_embedding"
+    )
+    models = {}
+    for name, (ids, matrix) in raw.items():
+        data_m, models[name] = align_embeddings(data, ids, matrix, args.min_concepts)
+        if data_m.attributes != data.attributes:
+            raise ValueError(f"model {name}: embeddings with NaN changed the attribute set; fix the file")
+    groups = tuple(tuple(g) for g in load_concept_groups(args.groups)) if args.groups else None
+    split_embeddings = None
+    if args.split_embeddings:
+        ids, matrix = load_embeddings_npz(args.split_embeddings)
+        _, split_embeddings = align_embeddings(data, ids, matrix, args.min_concepts)
+    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings)
+    return data, models, context
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the grid (and the k ablation unless ``--no-k-ablation``) and write the results folder."""
+    unknown = [s for s in args.strategies if s not in STRATEGIES]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; available: {sorted(STRATEGIES)}")
+    data, models, context = load_inputs(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, object] = {"data": data.summary()}
+    cluster_k = args.k
+    if cluster_k is None and args.synthetic == "small":
+        # The paper's k=100 is for 1,854 concepts; keep the same cluster size on the small world.
+        cluster_k = max(2, round(100 * len(data.concepts) / 1854))
+    results["grid"] = run_grid(models, data, context, args.strategies, args.seeds, args.solver, cluster_k)
+    if args.k_values:
+        results["k_ablation"] = run_k_ablation(models, data, context, args.k_values, args.seeds, args.solver)
+    results = _clean(results)  # type: ignore[assignment]
+    (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    (out / "results.md").write_text(markdown_report(results))
+    written = write_figures(results, out / "figures")
+    print(markdown_report(results))
+    print(f"wrote {out / 'results.json'}, {out / 'results.md'} and {len(written)} figures")
+    return 0
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``clip-cycles splits``."""
+    source = parser.add_argument_group("input (THINGS format or synthetic)")
+    source.add_argument("--things-root", type=Path, help="folder with unique_id.txt, pairs, category TSV")
+    source.add_argument("--pairs", help="concept-attribute pairs file (JSON or CSV); default: found in the root")
+    source.add_argument("--concept-list", help="THINGS concept list; default: unique_id.txt in the root")
+    source.add_argument("--categories", help="supercategory TSV; default: category53_wideFormat.tsv in the root")
+    source.add_argument(
+        "--embeddings", action="append", default=[], metavar="NAME=FILE.npz",
+        help="concept embeddings of one model (arrays 'concepts', 'embeddings'); repeat per model",
+    )
+    source.add_argument("--groups", help="near-duplicate concept groups for the llm split (JSON list of lists)")
+    source.add_argument("--split-embeddings", help="npz to cluster / measure similarity on for every model")
+    source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
+    source.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic world")
+    parser.add_argument("--min-concepts", type=int, default=DEFAULT_MIN_CONCEPTS, help="attribute filter (10)")
+    parser.add_argument("--strategies", nargs="+", default=list(PAPER_STRATEGY_ORDER), help="split strategies")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="split seeds")
+    parser.add_argument(
+        "--k", type=int, default=None, help="k of the clustering split (default 100; scaled to 100/1854 on --synthetic small)"
+    )
+    parser.add_argument(
+        "--k-values", nargs="*", type=int, default=list(DEFAULT_K_VALUES),
+        help="k ablation values (empty to skip); the paper scans [10, 400]",
+    )
+    parser.add_argument("--solver", default="lockstep", choices=sorted(PROBE_SOLVERS), help="probe solver")
+    parser.add_argument("--out", required=True, help="results folder")
+    parser.set_defaults(func=run)
+
+
+def small_world_args(out: str | Path, **overrides: object) -> argparse.Namespace:
+    """Namespace for a run on the small synthetic world (used by tests and the demo)."""
+    parser = argparse.ArgumentParser()
+    configure_parser(parser)
+    args = parser.parse_args(["--synthetic", "small", "--out", str(out)])
+    return replace_namespace(args, **overrides)
+
+
+def replace_namespace(args: argparse.Namespace, **overrides: object) -> argparse.Namespace:
+    """Copy of ``args`` with ``overrides`` set."""
+    values = dict(vars(args))
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+__all__ = [
+    "configure_parser",
+    "markdown_report",
+    "run",
+    "run_grid",
+    "run_k_ablation",
+    "small_world_args",
+    "write_figures",
+]

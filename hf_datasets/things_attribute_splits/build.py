@@ -1,0 +1,137 @@
+"""Build the THINGS attribute-split dataset: per strategy and seed, the train/test concept ids of every attribute.
+
+Usage::
+
+    python hf_datasets/things_attribute_splits/build.py --things-root THINGS \\
+        --embeddings swinv2=swinv2_concepts.npz --groups llm_groups.json --out OUT
+    python hf_datasets/things_attribute_splits/build.py --synthetic small --out OUT
+
+Writes ``OUT/data/<strategy>/seed<k>.parquet`` (one row per attribute and fold),
+``OUT/build_info.json`` and ``OUT/README.md`` (this folder's card with a ``configs:``
+header listing what was written), so ``datasets.load_dataset(OUT, "clustering")``
+returns a DatasetDict with one split per seed (``seed0``, ``seed1``, ...).
+The embeddings given are the ones the clustering and similarity splits are computed
+on (the paper used Swin-V2 for all models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from clip_cycles.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs
+from clip_cycles.concepts import ConceptAttributeData
+from clip_cycles.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
+
+CARD = Path(__file__).with_name("README.md")
+COLUMNS = (
+    "attribute", "strategy", "seed", "repeat", "fold", "train_concepts", "test_concepts",
+    "n_train_positive", "n_test_positive", "scored",
+)
+
+
+def split_rows(
+    data: ConceptAttributeData, X: np.ndarray, context: SplitContext, strategy: str, seed: int
+) -> dict[str, list[object]]:
+    """Column lists of one strategy and seed: one row per (attribute, fold)."""
+    splitter = make_splitter(strategy, context, seed)
+    folds = attribute_folds(splitter, X, data.labels)
+    coverage = coverage_report(data.labels, folds, data.attributes)
+    rows: dict[str, list[object]] = {name: [] for name in COLUMNS}
+    concepts = np.array(data.concepts)
+    for a, attribute in enumerate(data.attributes):
+        column = data.labels[:, a]
+        for f, (train, test) in enumerate(folds[a]):
+            rows["attribute"].append(attribute)
+            rows["strategy"].append(strategy)
+            rows["seed"].append(seed)
+            rows["repeat"].append(f // splitter.n_splits)
+            rows["fold"].append(f % splitter.n_splits)
+            rows["train_concepts"].append(concepts[train].tolist())
+            rows["test_concepts"].append(concepts[test].tolist())
+            rows["n_train_positive"].append(int(column[train].sum()))
+            rows["n_test_positive"].append(int(column[test].sum()))
+            rows["scored"].append(bool(coverage.scored[a, f]))
+    return rows
+
+
+def card_text(configs: dict[str, list[int]]) -> str:
+    """The card with a YAML header listing each strategy config and its seed splits."""
+    body = CARD.read_text(encoding="utf-8")
+    if body.startswith("---"):
+        body = body.split("---", 2)[2].lstrip("\n")
+    lines = ["---", "license: other", "task_categories:", "- tabular-classification"]
+    lines += ["pretty_name: THINGS attribute splits", "configs:"]
+    for strategy, seeds in configs.items():
+        lines.append(f"- config_name: {strategy}")
+        lines.append("  data_files:")
+        for seed in seeds:
+            lines.append(f"  - split: seed{seed}")
+            lines.append(f"    path: data/{strategy}/seed{seed}.parquet")
+    lines.append("---")
+    return "\n".join(lines) + "\n\n" + body
+
+
+def build(
+    data: ConceptAttributeData,
+    X: np.ndarray,
+    context: SplitContext,
+    out: Path,
+    strategies: Sequence[str] = PAPER_STRATEGY_ORDER,
+    seeds: Sequence[int] = (0, 1, 2),
+) -> dict[str, object]:
+    """Write the Parquet files, build_info.json and the card; return build_info."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    configs: dict[str, list[int]] = {}
+    unavailable: dict[str, str] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for strategy in strategies:
+        try:
+            for seed in seeds:
+                rows = split_rows(data, X, context, strategy, seed)
+                path = out / "data" / strategy / f"seed{seed}.parquet"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(pa.table(rows), path)
+                configs.setdefault(strategy, []).append(seed)
+                counts.setdefault(strategy, {})[f"seed{seed}"] = len(rows["attribute"])
+        except StrategyUnavailable as reason:
+            unavailable[strategy] = str(reason)
+    info = {
+        "data": data.summary(),
+        "strategies": sorted(configs),
+        "seeds": list(seeds),
+        "rows": counts,
+        "unavailable": unavailable,
+    }
+    (out / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    (out / "README.md").write_text(card_text(configs), encoding="utf-8")
+    return info
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line of the builder (inputs as ``clip-cycles splits``)."""
+    from clip_cycles.attribute_experiments import configure_parser
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    configure_parser(parser)
+    parser.set_defaults(seeds=[0, 1, 2])
+    args = parser.parse_args(argv)
+    data, models, context = load_inputs(args)
+    name, X = next(iter(models.items()))
+    if context.split_embeddings is None:
+        context = SplitContext(context.concepts, context.supercategories, context.concept_groups, X)
+    out = Path(args.out)
+    info = build(data, X, context, out, args.strategies, args.seeds)
+    print(json.dumps({"out": str(out), "embeddings": name, **info["rows"]}, sort_keys=True))  # type: ignore[dict-item]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
