@@ -1,0 +1,232 @@
+"""Loading COCO-format annotations through pycocotools, with validation at the boundary.
+
+pycocotools trusts its input: malformed JSON or a dangling id surfaces as a
+traceback from deep inside it. Here every file is read and checked first; only the
+cleaned data reaches ``pycocotools.coco.COCO``.
+
+What is an error and what is a counted skip:
+
+- Errors (``ValueError``/``FileNotFoundError`` naming the file and, where known, the
+  image or annotation id and field): a missing file, malformed JSON (line, column and
+  character position), a top level that is not an object, a missing or wrongly typed
+  list or field, a duplicate image id.
+- Counted skips (reason -> count in :attr:`CocoSplit.skipped`, listed in the card):
+
+  - ``image_unsafe_file_name``: a file name that is absolute or contains ``..`` (it
+    would escape the image folder); the image and its annotations go.
+  - ``annotation_missing_image`` / ``caption_missing_image``: the ``image_id`` is not in
+    ``images``.
+  - ``annotation_unknown_category``: the ``category_id`` is not in ``categories``.
+  - ``box_zero_area`` / ``box_outside_image``: a box with width or height <= 0, or one
+    reaching more than ``BOX_TOLERANCE`` pixels past the image border. The whole image
+    is dropped (``image_bad_box``, once per image) because family predicates such as
+    "exactly one instance of each mentioned category" would be unsound if a dubious
+    box were silently removed.
+  - ``caption_empty``: a caption that is empty or only whitespace;
+    ``annotation_of_dropped_image`` / ``caption_of_dropped_image``: an annotation or caption of an
+    image dropped for one of the reasons above.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+#: Pixels a box may reach past the image border (COCO boxes are floats from polygons).
+BOX_TOLERANCE: float = 1.0
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file; a decoding error names the file, line, column and character position."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"annotation file {path} does not exist (expected the standard COCO layout)")
+    try:
+        with path.open("rb") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"{path}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}"
+        ) from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text at byte {error.start}: {error.reason}") from None
+
+
+def _require_list(data: Any, key: str, path: Path) -> list[Any]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: top level must be a JSON object with 'images' and 'annotations', got {type(data).__name__}")
+    if key not in data:
+        raise ValueError(f"{path}: missing top-level list {key!r}")
+    value = data[key]
+    if not isinstance(value, list):
+        raise ValueError(f"{path}: {key!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def _field(entry: Any, key: str, kind: type | tuple[type, ...], path: Path, what: str, index: int) -> Any:
+    if not isinstance(entry, dict):
+        raise ValueError(f"{path}: {what} #{index} must be an object, got {type(entry).__name__}")
+    if key not in entry:
+        ident = f" (id {entry['id']})" if "id" in entry else ""
+        raise ValueError(f"{path}: {what} #{index}{ident} has no field {key!r}")
+    value = entry[key]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        ident = f" (id {entry['id']})" if "id" in entry else ""
+        raise ValueError(f"{path}: {what} #{index}{ident} field {key!r} has type {type(value).__name__}")
+    return value
+
+
+def safe_relative(name: str) -> bool:
+    """Whether ``name`` stays inside the folder it is relative to (no absolute path, no ``..``)."""
+    if not name or "\\" in name or name.startswith("/"):
+        return False
+    parts = PurePosixPath(name).parts
+    return ".." not in parts and not (parts and parts[0].endswith(":"))
+
+
+@dataclass
+class ImageEntry:
+    """One image: file name relative to the source root (``train2017/...``), size in pixels."""
+
+    id: int
+    file_name: str
+    width: float
+    height: float
+
+
+@dataclass
+class CocoSplit:
+    """A validated COCO split (e.g. ``train2017``): pycocotools objects plus what was skipped."""
+
+    root: Path
+    split: str
+    images: dict[int, ImageEntry]
+    instances: Any  # pycocotools.coco.COCO
+    captions: dict[int, list[str]]
+    categories: dict[int, dict[str, str]]
+    skipped: Counter = field(default_factory=Counter)
+
+
+def _quiet_coco(dataset: dict[str, Any]) -> Any:
+    from pycocotools.coco import COCO
+
+    coco = COCO()
+    coco.dataset = dataset
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints progress lines
+        coco.createIndex()
+    return coco
+
+
+def _images(raw: list[Any], path: Path, split: str, skipped: Counter) -> tuple[dict[int, ImageEntry], set[int]]:
+    images: dict[int, ImageEntry] = {}
+    seen: set[int] = set()
+    for i, entry in enumerate(raw):
+        image_id = _field(entry, "id", int, path, "image", i)
+        name = _field(entry, "file_name", str, path, "image", i)
+        width = _field(entry, "width", (int, float), path, "image", i)
+        height = _field(entry, "height", (int, float), path, "image", i)
+        if image_id in seen:
+            raise ValueError(f"{path}: image id {image_id} appears twice (image #{i})")
+        if width <= 0 or height <= 0:
+            raise ValueError(f"{path}: image {image_id} has non-positive size {width}x{height}")
+        seen.add(image_id)
+        if not safe_relative(name):
+            skipped["image_unsafe_file_name"] += 1
+            continue
+        images[image_id] = ImageEntry(image_id, f"{split}/{name}", float(width), float(height))
+    return images, seen
+
+
+def _box_problem(bbox: Any, image: ImageEntry, path: Path, ann_id: Any) -> str | None:
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
+        raise ValueError(f"{path}: annotation {ann_id} field 'bbox' must be [x, y, w, h] numbers, got {bbox!r}")
+    x, y, w, h = bbox
+    if w <= 0 or h <= 0:
+        return "box_zero_area"
+    tol = BOX_TOLERANCE
+    if x < -tol or y < -tol or x + w > image.width + tol or y + h > image.height + tol:
+        return "box_outside_image"
+    return None
+
+
+def load_coco_split(root: str | Path, split: str = "train2017", with_captions: bool = True) -> CocoSplit:
+    """Load ``annotations/instances_<split>.json`` (and captions) under ``root`` with validation.
+
+    Returns a :class:`CocoSplit` whose ``instances`` is a pycocotools ``COCO`` built from
+    the cleaned data only; ``skipped`` counts every dropped entry by reason.
+    """
+    root = Path(root)
+    path = root / "annotations" / f"instances_{split}.json"
+    data = read_json(path)
+    skipped: Counter = Counter()
+    images, all_ids = _images(_require_list(data, "images", path), path, split, skipped)
+    categories: dict[int, dict[str, str]] = {}
+    for i, entry in enumerate(_require_list(data, "categories", path)):
+        cat_id = _field(entry, "id", int, path, "category", i)
+        name = _field(entry, "name", str, path, "category", i)
+        supercategory = entry.get("supercategory", name) if isinstance(entry, dict) else name
+        if not isinstance(supercategory, str):
+            raise ValueError(f"{path}: category {cat_id} field 'supercategory' must be a string")
+        categories[cat_id] = {"name": name.strip(), "supercategory": supercategory.strip()}
+    kept: list[dict[str, Any]] = []
+    bad_images: set[int] = set()
+    for i, entry in enumerate(_require_list(data, "annotations", path)):
+        # Fast path for well-formed entries (COCO has ~860k); _field explains anything else.
+        try:
+            image_id, cat_id, ann_id = entry["image_id"], entry["category_id"], entry["id"]
+            well_formed = type(image_id) is int and type(cat_id) is int and type(ann_id) is int
+        except (KeyError, TypeError):
+            well_formed = False
+        if not well_formed:
+            image_id = _field(entry, "image_id", int, path, "annotation", i)
+            cat_id = _field(entry, "category_id", int, path, "annotation", i)
+            ann_id = _field(entry, "id", int, path, "annotation", i)
+        if image_id not in images:
+            skipped["annotation_of_dropped_image" if image_id in all_ids else "annotation_missing_image"] += 1
+            continue
+        if cat_id not in categories:
+            skipped["annotation_unknown_category"] += 1
+            continue
+        problem = _box_problem(entry.get("bbox"), images[image_id], path, ann_id)
+        if problem:
+            skipped[problem] += 1
+            bad_images.add(image_id)
+            continue
+        kept.append(entry)
+    if bad_images:
+        skipped["image_bad_box"] += len(bad_images)
+        kept = [a for a in kept if a["image_id"] not in bad_images]
+        images = {k: v for k, v in images.items() if k not in bad_images}
+    data_images = data["images"]
+    raw_images = [e for e in data_images if isinstance(e, dict) and e.get("id") in images]
+    instances = _quiet_coco({"images": raw_images, "annotations": kept, "categories": data["categories"]})
+    del data
+    captions: dict[int, list[str]] = {}
+    if with_captions:
+        dropped = all_ids - set(images)
+        captions = _load_captions(root / "annotations" / f"captions_{split}.json", images, dropped, skipped)
+    return CocoSplit(root, split, images, instances, captions, categories, skipped)
+
+
+def _load_captions(
+    path: Path, images: dict[int, ImageEntry], dropped: set[Any], skipped: Counter
+) -> dict[int, list[str]]:
+    data = read_json(path)
+    captions: dict[int, list[str]] = {}
+    for i, entry in enumerate(_require_list(data, "annotations", path)):
+        image_id = _field(entry, "image_id", int, path, "caption annotation", i)
+        text = _field(entry, "caption", str, path, "caption annotation", i)
+        if image_id not in images:
+            skipped["caption_of_dropped_image" if image_id in dropped else "caption_missing_image"] += 1
+            continue
+        text = " ".join(text.split())
+        if not text:
+            skipped["caption_empty"] += 1
+            continue
+        captions.setdefault(image_id, []).append(text)
+    return captions

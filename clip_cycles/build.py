@@ -1,0 +1,163 @@
+"""``clip-cycles build``: the shapes world, and COCO or GQA cycle families into a dataset folder.
+
+Sub-commands form a registry (:data:`BUILDERS`), each a ``configure(parser)`` that sets
+``func``::
+
+    clip-cycles build shapes --out DIR [--n-images N] [--seed S] [--image-size PX]
+    clip-cycles build coco --coco-root DIR --out DIR [--families ...] [--seeds 0 1 2]
+        [--min-cycles N] [--pool-train 10000 --pool-val 2744] [--self-contained]
+    clip-cycles build gqa --gqa-root DIR --out DIR [--families ...] [--seeds 0 1 2]
+        [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--self-contained]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from clip_cycles.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families
+
+DEFAULT_POOL_TRAIN: int = 10000
+DEFAULT_POOL_VAL: int = 2744
+
+
+def build_coco_folder(
+    coco_root: str | Path,
+    out: str | Path,
+    families: Sequence[str] | None = None,
+    seeds: Sequence[int] = (0, 1, 2),
+    min_cycles: int = DEFAULT_MIN_CYCLES,
+    pool_train: int | None = DEFAULT_POOL_TRAIN,
+    pool_val: int | None = DEFAULT_POOL_VAL,
+    self_contained: bool = False,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+) -> tuple[Path, list[Any]]:
+    """Load COCO under ``coco_root`` (standard layout), build, audit and write the families to ``out``.
+
+    Returns the folder and the :class:`~clip_cycles.families.FamilyBuild` list.
+    """
+    from clip_cycles.coco_families import coco_pools, load_coco_index
+    from clip_cycles.dataset_folder import build_folder
+
+    names = list(families) if families else list_families("coco")
+    index = load_coco_index(coco_root)
+    train_pool, val_pool = coco_pools(index, pool_train, pool_val)
+    if not train_pool or not val_pool:
+        raise ValueError(f"COCO root {index.root}: train2017 or val2017 has no valid annotated image "
+                         f"(skipped: {dict(index.skipped)})")  # fmt: skip
+    command = ["clip-cycles", "build", "coco", "--coco-root", str(index.root), "--out", str(out), "--families", *names,
+               "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train),
+               "--pool-val", str(pool_val)] + (["--self-contained"] if self_contained else [])  # fmt: skip
+    return build_folder(
+        index, names, train_pool, val_pool, out, seeds=seeds, min_cycles=min_cycles,
+        validation_fraction=validation_fraction, mode="self_contained" if self_contained else "reference",
+        rebuild_command=shlex.join(command), skipped=dict(index.skipped),
+        extra_info={"pool_requested": {"train": pool_train, "val": pool_val}},
+    )  # fmt: skip
+
+
+def build_gqa_folder(
+    gqa_root: str | Path,
+    out: str | Path,
+    families: Sequence[str] | None = None,
+    seeds: Sequence[int] = (0, 1, 2),
+    min_cycles: int = DEFAULT_MIN_CYCLES,
+    pool_train: int | None = None,
+    pool_test: int | None = None,
+    self_contained: bool = False,
+) -> tuple[Path, list[Any]]:
+    """Build the GQA families (``clip_cycles.gqa_families.build_gqa_families``) and write the folder."""
+    from clip_cycles import gqa_families
+    from clip_cycles.dataset_folder import write_folder
+
+    pools = {}
+    if pool_train is not None:
+        pools["pool_train"] = pool_train
+    if pool_test is not None:
+        pools["pool_test"] = pool_test
+    index, builds, facts = gqa_families.build_gqa_families(gqa_root, families, seeds, min_cycles, **pools)
+    names = [b.name for b in builds]
+    command = ["clip-cycles", "build", "gqa", "--gqa-root", str(Path(gqa_root).resolve()), "--out", str(out),
+               "--families", *names, "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles),
+               "--pool-train", str(facts["pool_train_requested"]), "--pool-test", str(facts["pool_test_requested"])]
+    command += ["--self-contained"] if self_contained else []  # fmt: skip
+    path = write_folder(
+        out, index, builds, mode="self_contained" if self_contained else "reference",
+        rebuild_command=shlex.join(command), pools={"train": facts["pool_train"], "val": facts["pool_test"]},
+        min_cycles=min_cycles, validation_fraction=facts["validation_fraction"], skipped=facts["skipped"],
+        extra_info={"repaired": facts.get("repaired", {})},
+    )  # fmt: skip
+    return path, builds
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="output dataset folder")
+    parser.add_argument("--families", nargs="+", default=None, help="family names (default: all of the source)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="split seeds (default 0 1 2)")
+    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
+                        help=f"fewer cycles in any split -> family unavailable (default {DEFAULT_MIN_CYCLES})")
+    parser.add_argument("--self-contained", action="store_true", help="embed images (datasets.Image) in Parquet")
+
+
+def _configure_shapes(parser: argparse.ArgumentParser) -> None:
+    from clip_cycles import shapes_world
+
+    shapes_world.configure_parser(parser)
+
+
+def _configure_coco(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--coco-root", required=True, help="folder with annotations/, train2017/, val2017/")
+    _common(parser)
+    parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN, help="train2017 pool size (10000)")
+    parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL, help="val2017 pool size (2744)")
+    parser.set_defaults(func=_run_coco)
+
+
+def _run_coco(args: argparse.Namespace) -> int:
+    out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
+                                    args.pool_train, args.pool_val, args.self_contained)  # fmt: skip
+    _summary(out, builds)
+    return 0
+
+
+def _configure_gqa(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gqa-root", required=True, help="folder with train_sceneGraphs.json, val_sceneGraphs.json")
+    _common(parser)
+    parser.add_argument("--pool-train", type=int, default=None, help="train-file pool size (GQA default)")
+    parser.add_argument("--pool-test", type=int, default=None, help="val-file pool size for test (GQA default)")
+    parser.set_defaults(func=_run_gqa)
+
+
+def _run_gqa(args: argparse.Namespace) -> int:
+    out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
+                                   args.pool_train, args.pool_test, args.self_contained)  # fmt: skip
+    _summary(out, builds)
+    return 0
+
+
+def _summary(out: Path, builds: Sequence[Any]) -> None:
+    for build in builds:
+        if build.available:
+            counts = ", ".join(f"seed {s}: " + "/".join(str(c[k]) for k in ("train", "validation", "test"))
+                               for s, c in sorted(build.counts.items()))  # fmt: skip
+            print(f"{build.name:<24} {counts}")
+        else:
+            print(f"{build.name:<24} unavailable: {build.reason}")
+    print(f"written to {out}")
+
+
+#: Sub-command name -> (help, configure function).
+BUILDERS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "shapes": ("generate the synthetic shapes world (COCO layout + GQA scene graphs)", _configure_shapes),
+    "coco": ("build the COCO families from the standard COCO layout", _configure_coco),
+    "gqa": ("build the GQA families from train/val scene graphs", _configure_gqa),
+}
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``clip-cycles build``: one sub-command per source."""
+    sub = parser.add_subparsers(dest="source", required=True, metavar="{" + ",".join(BUILDERS) + "}")
+    for name, (help_text, configure) in BUILDERS.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))

@@ -1,0 +1,109 @@
+"""Bad COCO input: each case is a clear error or a counted, reported skip, never a pycocotools traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clip_cycles.annotations import load_coco_split, read_json
+from clip_cycles.cli import main
+
+CATS = [(1, "dog", "animal"), (2, "cat", "animal")]
+
+
+def good_images():
+    return [
+        {"id": 1, "objects": [(1, [10, 10, 20, 20]), (2, [60, 10, 20, 20])], "captions": ["a dog and a cat"]},
+        {"id": 2, "objects": [(2, [10, 10, 20, 20]), (1, [60, 10, 20, 20])], "captions": ["a cat and a dog"]},
+    ]
+
+
+def edit(path, change):
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_malformed_json_names_file_and_position(tmp_path, write_coco, capsys):
+    root = write_coco(tmp_path, CATS, good_images(), good_images()[:1])
+    path = root / "annotations" / "instances_train2017.json"
+    path.write_text('{"images": [\n  {"id": 1,}\n]}')
+    with pytest.raises(ValueError, match=r"instances_train2017.json: malformed JSON at line 2 column 12 \(char 24\)"):
+        read_json(path)
+    assert main(["build", "coco", "--coco-root", str(root), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "malformed JSON at line 2" in err and "Traceback" not in err
+
+
+def test_missing_file_and_fields_are_clear_errors(tmp_path, write_coco):
+    with pytest.raises(FileNotFoundError, match="instances_train2017.json does not exist"):
+        load_coco_split(tmp_path)
+    root = write_coco(tmp_path, CATS, good_images(), [])
+    path = root / "annotations" / "instances_train2017.json"
+    edit(path, lambda d: d["annotations"][1].pop("bbox"))
+    with pytest.raises(ValueError, match=r"annotation 2 field 'bbox' must be \[x, y, w, h\] numbers"):
+        load_coco_split(root)
+    edit(path, lambda d: d["images"][0].pop("file_name"))
+    with pytest.raises(ValueError, match=r"image #0 \(id 1\) has no field 'file_name'"):
+        load_coco_split(root)
+    edit(path, lambda d: d.update(images=[{"id": 1, "file_name": "a.jpg", "width": 9, "height": 9}] * 2))
+    with pytest.raises(ValueError, match="image id 1 appears twice"):
+        load_coco_split(root)
+    path.write_text("[1, 2]")
+    with pytest.raises(ValueError, match="top level must be a JSON object"):
+        load_coco_split(root)
+
+
+def test_counted_skips(tmp_path, write_coco):
+    images = good_images() + [
+        {"id": 3, "objects": [(1, [10, 10, 0, 20]), (2, [50, 50, 10, 10])], "captions": ["zero area dog"]},
+        {"id": 4, "objects": [(1, [90, 10, 30, 20])], "captions": ["dog off the edge"]},
+        {"id": 5, "objects": [(1, [10, 10, 10, 10])], "captions": ["   ", "a dog"], "file_name": "../../etc/x.jpg"},
+        {"id": 6, "objects": [(1, [10, 10, 10, 10]), (2, [40, 40, 10, 10])], "captions": ["", "a dog and a cat"]},
+    ]
+    root = write_coco(tmp_path, CATS, images, [])
+    path = root / "annotations" / "instances_train2017.json"
+
+    def dangling(data):
+        data["annotations"].append({"id": 900, "image_id": 77, "category_id": 1, "bbox": [1, 1, 5, 5]})
+        data["annotations"].append({"id": 901, "image_id": 1, "category_id": 42, "bbox": [1, 1, 5, 5]})
+
+    edit(path, dangling)
+    edit(root / "annotations" / "captions_train2017.json",
+         lambda d: d["annotations"].append({"id": 902, "image_id": 78, "caption": "ghost"}))  # fmt: skip
+    split = load_coco_split(root)
+    assert dict(split.skipped) == {
+        "annotation_missing_image": 1, "annotation_unknown_category": 1, "box_zero_area": 1,
+        "box_outside_image": 1, "image_bad_box": 2, "image_unsafe_file_name": 1, "caption_empty": 1,
+        "caption_missing_image": 1, "caption_of_dropped_image": 4, "annotation_of_dropped_image": 1,
+    }  # fmt: skip
+    assert sorted(split.images) == [1, 2, 6]
+    assert split.captions[6] == ["a dog and a cat"]
+    assert sorted(split.instances.getImgIds()) == [1, 2, 6]  # pycocotools only sees clean data
+    assert all(a["image_id"] in (1, 2, 6) for a in split.instances.dataset["annotations"])
+
+
+def test_skips_are_listed_in_card_and_build_info(tmp_path, write_coco):
+    from clip_cycles.build import build_coco_folder
+
+    train = [{"id": i, "objects": [(1 + i % 2, [10 + 60 * (i % 3 == 0), 10, 20, 20]), (2 - i % 2, [60, 60, 20, 20])],
+              "captions": ["a dog and a cat"]} for i in range(1, 41)]  # fmt: skip
+    train.append({"id": 99, "objects": [(1, [10, 10, -5, 5])]})
+    val = [dict(t, id=t["id"] + 1000) for t in train[:20]]
+    root = write_coco(tmp_path / "coco", CATS, train, val)
+    out, _ = build_coco_folder(root, tmp_path / "out", families=["object_position"], seeds=[0], min_cycles=1)
+    info = json.loads((out / "build_info.json").read_text())
+    assert info["skipped"] == {"box_zero_area": 1, "image_bad_box": 1}
+    assert "| box_zero_area | 1 |" in (out / "README.md").read_text()
+
+
+def test_self_contained_mode_names_a_missing_image(tmp_path, write_coco):
+    from clip_cycles.build import build_coco_folder
+
+    train = [{"id": i, "objects": [(1, [5 if i % 2 else 75, 40, 20, 20])]} for i in range(1, 31)]
+    val = [dict(t, id=t["id"] + 1000) for t in train]
+    root = write_coco(tmp_path / "coco", CATS, train, val)
+    with pytest.raises(FileNotFoundError, match=r"image file .*train2017/0000000000\d\d.jpg of image id \d+ is missing"):
+        build_coco_folder(root, tmp_path / "out", families=["object_position"], seeds=[0], min_cycles=1,
+                          self_contained=True)  # fmt: skip
