@@ -1,0 +1,231 @@
+"""The clip_benchmark plugin: ``clip_benchmark eval --dataset cycles/<task> ...``.
+
+:func:`patch_cli` is applied to ``clip_benchmark.cli`` right after it is imported (by
+the start-up hook in :mod:`clip_cycles._activation`, or explicitly by
+``python -m clip_cycles.clip_benchmark eval ...``). It
+
+- adds every clip_cycles backend (``hf``, ``features``, entry points) to clip_benchmark's
+  model table, so they are valid ``--model_type`` choices and ``load_clip`` finds them;
+- adds the task collections (``cycles/coco_all``, ...) to clip_benchmark's dataset
+  collections, so ``--dataset cycles/coco_all`` expands to its tasks;
+- routes ``cycles/<task>`` datasets with ``--task auto`` to :mod:`clip_cycles.evaluate`,
+  loading the model through clip_benchmark's ``load_clip`` and filling its ``--output``
+  template; the JSON is clip_benchmark's ``{dataset, model, pretrained, task, metrics,
+  language}``;
+- makes ``cycles/<task>`` a regular clip_benchmark dataset for ``--task
+  image_caption_selection`` (two images and two captions per block, as Winoground), so
+  clip_benchmark's own metric can be run on exactly the same blocks.
+
+Every other dataset goes through clip_benchmark unchanged.
+
+Launched under ``torchrun`` (without clip_benchmark's own ``--distributed``, which
+splits whole runs across ranks instead), each ``cycles/`` run is sharded across the
+ranks and rank 0 writes the result (:mod:`clip_cycles.distributed`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from types import ModuleType
+from typing import Any, Callable
+
+from clip_cycles.tasks import TaskRegistry, is_task_name
+
+
+class CycleBlocksDataset:
+    """A map-style dataset of cycle blocks: item i is (two transformed images, two captions)."""
+
+    def __init__(self, rows: Any, transform: Callable[[Any], Any] | None) -> None:
+        self.rows = rows
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.rows.cycle_ids)
+
+    def _image(self, item: Any) -> Any:
+        import io
+
+        from PIL import Image
+
+        with Image.open(io.BytesIO(item.read_bytes())) as image:
+            image = image.convert("RGB")
+        return self.transform(image) if self.transform is not None else image
+
+    def __getitem__(self, index: int) -> tuple[Any, list[str]]:
+        import torch
+
+        first, second = self.rows.images[index]
+        images = [self._image(first), self._image(second)]
+        if self.transform is not None:
+            images = torch.stack(images)
+        return images, list(self.rows.captions[index])
+
+
+def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: Any, split: str = "test",
+                         seeds: Any = None) -> CycleBlocksDataset:
+    """The blocks of a task's split, seeds concatenated in order (for clip_benchmark's own metrics)."""
+    from clip_cycles.evaluate import CycleRows, load_task_data, resolve_cache_dir, resolve_dataset_roots
+    from clip_cycles.tasks import TaskSpec, get_task
+
+    task = get_task(task_name)
+    if not isinstance(task, TaskSpec):
+        raise ValueError(f"{task_name} is a collection; pass one of its tasks: {', '.join(task.tasks)}")
+    if split != task.split:
+        from dataclasses import replace
+
+        task = replace(task, split=split)
+    folder = resolve_dataset_roots([task], dataset_root, resolve_cache_dir() / "datasets")[task.name]
+    data = load_task_data(task, folder, seeds)
+    if data.unavailable is not None:
+        raise ValueError(data.unavailable)
+    merged = CycleRows([], [], [])
+    for seed in sorted(data.splits):
+        rows = data.splits[seed][task.split]
+        merged.cycle_ids.extend(rows.cycle_ids)
+        merged.images.extend(rows.images)
+        merged.captions.extend(rows.captions)
+    return CycleBlocksDataset(merged, transform)
+
+
+def _dataset_root(args: Any, dataset_name: str) -> str | None:
+    root = args.dataset_root.format(dataset=dataset_name, dataset_cleaned=dataset_name.replace("/", "-"))
+    # clip_benchmark's default "root" names no folder: treat it as "not given" (shapes tasks then
+    # build their own world; other tasks get the error that says what is expected).
+    return None if root == "root" and not os.path.exists(root) else root
+
+
+def run_cycles(args: Any) -> int:
+    """clip_benchmark's ``run`` for one ``cycles/`` dataset with ``--task auto``."""
+    import torch
+    from clip_benchmark.models import load_clip
+
+    from clip_cycles.distributed import device_for_rank, process_group, world_from_env
+    from clip_cycles.encoder import ModelSpec
+    from clip_cycles.evaluate import evaluate, output_path, resolve_cache_dir
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # clip_benchmark's --distributed hands each rank whole runs: encode this one alone, on this rank's GPU.
+    runs_split = bool(getattr(args, "distributed", False))
+    if runs_split:
+        device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
+    args.device = device
+    output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language)
+    if os.path.exists(output) and args.skip_existing:
+        if args.verbose:
+            print(f"Skip {output}, exists already.")
+        return 0
+    if args.verbose:
+        print(f"Running 'cycles' on '{args.dataset}' with the model '{args.pretrained}' on language '{args.language}'")
+
+    def loader() -> Any:
+        return load_clip(model_type=args.model_type, model_name=args.model, pretrained=args.pretrained,
+                         cache_dir=args.model_cache_dir, device=device)
+
+    spec = ModelSpec(backend=args.model_type, model=args.model, pretrained=args.pretrained, device=device,
+                     seed=args.seed, amp=args.amp, model_cache_dir=args.model_cache_dir, loader=loader)
+    cache = os.environ.get("CLIP_CYCLES_CACHE")
+    # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
+    with process_group(spec, keep=True, enabled=not runs_split):
+        records, encoded = evaluate([args.dataset], spec, _dataset_root(args, args.dataset), resolve_cache_dir(cache),
+                                    batch_size=args.batch_size, num_workers=args.num_workers,
+                                    skip_bad_images=os.environ.get("CLIP_CYCLES_SKIP_BAD_IMAGES", "") not in ("", "0"))
+    if encoded is None:  # a rank other than 0: rank 0 writes the result
+        return 0
+    record = records[0]
+    record["language"] = args.language
+    if args.verbose:
+        stats = encoded.stats
+        print(f"Encoded {stats.encoded_images} images, {stats.encoded_captions} captions "
+              f"({stats.cached_images} + {stats.cached_captions} cached)")
+        print(f"Dump results to: {output}")
+    with open(output, "w") as handle:
+        json.dump(record, handle)
+    return 0
+
+
+def _lazy_loader(name: str) -> Callable[..., Any]:
+    def load(model_name: str, pretrained: str, cache_dir: str | None = None, device: str = "cpu") -> Any:
+        from clip_cycles.backends import get_backend
+
+        return get_backend(name)(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
+
+    load._clip_cycles_backend = True  # type: ignore[attr-defined]
+    load.__name__ = f"load_{name}"
+    return load
+
+
+def patch_cli(cli: ModuleType) -> None:
+    """Teach an imported ``clip_benchmark.cli`` the cycles datasets, collections and backends (idempotent)."""
+    if getattr(cli, "_clip_cycles_patched", False):
+        return
+    from clip_benchmark import models
+
+    from clip_cycles.backends import available_backends
+    from clip_cycles.tiny_model import register_tiny_model
+
+    # clip_benchmark's own open_clip loader then resolves `--model cycles-tiny --pretrained shapes`.
+    register_tiny_model()
+    for name in available_backends(include_clip_benchmark=False):
+        if name not in models.TYPE2FUNC:
+            models.TYPE2FUNC[name] = _lazy_loader(name)
+        if name not in models.MODEL_TYPES:
+            # The list object is argparse's `choices` for --model_type: extend it in place.
+            models.MODEL_TYPES.append(name)
+
+    registry = TaskRegistry.default()
+    for group in registry.group_names():
+        cli.dataset_collection[group] = [task.name for task in registry.expand([group])]
+
+    original_run = cli.run
+    original_build = cli.build_dataset
+    original_collate = cli.get_dataset_collate_fn
+
+    def run(args: Any) -> Any:
+        if not is_task_name(args.dataset):
+            return original_run(args)
+        try:
+            if args.task == "auto":
+                return run_cycles(args)
+            if args.task == "image_caption_selection":
+                return original_run(args)
+            raise ValueError(f"{args.dataset}: cycles datasets support --task auto (cycle metrics) or "
+                             f"image_caption_selection, not {args.task!r}")
+        except (ValueError, FileNotFoundError) as error:
+            # User-facing errors already name the file, field or id: no traceback.
+            print(f"clip_benchmark: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+
+    def build_dataset(dataset_name: str, root: str = "root", transform: Any = None, split: str = "test",
+                      **kwargs: Any) -> Any:
+        if not is_task_name(dataset_name):
+            return original_build(dataset_name, root=root, transform=transform, split=split, **kwargs)
+        given = None if root == "root" and not os.path.exists(root) else root
+        return cycle_blocks_dataset(dataset_name, given, transform, split)
+
+    def get_dataset_collate_fn(dataset_name: str) -> Any:
+        if is_task_name(dataset_name):
+            from clip_benchmark.datasets.builder import image_captions_collate_fn
+
+            return image_captions_collate_fn
+        return original_collate(dataset_name)
+
+    cli.run = run
+    cli.build_dataset = build_dataset
+    cli.get_dataset_collate_fn = get_dataset_collate_fn
+    cli._clip_cycles_patched = True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m clip_cycles.clip_benchmark ...``: clip_benchmark's CLI with the plugin applied."""
+    import clip_benchmark.cli as cli
+
+    patch_cli(cli)
+    if argv is not None:
+        sys.argv = [sys.argv[0], *argv]
+    return int(cli.main() or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

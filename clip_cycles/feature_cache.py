@@ -1,0 +1,231 @@
+"""On-disk feature cache: encoded features keyed by model, preprocessing and item content.
+
+Layout under the cache root::
+
+    models/<model_key>.json                 what a (backend, model, pretrained, seed) loads to:
+                                            its preprocessing and tokenizer ids, feature namespaces
+    features/<namespace>/namespace.json     the description hashed into <namespace>
+    features/<namespace>/<shard>.safetensors  one encoded batch: tensor "features" (n, d) float32,
+                                            metadata "items" (JSON list of content hashes) and
+                                            "checksum" (sha256 of the feature bytes)
+
+A namespace is the hash of (backend, model, pretrained, preprocessing or tokenizer,
+precision, kind); an item is the sha256 of the image file bytes or the caption text.
+Each batch is written as its own shard through a temporary file and ``os.replace``, so
+a killed run leaves only whole shards and a rerun encodes only what is missing. A shard
+that does not parse, fails its checksum or holds non-finite values is deleted, counted
+and its items recomputed. No pickle: safetensors and JSON only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: Temporary files older than this (seconds) are leftovers of killed runs and are removed.
+STALE_TMP_SECONDS = 600.0
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def canonical_json(obj: Any) -> str:
+    """Sorted-key compact JSON: equal descriptions hash equally."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def digest(obj: Any, length: int = 24) -> str:
+    """Short sha256 hex of the canonical JSON of ``obj``."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()[:length]
+
+
+def content_hash(data: bytes) -> str:
+    """Item key of raw bytes (an image file's content)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def text_hash(text: str) -> str:
+    """Item key of a caption."""
+    return hashlib.sha256(b"text\x00" + text.encode("utf-8")).hexdigest()
+
+
+def stable_repr(obj: Any) -> str:
+    """``repr`` without memory addresses, so a preprocessing pipeline identifies itself across runs."""
+    return _ADDRESS.sub("", repr(obj))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@dataclass
+class CacheStats:
+    """What a cache did in one run; corrupt shards are named."""
+
+    shards_read: int = 0
+    hits: int = 0
+    misses: int = 0
+    shards_written: int = 0
+    corrupt_shards: list[str] = field(default_factory=list)
+    stale_tmp_removed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "shards_read": self.shards_read,
+            "hits": self.hits,
+            "misses": self.misses,
+            "shards_written": self.shards_written,
+            "corrupt_shards": list(self.corrupt_shards),
+            "stale_tmp_removed": self.stale_tmp_removed,
+        }
+
+
+class FeatureNamespace:
+    """Features of one (model, preprocessing, precision, kind): content hash -> float32 vector."""
+
+    def __init__(self, root: str | Path, description: Mapping[str, Any]) -> None:
+        self.description = dict(description)
+        self.name = digest(self.description)
+        self.directory = Path(root) / "features" / self.name
+        self.stats = CacheStats()
+        self._table: dict[str, np.ndarray] | None = None
+
+    def _ensure_directory(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        marker = self.directory / "namespace.json"
+        if not marker.exists():
+            atomic_write_bytes(marker, (canonical_json(self.description) + "\n").encode("utf-8"))
+
+    def _read_shard(self, path: Path) -> tuple[list[str], np.ndarray]:
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="numpy") as handle:
+            meta = handle.metadata() or {}
+            features = handle.get_tensor("features")
+        items = json.loads(meta["items"])
+        if features.ndim != 2 or features.dtype != np.float32 or features.shape[0] != len(items):
+            raise ValueError(f"shape {features.shape} / dtype {features.dtype} does not fit {len(items)} items")
+        if hashlib.sha256(np.ascontiguousarray(features).tobytes()).hexdigest() != meta["checksum"]:
+            raise ValueError("checksum mismatch")
+        if not np.isfinite(features).all():
+            raise ValueError("non-finite values")
+        return items, features
+
+    def load(self) -> dict[str, np.ndarray]:
+        """Read every shard (once); corrupt shards are deleted and counted."""
+        if self._table is not None:
+            return self._table
+        table: dict[str, np.ndarray] = {}
+        if self.directory.is_dir():
+            now = time.time()
+            for path in sorted(self.directory.iterdir()):
+                if ".tmp-" in path.name:
+                    if now - path.stat().st_mtime > STALE_TMP_SECONDS:
+                        path.unlink(missing_ok=True)
+                        self.stats.stale_tmp_removed += 1
+                    continue
+                if path.suffix != ".safetensors":
+                    continue
+                try:
+                    items, features = self._read_shard(path)
+                except Exception as error:  # any parse failure means the shard is unusable
+                    warnings.warn(f"feature cache: corrupt shard {path} ({error}); its items will be re-encoded",
+                                  stacklevel=2)
+                    self.stats.corrupt_shards.append(str(path))
+                    path.unlink(missing_ok=True)
+                    continue
+                self.stats.shards_read += 1
+                for item, row in zip(items, features):
+                    table.setdefault(item, row)
+        self._table = table
+        return table
+
+    def lookup(self, items: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]]:
+        """Split ``items`` into found features and the (ordered, unique) missing ones."""
+        table = self.load()
+        found: dict[str, np.ndarray] = {}
+        missing: list[str] = []
+        for item in dict.fromkeys(items):
+            if item in table:
+                found[item] = table[item]
+            else:
+                missing.append(item)
+        self.stats.hits += len(found)
+        self.stats.misses += len(missing)
+        return found, missing
+
+    def put(self, items: Sequence[str], features: np.ndarray) -> Path:
+        """Store one encoded batch as a shard, atomically; returns the shard path."""
+        from safetensors.numpy import save
+
+        features = np.ascontiguousarray(features, dtype=np.float32)
+        if features.ndim != 2 or features.shape[0] != len(items):
+            raise ValueError(f"feature batch of shape {features.shape} does not fit {len(items)} items")
+        if not np.isfinite(features).all():
+            raise ValueError("refusing to cache non-finite features")
+        self._ensure_directory()
+        meta = {
+            "items": json.dumps(list(items)),
+            "checksum": hashlib.sha256(features.tobytes()).hexdigest(),
+        }
+        path = self.directory / f"{digest(list(items), 32)}.safetensors"
+        atomic_write_bytes(path, save({"features": features}, metadata=meta))
+        self.stats.shards_written += 1
+        if self._table is not None:
+            for item, row in zip(items, features):
+                self._table.setdefault(item, row)
+        return path
+
+
+def model_key(description: Mapping[str, Any]) -> str:
+    """File stem of a model manifest."""
+    return digest(description)
+
+
+def read_manifest(root: str | Path, description: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The manifest of a model (its preprocessing ids), or None if never loaded or unreadable."""
+    path = Path(root) / "models" / f"{model_key(description)}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("model") != dict(description):
+        return None
+    return data
+
+
+def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessing: Mapping[str, Any]) -> None:
+    """Record what a model description loads to (preprocessing and tokenizer ids), atomically."""
+    path = Path(root) / "models" / f"{model_key(description)}.json"
+    data = {"model": dict(description), "preprocessing": dict(preprocessing)}
+    atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
+
+
+def namespaces_for(root: str | Path, model: Mapping[str, Any], preprocessing: Mapping[str, Any],
+                   kinds: Iterable[str] = ("image", "text")) -> dict[str, FeatureNamespace]:
+    """One namespace per feature kind: keyed by the model, its preprocessing/tokenizer and precision."""
+    out = {}
+    for kind in kinds:
+        desc = {"kind": kind, "model": dict(model), "preprocessing": preprocessing.get(kind),
+                "precision": preprocessing.get("precision")}
+        out[kind] = FeatureNamespace(root, desc)
+    return out

@@ -1,0 +1,150 @@
+"""`clip-cycles eval`: metrics equal clip_benchmark's own on the same blocks; features backend; bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from clip_cycles.encoder import ModelSpec
+from clip_cycles.evaluate import evaluate
+
+TASK = "cycles/shapes_strict_left_right"
+TINY = {
+    "model_cfg": {
+        "embed_dim": 32,
+        "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
+        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
+    },
+    "preprocess_cfg": {},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    folder = tmp_path_factory.mktemp("tiny_eval")
+    (folder / "open_clip_config.json").write_text(json.dumps(TINY))
+    return f"local-dir:{folder}"
+
+
+@pytest.fixture(scope="module")
+def result(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
+    cache = tmp_path_factory.mktemp("eval_cache")
+    records, encoded = evaluate([TASK], ModelSpec("open_clip", tiny, None, seed=0), shapes_cycles, cache,
+                                num_workers=0, seeds=[0, 1])
+    return records[0], encoded, cache
+
+
+def test_scores_equal_clip_benchmark_image_caption_selection(result: Any, shapes_cycles: Path, tiny: str) -> None:
+    import torch
+    from clip_benchmark.datasets.builder import image_captions_collate_fn
+    from clip_benchmark.metrics import image_caption_selection
+
+    from clip_cycles.backends import load_open_clip
+    from clip_cycles.clip_benchmark import cycle_blocks_dataset
+
+    record, encoded, _ = result
+    assert record["dataset"] == TASK and record["task"] == "cycles" and record["language"] == "en"
+    metrics = record["metrics"]
+    torch.manual_seed(0)
+    model, transform, tokenizer = load_open_clip(tiny, None)
+    model.eval()
+    for seed in (0, 1):
+        dataset = cycle_blocks_dataset(TASK, str(shapes_cycles), transform, seeds=[seed])
+        loader = torch.utils.data.DataLoader(dataset, batch_size=16, collate_fn=image_captions_collate_fn)
+        reference = image_caption_selection.evaluate(model, loader, tokenizer, "cpu", amp=False)
+        ours = metrics["per_seed"][str(seed)]
+        n = ours["n_cycles"]
+        assert n == len(dataset)
+        # clip_benchmark averages in float32: compare the numbers of correct blocks exactly.
+        for name, theirs in (("text_acc", "text_acc"), ("image_acc", "image_acc"), ("group_acc", "acc")):
+            assert round(ours[name] * n) == round(reference[theirs] * n), name
+            assert ours[name] == pytest.approx(reference[theirs], abs=1e-6)
+    for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
+        values = [metrics["per_seed"][s][name] for s in ("0", "1")]
+        assert metrics[name] == pytest.approx(np.mean(values))
+        assert metrics[f"{name}_sd"] == pytest.approx(np.std(values, ddof=1))
+    assert metrics["n_cycles"] == sum(metrics["per_seed"][s]["n_cycles"] for s in ("0", "1"))
+    assert metrics["additive_audit"]["passed"] is True
+    assert metrics["tie_tolerance"] == 1e-9
+
+
+def test_features_backend_reproduces_the_model_results(result: Any, shapes_cycles: Path, tmp_path: Path) -> None:
+    record, encoded, _ = result
+    keys = sorted(encoded.image_rows, key=encoded.image_rows.get)
+    captions = sorted(encoded.caption_rows, key=encoded.caption_rows.get)
+    path = tmp_path / "features.npz"
+    np.savez(path, image_features=encoded.image_features * 3.0, caption_features=encoded.caption_features,
+             image_keys=np.array(keys), caption_keys=np.array(captions))
+    records, _ = evaluate([TASK], ModelSpec("features", str(path), None), shapes_cycles, use_cache=False, seeds=[0, 1])
+    ours, theirs = records[0]["metrics"], record["metrics"]
+    for name in ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles"):
+        assert ours[name] == pytest.approx(theirs[name], abs=1e-12)
+
+    np.savez(path, image_features=encoded.image_features[1:], caption_features=encoded.caption_features,
+             image_keys=np.array(keys[1:]), caption_keys=np.array(captions))
+    with pytest.raises(ValueError, match=f"has no image '{keys[0]}'"):
+        evaluate([TASK], ModelSpec("features", str(path), None), shapes_cycles, use_cache=False, seeds=[0])
+
+
+def test_cli_eval_writes_clip_benchmark_json_from_the_cache(result: Any, shapes_cycles: Path, tiny: str,
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from clip_cycles.cli import main
+
+    record, _, cache = result
+    template = str(tmp_path / "{dataset}_{pretrained}_{task}.json")
+    code = main(["eval", "--task", TASK, "--model-type", "open_clip", "--model", tiny, "--pretrained", "none",
+                 "--dataset-root", str(shapes_cycles), "--cache-dir", str(cache), "--seeds", "0", "1",
+                 "--device", "cpu", "--num-workers", "0", "--output", template])
+    assert code == 0
+    written = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_cycles.json").read_text())
+    assert set(written) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
+    # pretrained "none" and None are the same random init: same numbers, served from the cache.
+    assert written["metrics"]["per_seed"] == json.loads(json.dumps(record["metrics"]["per_seed"]))
+    assert "encoded 0 images and 0 captions" in capsys.readouterr().err
+
+
+def test_unknown_task_and_bad_roots_are_clear_errors(shapes_cycles: Path, tmp_path: Path) -> None:
+    spec = ModelSpec("open_clip", "ViT-B-32", None)
+    with pytest.raises(ValueError, match="unknown task 'cycles/nope'.*cycles/coco_strict_size"):
+        evaluate(["cycles/nope"], spec, shapes_cycles, tmp_path)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError) as info:
+        evaluate(["cycles/coco_strict_size"], spec, tmp_path / "empty", tmp_path)
+    message = str(info.value)
+    assert "neither a built dataset folder" in message and "clip-cycles build coco" in message
+    assert "annotations/instances_val2017.json" in message
+    with pytest.raises(ValueError, match="needs gqa cycles"):
+        evaluate(["cycles/gqa_binding"], spec, shapes_cycles, tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        evaluate([TASK], spec, tmp_path / "nowhere", tmp_path)
+
+
+def test_missing_images_are_named_or_skipped_and_counted(shapes_cycles: Path, shapes_world: Path, tiny: str,
+                                                         tmp_path: Path) -> None:
+    import shutil
+
+    folder = tmp_path / "built"
+    shutil.copytree(shapes_cycles, folder)
+    world = tmp_path / "world"
+    shutil.copytree(shapes_world, world)
+    info = json.loads((folder / "build_info.json").read_text())
+    info["source_root"] = str(world)
+    (folder / "build_info.json").write_text(json.dumps(info))
+    import pyarrow.parquet as pq
+
+    first = pq.read_table(folder / "data" / "strict_left_right" / "seed0" / "test.parquet").column("image_0")[0].as_py()
+    (world / first).unlink()
+    spec = ModelSpec("open_clip", tiny, None, seed=0)
+    with pytest.raises(FileNotFoundError, match=first):
+        evaluate([TASK], spec, folder, tmp_path / "cache", num_workers=0, seeds=[0])
+    records, encoded = evaluate([TASK], spec, folder, tmp_path / "cache", num_workers=0, seeds=[0],
+                                skip_bad_images=True)
+    metrics = records[0]["metrics"]
+    assert metrics["skipped_bad_images"] == 1 and first in metrics["bad_images"]
+    assert metrics["dropped_cycles"] >= 1
+    assert metrics["n_cycles"] + metrics["dropped_cycles"] == len(
+        pq.read_table(folder / "data" / "strict_left_right" / "seed0" / "test.parquet"))

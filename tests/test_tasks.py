@@ -1,0 +1,102 @@
+"""The task registry: shipped YAMLs, resolution, collections, schema errors, adding a task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clip_cycles.families import list_families
+from clip_cycles.tasks import TASKS_PATH_ENV, GroupSpec, TaskRegistry, TaskSpec, expand_tasks, get_task, shipped_tasks_dir
+
+GOOD = """task: cycles/{name}
+dataset_path: shapes
+dataset_kwargs: {{config: strict_left_right, seeds: [0, 2]}}
+test_split: test
+metric_list:
+  - {{metric: cycle_acc, aggregation: mean, higher_is_better: true}}
+  - text_acc
+tie_tolerance: 1.0e-6
+doc_to_text: "a photo: {{caption}}"
+"""
+
+
+def _write(root: Path, name: str, text: str) -> Path:
+    path = root / "cycles" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_shipped_tasks_cover_every_registered_family() -> None:
+    import clip_cycles.coco_families  # noqa: F401  (registers the COCO families)
+    import clip_cycles.gqa_families  # noqa: F401
+
+    registry = TaskRegistry([shipped_tasks_dir()])
+    coco = {f"cycles/coco_{f}" for f in list_families("coco")}
+    gqa = {f"cycles/gqa_{f}" for f in list_families("gqa")}
+    shapes = {f"cycles/shapes_{f}" for f in list_families("coco")}
+    assert set(registry.task_names()) == coco | gqa | shapes
+    assert registry.group_names() == ["cycles/coco_all", "cycles/gqa_all", "cycles/shapes_all"]
+    assert {t.name for t in registry.expand(["cycles/coco_all"])} == coco
+    assert {t.name for t in registry.expand(["cycles/gqa_all"])} == gqa
+    spec = registry.get("cycles/coco_strict_size")
+    assert isinstance(spec, TaskSpec)
+    assert (spec.source, spec.config, spec.split, spec.seeds) == ("coco", "strict_size", "test", (0, 1, 2))
+    assert spec.path == shipped_tasks_dir() / "cycles" / "coco_strict_size.yaml"
+    assert spec.tie_tolerance == 1e-9
+
+
+def test_unknown_task_lists_available_ones() -> None:
+    with pytest.raises(ValueError) as info:
+        get_task("cycles/no_such_family")
+    message = str(info.value)
+    assert "cycles/no_such_family" in message
+    assert "cycles/coco_strict_size" in message and "cycles/shapes_all" in message
+
+
+def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "my_family", GOOD.format(name="my_family"))
+    _write(tmp_path, "my_group", "group: cycles/my_group\ntask: [cycles/my_family, cycles/shapes_strict_size]\n")
+    monkeypatch.setenv(TASKS_PATH_ENV, str(tmp_path))
+    spec = get_task("cycles/my_family")
+    assert isinstance(spec, TaskSpec)
+    assert spec.seeds == (0, 2) and spec.metric_names == ("cycle_acc", "text_acc")
+    assert spec.format_caption("a red circle") == "a photo: a red circle"
+    assert spec.config_name(2) == "strict_left_right_seed2"
+    assert [t.name for t in expand_tasks(["cycles/my_group", "cycles/my_family"])] == [
+        "cycles/my_family", "cycles/shapes_strict_size"]
+    assert isinstance(get_task("cycles/my_group"), GroupSpec)
+
+
+@pytest.mark.parametrize(
+    ("replace", "field"),
+    [
+        (("tie_tolerance: 1.0e-6", "tie_tolerance: -1"), "tie_tolerance"),
+        (("tie_tolerance: 1.0e-6", "tie_tolerance: .nan"), "tie_tolerance"),
+        (("  - text_acc", "  - recall_at_5"), "metric_list[1].metric"),
+        (("dataset_path: shapes", "dataset_path: imagenet"), "dataset_path"),
+        (("test_split: test", "test_split: dev"), "test_split"),
+        (("seeds: [0, 2]", "seeds: [0, 0]"), "dataset_kwargs.seeds"),
+        (('doc_to_text: "a photo: {caption}"', 'doc_to_text: "a photo"'), "doc_to_text"),
+        (("test_split: test", "test_split: test\nprompt: x"), "prompt"),
+    ],
+)
+def test_schema_errors_name_file_and_field(tmp_path: Path, replace: tuple[str, str], field: str) -> None:
+    path = _write(tmp_path, "bad", GOOD.format(name="bad").replace(*replace))
+    with pytest.raises(ValueError) as info:
+        TaskRegistry([tmp_path]).get("cycles/bad")
+    assert str(path) in str(info.value) and repr(field) in str(info.value)
+
+
+def test_task_name_must_match_file_location(tmp_path: Path) -> None:
+    path = _write(tmp_path, "here", GOOD.format(name="elsewhere"))
+    with pytest.raises(ValueError, match="cycles/here"):
+        TaskRegistry([tmp_path]).names()
+    assert path.exists()
+
+
+def test_group_naming_unknown_task_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path, "g", "group: cycles/g\ntask: [cycles/missing]\n")
+    with pytest.raises(ValueError, match="cycles/missing"):
+        TaskRegistry([tmp_path]).names()
