@@ -1,0 +1,86 @@
+"""Report: every section and figure written, unavailable families marked, byte-stable, mixed models refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from clip_cycles.experiment_data import planted_experiment_data
+from clip_cycles.oe import OESettings, run_oe
+from clip_cycles.probes import ProbeSettings, run_probes, write_json
+from clip_cycles.report import MixedModelsError, build_report, load_results
+
+STEMS = ("strict_relation_bars", "rank_sweep", "transfer_heatmap", "alignment_vs_transfer", "oe_comparison")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from clip_cycles.transfer import TransferSettings, run_transfer
+
+    data = planted_experiment_data({"strict_left_right": 0, "strict_size": 1, "strict_same_pair": 2, "coarse": 0},
+                                   dim=8, n_train=40, n_validation=20, n_test=30, seeds=(0, 1), pool_size=200,
+                                   marker_strength=1.0, cycle_counts={"strict_same_pair": (40, 20, 4)})
+    out = tmp_path_factory.mktemp("results")
+    common = {"epochs": 1, "seeds": (0, 1), "batch_size": 64}
+    write_json(run_probes(data, ProbeSettings(ranks=(1, 2), audit_epochs=1, **common)), out / "probe.json")
+    write_json(run_transfer(data, TransferSettings(rank=2, **common)), out / "transfer.json")
+    write_json(run_oe(data, OESettings(rank=2, text_only_epochs=1, **common)), out / "oe.json")
+    return out
+
+
+def test_report_writes_every_section_and_figure_and_marks_missing_families(results: Path, tmp_path: Path) -> None:
+    work = tmp_path / "r"
+    shutil.copytree(results, work)
+    paths = build_report(work)
+    assert sorted(p.name for p in paths.figures) == sorted(f"{s}.{ext}" for s in STEMS for ext in ("png", "svg"))
+    for path in paths.figures:
+        assert path.stat().st_size > 0
+    text = paths.markdown.read_text()
+    for title in ("## Probes and rank sweeps", "## Family-to-family transfer and alignment", "## Cycle OE vs Shortcut OE"):
+        assert title in text
+    reason = "seed 0 split 'test' has 4 cycles (minimum 20)"
+    assert f"- strict_same_pair: {reason}" in text
+    assert f"| strict_same_pair | unavailable: {reason} |" in text  # probe table row kept
+    assert "| strict_same_pair | n/a | n/a | n/a | n/a |" in text  # transfer matrix row kept
+    # The unavailable strict family keeps its place in the strict-relation bars and the heatmap.
+    for stem in ("strict_relation_bars", "transfer_heatmap"):
+        assert "strict_same_pair" in (work / f"{stem}.svg").read_text()
+    assert "n/a" in (work / "transfer_heatmap.svg").read_text()
+    assert "- model: `planted`" in text and "- tie tolerance: 1e-09" in text
+
+
+def test_report_is_byte_identical_when_rebuilt(results: Path, tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(results, first)
+    shutil.copytree(results, second)
+    build_report(first)
+    build_report(second)
+    for path in sorted(first.iterdir()):
+        assert path.read_bytes() == (second / path.name).read_bytes(), path.name
+
+
+def test_results_from_another_model_are_refused_by_name(results: Path, tmp_path: Path) -> None:
+    from clip_cycles.cli import main
+
+    work = tmp_path / "mixed"
+    shutil.copytree(results, work)
+    record = json.loads((work / "transfer.json").read_text())
+    record["model"] = "ViT-B-32"
+    (work / "transfer.json").write_text(json.dumps(record))
+    with pytest.raises(MixedModelsError, match=r"mixes models .*transfer\.json: model 'ViT-B-32'"):
+        load_results(work)
+    assert main(["report", str(work)]) == 2
+    assert not (work / "report.md").exists()
+
+
+def test_empty_missing_or_malformed_results_directories(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        build_report(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="holds no experiment results"):
+        build_report(tmp_path)
+    (tmp_path / "probe.json").write_text(json.dumps({"experiment": "probe", "model": "m", "pretrained": "p"}))
+    with pytest.raises(ValueError, match=r"probe\.json: field 'tie_tol' is missing"):
+        build_report(tmp_path)
