@@ -5,9 +5,13 @@ Sub-commands form a registry (:data:`BUILDERS`), each a ``configure(parser)`` th
 
     clip-cycles build shapes --out DIR [--n-images N] [--seed S] [--image-size PX]
     clip-cycles build coco --coco-root DIR --out DIR [--families ...] [--seeds 0 1 2]
-        [--min-cycles N] [--pool-train 10000 --pool-val 2744] [--self-contained]
+        [--min-cycles N] [--pool-train 10000 --pool-val 2744] [--self-contained] [--num-proc N]
     clip-cycles build gqa --gqa-root DIR --out DIR [--families ...] [--seeds 0 1 2]
-        [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--self-contained]
+        [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--self-contained] [--num-proc N]
+
+``--num-proc`` runs the heavy per-image steps (text-neighbour search, candidate indexing)
+on that many processes; the written folder is byte-identical for any count, so the
+count is recorded nowhere.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from clip_cycles.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families
+from clip_cycles.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families, num_processes
 
 DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
@@ -33,9 +37,11 @@ def build_coco_folder(
     pool_val: int | None = DEFAULT_POOL_VAL,
     self_contained: bool = False,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    num_proc: int = 1,
 ) -> tuple[Path, list[Any]]:
     """Load COCO under ``coco_root`` (standard layout), build, audit and write the families to ``out``.
 
+    ``num_proc`` processes share the heavy steps (same output for any count).
     Returns the folder and the :class:`~clip_cycles.families.FamilyBuild` list.
     """
     from clip_cycles.coco_families import coco_pools, load_coco_index
@@ -50,12 +56,13 @@ def build_coco_folder(
     command = ["clip-cycles", "build", "coco", "--coco-root", str(index.root), "--out", str(out), "--families", *names,
                "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train),
                "--pool-val", str(pool_val)] + (["--self-contained"] if self_contained else [])  # fmt: skip
-    return build_folder(
-        index, names, train_pool, val_pool, out, seeds=seeds, min_cycles=min_cycles,
-        validation_fraction=validation_fraction, mode="self_contained" if self_contained else "reference",
-        rebuild_command=shlex.join(command), skipped=dict(index.skipped),
-        extra_info={"pool_requested": {"train": pool_train, "val": pool_val}},
-    )  # fmt: skip
+    with num_processes(num_proc):
+        return build_folder(
+            index, names, train_pool, val_pool, out, seeds=seeds, min_cycles=min_cycles,
+            validation_fraction=validation_fraction, mode="self_contained" if self_contained else "reference",
+            rebuild_command=shlex.join(command), skipped=dict(index.skipped),
+            extra_info={"pool_requested": {"train": pool_train, "val": pool_val}},
+        )  # fmt: skip
 
 
 def build_gqa_folder(
@@ -67,8 +74,12 @@ def build_gqa_folder(
     pool_train: int | None = None,
     pool_test: int | None = None,
     self_contained: bool = False,
+    num_proc: int = 1,
 ) -> tuple[Path, list[Any]]:
-    """Build the GQA families (``clip_cycles.gqa_families.build_gqa_families``) and write the folder."""
+    """Build the GQA families (``clip_cycles.gqa_families.build_gqa_families``) and write the folder.
+
+    ``num_proc`` processes share the heavy steps (same output for any count).
+    """
     from clip_cycles import gqa_families
     from clip_cycles.dataset_folder import write_folder
 
@@ -77,7 +88,8 @@ def build_gqa_folder(
         pools["pool_train"] = pool_train
     if pool_test is not None:
         pools["pool_test"] = pool_test
-    index, builds, facts = gqa_families.build_gqa_families(gqa_root, families, seeds, min_cycles, **pools)
+    with num_processes(num_proc):
+        index, builds, facts = gqa_families.build_gqa_families(gqa_root, families, seeds, min_cycles, **pools)
     names = [b.name for b in builds]
     command = ["clip-cycles", "build", "gqa", "--gqa-root", str(Path(gqa_root).resolve()), "--out", str(out),
                "--families", *names, "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles),
@@ -99,6 +111,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
                         help=f"fewer cycles in any split -> family unavailable (default {DEFAULT_MIN_CYCLES})")
     parser.add_argument("--self-contained", action="store_true", help="embed images (datasets.Image) in Parquet")
+    parser.add_argument("--num-proc", type=int, default=1,
+                        help="processes for text-neighbour search and candidate indexing (same output for any count)")
 
 
 def _configure_shapes(parser: argparse.ArgumentParser) -> None:
@@ -117,7 +131,8 @@ def _configure_coco(parser: argparse.ArgumentParser) -> None:
 
 def _run_coco(args: argparse.Namespace) -> int:
     out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
-                                    args.pool_train, args.pool_val, args.self_contained)  # fmt: skip
+                                    args.pool_train, args.pool_val, args.self_contained,
+                                    num_proc=args.num_proc)  # fmt: skip
     _summary(out, builds)
     return 0
 
@@ -132,7 +147,8 @@ def _configure_gqa(parser: argparse.ArgumentParser) -> None:
 
 def _run_gqa(args: argparse.Namespace) -> int:
     out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
-                                   args.pool_train, args.pool_test, args.self_contained)  # fmt: skip
+                                   args.pool_train, args.pool_test, args.self_contained,
+                                   num_proc=args.num_proc)  # fmt: skip
     _summary(out, builds)
     return 0
 

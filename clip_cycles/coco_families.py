@@ -563,7 +563,8 @@ class TextNeighbor(HumanCaptionFamily):
         import hashlib
 
         from sklearn.feature_extraction.text import TfidfVectorizer
-        from sklearn.neighbors import NearestNeighbors
+
+        from clip_cycles.families import parallel_map
 
         ids = sorted(set(image_ids))
         # A short token, not the id tuple: big tuples re-hash on every dict lookup.
@@ -573,11 +574,17 @@ class TextNeighbor(HumanCaptionFamily):
         facts = [f for f in (self.fixed_fact(index, u) for u in ids) if f is not None]
         result: dict[int, list[int]] = {}
         if len(facts) >= 2:
+            # TF-IDF rows are L2-normalised: cosine similarity is a dot product. Blocks of rows are
+            # searched independently (on --num-proc processes); each row's result depends on that
+            # row alone, so the neighbours are the same for any block size or process count.
             vectors = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit_transform([f[1] for f in facts])
-            k = min(self.pool_neighbors + 1, len(facts))
-            search = NearestNeighbors(n_neighbors=k, metric="cosine", algorithm="brute").fit(vectors)
-            _, rows = search.kneighbors(vectors)
-            result = {facts[i][0]: [facts[j][0] for j in row if j != i] for i, row in enumerate(rows.tolist())}
+            k = min(self.pool_neighbors, len(facts) - 1)
+            columns = vectors.T.tocsr()
+            starts = list(range(0, len(facts), NEIGHBOUR_BLOCK))
+            blocks = parallel_map(lambda start: _top_neighbours(vectors[start:start + NEIGHBOUR_BLOCK], columns, start, k),
+                                  starts, chunk_size=1)
+            rows = [row for block in blocks for row in block]
+            result = {facts[i][0]: [facts[j][0] for j in row] for i, row in enumerate(rows)}
         index.memo[key] = result
         for image_id in result:
             index.memo[("text_neighbor_pool_of", image_id)] = key
@@ -609,6 +616,26 @@ class TextNeighbor(HumanCaptionFamily):
                     cycles.append(self.to_cycle(a, b))
                     break
         return cycles
+
+
+#: Rows per block of the text-neighbour search (a block's similarities are one dense block x pool array).
+NEIGHBOUR_BLOCK = 64
+
+
+def _top_neighbours(block: Any, columns: Any, offset: int, k: int) -> list[list[int]]:
+    """For each row of ``block`` (rows ``offset...`` of the pool): the ``k`` most similar other rows,
+    by descending similarity, ties by ascending row."""
+    sims = (block @ columns).toarray()
+    n = sims.shape[1]
+    out = []
+    for r in range(sims.shape[0]):
+        row = sims[r]
+        row[offset + r] = -np.inf  # never its own neighbour
+        threshold = np.partition(row, n - k)[n - k]  # the k-th largest value
+        candidates = np.flatnonzero(row >= threshold)
+        ranked = candidates[np.lexsort((candidates, -row[candidates]))]
+        out.append(ranked[:k].tolist())
+    return out
 
 
 # --- relation families (template captions from box geometry) ---------------------------------------------------

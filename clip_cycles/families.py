@@ -26,15 +26,22 @@ deterministic generator per (source, family, seed, split), the audits of
 :mod:`clip_cycles.audits` on every split (a failing audit raises :class:`AuditError`),
 and the minimum-cycle rule (a family short of ``min_cycles`` in any split of any seed is
 *unavailable*, with a reason, not an error).
+
+Heavy per-image steps of a build (text-neighbour search, candidate indexing) go through
+:func:`parallel_map`, which runs on ``--num-proc`` worker processes inside
+:func:`num_processes`; results come back in input order, so the output is
+byte-identical for any process count.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 
@@ -51,6 +58,53 @@ DEFAULT_VALIDATION_FRACTION: float = 0.2
 
 #: Seed of the fixed pool draw; the pools are the same for every split seed (paper 1).
 POOL_SEED: int = 0
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_num_proc = 1
+_task: Callable[[Any], Any] | None = None  # the function the forked workers apply (inherited, never pickled)
+
+
+@contextmanager
+def num_processes(n: int) -> Iterator[None]:
+    """Let :func:`parallel_map` use ``n`` worker processes inside the block (``--num-proc``)."""
+    global _num_proc
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"--num-proc must be a positive integer, got {n!r}")
+    previous, _num_proc = _num_proc, n
+    try:
+        yield
+    finally:
+        _num_proc = previous
+
+
+def _run_chunk(chunk: Sequence[Any]) -> list[Any]:
+    assert _task is not None
+    return [_task(item) for item in chunk]
+
+
+def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64) -> list[R]:
+    """``[fn(x) for x in items]``, on the :func:`num_processes` worker processes when there are several.
+
+    Workers are forked, so ``fn`` may close over the (large) annotation index without it
+    being pickled; only the items and results travel. Results keep the input order, and
+    ``fn`` must be a pure function of its item, so any process count gives the same list.
+    Without the ``fork`` start method (Windows) the map runs in this process.
+    """
+    global _task
+    items = list(items)
+    procs = min(_num_proc, (len(items) + chunk_size - 1) // chunk_size)
+    if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
+        return [fn(item) for item in items]
+    chunks = [items[i:i + chunk_size] for i in range(0, len(items), chunk_size)]
+    _task = fn
+    try:
+        with multiprocessing.get_context("fork").Pool(procs) as pool:
+            parts = pool.map(_run_chunk, chunks, chunksize=1)
+    finally:
+        _task = None
+    return [result for part in parts for result in part]
 
 
 def canonical_json(obj: Any) -> str:

@@ -64,6 +64,7 @@ from clip_cycles.families import (
     build_families,
     canonical_json,
     list_families,
+    parallel_map,
     register_family,
     register_source,
     select_pool,
@@ -144,6 +145,8 @@ class GqaIndex:
     skipped: Counter = field(default_factory=Counter)
     repaired: Counter = field(default_factory=Counter)
     source: str = "gqa"
+    #: Per-image facts of the families (candidate statements), shared by every seed and split.
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def file_name(self, image_id: int) -> str:
         """Image file relative to the GQA root (``images/<id>.jpg`` or the entry's ``file_name``)."""
@@ -248,11 +251,24 @@ class GqaFamily(Family):
     def caption_matches(self, index: Any, caption: str, meaning: Mapping[str, Any]) -> bool:
         return caption == self.caption(meaning)
 
+    def prepare(self, index: Any, pools: Mapping[str, Sequence[int]]) -> None:
+        """Candidate indexing: every pool image's statements, once for all seeds and splits
+        (on ``--num-proc`` processes; a pure function of the scene graph, so order-free)."""
+        memo = getattr(index, "memo", None)
+        if memo is None:
+            return
+        ids = [i for i in sorted({int(i) for pool in pools.values() for i in pool}) if ("statements", self.name, i) not in memo]
+        found = parallel_map(lambda image_id: list(self.statements(index.graph(image_id))), ids, chunk_size=64)
+        for image_id, statements in zip(ids, found):
+            memo[("statements", self.name, image_id)] = statements
+
     def build_cycles(self, index: Any, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         groups: dict[tuple[str, ...], dict[str, list[tuple[int, SceneGraph, Statement]]]] = {}
+        memo = getattr(index, "memo", {})
         for image_id in sorted(image_ids):
             graph = index.graph(image_id)
-            for st in self.statements(graph):
+            known = memo.get(("statements", self.name, int(image_id)))
+            for st in self.statements(graph) if known is None else known:
                 groups.setdefault(st.group, {}).setdefault(st.value, []).append((image_id, graph, st))
         cycles: list[Cycle] = []
         pairable = sorted(key for key, buckets in groups.items() if len(buckets) >= 2)
