@@ -1,8 +1,11 @@
 """``clip-cycles splits``: paper 2's Table 1/2 grid (models x strategies) and the k ablation.
 
 Input is either a THINGS-format root (concept list, pairs, supercategory TSV) with one
-embeddings npz per model (``concepts`` + ``embeddings`` arrays, read without pickle),
-or the synthetic concept world. Output folder::
+embeddings npz per model (``concepts`` + ``embeddings`` arrays, read without pickle)
+and/or a model of any backend (``--model-type``/``--model``/``--pretrained``) that
+embeds the root's concepts through the feature cache (mean image embedding over
+``object_images/<concept>/*.jpg``, or with ``--concept-text`` the text embedding of the
+concept's name or definition), or the synthetic concept world. Output folder::
 
     results.json     data summary, per model/strategy/seed metrics, table means, k ablation
     results.md       Table 1 (F1 selectivity), Table 2 (CS), leakage, k ablation, skips
@@ -234,10 +237,15 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
         world = make_concept_world(config, seed=args.world_seed)
         context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
         return world.data, {"synthetic": world.embeddings}, context
-    if not args.things_root or not args.embeddings:
-        raise ValueError("give --things-root and at least one --embeddings NAME=FILE.npz, or --synthetic")
+    if not args.things_root or not (args.embeddings or args.model):
+        raise ValueError("give --things-root with --model MODEL and/or --embeddings NAME=FILE.npz, or --synthetic")
     data = load_things(args.things_root, args.pairs, args.concept_list, args.categories, args.min_concepts)
     raw = {name: load_embeddings_npz(path) for name, path in map(_parse_model, args.embeddings)}
+    if args.model:
+        name, (data, matrix) = _embed_with_model(args, data)
+        if name in raw:
+            raise ValueError(f"model name {name!r} is used by --embeddings too; pass --model-name")
+        raw[name] = (data.concepts, matrix)
     # Keep the concepts that every model has, so all rows of a table see the same attributes.
     common = set(data.concepts)
     for ids, _ in raw.values():
@@ -257,6 +265,25 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
         _, split_embeddings = align_embeddings(data, ids, matrix, args.min_concepts)
     context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings)
     return data, models, context
+
+
+def _embed_with_model(
+    args: argparse.Namespace, data: ConceptAttributeData
+) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
+    """Embed the THINGS root's concepts with the ``--model`` backend through the feature cache."""
+    from clip_cycles.evaluate import model_spec_from_args, resolve_cache_dir
+    from clip_cycles.task_runners import embed_concepts
+
+    spec = model_spec_from_args(args)
+    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
+    source = args.concept_text or "image"
+    embedded, matrix, info = embed_concepts(
+        args.things_root, data, spec, cache, source, args.categories, args.min_concepts,
+        args.encode_batch_size, args.num_workers, args.skip_bad_images,
+    )
+    name = args.model_name or "/".join(p for p in (args.model, args.pretrained) if p)
+    print(f"embedded {len(embedded.concepts)} concepts with {name} ({json.dumps(info, sort_keys=True)})")
+    return name, (embedded, matrix)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -299,6 +326,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--split-embeddings", help="npz to cluster / measure similarity on for every model")
     source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
     source.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic world")
+    model = parser.add_argument_group("model (embed the THINGS root's concepts with any backend, through the cache)")
+    model.add_argument("--model-type", default="open_clip", help="backend name (see clip_cycles.backends)")
+    model.add_argument("--model", default=None, help="model name (backend-specific); omit to use --embeddings only")
+    model.add_argument("--pretrained", default=None, help="pretrained tag or checkpoint path; none = random init")
+    model.add_argument("--model-name", default=None, help="row name in the tables (default: MODEL/PRETRAINED)")
+    model.add_argument("--concept-text", choices=("name", "definition"), default=None,
+                       help="text embeddings of concept names or definitions instead of mean image embeddings")
+    model.add_argument("--cache-dir", default=None, help="feature cache root (default: $CLIP_CYCLES_CACHE)")
+    model.add_argument("--no-cache", action="store_true", help="encode everything and store nothing")
+    model.add_argument("--model-cache-dir", default=None, help="where the backend keeps downloaded weights")
+    model.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    model.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
+    model.add_argument("--model-seed", dest="seed", type=int, default=0, help="torch seed before loading (random init)")
+    model.add_argument("--encode-batch-size", type=int, default=64)
+    model.add_argument("--num-workers", type=int, default=None, help="image decoding workers")
+    model.add_argument("--skip-bad-images", action="store_true", help="count and drop unreadable concept images")
     parser.add_argument("--min-concepts", type=int, default=DEFAULT_MIN_CONCEPTS, help="attribute filter (10)")
     parser.add_argument("--strategies", nargs="+", default=list(PAPER_STRATEGY_ORDER), help="split strategies")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="split seeds")

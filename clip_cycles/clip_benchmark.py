@@ -8,10 +8,13 @@ the start-up hook in :mod:`clip_cycles._activation`, or explicitly by
   model table, so they are valid ``--model_type`` choices and ``load_clip`` finds them;
 - adds the task collections (``cycles/coco_all``, ...) to clip_benchmark's dataset
   collections, so ``--dataset cycles/coco_all`` expands to its tasks;
-- routes ``cycles/<task>`` datasets with ``--task auto`` to :mod:`clip_cycles.evaluate`,
-  loading the model through clip_benchmark's ``load_clip`` and filling its ``--output``
-  template; the JSON is clip_benchmark's ``{dataset, model, pretrained, task, metrics,
-  language}``;
+- routes the datasets of the task registry with ``--task auto`` to the runner of their
+  ``output_type`` (:mod:`clip_cycles.task_runners`): ``cycles/<task>`` (zero-shot scores),
+  ``cycles_probe/<task>``, ``cycles_transfer/<collection>``, ``cycles_oe/<task>`` (paper-1
+  experiments) and ``attributes/things_<strategy>`` (paper-2 splits on the THINGS root
+  given as ``--dataset_root``), loading the model through clip_benchmark's ``load_clip``
+  and filling its ``--output`` template; the JSON is clip_benchmark's ``{dataset, model,
+  pretrained, task, metrics, language}``;
 - makes ``cycles/<task>`` a regular clip_benchmark dataset for ``--task
   image_caption_selection`` (two images and two captions per block, as Winoground), so
   clip_benchmark's own metric can be run on exactly the same blocks.
@@ -25,13 +28,12 @@ ranks and rank 0 writes the result (:mod:`clip_cycles.distributed`).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from types import ModuleType
 from typing import Any, Callable
 
-from clip_cycles.tasks import TaskRegistry, is_task_name
+from clip_cycles.tasks import GroupSpec, TaskRegistry, is_task_name
 
 
 class CycleBlocksDataset:
@@ -97,27 +99,38 @@ def _dataset_root(args: Any, dataset_name: str) -> str | None:
 
 
 def run_cycles(args: Any) -> int:
-    """clip_benchmark's ``run`` for one ``cycles/`` dataset with ``--task auto``."""
+    """clip_benchmark's ``run`` for one dataset of this plugin with ``--task auto``.
+
+    The task's ``output_type`` picks the runner (:mod:`clip_cycles.task_runners`): zero-shot
+    cycle scores, a paper-1 experiment or attribute splits; the JSON is clip_benchmark's.
+    """
     import torch
     from clip_benchmark.models import load_clip
 
     from clip_cycles.distributed import device_for_rank, process_group, world_from_env
     from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import evaluate, output_path, resolve_cache_dir
+    from clip_cycles.evaluate import output_path, write_record
+    from clip_cycles.task_runners import RunContext, run_tasks, runner_for
+    from clip_cycles.tasks import get_task
 
+    task = get_task(args.dataset)
+    if isinstance(task, GroupSpec):
+        raise ValueError(f"{args.dataset} is a collection; pass one of its tasks: {', '.join(task.tasks)}")
+    runner = runner_for(task.output_type)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     # clip_benchmark's --distributed hands each rank whole runs: encode this one alone, on this rank's GPU.
     runs_split = bool(getattr(args, "distributed", False))
     if runs_split:
         device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
     args.device = device
-    output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language)
+    output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language, runner.result_task)
     if os.path.exists(output) and args.skip_existing:
         if args.verbose:
             print(f"Skip {output}, exists already.")
         return 0
     if args.verbose:
-        print(f"Running 'cycles' on '{args.dataset}' with the model '{args.pretrained}' on language '{args.language}'")
+        print(f"Running '{runner.result_task}' on '{args.dataset}' with the model '{args.pretrained}' "
+              f"on language '{args.language}'")
 
     def loader() -> Any:
         return load_clip(model_type=args.model_type, model_name=args.model, pretrained=args.pretrained,
@@ -125,23 +138,22 @@ def run_cycles(args: Any) -> int:
 
     spec = ModelSpec(backend=args.model_type, model=args.model, pretrained=args.pretrained, device=device,
                      seed=args.seed, amp=args.amp, model_cache_dir=args.model_cache_dir, loader=loader)
-    cache = os.environ.get("CLIP_CYCLES_CACHE")
+    context = RunContext.create(spec, _dataset_root(args, args.dataset), os.environ.get("CLIP_CYCLES_CACHE"),
+                                batch_size=args.batch_size, num_workers=args.num_workers, language=args.language,
+                                skip_bad_images=os.environ.get("CLIP_CYCLES_SKIP_BAD_IMAGES", "") not in ("", "0"))
     # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
     with process_group(spec, keep=True, enabled=not runs_split):
-        records, encoded = evaluate([args.dataset], spec, _dataset_root(args, args.dataset), resolve_cache_dir(cache),
-                                    batch_size=args.batch_size, num_workers=args.num_workers,
-                                    skip_bad_images=os.environ.get("CLIP_CYCLES_SKIP_BAD_IMAGES", "") not in ("", "0"))
-    if encoded is None:  # a rank other than 0: rank 0 writes the result
+        outcome = run_tasks([args.dataset], context)
+    if not outcome.main:  # a rank other than 0: rank 0 writes the result
         return 0
-    record = records[0]
-    record["language"] = args.language
+    (record,) = outcome.records
     if args.verbose:
-        stats = encoded.stats
-        print(f"Encoded {stats.encoded_images} images, {stats.encoded_captions} captions "
-              f"({stats.cached_images} + {stats.cached_captions} cached)")
+        if outcome.encoded is not None:
+            stats = outcome.encoded.stats
+            print(f"Encoded {stats.encoded_images} images, {stats.encoded_captions} captions "
+                  f"({stats.cached_images} + {stats.cached_captions} cached)")
         print(f"Dump results to: {output}")
-    with open(output, "w") as handle:
-        json.dump(record, handle)
+    write_record(record, output)
     return 0
 
 
@@ -188,8 +200,13 @@ def patch_cli(cli: ModuleType) -> None:
         try:
             if args.task == "auto":
                 return run_cycles(args)
-            if args.task == "image_caption_selection":
+            from clip_cycles.tasks import get_task
+
+            output_type = getattr(get_task(args.dataset), "output_type", None)
+            if args.task == "image_caption_selection" and output_type == "cycle_selection":
                 return original_run(args)
+            if output_type != "cycle_selection":
+                raise ValueError(f"{args.dataset}: {output_type} tasks support --task auto only, not {args.task!r}")
             raise ValueError(f"{args.dataset}: cycles datasets support --task auto (cycle metrics) or "
                              f"image_caption_selection, not {args.task!r}")
         except (ValueError, FileNotFoundError) as error:

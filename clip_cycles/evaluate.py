@@ -360,6 +360,10 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     """
     from clip_cycles.distributed import encode_sharded, main_process_first
 
+    unsupported = [t.name for t in tasks if not isinstance(t, TaskSpec) or t.members]
+    if unsupported:
+        raise ValueError(f"tasks {unsupported} are not single-family cycle tasks; their runners "
+                         "(clip_cycles.task_runners) encode what they need")
     data_cache = Path(data_cache_dir) if data_cache_dir else resolve_cache_dir(cache_dir) / "datasets"
     with main_process_first():  # rank 0 builds shared data folders once; the others reuse them
         folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
@@ -469,7 +473,8 @@ def result_record(task: TaskSpec, model: str, pretrained: str | None, metrics: d
             "metrics": metrics, "language": language}
 
 
-def output_path(template: str, dataset: str, model: str, pretrained: str | None, language: str = "en") -> str:
+def output_path(template: str, dataset: str, model: str, pretrained: str | None, language: str = "en",
+                task: str = RESULT_TASK) -> str:
     """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does."""
     pretrained = pretrained or ""
     is_file = os.path.isfile(pretrained)
@@ -477,7 +482,7 @@ def output_path(template: str, dataset: str, model: str, pretrained: str | None,
         model=model,
         pretrained=os.path.basename(pretrained) if is_file else pretrained,
         pretrained_full_path=pretrained.replace("/", "_") if is_file else pretrained,
-        task=RESULT_TASK,
+        task=task,
         dataset=dataset.replace("/", "_"),
         language=language,
     )
@@ -487,14 +492,27 @@ def evaluate(task_names: Sequence[str], spec: ModelSpec, dataset_root: str | Pat
              cache_dir: str | Path | None = None, use_cache: bool = True, data_cache_dir: str | Path | None = None,
              batch_size: int = 64, num_workers: int | None = None, skip_bad_images: bool = False,
              seeds: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
-    """Evaluate ``spec`` on tasks (collections expanded); returns result records and the encoder output.
+    """Evaluate ``spec`` on cycle_selection tasks (collections expanded); returns result records and the encoder output.
 
-    Under torchrun only rank 0 scores: the other ranks get ``([], None)``.
+    Under torchrun only rank 0 scores: the other ranks get ``([], None)``. Tasks of
+    other output types run through :func:`clip_cycles.task_runners.run_tasks`.
     """
     tasks = expand_tasks(task_names)
     cache = resolve_cache_dir(cache_dir) if use_cache else None
-    loaded, encoded = encode_tasks(tasks, spec, dataset_root, cache,
-                                   data_cache_dir or resolve_cache_dir(cache_dir) / "datasets", batch_size,
+    return evaluate_tasks(tasks, spec, dataset_root, cache, data_cache_dir or resolve_cache_dir(cache_dir) / "datasets",
+                          batch_size, num_workers, skip_bad_images, seeds)
+
+
+def evaluate_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str | Path | None,
+                   cache: Path | None, data_cache_dir: str | Path, batch_size: int = 64, num_workers: int | None = None,
+                   skip_bad_images: bool = False, seeds: Sequence[int] | None = None
+                   ) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
+    """:func:`evaluate` on resolved task specs, with the feature cache (None: none) and data cache already chosen."""
+    other = [t.name for t in tasks if t.output_type != "cycle_selection"]
+    if other:
+        raise ValueError(f"tasks {other} are not cycle_selection tasks; run them with clip_cycles.task_runners.run_tasks "
+                         "(`clip-cycles eval` and the clip_benchmark plugin do)")
+    loaded, encoded = encode_tasks(tasks, spec, dataset_root, cache, data_cache_dir, batch_size,
                                    num_workers, skip_bad_images, seeds=seeds)
     if encoded is None:
         return [], None
@@ -525,24 +543,36 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Evaluate and write one JSON per task (rank 0 under torchrun)."""
+    """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
     from clip_cycles.distributed import process_group
+    from clip_cycles.task_runners import RunContext, run_tasks
 
     spec = model_spec_from_args(args)
+    context = RunContext.create(spec, args.dataset_root, args.cache_dir, not args.no_cache, args.data_cache_dir,
+                                batch_size=args.batch_size, num_workers=args.num_workers,
+                                skip_bad_images=args.skip_bad_images, seeds=args.seeds)
     with process_group(spec):
-        records, encoded = evaluate(args.task, spec, args.dataset_root, args.cache_dir, not args.no_cache,
-                                    args.data_cache_dir, args.batch_size, args.num_workers, args.skip_bad_images,
-                                    args.seeds)
-    if encoded is None:  # a rank other than 0: its shard is in the cache, rank 0 reports
+        outcome = run_tasks(args.task, context)
+    if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
         return 0
-    stats = encoded.stats
-    print(f"encoded {stats.encoded_images} images and {stats.encoded_captions} captions "
-          f"({stats.cached_images} + {stats.cached_captions} from the cache; "
-          f"{len(stats.bad_images)} bad images skipped)", file=sys.stderr)
-    for record in records:
+    if outcome.encoded is not None:
+        stats = outcome.encoded.stats
+        print(f"encoded {stats.encoded_images} images and {stats.encoded_captions} captions "
+              f"({stats.cached_images} + {stats.cached_captions} from the cache; "
+              f"{len(stats.bad_images)} bad images skipped)", file=sys.stderr)
+    for record in outcome.records:
         if args.output == "-":
             print(json.dumps(record, sort_keys=True, indent=2))
         else:
-            path = write_record(record, output_path(args.output, record["dataset"], spec.model, spec.pretrained))
-            print(f"{record['dataset']}: cycle_acc {record['metrics'].get('cycle_acc')} -> {path}", file=sys.stderr)
+            path = write_record(record, output_path(args.output, record["dataset"], spec.model, spec.pretrained,
+                                                    task=record["task"]))
+            print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}", file=sys.stderr)
     return 0
+
+
+def _headline(metrics: dict[str, Any]) -> str:
+    """The first headline number of a result, for the one-line summary."""
+    for name in ("cycle_acc", "pearson", "f1_selectivity"):
+        if name in metrics:
+            return f"{name} {metrics[name]}"
+    return f"available {metrics.get('available')}"

@@ -23,15 +23,35 @@ A collection (``group``) names other tasks::
 ``cycles/<name>`` resolves to ``tasks/cycles/<name>.yaml``. Adding a task is adding a
 YAML file: to the shipped ``tasks/`` directory, or to any directory listed in the
 environment variable ``CLIP_CYCLES_TASKS_PATH`` (``os.pathsep``-separated).
+
+``output_type`` picks what is computed (:data:`OUTPUT_TYPES`; the runner of each is
+registered in :mod:`clip_cycles.task_runners`): ``cycle_selection`` (zero-shot
+scores), ``cycle_probe``, ``cycle_transfer``, ``cycle_oe`` (the paper-1 experiments,
+settings in ``experiment_kwargs``, e.g. ``{epochs: 2, min_cycles: 5}``) and
+``attribute_splits`` (paper 2 on a THINGS root)::
+
+    task: attributes/things_clustering
+    dataset_path: things
+    dataset_kwargs: {strategy: clustering, k: 100, seeds: [0, 1, 2], min_concepts: 10}
+    output_type: attribute_splits
+    metric_list: [f1_selectivity, cs]
+
+A transfer task scores several families together: ``dataset_kwargs: {tasks: [cycles/a,
+cycles/b], seeds: [0]}`` instead of ``config``.
+
+Derived namespaces (:data:`DERIVED_NAMESPACES`) need no YAML: ``cycles_probe/<x>`` and
+``cycles_oe/<x>`` are the task or collection ``cycles/<x>`` with the experiment's
+output type and default settings, ``cycles_transfer/<collection>`` is one transfer task
+over the collection's families. A YAML file of the same name takes precedence.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Union
 
 import yaml
 
@@ -43,9 +63,8 @@ TASKS_PATH_ENV = "CLIP_CYCLES_TASKS_PATH"
 #: Sources a task may point at (``build_info.json`` ``source``).
 SOURCES: tuple[str, ...] = ("coco", "gqa", "shapes")
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
-OUTPUT_TYPES: tuple[str, ...] = ("cycle_selection",)
 
-#: Metrics a task may request, all computed from the same score blocks.
+#: Metrics a cycle_selection task may request, all computed from the same score blocks.
 METRICS: tuple[str, ...] = (
     "cycle_acc",
     "text_acc",
@@ -55,6 +74,64 @@ METRICS: tuple[str, ...] = (
     "additive_audit",
 )
 AGGREGATIONS: tuple[str, ...] = ("mean",)
+
+
+@dataclass(frozen=True)
+class OutputType:
+    """What a task of this ``output_type`` reads and which headline metrics it may name.
+
+    ``metrics[0]`` onwards is also the default ``metric_list`` of derived tasks;
+    ``multi_family`` tasks name several cycle tasks (``dataset_kwargs.tasks``).
+    """
+
+    name: str
+    sources: tuple[str, ...]
+    metrics: tuple[str, ...]
+    multi_family: bool = False
+
+
+#: Output types a task may declare; their runners live in :mod:`clip_cycles.task_runners`.
+OUTPUT_TYPES: dict[str, OutputType] = {
+    t.name: t
+    for t in (
+        OutputType("cycle_selection", SOURCES, METRICS),
+        OutputType("cycle_probe", SOURCES, ("cycle_acc", "zero_shot_cycle_acc", "n_cycles")),
+        OutputType("cycle_transfer", SOURCES, ("pearson", "spearman", "in_family_cycle_acc",
+                                               "cross_family_cycle_acc", "n_cycles"), multi_family=True),
+        OutputType("cycle_oe", SOURCES, ("cycle_acc", "shortcut_oe_cycle_acc", "four_entry_bce_cycle_acc",
+                                         "text_only_oe_val_acc", "text_only_cycle_acc", "n_cycles")),
+        OutputType("attribute_splits", ("things",), ("f1_selectivity", "cs", "mean_f1", "leakage",
+                                                     "n_attributes_scored")),
+    )
+}
+
+#: How a concept embedding is made for an attribute task (``dataset_kwargs.embedding``).
+CONCEPT_EMBEDDINGS: tuple[str, ...] = ("image", "name", "definition")
+
+
+@dataclass(frozen=True)
+class DerivedNamespace:
+    """``<prefix>/<x>`` derived from the ``cycles/<x>`` entry, with another output type.
+
+    ``per_task``: each cycles task gives a task and each collection a collection of the
+    derived tasks; otherwise each collection gives one multi-family task.
+    """
+
+    prefix: str
+    output_type: str
+    per_task: bool
+    description: str
+
+
+DERIVED_NAMESPACES: tuple[DerivedNamespace, ...] = (
+    DerivedNamespace("cycles_probe", "cycle_probe", True, "probe rank sweep (clip-cycles probe)"),
+    DerivedNamespace("cycles_oe", "cycle_oe", True, "Cycle OE vs Shortcut OE (clip-cycles oe)"),
+    DerivedNamespace("cycles_transfer", "cycle_transfer", False, "transfer grid and alignment (clip-cycles transfer)"),
+)
+#: The namespace derived tasks come from.
+BASE_NAMESPACE = "cycles"
+#: Every namespace this registry owns (``is_task_name``).
+NAMESPACES: tuple[str, ...] = (BASE_NAMESPACE, *(n.prefix for n in DERIVED_NAMESPACES), "attributes")
 
 _TASK_KEYS = {
     "task",
@@ -67,6 +144,7 @@ _TASK_KEYS = {
     "doc_to_text",
     "description",
     "tag",
+    "experiment_kwargs",
 }
 _GROUP_KEYS = {"group", "task", "description"}
 
@@ -96,6 +174,11 @@ class TaskSpec:
     description: str = ""
     train_split: str = "train"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    output_type: str = "cycle_selection"
+    #: Settings of the experiment (``ProbeSettings``, ``TransferSettings``, ``OESettings`` fields).
+    experiment_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: Cycle tasks of a multi-family (transfer) task, in order; empty otherwise.
+    members: tuple[str, ...] = ()
 
     def format_caption(self, caption: str) -> str:
         """Apply the task's caption template (``doc_to_text``) to one caption."""
@@ -104,6 +187,39 @@ class TaskSpec:
     def config_name(self, seed: int) -> str:
         """Config name in the built folder for ``seed`` (DEVELOPING.md: ``<family>``, ``<family>_seed<k>``)."""
         return self.config if seed == 0 else f"{self.config}_seed{seed}"
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(m.metric for m in self.metrics)
+
+
+@dataclass(frozen=True)
+class AttributeTaskSpec:
+    """A validated ``attribute_splits`` task: one split strategy on a THINGS-format root.
+
+    File names (``pairs``, ``concept_list``, ``categories``, ``groups``) are relative to
+    the dataset root unless absolute; None means the conventional name in the root
+    (``clip_cycles.concepts.load_things``) or, for ``groups``, no groups file.
+    """
+
+    name: str
+    strategy: str
+    seeds: tuple[int, ...]
+    metrics: tuple[MetricSpec, ...]
+    path: Path
+    k: int | None = None
+    min_concepts: int = 10
+    embedding: str = "image"
+    groups: str | None = None
+    pairs: str | None = None
+    concept_list: str | None = None
+    categories: str | None = None
+    split_params: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    experiment_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    description: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+    output_type: str = "attribute_splits"
+    source: str = "things"
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -161,7 +277,7 @@ def _expect_name(path: Path, root: Path, data: Mapping[str, Any], key: str) -> s
     return value
 
 
-def _parse_metrics(path: Path, raw: Any) -> tuple[MetricSpec, ...]:
+def _parse_metrics(path: Path, raw: Any, allowed: tuple[str, ...] = METRICS) -> tuple[MetricSpec, ...]:
     if not isinstance(raw, list) or not raw:
         raise _bad(path, "metric_list", "must be a non-empty list of {metric, aggregation, higher_is_better}")
     out = []
@@ -175,8 +291,8 @@ def _parse_metrics(path: Path, raw: Any) -> tuple[MetricSpec, ...]:
         if unknown:
             raise _bad(path, where, f"unknown keys {sorted(unknown)}")
         metric = entry.get("metric")
-        if metric not in METRICS:
-            raise _bad(path, f"{where}.metric", f"{metric!r} is not one of {list(METRICS)}")
+        if metric not in allowed:
+            raise _bad(path, f"{where}.metric", f"{metric!r} is not one of {list(allowed)}")
         aggregation = entry.get("aggregation", "mean")
         if aggregation not in AGGREGATIONS:
             raise _bad(path, f"{where}.aggregation", f"{aggregation!r} is not one of {list(AGGREGATIONS)}")
@@ -187,48 +303,85 @@ def _parse_metrics(path: Path, raw: Any) -> tuple[MetricSpec, ...]:
     return tuple(out)
 
 
-def parse_task(path: Path, root: Path) -> TaskSpec | GroupSpec:
-    """Validate one YAML file found under ``root`` and return its spec."""
-    data = _read_yaml(path)
-    if "group" in data:
-        unknown = set(data) - _GROUP_KEYS
-        if unknown:
-            raise _bad(path, sorted(unknown)[0], f"unknown key in a group file (allowed: {sorted(_GROUP_KEYS)})")
-        name = _expect_name(path, root, data, "group")
-        members = data.get("task")
-        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
-            raise _bad(path, "task", "a group needs a non-empty list of task names")
-        return GroupSpec(name=name, tasks=tuple(members), path=path, description=str(data.get("description", "")))
-    unknown = set(data) - _TASK_KEYS
-    if unknown:
-        raise _bad(path, sorted(unknown)[0], f"unknown key (allowed: {sorted(_TASK_KEYS)})")
-    name = _expect_name(path, root, data, "task")
-    source = data.get("dataset_path")
-    if source not in SOURCES:
-        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(SOURCES)}")
-    kwargs = data.get("dataset_kwargs")
-    if not isinstance(kwargs, dict):
-        raise _bad(path, "dataset_kwargs", "must be a mapping with at least `config` (the family name)")
-    unknown = set(kwargs) - {"config", "seeds", "train_split"}
-    if unknown:
-        raise _bad(path, f"dataset_kwargs.{sorted(unknown)[0]}", "unknown key (allowed: config, seeds, train_split)")
-    config = kwargs.get("config")
-    if not isinstance(config, str) or not config:
-        raise _bad(path, "dataset_kwargs.config", "must be the family (config) name in the built folder")
-    seeds = kwargs.get("seeds", [0, 1, 2])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+def _parse_seeds(path: Path, kwargs: Mapping[str, Any], default: list[int]) -> tuple[int, ...]:
+    seeds = kwargs.get("seeds", default)
+    if not isinstance(seeds, list) or not seeds or not all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+    ):
         raise _bad(path, "dataset_kwargs.seeds", f"must be a non-empty list of non-negative integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
         raise _bad(path, "dataset_kwargs.seeds", f"repeats a seed: {seeds!r}")
+    return tuple(seeds)
+
+
+def _parse_tags(path: Path, data: Mapping[str, Any]) -> tuple[str, ...]:
+    tags = data.get("tag", [])
+    tags = [tags] if isinstance(tags, str) else tags
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise _bad(path, "tag", "must be a string or a list of strings")
+    return tuple(tags)
+
+
+def _parse_experiment_kwargs(path: Path, data: Mapping[str, Any], output_type: str) -> dict[str, Any]:
+    raw = data.get("experiment_kwargs", {})
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) for k in raw):
+        raise _bad(path, "experiment_kwargs", f"must be a mapping of setting names to values, got {raw!r}")
+    if raw and output_type == "cycle_selection":
+        raise _bad(path, "experiment_kwargs", "cycle_selection tasks take no experiment settings")
+    if "seeds" in raw:
+        raise _bad(path, "experiment_kwargs.seeds", "seeds belong in dataset_kwargs.seeds")
+    # Field names are checked by the runner, which knows the settings class.
+    return dict(raw)
+
+
+def _optional_str(path: Path, kwargs: Mapping[str, Any], key: str) -> str | None:
+    value = kwargs.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _bad(path, f"dataset_kwargs.{key}", f"must be a file name (relative to the dataset root) or null, got {value!r}")
+    return value
+
+
+def _positive_int(path: Path, kwargs: Mapping[str, Any], key: str, minimum: int) -> int | None:
+    value = kwargs.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        raise _bad(path, f"dataset_kwargs.{key}", f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: OutputType) -> TaskSpec:
+    source = data.get("dataset_path")
+    if source not in output.sources:
+        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(output.sources)}")
+    kwargs = data.get("dataset_kwargs")
+    needed = "`tasks` (the cycle tasks to combine)" if output.multi_family else "`config` (the family name)"
+    if not isinstance(kwargs, dict):
+        raise _bad(path, "dataset_kwargs", f"must be a mapping with at least {needed}")
+    allowed = {"seeds", "train_split", "tasks"} if output.multi_family else {"config", "seeds", "train_split"}
+    unknown = set(kwargs) - allowed
+    if unknown:
+        raise _bad(path, f"dataset_kwargs.{sorted(unknown)[0]}", f"unknown key (allowed: {', '.join(sorted(allowed))})")
+    members: tuple[str, ...] = ()
+    config = ""
+    if output.multi_family:
+        raw = kwargs.get("tasks")
+        if not isinstance(raw, list) or not raw or not all(isinstance(t, str) and t for t in raw):
+            raise _bad(path, "dataset_kwargs.tasks", f"must be a non-empty list of cycle task names, got {raw!r}")
+        if len(set(raw)) != len(raw):
+            raise _bad(path, "dataset_kwargs.tasks", f"repeats a task: {raw!r}")
+        members = tuple(raw)
+    else:
+        config = kwargs.get("config")
+        if not isinstance(config, str) or not config:
+            raise _bad(path, "dataset_kwargs.config", "must be the family (config) name in the built folder")
+    seeds = _parse_seeds(path, kwargs, [0, 1, 2])
     split = data.get("test_split", "test")
     if split not in SPLITS:
         raise _bad(path, "test_split", f"{split!r} is not one of {list(SPLITS)}")
     train_split = kwargs.get("train_split", "train")
     if train_split not in SPLITS:
         raise _bad(path, "dataset_kwargs.train_split", f"{train_split!r} is not one of {list(SPLITS)}")
-    output_type = data.get("output_type", "cycle_selection")
-    if output_type not in OUTPUT_TYPES:
-        raise _bad(path, "output_type", f"{output_type!r} is not one of {list(OUTPUT_TYPES)}")
     tol = data.get("tie_tolerance", DEFAULT_TIE_TOL)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
         raise _bad(path, "tie_tolerance", f"must be a finite non-negative number, got {tol!r}")
@@ -241,32 +394,176 @@ def parse_task(path: Path, root: Path) -> TaskSpec | GroupSpec:
         raise _bad(path, "doc_to_text", f"template {template!r} is invalid: only {{caption}} is available ({error})") from error
     if "\x00" not in formatted:
         raise _bad(path, "doc_to_text", f"template {template!r} must contain {{caption}}")
-    tags = data.get("tag", [])
-    tags = [tags] if isinstance(tags, str) else tags
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise _bad(path, "tag", "must be a string or a list of strings")
     return TaskSpec(
         name=name,
         source=source,
         config=config,
-        seeds=tuple(seeds),
+        seeds=seeds,
         split=split,
-        metrics=_parse_metrics(path, data.get("metric_list")),
+        metrics=_parse_metrics(path, data.get("metric_list"), output.metrics),
         tie_tolerance=float(tol),
         caption_template=template,
         path=path,
         description=str(data.get("description", "")),
         train_split=train_split,
-        tags=tuple(tags),
+        tags=_parse_tags(path, data),
+        output_type=output.name,
+        experiment_kwargs=_parse_experiment_kwargs(path, data, output.name),
+        members=members,
     )
 
 
+_ATTRIBUTE_TASK_KEYS = {"task", "dataset_path", "dataset_kwargs", "output_type", "metric_list", "description", "tag",
+                        "experiment_kwargs"}
+_ATTRIBUTE_KWARGS = {"strategy", "seeds", "k", "min_concepts", "embedding", "groups", "pairs", "concept_list",
+                     "categories", "split_params"}
+#: Settings an attribute task may give in ``experiment_kwargs``.
+ATTRIBUTE_EXPERIMENT_KWARGS: tuple[str, ...] = ("solver", "leakage_threshold")
+
+
+def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output: OutputType) -> AttributeTaskSpec:
+    unknown = set(data) - _ATTRIBUTE_TASK_KEYS
+    if unknown:
+        raise _bad(path, sorted(unknown)[0], f"unknown key for an {output.name} task (allowed: {sorted(_ATTRIBUTE_TASK_KEYS)})")
+    source = data.get("dataset_path")
+    if source not in output.sources:
+        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(output.sources)}")
+    kwargs = data.get("dataset_kwargs")
+    if not isinstance(kwargs, dict):
+        raise _bad(path, "dataset_kwargs", "must be a mapping with at least `strategy` (a split strategy name)")
+    unknown = set(kwargs) - _ATTRIBUTE_KWARGS
+    if unknown:
+        raise _bad(path, f"dataset_kwargs.{sorted(unknown)[0]}", f"unknown key (allowed: {', '.join(sorted(_ATTRIBUTE_KWARGS))})")
+    strategy = kwargs.get("strategy")
+    if not isinstance(strategy, str) or not strategy:
+        raise _bad(path, "dataset_kwargs.strategy", "must be a split strategy name (clip_cycles.splitters.STRATEGIES)")
+    k = _positive_int(path, kwargs, "k", 2)
+    if k is not None and strategy != "clustering":
+        raise _bad(path, "dataset_kwargs.k", f"is the number of k-means clusters; strategy {strategy!r} has none")
+    min_concepts = _positive_int(path, kwargs, "min_concepts", 1)
+    embedding = kwargs.get("embedding", "image")
+    if embedding not in CONCEPT_EMBEDDINGS:
+        raise _bad(path, "dataset_kwargs.embedding", f"{embedding!r} is not one of {list(CONCEPT_EMBEDDINGS)}")
+    split_params = kwargs.get("split_params", {}) or {}
+    if not isinstance(split_params, dict) or not all(isinstance(key, str) for key in split_params):
+        raise _bad(path, "dataset_kwargs.split_params", f"must be a mapping of splitter arguments, got {split_params!r}")
+    experiment = _parse_experiment_kwargs(path, data, output.name)
+    unknown = set(experiment) - set(ATTRIBUTE_EXPERIMENT_KWARGS)
+    if unknown:
+        raise _bad(path, f"experiment_kwargs.{sorted(unknown)[0]}",
+                   f"unknown setting (allowed: {', '.join(ATTRIBUTE_EXPERIMENT_KWARGS)})")
+    return AttributeTaskSpec(
+        name=name,
+        strategy=strategy,
+        seeds=_parse_seeds(path, kwargs, [0, 1, 2]),
+        metrics=_parse_metrics(path, data.get("metric_list"), output.metrics),
+        path=path,
+        k=k,
+        min_concepts=10 if min_concepts is None else min_concepts,
+        embedding=embedding,
+        groups=_optional_str(path, kwargs, "groups"),
+        pairs=_optional_str(path, kwargs, "pairs"),
+        concept_list=_optional_str(path, kwargs, "concept_list"),
+        categories=_optional_str(path, kwargs, "categories"),
+        split_params=dict(split_params),
+        experiment_kwargs=experiment,
+        description=str(data.get("description", "")),
+        tags=_parse_tags(path, data),
+    )
+
+
+#: Task parser per output type: the attribute schema differs from the cycle schema.
+_TASK_PARSERS: dict[str, Callable[[Path, Mapping[str, Any], str, OutputType], TaskSpec | AttributeTaskSpec]] = {
+    **{name: _parse_cycle_task for name in OUTPUT_TYPES if name != "attribute_splits"},
+    "attribute_splits": _parse_attribute_task,
+}
+
+#: Anything a task name may resolve to.
+AnyTask = Union[TaskSpec, AttributeTaskSpec]
+
+
+def parse_task(path: Path, root: Path) -> TaskSpec | AttributeTaskSpec | GroupSpec:
+    """Validate one YAML file found under ``root`` and return its spec."""
+    data = _read_yaml(path)
+    if "group" in data:
+        unknown = set(data) - _GROUP_KEYS
+        if unknown:
+            raise _bad(path, sorted(unknown)[0], f"unknown key in a group file (allowed: {sorted(_GROUP_KEYS)})")
+        name = _expect_name(path, root, data, "group")
+        members = data.get("task")
+        if not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members):
+            raise _bad(path, "task", "a group needs a non-empty list of task names")
+        return GroupSpec(name=name, tasks=tuple(members), path=path, description=str(data.get("description", "")))
+    output_type = data.get("output_type", "cycle_selection")
+    if output_type not in OUTPUT_TYPES:
+        raise _bad(path, "output_type", f"{output_type!r} is not one of {list(OUTPUT_TYPES)}")
+    if output_type in _TASK_PARSERS and _TASK_PARSERS[output_type] is _parse_cycle_task:
+        unknown = set(data) - _TASK_KEYS
+        if unknown:
+            raise _bad(path, sorted(unknown)[0], f"unknown key (allowed: {sorted(_TASK_KEYS)})")
+    name = _expect_name(path, root, data, "task")
+    return _TASK_PARSERS[output_type](path, data, name, OUTPUT_TYPES[output_type])
+
+
+def _derive(entries: dict[str, AnyTask | GroupSpec], namespace: DerivedNamespace) -> dict[str, AnyTask | GroupSpec]:
+    """The entries of ``namespace`` derived from the ``cycles/`` ones (explicit YAMLs are not overwritten)."""
+    output = OUTPUT_TYPES[namespace.output_type]
+    base_prefix = f"{BASE_NAMESPACE}/"
+    derived: dict[str, AnyTask | GroupSpec] = {}
+    for name, spec in entries.items():
+        if not name.startswith(base_prefix):
+            continue
+        new = f"{namespace.prefix}/{name[len(base_prefix):]}"
+        if new in entries:
+            continue
+        what = f"{namespace.description} on {name}"
+        if isinstance(spec, TaskSpec) and namespace.per_task and spec.output_type == "cycle_selection":
+            derived[new] = replace(spec, name=new, output_type=output.name, description=what,
+                                   metrics=tuple(MetricSpec(m) for m in output.metrics))
+        elif isinstance(spec, GroupSpec) and namespace.per_task:
+            if all(m.startswith(base_prefix) for m in spec.tasks):
+                members = tuple(f"{namespace.prefix}/{m[len(base_prefix):]}" for m in spec.tasks)
+                derived[new] = GroupSpec(new, members, spec.path, what)
+        elif isinstance(spec, GroupSpec):
+            tasks = _expand(entries, [name])
+            cycle_tasks = [t for t in tasks if isinstance(t, TaskSpec) and t.output_type == "cycle_selection"]
+            if not cycle_tasks or len(cycle_tasks) != len(tasks):
+                continue
+            first = cycle_tasks[0]
+            seeds = tuple(s for s in first.seeds if all(s in t.seeds for t in cycle_tasks))
+            if not seeds:
+                continue
+            derived[new] = replace(first, name=new, config="", seeds=seeds, output_type=output.name, description=what,
+                                   metrics=tuple(MetricSpec(m) for m in output.metrics), path=spec.path,
+                                   members=tuple(t.name for t in cycle_tasks), tags=())
+    return derived
+
+
+def _expand(entries: Mapping[str, AnyTask | GroupSpec], names: Iterable[str]) -> list[AnyTask]:
+    out: dict[str, AnyTask] = {}
+
+    def visit(name: str, trail: tuple[str, ...]) -> None:
+        if name in trail:
+            raise ValueError(f"task group cycle: {' -> '.join((*trail, name))}")
+        spec = entries[name]
+        if isinstance(spec, GroupSpec):
+            for member in spec.tasks:
+                visit(member, (*trail, name))
+        else:
+            out.setdefault(spec.name, spec)
+
+    for name in names:
+        visit(name, ())
+    return list(out.values())
+
+
 class TaskRegistry:
-    """All tasks and groups under a list of root directories (earlier roots win)."""
+    """All tasks and groups under a list of root directories (earlier roots win), plus the derived namespaces."""
 
     def __init__(self, roots: Iterable[str | Path]) -> None:
         self.roots = [Path(r) for r in roots]
-        self._entries: dict[str, TaskSpec | GroupSpec] | None = None
+        self._entries: dict[str, AnyTask | GroupSpec] | None = None
+        self._derived: set[str] = set()
 
     @classmethod
     def default(cls) -> TaskRegistry:
@@ -275,73 +572,83 @@ class TaskRegistry:
         return cls([*extra, shipped_tasks_dir()])
 
     @property
-    def entries(self) -> dict[str, TaskSpec | GroupSpec]:
+    def entries(self) -> dict[str, AnyTask | GroupSpec]:
         if self._entries is None:
-            entries: dict[str, TaskSpec | GroupSpec] = {}
+            entries: dict[str, AnyTask | GroupSpec] = {}
             for root in self.roots:
                 if not root.is_dir():
                     raise FileNotFoundError(f"task directory {root} does not exist (check {TASKS_PATH_ENV})")
                 for path in sorted(root.rglob("*.yaml")):
                     spec = parse_task(path, root)
                     entries.setdefault(spec.name, spec)
-            for spec in entries.values():
-                if isinstance(spec, GroupSpec):
-                    missing = [t for t in spec.tasks if t not in entries]
-                    if missing:
-                        raise _bad(spec.path, "task", f"names unknown tasks {missing}")
+            self._check_members(entries)
+            derived: dict[str, AnyTask | GroupSpec] = {}
+            for namespace in DERIVED_NAMESPACES:
+                derived.update(_derive(entries, namespace))
+            self._derived = set(derived)
+            entries.update(derived)
+            self._check_members(entries)
             self._entries = entries
         return self._entries
 
+    @staticmethod
+    def _check_members(entries: Mapping[str, AnyTask | GroupSpec]) -> None:
+        for spec in entries.values():
+            if isinstance(spec, GroupSpec):
+                missing = [t for t in spec.tasks if t not in entries]
+                if missing:
+                    raise _bad(spec.path, "task", f"names unknown tasks {missing}")
+            elif isinstance(spec, TaskSpec) and spec.members:
+                bad = [t for t in spec.members
+                       if not (isinstance(entries.get(t), TaskSpec) and entries[t].config)]  # type: ignore[union-attr]
+                if bad:
+                    raise _bad(spec.path, "dataset_kwargs.tasks", f"names unknown or non-cycle tasks {bad}")
+
     def names(self) -> list[str]:
-        """Every task and group name, sorted."""
+        """Every task and group name (derived ones included), sorted."""
         return sorted(self.entries)
 
-    def task_names(self) -> list[str]:
-        """Names of single tasks (not groups), sorted."""
-        return sorted(n for n, s in self.entries.items() if isinstance(s, TaskSpec))
+    def task_names(self, derived: bool = True) -> list[str]:
+        """Names of single tasks (not groups), sorted; ``derived=False`` leaves out the derived namespaces."""
+        return sorted(n for n, s in self.entries.items()
+                      if not isinstance(s, GroupSpec) and (derived or n not in self._derived))
 
-    def group_names(self) -> list[str]:
-        """Names of groups, sorted."""
-        return sorted(n for n, s in self.entries.items() if isinstance(s, GroupSpec))
+    def group_names(self, derived: bool = True) -> list[str]:
+        """Names of groups, sorted; ``derived=False`` leaves out the derived namespaces."""
+        return sorted(n for n, s in self.entries.items()
+                      if isinstance(s, GroupSpec) and (derived or n not in self._derived))
 
-    def get(self, name: str) -> TaskSpec | GroupSpec:
+    def get(self, name: str) -> AnyTask | GroupSpec:
         """The spec of ``name``; a ValueError lists the available names when it is unknown."""
         if name not in self.entries:
+            patterns = ", ".join(
+                f"{n.prefix}/<{'task or collection' if n.per_task else 'collection'} of {BASE_NAMESPACE}/> "
+                f"({n.description})" for n in DERIVED_NAMESPACES
+            )
             raise ValueError(
-                f"unknown task {name!r}; available tasks: {', '.join(self.task_names())}; "
-                f"collections: {', '.join(self.group_names())}"
+                f"unknown task {name!r}; available tasks: {', '.join(self.task_names(derived=False))}; "
+                f"collections: {', '.join(self.group_names(derived=False))}; derived: {patterns}"
             )
         return self.entries[name]
 
-    def expand(self, names: Iterable[str]) -> list[TaskSpec]:
+    def expand(self, names: Iterable[str]) -> list[AnyTask]:
         """Resolve task and group names to tasks, groups expanded, duplicates removed, order kept."""
-        out: dict[str, TaskSpec] = {}
-
-        def visit(name: str, trail: tuple[str, ...]) -> None:
-            if name in trail:
-                raise ValueError(f"task group cycle: {' -> '.join((*trail, name))}")
-            spec = self.get(name)
-            if isinstance(spec, GroupSpec):
-                for member in spec.tasks:
-                    visit(member, (*trail, name))
-            else:
-                out.setdefault(spec.name, spec)
-
+        names = list(names)
         for name in names:
-            visit(name, ())
-        return list(out.values())
+            self.get(name)
+        return _expand(self.entries, names)
 
 
 def is_task_name(name: str) -> bool:
-    """Whether ``name`` is in the ``cycles/`` namespace that this registry owns."""
-    return name.startswith("cycles/")
+    """Whether ``name`` is in a namespace this registry owns (``cycles/``, the derived ones, ``attributes/``)."""
+    return name.split("/", 1)[0] in NAMESPACES and "/" in name
 
 
-def get_task(name: str) -> TaskSpec | GroupSpec:
+def get_task(name: str) -> AnyTask | GroupSpec:
     """Look ``name`` up in the default registry."""
     return TaskRegistry.default().get(name)
 
 
-def expand_tasks(names: Iterable[str]) -> list[TaskSpec]:
+def expand_tasks(names: Iterable[str]) -> list[AnyTask]:
     """Expand task/group names with the default registry."""
     return TaskRegistry.default().expand(names)

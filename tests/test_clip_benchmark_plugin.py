@@ -107,7 +107,9 @@ def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path
     env = _env(tmp_path, PYTHONPATH=str(tmp_path / "fake"))
     patched, types, collections, module = json.loads(_run([sys.executable, "-c", probe], env, tmp_path).stdout)
     assert patched and {"open_clip", "hf", "features"} <= set(types)
-    assert collections == ["cycles/coco_all", "cycles/gqa_all", "cycles/shapes_all", "cycles/shapes_gqa_all"]
+    cycle_groups = ["coco_all", "gqa_all", "shapes_all", "shapes_gqa_all"]
+    assert collections == ["attributes/things_all", *(f"{ns}/{g}" for ns in ("cycles", "cycles_oe", "cycles_probe")
+                                                      for g in cycle_groups)]
     assert module == "clip_cycles.clip_benchmark"
     off = json.loads(_run([sys.executable, "-c", probe], {**env, "CLIP_CYCLES_NO_PLUGIN": "1"}, tmp_path).stdout)
     assert off == [False, ["open_clip"], [], "clip_benchmark.cli"]

@@ -36,8 +36,11 @@ def test_shipped_tasks_cover_every_registered_family() -> None:
     coco = {f"cycles/coco_{f}" for f in list_families("coco")}
     gqa = {f"cycles/gqa_{f}" for f in list_families("gqa")}
     shapes = {f"cycles/shapes_{f}" for f in list_families("coco")}
-    assert set(registry.task_names()) == coco | gqa | shapes
-    assert registry.group_names() == ["cycles/coco_all", "cycles/gqa_all", "cycles/shapes_all"]
+    shapes_gqa = {f"cycles/shapes_gqa_{f}" for f in list_families("gqa")}
+    attributes = {f"attributes/things_{s}" for s in ("random", "llm", "similarity", "clustering", "supercategory")}
+    assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes
+    assert registry.group_names(derived=False) == ["attributes/things_all", "cycles/coco_all", "cycles/gqa_all",
+                                                   "cycles/shapes_all", "cycles/shapes_gqa_all"]
     assert {t.name for t in registry.expand(["cycles/coco_all"])} == coco
     assert {t.name for t in registry.expand(["cycles/gqa_all"])} == gqa
     spec = registry.get("cycles/coco_strict_size")
