@@ -76,32 +76,17 @@ def build_gqa_folder(
     self_contained: bool = False,
     num_proc: int = 1,
 ) -> tuple[Path, list[Any]]:
-    """Build the GQA families (``clip_cycles.gqa_families.build_gqa_families``) and write the folder.
+    """Build the GQA families (:func:`clip_cycles.gqa_families.build_gqa_folder`) with ``num_proc`` processes.
 
-    ``num_proc`` processes share the heavy steps (same output for any count).
+    ``None`` pool sizes take the GQA builder's defaults; the output is the same for any
+    process count.
     """
     from clip_cycles import gqa_families
-    from clip_cycles.dataset_folder import write_folder
 
-    pools = {}
-    if pool_train is not None:
-        pools["pool_train"] = pool_train
-    if pool_test is not None:
-        pools["pool_test"] = pool_test
+    pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test)) if size is not None}
     with num_processes(num_proc):
-        index, builds, facts = gqa_families.build_gqa_families(gqa_root, families, seeds, min_cycles, **pools)
-    names = [b.name for b in builds]
-    command = ["clip-cycles", "build", "gqa", "--gqa-root", str(Path(gqa_root).resolve()), "--out", str(out),
-               "--families", *names, "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles),
-               "--pool-train", str(facts["pool_train_requested"]), "--pool-test", str(facts["pool_test_requested"])]
-    command += ["--self-contained"] if self_contained else []  # fmt: skip
-    path = write_folder(
-        out, index, builds, mode="self_contained" if self_contained else "reference",
-        rebuild_command=shlex.join(command), pools={"train": facts["pool_train"], "val": facts["pool_test"]},
-        min_cycles=min_cycles, validation_fraction=facts["validation_fraction"], skipped=facts["skipped"],
-        extra_info={"repaired": facts.get("repaired", {})},
-    )  # fmt: skip
-    return path, builds
+        return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles,
+                                             self_contained=self_contained, **pools)  # fmt: skip
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -22,17 +22,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_models import TINY_OPEN_CLIP
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "cycles/shapes_strict_left_right"
-TINY = {
-    "model_cfg": {
-        "embed_dim": 32,
-        "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
-        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
-    },
-    "preprocess_cfg": {},
-}
+TINY = TINY_OPEN_CLIP
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:

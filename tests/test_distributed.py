@@ -22,20 +22,14 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles import distributed
 from clip_cycles.distributed import DistContext, backend_for, device_for_rank, shard, world_from_env
 from clip_cycles.encoder import FAULT_ENV, FAULT_RANK_ENV, ModelSpec
 
 TASK = "cycles/shapes_strict_left_right"
-TINY = {
-    "model_cfg": {
-        "embed_dim": 32,
-        "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
-        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
-    },
-    "preprocess_cfg": {},
-}
+TINY = TINY_OPEN_CLIP
 RANK_LINE = re.compile(r"rank (\d)/2: encoded (\d+) images and (\d+) captions of its shard")
 
 

@@ -9,18 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles import backends
 from clip_cycles.encoder import FAULT_ENV, ImageItem, InjectedFault, ModelSpec, encode
 
-TINY = {
-    "model_cfg": {
-        "embed_dim": 32,
-        "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
-        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
-    },
-    "preprocess_cfg": {},
-}
+TINY = TINY_OPEN_CLIP
 
 
 class Counting:

@@ -21,17 +21,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.tasks import TASKS_PATH_ENV, AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, shipped_tasks_dir
 
-TINY = {
-    "model_cfg": {
-        "embed_dim": 32,
-        "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
-        "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
-    },
-    "preprocess_cfg": {},
-}
+TINY = TINY_OPEN_CLIP
 CATEGORIES = {"animal": (200, 40, 40), "food": (40, 200, 40), "tool": (40, 40, 200), "vehicle": (200, 200, 40),
               "plant": (40, 200, 200), "clothing": (200, 40, 200)}
 NAMES = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
