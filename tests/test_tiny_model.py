@@ -37,11 +37,11 @@ def test_shipped_checkpoint_scores_coarse_object_well_above_chance(shapes_cycles
     records, encoded = evaluate(["cycles/shapes_coarse_object", "cycles/shapes_strict_left_right"], spec,
                                 dataset_root=shapes_cycles, cache_dir=tmp_path / "cache")
     metrics = {r["dataset"]: r["metrics"] for r in records}
-    coarse = metrics["cycles_shapes_coarse_object"]
+    coarse = metrics["cycles/shapes_coarse_object"]
     assert coarse["cycle_acc"] >= 0.8, coarse
     assert coarse["additive_audit"]["passed"] is True
     # Left/right is not in the training captions: the model must not look good there.
-    assert metrics["cycles_shapes_strict_left_right"]["cycle_acc"] < coarse["cycle_acc"]
+    assert metrics["cycles/shapes_strict_left_right"]["cycle_acc"] < coarse["cycle_acc"]
     assert encoded.stats.encoded_images > 0
 
 
