@@ -400,31 +400,8 @@ def _relation_holds(index: Any, image_id: int, meaning: Mapping[str, Any]) -> bo
     return _has_named_relation(index.graph(image_id), meaning["subject"], meaning["relation"], meaning["object"])
 
 
-@register_family(
-    "gqa",
-    "relation_object",
-    "Caption '<subject> <relation> <object>' is valid for an image when its scene graph has "
-    "an object named <subject> with relation <relation> to an object named <object>. A cycle "
-    "pairs two images with the same <subject> and <relation> and different objects o1, o2: "
-    "each image has EXACTLY ONE <subject>, whose <relation> edges all point to objects of one "
-    "single name (o1 in image 0, o2 in image 1, o1 != subject name). Strict swap rule: image 0 "
-    "contains NO object named o2 and image 1 none named o1, so the swapped triple is false "
-    "even where GQA's relation annotation is incomplete (absence of an edge alone is never "
-    "taken as falsity).",
-)
-class RelationObject(GqaFamily):
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
-        for subject in graph.unique_objects():
-            for relation in sorted({r for r, _ in subject.relations}):
-                names = graph.related_names(subject, relation)
-                if len(names) != 1:
-                    continue
-                (obj,) = names
-                if obj == subject.name:
-                    continue
-                meaning = {"subject": subject.name, "relation": relation, "object": obj}
-                details = {"subject_id": subject.object_id, "subject_box": _box(subject)}
-                yield Statement((subject.name, relation), obj, meaning, details)
+class _RelationArgumentFamily(GqaFamily):
+    """Relation families whose swap is false because the swapped argument's name is absent."""
 
     def caption(self, meaning: Mapping[str, Any]) -> str:
         return _relation_caption(meaning)
@@ -438,6 +415,33 @@ class RelationObject(GqaFamily):
 
 @register_family(
     "gqa",
+    "relation_object",
+    "Caption '<subject> <relation> <object>' is valid for an image when its scene graph has "
+    "an object named <subject> with relation <relation> to an object named <object>. A cycle "
+    "pairs two images with the same <subject> and <relation> and different objects o1, o2: "
+    "each image has EXACTLY ONE <subject>, whose <relation> edges all point to objects of one "
+    "single name (o1 in image 0, o2 in image 1, o1 != subject name). Strict swap rule: image 0 "
+    "contains NO object named o2 and image 1 none named o1, so the swapped triple is false "
+    "even where GQA's relation annotation is incomplete (absence of an edge alone is never "
+    "taken as falsity).",
+)
+class RelationObject(_RelationArgumentFamily):
+    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
+        for subject in graph.unique_objects():
+            for relation in sorted({r for r, _ in subject.relations}):
+                names = graph.related_names(subject, relation)
+                if len(names) != 1:
+                    continue
+                (obj,) = names
+                if obj == subject.name:
+                    continue
+                meaning = {"subject": subject.name, "relation": relation, "object": obj}
+                details = {"subject_id": subject.object_id, "subject_box": _box(subject)}
+                yield Statement((subject.name, relation), obj, meaning, details)
+
+
+@register_family(
+    "gqa",
     "relation_subject",
     "Caption '<subject> <relation> <object>' is valid for an image when its scene graph has "
     "an object named <subject> with relation <relation> to an object named <object>. A cycle "
@@ -446,7 +450,7 @@ class RelationObject(GqaFamily):
     "share one single name (s1 in image 0, s2 in image 1, != object name). Strict swap rule: "
     "image 0 contains NO object named s2 and image 1 none named s1.",
 )
-class RelationSubject(GqaFamily):
+class RelationSubject(_RelationArgumentFamily):
     def statements(self, graph: SceneGraph) -> Iterator[Statement]:
         sources: dict[tuple[str, str], set[str]] = {}
         for subject in graph.objects:
@@ -462,15 +466,6 @@ class RelationSubject(GqaFamily):
             meaning = {"subject": subject, "relation": relation, "object": target.name}
             details = {"object_id": target.object_id, "object_box": _box(target)}
             yield Statement((relation, target.name), subject, meaning, details)
-
-    def caption(self, meaning: Mapping[str, Any]) -> str:
-        return _relation_caption(meaning)
-
-    def compatible(self, graph_a: SceneGraph, a: Statement, graph_b: SceneGraph, b: Statement) -> bool:
-        return graph_a.name_counts.get(b.value, 0) == 0
-
-    def holds(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
-        return _relation_holds(index, image_id, meaning)
 
 
 @register_family(
