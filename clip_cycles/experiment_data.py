@@ -21,6 +21,7 @@ Three ways to get one:
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -164,6 +165,18 @@ def screen_families(
             unavailable[name] = reason
         else:
             usable[name] = family
+    return usable, unavailable
+
+
+
+def usable_families(
+    data: ExperimentData, seeds: Sequence[int], min_cycles: int
+) -> tuple[dict[str, FamilyFeatures], dict[str, str]]:
+    """``screen_families`` for an experiment: warns about each unavailable family and checks widths agree."""
+    usable, unavailable = screen_families(data, seeds, min_cycles)
+    for name, reason in unavailable.items():
+        print(f"warning: family {name!r} is unavailable: {reason}", file=sys.stderr)
+    check_dimensions(usable)
     return usable, unavailable
 
 
@@ -438,6 +451,9 @@ def _planted_cycles(rng: np.random.Generator, images: np.ndarray, captions: np.n
         return np.zeros((0, 4), dtype=np.int64)
     by_sign_image = {s: images[x[images] == s] for s in (-1.0, 1.0)}
     by_sign_caption = {s: captions[y[captions] == s] for s in (-1.0, 1.0)}
+    for kind, groups in (("image", by_sign_image), ("caption", by_sign_caption)):
+        if any(len(members) == 0 for members in groups.values()):
+            raise ValueError(f"planted split of {len(images)} items has no {kind} of one sign; use a larger pool_size")
     signs = rng.choice(np.array([-1.0, 1.0]), size=n)
     out = np.empty((n, 4), dtype=np.int64)
     for sign in (-1.0, 1.0):

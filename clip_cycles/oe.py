@@ -22,7 +22,6 @@ encoded through the same backend and cache as every other caption.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -34,9 +33,8 @@ from clip_cycles.experiment_data import (
     OE_MARKER,
     ExperimentData,
     FamilyFeatures,
-    check_dimensions,
     marker_caption,
-    screen_families,
+    usable_families,
 )
 from clip_cycles.probes import DEFAULT_SEEDS, CycleSubset, float64_logits, summarize, torch_threads, train_probe
 
@@ -188,10 +186,7 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tol: float) -> d
 def run_oe(data: ExperimentData, settings: OESettings | None = None) -> dict[str, Any]:
     """The OE experiment on every usable family, as one JSON-ready record."""
     settings = settings or OESettings()
-    usable, unavailable = screen_families(data, settings.seeds, settings.min_cycles)
-    for name, reason in unavailable.items():
-        print(f"warning: family {name!r} is unavailable: {reason}", file=sys.stderr)
-    check_dimensions(usable)
+    usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     families: dict[str, Any] = {name: oe_family(family, settings, data.tie_tol) for name, family in usable.items()}
     for name, reason in unavailable.items():
         families[name] = {"available": False, "reason": reason}

@@ -37,8 +37,7 @@ from clip_cycles.experiment_data import (
     DEFAULT_MIN_CYCLES,
     ExperimentData,
     FamilyFeatures,
-    check_dimensions,
-    screen_families,
+    usable_families,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -345,10 +344,7 @@ def run_probes(data: ExperimentData, settings: ProbeSettings | None = None) -> d
     from tqdm.auto import tqdm
 
     settings = settings or ProbeSettings()
-    usable, unavailable = screen_families(data, settings.seeds, settings.min_cycles)
-    for name, reason in unavailable.items():
-        print(f"warning: family {name!r} is unavailable: {reason}", file=sys.stderr)
-    check_dimensions(usable)
+    usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     families: dict[str, Any] = {}
     for name in tqdm(list(usable), desc="probe families", disable=None):
         families[name] = probe_family(usable[name], settings, data.tie_tol)

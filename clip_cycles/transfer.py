@@ -15,14 +15,13 @@ Spearman correlations between A[i, j] and T[i, j] over the ordered off-diagonal 
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
 from clip_cycles.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOL, mean_and_sd
-from clip_cycles.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, check_dimensions, screen_families
+from clip_cycles.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
 from clip_cycles.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_probe
 
 RESULT_FILE = "transfer.json"
@@ -124,10 +123,7 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
     from tqdm.auto import tqdm
 
     settings = settings or TransferSettings()
-    usable, unavailable = screen_families(data, settings.seeds, settings.min_cycles)
-    for name, reason in unavailable.items():
-        print(f"warning: family {name!r} is unavailable: {reason}", file=sys.stderr)
-    check_dimensions(usable)
+    usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     names = list(usable)
     k = len(names)
     tie_tol = data.tie_tol if data.tie_tol is not None else DEFAULT_TIE_TOL

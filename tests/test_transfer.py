@@ -80,7 +80,7 @@ def test_transfer_diagonal_equals_the_probe_result_of_the_same_seed(planted: Exp
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_mean_cycle_difference_matrix_equals_mean_of_outer_products(seed: int) -> None:
-    data = planted_experiment_data({"f": 0}, dim=5, n_train=3, n_validation=4, n_test=3, seeds=(0,), pool_size=40,
+    data = planted_experiment_data({"f": 0}, dim=5, n_train=3, n_validation=4, n_test=3, seeds=(0,), pool_size=200,
                                    seed=seed % 1000)
     family = data.families["f"]
     cycles = family.split(0, "validation")
