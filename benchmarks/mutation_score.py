@@ -1,0 +1,151 @@
+"""Mutation score of core modules with mutmut (3.x), outside CI; prints one JSON object.
+
+Each module is mutated in a scratch copy of the repository (the working tree is never
+touched) and every mutant runs only the fast test files that match the module, in the
+process mutmut forks per mutant. A module argument is ``clip_cycles/<name>.py``, a bare
+``<name>``, optionally restricted to some functions (``evaluate:cycle_acc_scores,ties``;
+glob patterns allowed) and optionally given its own test files
+(``evaluate=tests/test_evaluate.py+tests/test_contrast.py``)::
+
+    python benchmarks/mutation_score.py contrast winoground audits evaluate:_score*
+    python benchmarks/mutation_score.py --show-survivors contrast   # diffs on stderr
+
+Output: ``{module: {mutants, killed, survived, no_tests, timeout, score, survivors},
+"total": {...}}``. ``score`` is killed / mutants; a mutant no test reaches
+(``no_tests``) or that outlives its CPU limit without failing counts against it.
+Needs ``pip install mutmut`` (3.8; not a dependency of the package, not run in CI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Module -> its fast matching test files (each mutant runs only these).
+DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
+    "contrast": ("tests/test_contrast.py",),
+    "winoground": ("tests/test_winoground.py",),
+    "audits": ("tests/test_audits.py",),
+    "evaluate": ("tests/test_evaluate.py",),
+    "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py"),
+    "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py"),
+    "splitters": ("tests/test_splitters.py",),
+    "attribute_probes": ("tests/test_attribute_probes.py",),
+}
+
+#: Helper files every test run needs besides the matching test files.
+TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
+
+#: mutmut's exit codes per status (mutmut/__main__.py ``status_by_exit_code``).
+KILLED = {1, 3, -24}
+NO_TESTS = {33}
+TIMEOUT = {-9, 36, 24, 37, -11}
+
+#: mutmut's command line; not ``python -m mutmut``, under which the trampolines import a second copy of it.
+MUTMUT: tuple[str, ...] = (sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())")
+
+
+def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
+    """``name[:f1,f2][=t1+t2]`` -> (module name, function globs, test files)."""
+    spec, _, tests = spec.partition("=")
+    spec, _, functions = spec.partition(":")
+    name = Path(spec).stem if spec.endswith(".py") else spec
+    if not (REPO / "clip_cycles" / f"{name}.py").is_file():
+        raise SystemExit(f"mutation_score: no module clip_cycles/{name}.py")
+    test_files = tuple(tests.split("+")) if tests else DEFAULT_TESTS.get(name, (f"tests/test_{name}.py",))
+    for test in test_files:
+        if not (REPO / test).is_file():
+            raise SystemExit(f"mutation_score: test file {test} of module {name} does not exist")
+    return name, [f for f in functions.split(",") if f], test_files
+
+
+def _config(name: str, test_files: tuple[str, ...]) -> str:
+    lines = ["[mutmut]", "source_paths = clip_cycles/", f"only_mutate = clip_cycles/{name}.py",
+             "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in test_files]  # fmt: skip
+    lines += ["pytest_add_cli_args = -p no:cacheprovider", "use_git_change_detection = false", ""]
+    return "\n".join(lines)
+
+
+def run_module(name: str, functions: list[str], test_files: tuple[str, ...], timeout: float, show: bool) -> dict[str, Any]:
+    """Mutate one module in a scratch copy and count the mutants by status."""
+    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name}_"))
+    try:
+        shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
+        (scratch / "tests").mkdir()
+        for test in (*TEST_HELPERS, *test_files):
+            shutil.copy(REPO / test, scratch / test)
+        for extra in ("tasks", "hf_datasets"):
+            if (REPO / extra).is_dir():
+                shutil.copytree(REPO / extra, scratch / extra)
+        (scratch / "setup.cfg").write_text(_config(name, test_files), encoding="utf-8")
+        globs = [f"clip_cycles.{name}.x_{f}__mutmut_*" for f in functions]
+        # A function's mangled name is x_<name>; methods are xǁClassǁmethod (kept for bare module runs).
+        env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        command = [*MUTMUT, "run", "--max-children", "1", *globs]
+        proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
+        meta = scratch / "mutants" / "clip_cycles" / f"{name}.py.meta"
+        if not meta.is_file():
+            raise SystemExit(f"mutation_score: mutmut produced no results for {name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        codes: dict[str, Any] = json.loads(meta.read_text())["exit_code_by_key"]
+        if globs:
+            codes = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, g) for g in globs)}
+        killed = sorted(k for k, v in codes.items() if v in KILLED)
+        no_tests = sorted(k for k, v in codes.items() if v in NO_TESTS)
+        timeout_ = sorted(k for k, v in codes.items() if v in TIMEOUT)
+        not_run = sorted(k for k, v in codes.items() if v is None)
+        if not_run:
+            raise SystemExit(f"mutation_score: mutmut ran none of {len(not_run)} mutants of {name}:\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        survived = sorted(k for k in codes if k not in killed and k not in no_tests and k not in timeout_)
+        if show:
+            for mutant in survived + no_tests:
+                diff = subprocess.run([*MUTMUT, "show", mutant], cwd=scratch, env=env,
+                                      capture_output=True, text=True)  # fmt: skip
+                print(f"### {mutant}\n{diff.stdout}", file=sys.stderr)
+        total = len(codes)
+        return {
+            "mutants": total,
+            "killed": len(killed),
+            "survived": len(survived),
+            "no_tests": len(no_tests),
+            "timeout": len(timeout_),
+            "score": round(len(killed) / total, 4) if total else None,
+            "survivors": survived + no_tests,
+            "tests": list(test_files),
+            "functions": functions or "all",
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("modules", nargs="+", help="name[:functions][=tests], e.g. contrast or evaluate:_score*")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per module (default 1800)")
+    parser.add_argument("--show-survivors", action="store_true", help="print each survivor's diff on stderr")
+    args = parser.parse_args(argv)
+    results: dict[str, Any] = {}
+    for spec in args.modules:
+        name, functions, tests = parse_module(spec)
+        key = name if not functions else f"{name}:{','.join(functions)}"
+        results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors)
+    mutants = sum(r["mutants"] for r in results.values())
+    killed = sum(r["killed"] for r in results.values())
+    results["total"] = {"mutants": mutants, "killed": killed, "survived": mutants - killed,
+                        "score": round(killed / mutants, 4) if mutants else None}  # fmt: skip
+    print(json.dumps(results, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
