@@ -37,7 +37,7 @@ def register_command(name: str, module: str, help: str) -> None:
 
 register_command("synthetic", "clip_cycles.synthetic", "Synthetic controls (paper 1, Table 1): algebra before data.")
 register_command("build", "clip_cycles.build", "Build cycle families (shapes world, COCO, GQA) into a dataset folder.")
-register_command("audit", "clip_cycles.dataset_folder", "Re-check a built dataset folder; non-zero exit on any violation.")
+register_command("audit", "clip_cycles.folder_audit", "Re-check a built dataset folder; non-zero exit on any violation.")
 register_command("eval", "clip_cycles.evaluate", "Zero-shot CycleAcc and Winoground scores of a model on a task.")
 register_command("encode", "clip_cycles.encoder", "Encode the unique images and captions of tasks into the feature cache.")
 register_command("probe", "clip_cycles.probes", "Probe rank sweeps per family (cycle loss, seeds 0,1,2).")

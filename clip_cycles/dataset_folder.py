@@ -15,10 +15,8 @@ Two modes: ``reference`` (``image_0``/``image_1`` are file names relative to the
 root) and ``self_contained`` (``datasets.Image`` structs with the image bytes embedded,
 ready for ``push_to_hub``; a missing image file is an error naming it).
 
-``clip-cycles audit DIR`` re-reads every Parquet file and the raw annotations named in
-``build_info.json``, re-evaluates the family predicate on all four pairs of every cycle,
-recomputes marginal TV and signed-degree balance, checks file names, caption wording,
-ids and counts, prints a table and exits 1 on any violation.
+``clip-cycles audit DIR`` lives in :mod:`clip_cycles.folder_audit`: it re-reads the folder
+and the raw annotations without the builders' code.
 """
 
 from __future__ import annotations
@@ -343,104 +341,3 @@ def build_folder(
         validation_fraction=validation_fraction, skipped=skipped, extra_info=extra_info,
     )  # fmt: skip
     return path, builds
-
-
-# --- audit ---------------------------------------------------------------------------------------------------
-
-def _file_of(value: Any) -> str:
-    return value["path"] if isinstance(value, dict) else value
-
-
-def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> dict[str, Any]:
-    """Re-check a built folder against its raw annotations.
-
-    Returns ``{"ok": bool, "problems": [str], "table": [{family, seed, split, cycles, audit}]}``.
-    Checks, per Parquet file: columns and family/seed/split values, folder-unique cycle ids,
-    file names equal to the source's file names for the ids, caption wording matching the
-    stored meaning, the validity/TV/balance audits, and the counts in ``build_info.json``.
-    """
-    import pyarrow.parquet as pq
-
-    folder = Path(folder)
-    info_path = folder / "build_info.json"
-    if not info_path.is_file():
-        raise FileNotFoundError(f"{info_path} not found: is {folder} a folder built by `clip-cycles build`?")
-    info = json.loads(info_path.read_text(encoding="utf-8"))
-    root = Path(source_root) if source_root is not None else Path(info["source_root"])
-    index = load_source(info["source"], root)
-    problems: list[str] = []
-    table: list[dict[str, Any]] = []
-    seen_ids: Counter = Counter()
-    for name, entry in sorted(info["families"].items()):
-        if not entry["available"]:
-            continue
-        family = get_family(info["source"], name)
-        for seed, counts in sorted(entry["counts"].items()):
-            for split in SPLITS:
-                path = folder / parquet_path(name, int(seed), split)
-                where = f"{name} seed {seed} {split}"
-                if not path.is_file():
-                    problems.append(f"{where}: missing file {path}")
-                    continue
-                rows = pq.read_table(path).to_pylist()
-                if not rows or list(rows[0]) != list(ROW_COLUMNS):
-                    problems.append(f"{where}: columns {list(rows[0]) if rows else []} != {list(ROW_COLUMNS)}")
-                    continue
-                cycles, ids = [], []
-                for row in rows:
-                    seen_ids[row["cycle_id"]] += 1
-                    ids.append(row["cycle_id"])
-                    if (row["family"], str(row["seed"]), row["split"]) != (name, str(seed), split):
-                        problems.append(f"{where}: row {row['cycle_id']} labelled {row['family']}/{row['seed']}/{row['split']}")
-                    data = json.loads(row["predicate"])
-                    m0, m1 = canonical_json(data["caption_0"]), canonical_json(data["caption_1"])
-                    for k in (0, 1):
-                        image_id, file_name = row[f"image_id_{k}"], _file_of(row[f"image_{k}"])
-                        try:
-                            expected = index.file_name(image_id)
-                        except (KeyError, ValueError):
-                            expected = None
-                        if expected != file_name:
-                            problems.append(f"{where}: {row['cycle_id']} image_{k} {file_name!r} is not image id {image_id}")
-                        if not family.caption_matches(index, row[f"caption_{k}"], data[f"caption_{k}"]):
-                            said = row[f"caption_{k}"]
-                            problems.append(f"{where}: {row['cycle_id']} caption_{k} {said!r} does not say its meaning")
-                    cycles.append(Cycle(row["image_id_0"], row["image_id_1"], row["caption_0"], row["caption_1"], m0, m1))
-                try:
-                    report = audit_family_cycles(family, index, cycles, ids)
-                except ValueError as error:
-                    problems.append(f"{where}: {error}")
-                    continue
-                if not report["passed"]:
-                    problems.append(f"{where}: audit failed ({audit_summary(report)})")
-                if len(rows) != counts[split]:
-                    problems.append(f"{where}: {len(rows)} rows but build_info.json says {counts[split]}")
-                table.append({"family": name, "seed": int(seed), "split": split, "cycles": len(rows),
-                              "audit": audit_summary(report)})  # fmt: skip
-    duplicated = [c for c, n in seen_ids.items() if n > 1]
-    if duplicated:
-        problems.append(f"{len(duplicated)} cycle ids repeat across the folder, e.g. {duplicated[0]}")
-    return {"ok": not problems, "problems": problems, "table": table}
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles audit``."""
-    parser.add_argument("folder", help="a folder written by `clip-cycles build coco|gqa`")
-    parser.add_argument("--source-root", default=None, help="raw annotations root (default: build_info.json's)")
-    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-    parser.set_defaults(func=run_audit)
-
-
-def run_audit(args: argparse.Namespace) -> int:
-    """``clip-cycles audit``: print the audit table; exit 1 on any violation."""
-    result = audit_folder(args.folder, args.source_root)
-    if args.json:
-        print(json.dumps(result, indent=2, sort_keys=True))
-    else:
-        print(f"{'family':<24} {'seed':>4} {'split':<10} {'cycles':>7}  matched/swap/imageTV/captionTV/balance")
-        for row in result["table"]:
-            print(f"{row['family']:<24} {row['seed']:>4} {row['split']:<10} {row['cycles']:>7}  {row['audit']}")
-        for problem in result["problems"]:
-            print(f"VIOLATION: {problem}")
-        print("audit passed" if result["ok"] else f"audit FAILED: {len(result['problems'])} problem(s)")
-    return 0 if result["ok"] else 1
