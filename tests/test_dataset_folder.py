@@ -1,9 +1,11 @@
-"""Dataset folders: byte-identical Parquet, the card, self-contained mode, unavailable families, ``audit``."""
+"""Dataset folders: byte-identical Parquet, the card, self-contained mode, unavailable families.
+
+``clip-cycles audit`` is tested in test_folder_audit.py.
+"""
 
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -74,86 +76,6 @@ def test_self_contained_mode_embeds_images(shapes_world, tmp_path):
                                  self_contained=True)  # fmt: skip
     assert parquet_bytes(out) == parquet_bytes(again)
     assert main(["audit", str(out)]) == 0
-
-
-def _tamper(folder, family, change):
-    import pyarrow.parquet as pq
-
-    path = folder / "data" / family / "seed0" / "test.parquet"
-    table = pq.read_table(path)
-    rows = table.to_pylist()
-    change(rows)
-    pq.write_table(type(table).from_pylist(rows, schema=table.schema), path)
-
-
-@pytest.fixture(scope="module")
-def small_folder(shapes_world, tmp_path_factory):
-    out = tmp_path_factory.mktemp("small") / "cycles"
-    return build_coco_folder(shapes_world, out, ["strict_left_right", "coarse_object", "strict_size"], seeds=[0],
-                             min_cycles=5)[0]  # fmt: skip
-
-
-def test_audit_passes_the_full_shapes_folder(shapes_cycles, capsys):
-    assert main(["audit", str(shapes_cycles)]) == 0
-    out = capsys.readouterr().out
-    assert "audit passed" in out and out.count("0/0/0/0/balanced") == 14 * 3 * 3
-
-
-def test_audit_fails_on_violations(small_folder, tmp_path, capsys):
-    swapped = tmp_path / "swapped"
-    shutil.copytree(small_folder, swapped)
-
-    def swap_captions(rows):
-        rows[0]["caption_0"], rows[0]["caption_1"] = rows[0]["caption_1"], rows[0]["caption_0"]
-        p = json.loads(rows[0]["predicate"])
-        p["caption_0"], p["caption_1"] = p["caption_1"], p["caption_0"]
-        rows[0]["predicate"] = json.dumps(p)
-
-    _tamper(swapped, "strict_left_right", swap_captions)
-    assert main(["audit", str(swapped)]) == 1
-    out = capsys.readouterr().out
-    assert "VIOLATION: strict_left_right seed 0 test: audit failed (2/2/0/0/balanced)" in out
-
-    reworded = tmp_path / "reworded"
-    shutil.copytree(small_folder, reworded)
-    _tamper(reworded, "coarse_object", lambda rows: rows[0].update(caption_0="a lovely picture"))
-    assert main(["audit", str(reworded)]) == 1
-    assert "does not say its meaning" in capsys.readouterr().out
-
-    dropped = tmp_path / "dropped"
-    shutil.copytree(small_folder, dropped)
-    _tamper(dropped, "strict_size", lambda rows: rows.pop())
-    assert main(["audit", str(dropped)]) == 1
-    assert "rows but build_info.json says" in capsys.readouterr().out
-
-
-def test_audit_rechecks_against_raw_annotations(shapes_world, tmp_path, capsys):
-    world = tmp_path / "world"
-    shutil.copytree(shapes_world, world)
-    out, _ = build_coco_folder(world, tmp_path / "cycles", ["object_position"], seeds=[0], min_cycles=5)
-    import pyarrow.parquet as pq
-
-    rows = pq.read_table(out / "data" / "object_position" / "seed0" / "test.parquet").to_pylist()
-    row = rows[0]
-    subject = json.loads(row["predicate"])["caption_0"]["subject"]
-    # Matched pairs that put this image with this subject: each becomes a violation.
-    expected = sum((r[f"image_id_{k}"], json.loads(r["predicate"])[f"caption_{k}"]["subject"]) == (row["image_id_0"], subject)
-                   for r in rows for k in (0, 1))  # fmt: skip
-    path = world / "annotations" / "instances_val2017.json"
-    data = json.loads(path.read_text())
-    cat_id = next(c["id"] for c in data["categories"] if c["name"] == subject)
-    # Move image_0's subject to the centre of the image: its caption no longer holds.
-    for ann in data["annotations"]:
-        if ann["image_id"] == row["image_id_0"] and ann["category_id"] == cat_id:
-            ann["bbox"][0] = 32 - ann["bbox"][2] / 2
-    path.write_text(json.dumps(data))
-    assert main(["audit", str(out)]) == 1
-    assert f"object_position seed 0 test: audit failed ({expected}/0/0/0/balanced)" in capsys.readouterr().out
-
-
-def test_audit_of_a_non_folder_is_a_clear_error(tmp_path, capsys):
-    assert main(["audit", str(tmp_path)]) == 2
-    assert "build_info.json not found" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("bad", [["--min-cycles", "0"]])

@@ -460,3 +460,11 @@ def test_gqa_spatial_relations_need_every_pair_and_no_contradiction():
     assert gqa_relation_truth("cup", "above", "plate", two_plates) == AMBIGUOUS
     assert gqa_relation_truth("cup", "holding", "plate", graph([("0", "holding", "1")])) == TRUE
     assert gqa_relation_truth("cup", "holding", "plate", graph([])) == AMBIGUOUS
+
+
+def test_the_full_shapes_folder_passes(shapes_cycles, capsys):
+    """Every COCO family built from the shapes world satisfies the audit's reading of its captions."""
+    result = audit_folder(shapes_cycles)
+    families = {row["family"] for row in result["table"]}
+    assert len(families) == 14
+    assert result["ok"], sorted({p.split(":")[0] for p in result["problems"]})

@@ -266,7 +266,7 @@ def test_shapes_world_folder_loads_audits_and_is_byte_identical(shapes_world, tm
         (second / "build_info.json").read_text()
     )["families"]
 
-    from clip_cycles.dataset_folder import audit_folder
+    from clip_cycles.folder_audit import audit_folder
 
     result = audit_folder(first)
     assert result["ok"], result["problems"][:5]
