@@ -182,3 +182,79 @@ def test_compiled_and_numpy_paths_agree_for_float32_and_float64(monkeypatch: pyt
         np.testing.assert_allclose(fast, numpy_only, rtol=0, atol=1e-12)
         np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-12)
         assert fast.dtype == np.float64
+
+
+def direct_blocks(phi: np.ndarray, psi: np.ndarray, cycles: np.ndarray) -> np.ndarray:
+    """[[s11, s12], [s21, s22]] per cycle, one dot product at a time in float64 (the definition)."""
+    out = np.empty((len(cycles), 2, 2))
+    for i, (u1, u2, v1, v2) in enumerate(cycles.tolist()):
+        for a, u in enumerate((u1, u2)):
+            for b, v in enumerate((v1, v2)):
+                out[i, a, b] = sum(float(x) * float(y) for x, y in zip(phi[u], psi[v]))
+    return out
+
+
+@pytest.mark.parametrize("numba", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_chunked_path_matches_the_definition_with_and_without_numba(monkeypatch: pytest.MonkeyPatch,
+                                                                         numba: bool, dtype: type) -> None:  # fmt: skip
+    import clip_cycles.contrast as contrast
+
+    if numba and contrast._numba_kernel() is None:
+        pytest.skip("numba is not installed")
+    if not numba:
+        monkeypatch.setattr(contrast, "_numba_kernel", lambda: None)
+    calls: list[int] = []
+    numpy_path = contrast._numpy_factorized_deltas
+
+    def spy(left: np.ndarray, right: np.ndarray, index: np.ndarray) -> np.ndarray:
+        calls.append(len(index))
+        return numpy_path(left, right, index)
+
+    monkeypatch.setattr(contrast, "_numpy_factorized_deltas", spy)
+    monkeypatch.setattr(contrast, "CHUNK_CYCLES", 7)  # 101 cycles: 14 full chunks and a partial one
+    rng = np.random.default_rng(5)
+    phi = rng.normal(size=(30, 6)).astype(dtype)
+    psi = rng.normal(size=(40, 6)).astype(dtype)
+    cycles = random_cycles(rng, 101, 30, 40)
+    blocks = direct_blocks(phi, psi, cycles)
+    expected = blocks[:, 0, 0] + blocks[:, 1, 1] - blocks[:, 0, 1] - blocks[:, 1, 0]
+    np.testing.assert_allclose(block_scores_from_embeddings(phi, psi, cycles), blocks, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(deltas_from_embeddings(phi, psi, cycles), expected, rtol=0, atol=1e-12)
+    # The numpy path ran exactly when numba was off (both tables share a dtype, which numba needs).
+    assert (calls == [101]) is (not numba) and (calls == []) is numba
+    m = rng.normal(size=(6, 6))
+    full = direct_blocks(phi.astype(np.float64) @ m, psi, cycles)
+    np.testing.assert_allclose(bilinear_deltas(phi, psi, cycles, matrix=m),
+                               full[:, 0, 0] + full[:, 1, 1] - full[:, 0, 1] - full[:, 1, 0], rtol=0, atol=1e-10)  # fmt: skip
+
+
+def test_a_single_cycle_per_chunk_and_the_last_partial_chunk_are_placed_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    import clip_cycles.contrast as contrast
+
+    monkeypatch.setattr(contrast, "_numba_kernel", lambda: None)
+    rng = np.random.default_rng(6)
+    phi, psi = rng.normal(size=(9, 3)), rng.normal(size=(9, 3))
+    cycles = random_cycles(rng, 10, 9, 9)
+    blocks = direct_blocks(phi, psi, cycles)
+    for chunk in (1, 3, 9, 10, 11):
+        monkeypatch.setattr(contrast, "CHUNK_CYCLES", chunk)
+        np.testing.assert_allclose(block_scores_from_embeddings(phi, psi, cycles), blocks, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(contrast._numpy_factorized_deltas(phi, psi, cycles),
+                                   blocks[:, 0, 0] + blocks[:, 1, 1] - blocks[:, 0, 1] - blocks[:, 1, 0], atol=1e-12)  # fmt: skip
+
+
+def test_credits_and_acc_against_a_direct_count() -> None:
+    rng = np.random.default_rng(7)
+    delta = np.concatenate([rng.normal(size=40), np.zeros(5), rng.choice([-1, 1], size=6) * 0.5e-9,
+                            rng.choice([-1, 1], size=4) * 2e-9])  # fmt: skip
+    for tol in (0.0, 1e-9, 0.3):
+        wins = sum(d > tol for d in delta)
+        ties = sum(abs(d) <= tol for d in delta)
+        assert cycle_acc(delta, tol) == pytest.approx((wins + 0.5 * ties) / len(delta), abs=1e-15)
+        np.testing.assert_array_equal(cycle_credits(delta, tol),
+                                      [1.0 if d > tol else 0.5 if abs(d) <= tol else 0.0 for d in delta])  # fmt: skip
+    with pytest.raises(ValueError, match="tie tolerance"):
+        cycle_credits(delta, -1.0)
+    with pytest.raises(ValueError, match="tie tolerance"):
+        cycle_credits(delta, float("nan"))

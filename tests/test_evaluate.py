@@ -142,3 +142,86 @@ def test_missing_images_are_named_or_skipped_and_counted(shapes_cycles: Path, sh
     assert metrics["dropped_cycles"] >= 1
     assert metrics["n_cycles"] + metrics["dropped_cycles"] == len(
         pq.read_table(folder / "data" / "strict_left_right" / "seed0" / "test.parquet"))
+
+
+def direct_scores(folder: Path, seed: int, image_rows: dict, caption_rows: dict, phi: np.ndarray, psi: np.ndarray,
+                  tol: float) -> dict[str, float]:
+    """Zero-shot metrics of one seed's test cycles, from the embeddings, one block at a time (no library code)."""
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(folder / "data" / "strict_left_right" / f"seed{seed}" / "test.parquet").to_pylist()
+    credits, text, image, ties = [], [], [], 0
+    for row in rows:
+        u = (image_rows[row["image_0"]], image_rows[row["image_1"]])
+        v = (caption_rows[row["caption_0"]], caption_rows[row["caption_1"]])
+        s = [[float(np.dot(phi[u[a]].astype(np.float64), psi[v[b]].astype(np.float64))) for b in (0, 1)] for a in (0, 1)]
+        delta = s[0][0] + s[1][1] - s[0][1] - s[1][0]
+        credits.append(1.0 if delta > tol else 0.0 if delta < -tol else 0.5)
+        ties += abs(delta) <= tol
+        # Winoground with first-index argmax: a tie in row/column 0 goes to the matched pair, in 1 to the swap.
+        text.append(s[0][0] >= s[0][1] and s[1][1] > s[1][0])
+        image.append(s[0][0] >= s[1][0] and s[1][1] > s[0][1])
+    group = [t and i for t, i in zip(text, image)]
+    return {"cycle_acc": float(np.mean(credits)), "text_acc": float(np.mean(text)), "image_acc": float(np.mean(image)),
+            "group_acc": float(np.mean(group)), "n_ties": ties, "n_cycles": len(rows)}  # fmt: skip
+
+
+def test_zero_shot_metrics_equal_a_direct_computation_from_the_embeddings(result: Any, shapes_cycles: Path) -> None:
+    record, encoded, _ = result
+    metrics = record["metrics"]
+    accs = []
+    for seed in (0, 1):
+        expected = direct_scores(shapes_cycles, seed, encoded.image_rows, encoded.caption_rows,
+                                 encoded.image_features, encoded.caption_features, 1e-9)  # fmt: skip
+        ours = metrics["per_seed"][str(seed)]
+        accs.append(expected["cycle_acc"])
+        for name, value in expected.items():
+            assert ours[name] == pytest.approx(value, abs=1e-12), (seed, name)
+    assert accs != [0.5, 0.5]  # some value that a sign flip (1 - CycleAcc) would change
+
+
+def test_ties_and_the_tolerance_actually_used(result: Any, shapes_cycles: Path, tmp_path: Path) -> None:
+    """Features with repeated image vectors give exact ties; the task's tie_tolerance decides the rest."""
+    from dataclasses import replace
+
+    from clip_cycles.evaluate import evaluate_tasks
+    from clip_cycles.tasks import get_task
+
+    _, encoded, _ = result
+    keys = sorted(encoded.image_rows, key=encoded.image_rows.get)
+    captions = sorted(encoded.caption_rows, key=encoded.caption_rows.get)
+    rng = np.random.default_rng(0)
+    # Four distinct image vectors for all images: blocks whose two images share one have Delta exactly 0.
+    palette = rng.normal(size=(4, 8))
+    image_features = palette[rng.integers(0, 4, size=len(keys))]
+    caption_features = rng.normal(size=(len(captions), 8))
+    path = tmp_path / "ties.npz"
+    np.savez(path, image_features=image_features, caption_features=caption_features, image_keys=np.array(keys),
+             caption_keys=np.array(captions))  # fmt: skip
+    spec = ModelSpec("features", str(path), None)
+    task = get_task(TASK)
+    _, used = evaluate_tasks([task], spec, shapes_cycles, None, tmp_path / "data", seeds=[0])
+    phi, psi = used.image_features, used.caption_features
+    deltas = []
+    for tol in (task.tie_tolerance, None):
+        if tol is None:  # a tolerance between the observed |Delta| values: some real contrasts become ties
+            tol = float(np.median(deltas))
+        records, _ = evaluate_tasks([replace(task, tie_tolerance=tol)], spec, shapes_cycles, None, tmp_path / "data",
+                                    seeds=[0])  # fmt: skip
+        ours = records[0]["metrics"]
+        expected = direct_scores(shapes_cycles, 0, used.image_rows, used.caption_rows, phi, psi, tol)
+        assert ours["tie_tolerance"] == tol
+        assert expected["n_ties"] > 0 and expected["cycle_acc"] != 0.5
+        for name, value in expected.items():
+            assert ours["per_seed"]["0"][name] == pytest.approx(value, abs=1e-12), (tol, name)
+        if not deltas:
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(shapes_cycles / "data" / "strict_left_right" / "seed0" / "test.parquet").to_pylist()
+            for row in rows:
+                u0, u1 = used.image_rows[row["image_0"]], used.image_rows[row["image_1"]]
+                c0, c1 = used.caption_rows[row["caption_0"]], used.caption_rows[row["caption_1"]]
+                d = (phi[u0].astype(float) - phi[u1]) @ (psi[c0].astype(float) - psi[c1])
+                if abs(d) > 1e-9:
+                    deltas.append(abs(float(d)))
+            assert deltas

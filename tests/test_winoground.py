@@ -81,3 +81,27 @@ def test_agrees_with_clip_benchmark_image_caption_selection(tmp_path: Path) -> N
     assert ours.group_correct.sum() == round(theirs["acc"] * n)
     # The comparison must be informative: not every block right or every block wrong.
     assert 0 < ours.text_correct.sum() < len(cycles)
+
+
+def test_scores_from_embeddings_with_ties_equal_a_direct_computation() -> None:
+    """Integer embeddings make exact ties common; each block is decided by the first-index argmax rule."""
+    rng = np.random.default_rng(0)
+    phi = rng.integers(-1, 2, size=(12, 3)).astype(np.float64)
+    psi = rng.integers(-1, 2, size=(15, 3)).astype(np.float64)
+    u = np.stack([rng.choice(12, size=2, replace=False) for _ in range(400)])
+    v = np.stack([rng.choice(15, size=2, replace=False) for _ in range(400)])
+    cycles = np.concatenate([u, v], axis=1)
+    scores = winoground_scores(block_scores_from_embeddings(phi, psi, cycles))
+    text, image = [], []
+    for u1, u2, v1, v2 in cycles.tolist():
+        s11, s12, s21, s22 = phi[u1] @ psi[v1], phi[u1] @ psi[v2], phi[u2] @ psi[v1], phi[u2] @ psi[v2]
+        text.append(s11 >= s12 and s22 > s21)
+        image.append(s11 >= s21 and s22 > s12)
+    ties = sum(phi[a] @ psi[c] == phi[a] @ psi[d] or phi[b] @ psi[c] == phi[b] @ psi[d] for a, b, c, d in cycles.tolist())
+    assert ties > 50  # the fixture really exercises ties
+    np.testing.assert_array_equal(scores.text_correct, text)
+    np.testing.assert_array_equal(scores.image_correct, image)
+    np.testing.assert_array_equal(scores.group_correct, np.logical_and(text, image))
+    assert scores.to_dict() == {"text_acc": np.mean(text), "image_acc": np.mean(image),
+                                "group_acc": np.mean(np.logical_and(text, image))}  # fmt: skip
+    assert 0 < np.mean(text) < 1 and np.mean(text) != np.mean(image)
