@@ -47,9 +47,9 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
 
 #: mutmut's exit codes per status (mutmut/__main__.py ``status_by_exit_code``).
-KILLED = {1, 3, -24}
+KILLED = {1, 3, 37}
 NO_TESTS = {33}
-TIMEOUT = {-9, 36, 24, 37, -11}
+TIMEOUT = {36, 24, -24, 152, 255}
 
 #: mutmut's command line; not ``python -m mutmut``, under which the trampolines import a second copy of it.
 MUTMUT: tuple[str, ...] = (sys.executable, "-c", "import sys; from mutmut.__main__ import cli; sys.exit(cli())")
@@ -72,11 +72,15 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
 def _config(name: str, test_files: tuple[str, ...]) -> str:
     lines = ["[mutmut]", "source_paths = clip_cycles/", f"only_mutate = clip_cycles/{name}.py",
              "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in test_files]  # fmt: skip
-    lines += ["pytest_add_cli_args = -p no:cacheprovider", "use_git_change_detection = false", ""]
+    # Generous timeouts: a surviving mutant runs every matching test, and a killed-by-timeout verdict
+    # (SIGTERM, "suspicious") would hide whether the tests noticed it.
+    lines += ["pytest_add_cli_args = -p no:cacheprovider", "use_git_change_detection = false",
+              "timeout_multiplier = 20.0", "timeout_constant = 60.0", ""]
     return "\n".join(lines)
 
 
-def run_module(name: str, functions: list[str], test_files: tuple[str, ...], timeout: float, show: bool) -> dict[str, Any]:
+def run_module(name: str, functions: list[str], test_files: tuple[str, ...], timeout: float, show: bool,
+               max_children: int = 2) -> dict[str, Any]:
     """Mutate one module in a scratch copy and count the mutants by status."""
     scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name}_"))
     try:
@@ -91,11 +95,12 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         globs = [f"clip_cycles.{name}.x_{f}__mutmut_*" for f in functions]
         # A function's mangled name is x_<name>; methods are xǁClassǁmethod (kept for bare module runs).
         env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-        command = [*MUTMUT, "run", "--max-children", "1", *globs]
+        command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
         proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
         meta = scratch / "mutants" / "clip_cycles" / f"{name}.py.meta"
         if not meta.is_file():
-            raise SystemExit(f"mutation_score: mutmut produced no results for {name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            raise SystemExit(f"mutation_score: mutmut produced no results for {name}:\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         codes: dict[str, Any] = json.loads(meta.read_text())["exit_code_by_key"]
         if globs:
             codes = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, g) for g in globs)}
@@ -106,6 +111,7 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         if not_run:
             raise SystemExit(f"mutation_score: mutmut ran none of {len(not_run)} mutants of {name}:\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        # Everything else (exit 0, or a signal such as SIGTERM from mutmut's own timeout) is a survivor.
         survived = sorted(k for k in codes if k not in killed and k not in no_tests and k not in timeout_)
         if show:
             for mutant in survived + no_tests:
@@ -120,7 +126,7 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
             "no_tests": len(no_tests),
             "timeout": len(timeout_),
             "score": round(len(killed) / total, 4) if total else None,
-            "survivors": survived + no_tests,
+            "survivors": survived + no_tests + timeout_,
             "tests": list(test_files),
             "functions": functions or "all",
         }
@@ -133,12 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="+", help="name[:functions][=tests], e.g. contrast or evaluate:_score*")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per module (default 1800)")
     parser.add_argument("--show-survivors", action="store_true", help="print each survivor's diff on stderr")
+    parser.add_argument("--max-children", type=int, default=2, help="mutants run in parallel (default 2)")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     for spec in args.modules:
         name, functions, tests = parse_module(spec)
         key = name if not functions else f"{name}:{','.join(functions)}"
-        results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors)
+        results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors, args.max_children)
     mutants = sum(r["mutants"] for r in results.values())
     killed = sum(r["killed"] for r in results.values())
     results["total"] = {"mutants": mutants, "killed": killed, "survived": mutants - killed,
