@@ -21,10 +21,8 @@ and the raw annotations without the builders' code.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,14 +30,10 @@ from typing import Any, Mapping, Sequence
 from clip_cycles.families import (
     ROW_COLUMNS,
     SPLITS,
-    Cycle,
     FamilyBuild,
-    audit_family_cycles,
     audit_summary,
     build_families,
     canonical_json,
-    get_family,
-    load_source,
 )
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
