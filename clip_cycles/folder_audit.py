@@ -155,6 +155,9 @@ class World:
     source: str
     images: dict[int, Image]
     supercategory: dict[str, str] = field(default_factory=dict)
+    #: The build's spatial margin and size ratio (build_info.json ``thresholds``; defaults when absent).
+    margin: float = MARGIN
+    size_ratio: float = SIZE_RATIO
 
 
 def _load_json(path: Path) -> Any:
@@ -330,21 +333,22 @@ def _centre(box: tuple[float, float, float, float]) -> tuple[float, float]:
     return box[0] + box[2] / 2.0, box[1] + box[3] / 2.0
 
 
-def box_relation_holds(relation: str, a: tuple, b: tuple, width: float, height: float) -> bool:
+def box_relation_holds(relation: str, a: tuple, b: tuple, width: float, height: float, margin: float = MARGIN,
+                       ratio: float = SIZE_RATIO) -> bool:  # fmt: skip
     """Whether "A <relation> B" holds by the margin (sizes: the ratio) for boxes a of A and b of B."""
     (ax, ay), (bx, by) = _centre(a), _centre(b)
     if relation == "to the left of":
-        return bx - ax >= MARGIN * width
+        return bx - ax >= margin * width
     if relation == "to the right of":
-        return ax - bx >= MARGIN * width
-    if relation == "above":
-        return by - ay >= MARGIN * height
+        return ax - bx >= margin * width
+    if relation == "above":  # image y grows downwards
+        return by - ay >= margin * height
     if relation == "below":
-        return ay - by >= MARGIN * height
+        return ay - by >= margin * height
     if relation == "larger than":
-        return a[2] * a[3] >= SIZE_RATIO * b[2] * b[3]
+        return a[2] * a[3] >= ratio * b[2] * b[3]
     if relation == "smaller than":
-        return b[2] * b[3] >= SIZE_RATIO * a[2] * a[3]
+        return b[2] * b[3] >= ratio * a[2] * a[3]
     raise ValueError(f"unknown relation {relation!r}")
 
 
@@ -356,7 +360,8 @@ def _all_or_none(holds: list[bool], opposite: list[bool]) -> str:
     return AMBIGUOUS
 
 
-def coco_truth(claim: Mapping[str, Any], image: Image, supercategory: Mapping[str, str]) -> str:
+def coco_truth(claim: Mapping[str, Any], image: Image, supercategory: Mapping[str, str], margin: float = MARGIN,
+               ratio: float = SIZE_RATIO) -> str:  # fmt: skip
     """TRUE / FALSE / AMBIGUOUS of a COCO claim for an image (module docstring rules)."""
     kind = claim["kind"]
     if kind == "relation":
@@ -366,8 +371,9 @@ def coco_truth(claim: Mapping[str, Any], image: Image, supercategory: Mapping[st
         if not image.boxes.get(a) or not image.boxes.get(b):
             return FALSE
         pairs = [(p, q) for p in image.boxes[a] for q in image.boxes[b]]
-        holds = [box_relation_holds(rel, p, q, image.width, image.height) for p, q in pairs]
-        opposite = [box_relation_holds(_COCO_OPPOSITE[rel], p, q, image.width, image.height) for p, q in pairs]
+        holds = [box_relation_holds(rel, p, q, image.width, image.height, margin, ratio) for p, q in pairs]
+        opposite = [box_relation_holds(_COCO_OPPOSITE[rel], p, q, image.width, image.height, margin, ratio)
+                    for p, q in pairs]  # fmt: skip
         return _all_or_none(holds, opposite)
     if kind == "position":
         a = claim["subject"]
@@ -375,8 +381,8 @@ def coco_truth(claim: Mapping[str, Any], image: Image, supercategory: Mapping[st
             return AMBIGUOUS
         if not image.boxes.get(a):
             return FALSE
-        left = [_centre(box)[0] <= (0.5 - MARGIN) * image.width for box in image.boxes[a]]
-        right = [_centre(box)[0] >= (0.5 + MARGIN) * image.width for box in image.boxes[a]]
+        left = [_centre(box)[0] <= (0.5 - margin) * image.width for box in image.boxes[a]]
+        right = [_centre(box)[0] >= (0.5 + margin) * image.width for box in image.boxes[a]]
         return _all_or_none(left, right) if claim["side"] == "left" else _all_or_none(right, left)
     if kind == "count":
         if claim["subject"] in image.crowd:
@@ -470,10 +476,10 @@ def read_caption(world: World, family: str, caption: str, meaning: Any, own_imag
             stored = {k: meaning.get(k) for k in claim} if isinstance(meaning, dict) else None
             if stored != claim:
                 return Reading(None, f"caption {caption!r} says {claim} but the predicate stores {meaning}")
-            for key, expected in (("margin", MARGIN), ("ratio", SIZE_RATIO)):
+            for key, expected in (("margin", world.margin), ("ratio", world.size_ratio)):
                 if isinstance(meaning, dict) and key in meaning and meaning[key] != expected:
                     return Reading(None, f"caption {caption!r} stores {key} {meaning[key]}, the rule says {expected}")
-        return Reading(lambda image: coco_truth(claim, image, world.supercategory))
+        return Reading(lambda image: coco_truth(claim, image, world.supercategory, world.margin, world.size_ratio))
     # GQA
     if family.startswith("attribute_") or family == "binding":
         phrases = caption.split(" and ") if family == "binding" else [caption]
@@ -501,11 +507,11 @@ def _sub(mapping: Any, key: str) -> Any:
 
 
 def _strata(predicate: Mapping[str, Any]) -> tuple[Any, Any] | None:
-    """The candidate strata the predicate records for the two pairs, if it records any.
+    """The candidate strata the predicate records for the two pairs, if it records any per pair.
 
-    A single ``stratum`` string names the one stratum of the whole cycle; per-pair strata
-    may sit in the caption meanings, in ``details`` (``stratum_k`` or ``image_k.stratum``)
-    or in a ``stratum`` object keyed by pair.
+    A single ``stratum`` string names the one stratum of the whole cycle (checked to be a
+    non-empty string elsewhere); per-pair strata may sit in the caption meanings, in
+    ``details`` (``stratum_k`` or ``image_k.stratum``) or in a ``stratum`` object keyed by pair.
     """
     details = _sub(predicate, "details")
     for getter in (lambda k: _sub(_sub(predicate, f"caption_{k}"), "stratum"),
@@ -565,10 +571,15 @@ def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> d
     info = read_build_info_checked(folder)
     root = Path(source_root) if source_root is not None else Path(info["source_root"])
     world = read_world(info["source"], root)
+    thresholds = info.get("thresholds") if isinstance(info.get("thresholds"), dict) else {}
+    world.margin = MARGIN if thresholds.get("margin") is None else float(thresholds["margin"])
+    world.size_ratio = SIZE_RATIO if thresholds.get("size_ratio") is None else float(thresholds["size_ratio"])
     result = AuditResult()
     problems = result.problems
 
-    available = {n: e for n, e in sorted(info["families"].items()) if e["available"]}
+    # Families with rows on disk: every available one, and (builds that apply the minimum-cycle rule per
+    # split) an unavailable one whose scored split met it; their counts name every seed.
+    available = {n: e for n, e in sorted(info["families"].items()) if e["available"] or e.get("counts")}
     expected_files = {f"data/{n}/seed{s}/{sp}.parquet" for n, e in available.items() for s in e["counts"] for sp in SPLITS}
     data = folder / "data"
     on_disk = {p.relative_to(folder).as_posix() for p in data.rglob("*") if p.is_file()} if data.is_dir() else set()
@@ -588,9 +599,9 @@ def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> d
             problems.append(f"{rel}: not listed in the card's configs")
         for rel in sorted(card - expected_files):
             problems.append(f"card lists {rel}, which build_info.json does not")
-    for name, entry in info["families"].items():
-        if not entry["available"] and (folder / "data" / name).exists():
-            problems.append(f"{name}: marked unavailable in build_info.json but data/{name} exists")
+    for name in info["families"]:
+        if name not in available and (folder / "data" / name).exists():
+            problems.append(f"{name}: build_info.json records no rows for it but data/{name} exists")
 
     seen_ids: Counter = Counter()
     for name, entry in available.items():
@@ -637,6 +648,7 @@ def _audit_rows(world: World, name: str, seed: int, split: str, rows: list[dict[
     where = f"{name} seed {seed} {split}"
     images: set[int] = set()
     verdicts: Counter = Counter()
+    has_stratum: Counter = Counter()
     for row in rows:
         cid = row["cycle_id"]
         seen_ids[cid] += 1
@@ -660,6 +672,9 @@ def _audit_rows(world: World, name: str, seed: int, split: str, rows: list[dict[
         strata = _strata(predicate)
         if strata is not None and strata[0] != strata[1]:
             problems.append(f"{where}: row {cid} pairs strata {strata[0]!r} and {strata[1]!r}")
+        if "stratum" in predicate and not (isinstance(predicate["stratum"], str) and predicate["stratum"]):
+            problems.append(f"{where}: row {cid} records stratum {predicate['stratum']!r}, not a non-empty string")
+        has_stratum["stratum" in predicate] += 1
         found = [world.images.get(i) for i in ids]
         readings = []
         for k in (0, 1):
@@ -685,6 +700,8 @@ def _audit_rows(world: World, name: str, seed: int, split: str, rows: list[dict[
             if swapped != FALSE:
                 problems.append(f"{where}: row {cid} swapped (image_{1 - k}, caption_{k}) {row[f'caption_{k}']!r} "
                                 f"is {swapped}, not false beyond doubt")  # fmt: skip
+    if has_stratum[True] and has_stratum[False]:
+        problems.append(f"{where}: {has_stratum[False]} row(s) record no stratum while {has_stratum[True]} do")
     return {
         "images": images,
         "matched_true": verdicts[f"matched_{TRUE}"],

@@ -223,10 +223,10 @@ def test_card_and_build_info_must_list_the_same_files(coco_folder, tmp_path):
 def test_an_unavailable_family_with_data_on_disk_is_reported(coco_folder, tmp_path):
     folder = copy(coco_folder, tmp_path)
     info = json.loads((folder / "build_info.json").read_text())
-    info["families"]["object_variant"]["available"] = False
+    info["families"]["object_variant"].update(available=False, counts={})
     (folder / "build_info.json").write_text(json.dumps(info))
     found = problems(folder)
-    assert any("object_variant: marked unavailable in build_info.json but data/object_variant exists" in p for p in found)
+    assert any("object_variant: build_info.json records no rows for it but data/object_variant exists" in p for p in found)
 
 
 def test_row_counts_columns_and_file_names_are_checked(coco_folder, tmp_path):
@@ -264,6 +264,20 @@ def test_strata_of_the_two_pairs_must_agree(coco_folder, tmp_path):
     write_rows(folder, "strict_left_right", "test", rows)
     found = problems(folder)
     assert len(found) == 1 and "pairs strata 'circle|square' and 'circle|star'" in found[0]
+
+    for value, message in ((None, "records stratum None, not a non-empty string"), ("x", "row(s) record no stratum")):
+        rows = rows_of(coco_folder, "category_count", "test")
+        predicate = json.loads(rows[0]["predicate"])
+        predicate["stratum"] = value
+        rows[0]["predicate"] = json.dumps(predicate)
+        if value is not None:  # one row with a stratum, the others without
+            for row in rows[1:]:
+                p = json.loads(row["predicate"])
+                p.pop("stratum", None)
+                row["predicate"] = json.dumps(p)
+        strata = copy(coco_folder, tmp_path, f"strata_{value}")
+        write_rows(strata, "category_count", "test", rows)
+        assert any(message in p for p in problems(strata)), message
 
 
 # --- captions and truth ------------------------------------------------------------------------------------------
@@ -327,6 +341,17 @@ def test_a_caption_must_say_its_stored_meaning(coco_folder, gqa_folder, tmp_path
     rows[0]["predicate"] = "{not json"
     write_rows(broken, "category_count", "test", rows)
     only(problems(broken), "unreadable predicate JSON")
+
+
+def test_the_builds_thresholds_are_the_ones_checked(coco_folder, tmp_path):
+    folder = copy(coco_folder, tmp_path)
+    info = json.loads((folder / "build_info.json").read_text())
+    info["thresholds"] = {"margin": 0.45, "size_ratio": None}
+    (folder / "build_info.json").write_text(json.dumps(info))
+    found = problems(folder)
+    # Every stored margin now disagrees with the build's, so each relation/position caption is reported.
+    assert found and all("stores margin 0.1, the rule says 0.45" in p for p in found if "stores" in p)
+    assert {p.split(" seed ")[0] for p in found} == {"strict_left_right", "object_position"}
 
 
 def _edit_instances(root: Path, split: str, edit) -> None:
