@@ -198,10 +198,14 @@ def direct_blocks(phi: np.ndarray, psi: np.ndarray, cycles: np.ndarray) -> np.nd
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_every_chunked_path_matches_the_definition_with_and_without_numba(monkeypatch: pytest.MonkeyPatch,
                                                                          numba: bool, dtype: type) -> None:  # fmt: skip
+    import importlib.util
+
     import clip_cycles.contrast as contrast
 
-    if numba and contrast._numba_kernel() is None:
+    if numba and importlib.util.find_spec("numba") is None:
         pytest.skip("numba is not installed")
+    # With numba installed the compiled kernel must be there (it is a dependency, not an option).
+    assert (contrast._numba_kernel() is not None) or not numba
     if not numba:
         monkeypatch.setattr(contrast, "_numba_kernel", lambda: None)
     calls: list[int] = []
@@ -258,3 +262,48 @@ def test_credits_and_acc_against_a_direct_count() -> None:
         cycle_credits(delta, -1.0)
     with pytest.raises(ValueError, match="tie tolerance"):
         cycle_credits(delta, float("nan"))
+
+
+def test_the_numba_switch_and_kernel_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    import clip_cycles.contrast as contrast
+
+    if importlib.util.find_spec("numba") is None:
+        pytest.skip("numba is not installed")
+    monkeypatch.setattr(contrast, "_NUMBA_KERNEL", None)
+    monkeypatch.setenv("CLIP_CYCLES_NO_NUMBA", "1")
+    assert contrast._numba_kernel() is None  # the documented switch turns the compiled path off
+    monkeypatch.delenv("CLIP_CYCLES_NO_NUMBA")
+    kernel = contrast._numba_kernel()
+    assert kernel is not None and contrast._numba_kernel() is kernel  # compiled once, then reused
+
+
+def test_scalars_integers_and_shapes_of_score_vectors() -> None:
+    delta = cycle_contrast(1, 0, 0, 2)  # scalars are one cycle; integers become float64
+    assert delta.dtype == np.float64 and delta.tolist() == [3.0]
+    assert cycle_contrast([1, 2], [0, 0], [0, 0], [0, 0]).dtype == np.float64
+    assert cycle_acc(0.25) == 1.0 and cycle_acc(-0.25) == 0.0
+    with pytest.raises(ValueError, match=r"delta must be 1-D \(one value per cycle\), got shape \(2, 2\)"):
+        cycle_acc(np.ones((2, 2)))
+
+
+def test_bilinear_inputs_are_validated_with_named_errors() -> None:
+    phi, psi = np.ones((3, 4)), np.ones((5, 2))
+    m = np.ones((4, 2))
+    with pytest.raises(ValueError, match="cycle 0 has a image index out of range"):
+        bilinear_deltas(phi, psi, np.array([[0, 3, 0, 1]]), matrix=m)
+    with pytest.raises(ValueError, match="cycle 0 has a caption index out of range"):
+        bilinear_deltas(phi, psi, np.array([[0, 1, 0, 5]]), matrix=m)
+    bad = psi.copy()
+    bad[1, 0] = np.inf
+    with pytest.raises(ValueError, match="caption_features has a non-finite value in row 1"):
+        bilinear_deltas(phi, bad, np.array([[0, 1, 0, 1]]), matrix=m)
+    with pytest.raises(ValueError, match="image_features has a non-finite value in row 2"):
+        bilinear_deltas(np.where(np.arange(3)[:, None] == 2, np.nan, phi), psi, np.array([[0, 1, 0, 1]]), matrix=m)
+    with pytest.raises(ValueError, match=r"give exactly one of matrix \(M\) or factors \(A, B\)"):
+        bilinear_deltas(phi, psi, np.array([[0, 1, 0, 1]]))
+    with pytest.raises(ValueError, match=r"matrix must have shape \(4, 2\)"):
+        bilinear_deltas(phi, psi, np.array([[0, 1, 0, 1]]), matrix=np.ones((2, 4)))
+    with pytest.raises(ValueError, match="factors must be A"):
+        bilinear_deltas(phi, psi, np.array([[0, 1, 0, 1]]), factors=(np.ones((4, 3)), np.ones((2, 2))))
