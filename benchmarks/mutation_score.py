@@ -75,7 +75,10 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
     # Generous timeouts: a surviving mutant runs every matching test, and a killed-by-timeout verdict
     # (SIGTERM, "suspicious") would hide whether the tests noticed it.
     lines += ["pytest_add_cli_args = -p no:cacheprovider", "use_git_change_detection = false",
-              "timeout_multiplier = 20.0", "timeout_constant = 60.0", ""]
+              "timeout_multiplier = 20.0", "timeout_constant = 60.0",
+              # numba's parallel thread pool does not survive fork (workers get SIGTERM): fork each mutant
+              # from a server that has only collected the tests, never run a kernel.
+              "process_isolation = forkserver", ""]
     return "\n".join(lines)
 
 

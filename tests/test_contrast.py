@@ -307,3 +307,18 @@ def test_bilinear_inputs_are_validated_with_named_errors() -> None:
         bilinear_deltas(phi, psi, np.array([[0, 1, 0, 1]]), matrix=np.ones((2, 4)))
     with pytest.raises(ValueError, match="factors must be A"):
         bilinear_deltas(phi, psi, np.array([[0, 1, 0, 1]]), factors=(np.ones((4, 3)), np.ones((2, 2))))
+
+
+def test_block_scores_name_their_bad_inputs() -> None:
+    phi, psi = np.ones((3, 4)), np.ones((3, 4))
+    cycles = np.array([[0, 1, 0, 1]])
+    with pytest.raises(ValueError, match="image_features has a non-finite value in row 1"):
+        block_scores_from_embeddings(np.where(np.arange(3)[:, None] == 1, np.nan, phi), psi, cycles)
+    with pytest.raises(ValueError, match="caption_features has a non-finite value in row 0"):
+        block_scores_from_embeddings(phi, np.where(np.arange(3)[:, None] == 0, np.inf, psi), cycles)
+    with pytest.raises(ValueError, match="image and caption features differ in width: 4 vs 5"):
+        block_scores_from_embeddings(phi, np.ones((3, 5)), cycles)
+    with pytest.raises(ValueError, match="cycle 0 has a image index out of range"):
+        block_scores_from_embeddings(phi, psi, np.array([[0, 3, 0, 1]]))
+    with pytest.raises(ValueError, match="cycle 0 has a caption index out of range"):
+        block_scores_from_embeddings(phi, psi, np.array([[0, 1, 0, 3]]))
