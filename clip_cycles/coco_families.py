@@ -43,18 +43,38 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from clip_cycles.annotations import CocoSplit, load_coco_split
 from clip_cycles.families import Cycle, Family, canonical_json, register_family, register_source
 
-#: Default spatial margin (fraction of the image side) and size ratio of relation captions.
+#: Default spatial margin (fraction of the image side) and size ratio of relation captions:
+#: this project's choices (paper 1 does not state its values); ``--margin`` / ``--size-ratio``.
 DEFAULT_MARGIN: float = 0.1
 DEFAULT_SIZE_RATIO: float = 1.5
+
+#: The thresholds a build uses (set with :func:`geometry`); read by every geometric family.
+_GEOMETRY: dict[str, float] = {"margin": DEFAULT_MARGIN, "size_ratio": DEFAULT_SIZE_RATIO}
+
+
+@contextmanager
+def geometry(margin: float = DEFAULT_MARGIN, size_ratio: float = DEFAULT_SIZE_RATIO) -> Iterator[None]:
+    """Use this spatial ``margin`` (fraction of width/height) and ``size_ratio`` inside the block."""
+    if not 0.0 <= margin < 0.5:
+        raise ValueError(f"--margin must be in [0, 0.5), got {margin}")
+    if not size_ratio >= 1.0:
+        raise ValueError(f"--size-ratio must be at least 1, got {size_ratio}")
+    previous = dict(_GEOMETRY)
+    _GEOMETRY.update(margin=float(margin), size_ratio=float(size_ratio))
+    try:
+        yield
+    finally:
+        _GEOMETRY.update(previous)
 #: Partners tried per image in greedy pairing, and uses of one image per family split.
 PARTNER_TRIES: int = 30
 MAX_IMAGE_USES: int = 2
@@ -734,8 +754,16 @@ class RelationFamily(CocoFamily):
     """Shared parameters of the template relation families."""
 
     axis: str = "horizontal"
-    margin: float = DEFAULT_MARGIN
-    ratio: float = DEFAULT_SIZE_RATIO
+
+    @property
+    def margin(self) -> float:
+        """The build's spatial margin (:func:`geometry`, ``--margin``)."""
+        return _GEOMETRY["margin"]
+
+    @property
+    def ratio(self) -> float:
+        """The build's size ratio (:func:`geometry`, ``--size-ratio``)."""
+        return _GEOMETRY["size_ratio"]
 
     def relation_facts(self, index: CocoIndex, image_id: int, relations: Sequence[str]) -> list[dict[str, Any]]:
         """True relation meanings of ``relations`` (every instance pair agrees) of the image (memoised);
@@ -782,7 +810,7 @@ class RelationFamily(CocoFamily):
         """
         strata: dict[tuple[str, str], dict[str, list[int]]] = {}
         for image_id in image_ids:
-            key = ("pair_labels", self.name, image_id)
+            key = ("pair_labels", self.name, self.margin, self.ratio, image_id)
             labels = index.memo.get(key)
             if labels is None:
                 objects = index.objects(image_id)
@@ -836,9 +864,11 @@ _BOX_TEXT = """Template captions "a A <relation> a B" from box geometry, relatio
     image contributes one true fact; partners describe a different unordered category pair and each swapped
     caption is false beyond doubt on the other image (often because an object is absent: this is the coarse
     box-relation family)."""
-_HORIZONTAL_RULE = "the box centres differ in x by at least margin x width (margin 0.1) in the stated direction"
-_VERTICAL_RULE = "the box centres differ in y by at least margin x height (margin 0.1) in the stated direction"
-_SIZE_RULE = "the stated larger box has at least ratio (1.5) times the other's area"
+_HORIZONTAL_RULE = ("the box centres differ in x by at least margin x width (margin: default 0.1, --margin) in the "
+                    "stated direction")
+_VERTICAL_RULE = ("the box centres differ in y by at least margin x height (margin: default 0.1, --margin) in the "
+                  "stated direction")
+_SIZE_RULE = "the stated larger box has at least ratio (default 1.5, --size-ratio) times the other's area"
 
 
 @register_family("coco", "box_left_right", predicate=_BOX_TEXT.format(
@@ -910,7 +940,7 @@ class StrictSize(StrictFlipFamily):
     "coco",
     "strict_same_pair",
     predicate="""Same-pair relation change. Relation captions as in strict_left_right / strict_above_below
-    (every instance pair by the margin 0.1 of width or height; crowd regions undecided). Both images contain
+    (every instance pair by the margin, default 0.1 of width or height, --margin; crowd regions undecided). Both images contain
     A and B and are decided on both axes: in the first image A is, say, left of and below B; in the second
     A is right of and above B (the opposite on both axes). Caption 0 states the first image's horizontal
     relation, caption 1 the second image's vertical relation, about the same ordered pair, so each swapped
@@ -1001,15 +1031,19 @@ class ObjectVariant(CocoFamily):
     "coco",
     "object_position",
     predicate="""Template captions "a A on the left/right side of the picture". True when A has no crowd region
-    and EVERY instance of A has its box centre at most (1/2 - 0.1) x width (left) or at least (1/2 + 0.1) x
-    width (right); false beyond doubt when A is absent or every instance is on the other side by the margin.
+    and EVERY instance of A has its box centre at most (1/2 - m) x width (left) or at least (1/2 + m) x
+    width (right), m the margin (default 0.1, --margin); false beyond doubt when A is absent or every
+    instance is on the other side by the margin.
     Otherwise (an instance in the middle band, instances on both sides, a crowd region) undecided: not used,
     counted per reason. Both images contain A, all instances on opposite sides; each swap is false by
     position. Candidate stratum: the category A. Why: absolute single-object localisation, the control for
     strict_left_right's relative binding of two objects.""",
 )
 class ObjectPosition(CocoFamily):
-    margin = DEFAULT_MARGIN
+    @property
+    def margin(self) -> float:
+        """The build's spatial margin (:func:`geometry`, ``--margin``)."""
+        return _GEOMETRY["margin"]
 
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         strata: dict[str, dict[str, list[int]]] = {}
@@ -1022,7 +1056,8 @@ class ObjectPosition(CocoFamily):
                 for c in _present_categories(objects):
                     verdict = position_verdict(objects, {"subject": c, "side": "left", "margin": self.margin})
                     # Present, so "false" means every instance is on the right by the margin.
-                    labels.append((c, {TRUE: "left", FALSE: "right"}.get(verdict), exclusion_reason("matched", verdict)))
+                    side = {TRUE: "left", FALSE: "right"}.get(verdict)
+                    labels.append((c, side, exclusion_reason("matched", verdict)))
             for c, side, reason in labels:
                 if side is None:
                     self.exclude(reason)

@@ -782,7 +782,8 @@ def build_gqa_folder(
     index, train_pool, val_pool = _gqa_build_inputs(gqa_root, pool_train, pool_test)
     command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
                "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
-               "--pool-test", str(pool_test or 0)] + (["--self-contained"] if self_contained else [])  # fmt: skip
+               "--pool-test", str(pool_test or 0), "--validation-fraction", repr(validation_fraction)] + (
+                   ["--self-contained"] if self_contained else [])  # fmt: skip
     return build_folder(
         index, names, train_pool, val_pool, out,
         seeds=seeds, min_cycles=min_cycles, validation_fraction=validation_fraction,

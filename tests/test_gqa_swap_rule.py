@@ -7,7 +7,6 @@ the expected counts and the falsity of every swap are worked out here from the r
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -19,8 +19,10 @@ from clip_cycles.coco_families import load_coco_index
 from clip_cycles.families import build_family, get_family
 
 W, H = 200, 100  # non-square: the horizontal margin is 20 px, the vertical one 10 px
-CATEGORIES = [{"supercategory": "kitchen", "id": 44, "name": "bottle"}, {"supercategory": "kitchen", "id": 47, "name": "cup"},
-              {"supercategory": "animal", "id": 17, "name": "cat"}, {"supercategory": "animal", "id": 18, "name": "dog"}]  # fmt: skip
+CATEGORIES = [{"supercategory": "kitchen", "id": 44, "name": "bottle"},
+              {"supercategory": "kitchen", "id": 47, "name": "cup"},
+              {"supercategory": "animal", "id": 17, "name": "cat"},
+              {"supercategory": "animal", "id": 18, "name": "dog"}]
 CAT_ID = {c["name"]: c["id"] for c in CATEGORIES}
 
 
