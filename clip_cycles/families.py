@@ -255,6 +255,39 @@ class Family:
 
 FAMILIES: dict[str, dict[str, Family]] = {}
 
+#: Which registered families paper 1 names (README, cards, build_info.json ``provenance``);
+#: every other registered family is this project's addition. Paper 1's COCO families:
+#: coarse object, matched object, text neighbour, box relation, strict left/right, strict
+#: above/below, strict same-pair relation change, strict size, object variant. Its GQA
+#: families: attribute, relation/object, binding; its transfer study uses "7 available"
+#: GQA families without listing them, and binding is NOT among them (reported unavailable).
+PAPER_FAMILIES: dict[str, dict[str, str]] = {
+    "coco": {
+        "coarse_object": "paper 1: coarse object",
+        "matched_object": "paper 1: matched object",
+        "text_neighbor": "paper 1: text neighbour",
+        "box_left_right": "paper 1: box relation (split by axis here; the split is this project's choice)",
+        "box_above_below": "paper 1: box relation (split by axis here; the split is this project's choice)",
+        "strict_left_right": "paper 1: strict left/right",
+        "strict_above_below": "paper 1: strict above/below",
+        "strict_same_pair": "paper 1: strict same-pair relation change",
+        "strict_size": "paper 1: strict size",
+        "object_variant": "paper 1: object variant",
+    },
+    "gqa": {
+        "attribute_color": "paper 1: attribute (split by attribute type here; the split is this project's choice)",
+        "attribute_material": "paper 1: attribute (split by attribute type here; the split is this project's choice)",
+        "attribute_size": "paper 1: attribute (split by attribute type here; the split is this project's choice)",
+        "relation_object": "paper 1: relation/object",
+        "binding": "paper 1: binding (reported unavailable there, 18-19 validation cycles; not one of its 7)",
+    },
+}
+
+
+def family_provenance(source: str, name: str) -> str:
+    """``paper 1: ...`` for a family paper 1 names, else ``added by this project``."""
+    return PAPER_FAMILIES.get(source, {}).get(name, "added by this project")
+
 
 def register_family(source: str, name: str, predicate: str) -> Callable[[type[Family]], type[Family]]:
     """Class decorator: register a :class:`Family` subclass as ``source``/``name``.
