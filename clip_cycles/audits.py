@@ -5,8 +5,17 @@
 - ``cycle_edges`` / ``cycle_balance``: the same for a set of cycles.
 - ``marginal_tv``: total variation between matched-side and swapped-side image and
   caption measures of a set of cycles.
-- ``predicate_validity``: matched pairs that fail and swapped pairs that hold a predicate.
+- ``predicate_validity``: matched pairs that fail the predicate and swapped pairs that are
+  not refuted by it (false beyond doubt, when a ``refutes`` test is given).
 - ``audit_cycles``: all of the above in one report, as the builders record it.
+
+Gates and identities: predicate validity is a *gate* (a faulty builder fails it). Marginal
+TV and signed-degree balance of a set of complete 2x2 blocks are *identities of the block
+design*: every image and caption of a block appears once on the matched side and once on
+the swapped side, so both are exactly 0 / balanced for any well-formed cycle set. They are
+reported as identities; they are not gates. Balance is a real test for designs that are
+not made of cycles (``hard_negative_edges``, ``winoground_comparisons``), where it fails
+and names a witness.
 
 Ids may be any hashable values (COCO image ids, file names, caption strings).
 """
@@ -250,7 +259,7 @@ def pair_measure_tv(
 
 @dataclass
 class ValidityReport:
-    """Predicate violations: matched pairs that fail it and swapped pairs that satisfy it."""
+    """Predicate violations: matched pairs that fail it and swapped pairs it does not refute."""
 
     n_cycles: int
     matched_violations: int
@@ -276,12 +285,19 @@ def predicate_validity(
     cycles: Iterable[Sequence[Hashable]],
     predicate: Callable[[Hashable, Hashable], bool],
     cycle_ids: Sequence[Hashable] | None = None,
+    refutes: Callable[[Hashable, Hashable], bool] | None = None,
 ) -> ValidityReport:
-    """Check that both matched pairs satisfy ``predicate(image, caption)`` and both swaps fail it.
+    """Check that both matched pairs satisfy ``predicate(image, caption)`` and both swaps are false.
 
-    A violation counts once per pair (a cycle can contribute up to two of each kind);
-    the offending cycle ids are listed once each, in order.
+    A swap is a violation when ``refutes(image, caption)`` is False (it is not false beyond
+    doubt); without ``refutes``, when ``predicate`` holds for it. A violation counts once per
+    pair (a cycle can contribute up to two of each kind); the offending cycle ids are listed
+    once each, in order.
     """
+    if refutes is None:
+        def refutes(u: Hashable, v: Hashable) -> bool:
+            return not predicate(u, v)
+
     rows = _as_cycle_rows(cycles)
     ids = list(range(len(rows))) if cycle_ids is None else list(cycle_ids)
     if len(ids) != len(rows):
@@ -289,7 +305,7 @@ def predicate_validity(
     report = ValidityReport(n_cycles=len(rows), matched_violations=0, swap_violations=0)
     for cycle_id, (u1, u2, v1, v2) in zip(ids, rows):
         bad_matched = (not predicate(u1, v1)) + (not predicate(u2, v2))
-        bad_swapped = bool(predicate(u1, v2)) + bool(predicate(u2, v1))
+        bad_swapped = (not refutes(u1, v2)) + (not refutes(u2, v1))
         if bad_matched:
             report.matched_violations += bad_matched
             report.matched_violation_cycles.append(cycle_id)
@@ -301,7 +317,8 @@ def predicate_validity(
 
 @dataclass
 class CycleAuditReport:
-    """Everything a builder records for one family split: validity, marginals, balance."""
+    """Everything a builder records for one family split: validity (a gate); marginals and balance
+    (identities of the block design, recorded for the card)."""
 
     validity: ValidityReport | None
     marginals: MarginalReport
@@ -309,8 +326,13 @@ class CycleAuditReport:
 
     @property
     def passed(self) -> bool:
-        ok = self.marginals.balanced and self.balance.balanced
-        return ok and (self.validity is None or self.validity.valid)
+        """The gate: no matched or swap violation. TV and balance are identities, not part of it."""
+        return self.validity is None or self.validity.valid
+
+    @property
+    def identities_hold(self) -> bool:
+        """TV 0 and balanced: true for every set of well-formed complete blocks."""
+        return self.marginals.balanced and self.balance.balanced
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -320,6 +342,7 @@ class CycleAuditReport:
             "image_tv": self.marginals.image_tv,
             "caption_tv": self.marginals.caption_tv,
             "balanced": self.balance.balanced,
+            "identities_hold": self.identities_hold,
             "validity": None if self.validity is None else self.validity.to_dict(),
             "balance": self.balance.to_dict(),
         }
@@ -329,11 +352,12 @@ def audit_cycles(
     cycles: Iterable[Sequence[Hashable]],
     predicate: Callable[[Hashable, Hashable], bool] | None = None,
     cycle_ids: Sequence[Hashable] | None = None,
+    refutes: Callable[[Hashable, Hashable], bool] | None = None,
 ) -> CycleAuditReport:
-    """Run the validity (when a predicate is given), marginal-TV and balance audits together."""
+    """Run the validity gate (when a predicate is given) and record marginal TV and balance (identities)."""
     rows = _as_cycle_rows(cycles)
     return CycleAuditReport(
-        validity=None if predicate is None else predicate_validity(rows, predicate, cycle_ids),
+        validity=None if predicate is None else predicate_validity(rows, predicate, cycle_ids, refutes),
         marginals=marginal_tv(rows),
         balance=cycle_balance(rows),
     )

@@ -5,9 +5,11 @@ Sub-commands form a registry (:data:`BUILDERS`), each a ``configure(parser)`` th
 
     clip-cycles build shapes --out DIR [--n-images N] [--seed S] [--image-size PX]
     clip-cycles build coco --coco-root DIR --out DIR [--families ...] [--seeds 0 1 2]
-        [--min-cycles N] [--pool-train 10000 --pool-val 2744] [--self-contained] [--num-proc N]
+        [--min-cycles N] [--pool-train 10000 --pool-val 2744] [--validation-fraction 0.2]
+        [--margin 0.1] [--size-ratio 1.5] [--self-contained] [--num-proc N]
     clip-cycles build gqa --gqa-root DIR --out DIR [--families ...] [--seeds 0 1 2]
-        [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--self-contained] [--num-proc N]
+        [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--validation-fraction 0.142857...]
+        [--self-contained] [--num-proc N]
 
 ``--num-proc`` runs the heavy per-image steps (text-neighbour search, candidate indexing)
 on that many processes; the written folder is byte-identical for any count, so the
@@ -38,13 +40,19 @@ def build_coco_folder(
     self_contained: bool = False,
     validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
     num_proc: int = 1,
+    margin: float | None = None,
+    size_ratio: float | None = None,
 ) -> tuple[Path, list[Any]]:
     """Load COCO under ``coco_root`` (standard layout), build, audit and write the families to ``out``.
 
-    ``num_proc`` processes share the heavy steps (same output for any count).
+    ``num_proc`` processes share the heavy steps (same output for any count). ``margin`` and
+    ``size_ratio`` are the geometric thresholds (None: the defaults 0.1 and 1.5).
     Returns the folder and the :class:`~clip_cycles.families.FamilyBuild` list.
     """
-    from clip_cycles.coco_families import coco_pools, load_coco_index
+    from clip_cycles.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
+
+    margin = DEFAULT_MARGIN if margin is None else margin
+    size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
     from clip_cycles.dataset_folder import build_folder
 
     names = list(families) if families else list_families("coco")
@@ -55,13 +63,15 @@ def build_coco_folder(
                          f"(skipped: {dict(index.skipped)})")  # fmt: skip
     command = ["clip-cycles", "build", "coco", "--coco-root", str(index.root), "--out", str(out), "--families", *names,
                "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train),
-               "--pool-val", str(pool_val)] + (["--self-contained"] if self_contained else [])  # fmt: skip
-    with num_processes(num_proc):
+               "--pool-val", str(pool_val), "--validation-fraction", repr(validation_fraction), "--margin", repr(margin),
+               "--size-ratio", repr(size_ratio)] + (["--self-contained"] if self_contained else [])  # fmt: skip
+    with num_processes(num_proc), geometry(margin, size_ratio):
         return build_folder(
             index, names, train_pool, val_pool, out, seeds=seeds, min_cycles=min_cycles,
             validation_fraction=validation_fraction, mode="self_contained" if self_contained else "reference",
             rebuild_command=shlex.join(command), skipped=dict(index.skipped),
-            extra_info={"pool_requested": {"train": pool_train, "val": pool_val}},
+            extra_info={"pool_requested": {"train": pool_train, "val": pool_val},
+                        "thresholds": {"margin": margin, "size_ratio": size_ratio}},
         )  # fmt: skip
 
 
@@ -75,6 +85,7 @@ def build_gqa_folder(
     pool_test: int | None = None,
     self_contained: bool = False,
     num_proc: int = 1,
+    validation_fraction: float | None = None,
 ) -> tuple[Path, list[Any]]:
     """Build the GQA families (:func:`clip_cycles.gqa_families.build_gqa_folder`) with ``num_proc`` processes.
 
@@ -83,7 +94,8 @@ def build_gqa_folder(
     """
     from clip_cycles import gqa_families
 
-    pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test)) if size is not None}
+    pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test),
+                                           ("validation_fraction", validation_fraction)) if size is not None}
     with num_processes(num_proc):
         return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles,
                                              self_contained=self_contained, **pools)  # fmt: skip
@@ -94,7 +106,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--families", nargs="+", default=None, help="family names (default: all of the source)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="split seeds (default 0 1 2)")
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
-                        help=f"fewer cycles in any split -> family unavailable (default {DEFAULT_MIN_CYCLES})")
+                        help=f"minimum cycles per split and seed (default {DEFAULT_MIN_CYCLES}); a short split is not "
+                        "available (zero-shot scoring needs its scored split, probe experiments all three)")
     parser.add_argument("--self-contained", action="store_true", help="embed images (datasets.Image) in Parquet")
     parser.add_argument("--num-proc", type=int, default=1,
                         help="processes for text-neighbour search and candidate indexing (same output for any count)")
@@ -111,13 +124,20 @@ def _configure_coco(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN, help="train2017 pool size (10000)")
     parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL, help="val2017 pool size (2744)")
+    parser.add_argument("--validation-fraction", type=float, default=DEFAULT_VALIDATION_FRACTION,
+                        help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})")
+    parser.add_argument("--margin", type=float, default=0.1,
+                        help="spatial margin of relation/position captions, fraction of width/height (default 0.1)")
+    parser.add_argument("--size-ratio", type=float, default=1.5,
+                        help="area ratio of 'larger than'/'smaller than' captions (default 1.5)")
     parser.set_defaults(func=_run_coco)
 
 
 def _run_coco(args: argparse.Namespace) -> int:
     out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
                                     args.pool_train, args.pool_val, args.self_contained,
-                                    num_proc=args.num_proc)  # fmt: skip
+                                    validation_fraction=args.validation_fraction, num_proc=args.num_proc,
+                                    margin=args.margin, size_ratio=args.size_ratio)  # fmt: skip
     _summary(out, builds)
     return 0
 
@@ -127,13 +147,15 @@ def _configure_gqa(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--pool-train", type=int, default=None, help="train-file pool size (GQA default)")
     parser.add_argument("--pool-test", type=int, default=None, help="val-file pool size for test (GQA default)")
+    parser.add_argument("--validation-fraction", type=float, default=None,
+                        help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)")
     parser.set_defaults(func=_run_gqa)
 
 
 def _run_gqa(args: argparse.Namespace) -> int:
     out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
                                    args.pool_train, args.pool_test, args.self_contained,
-                                   num_proc=args.num_proc)  # fmt: skip
+                                   num_proc=args.num_proc, validation_fraction=args.validation_fraction)  # fmt: skip
     _summary(out, builds)
     return 0
 

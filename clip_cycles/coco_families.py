@@ -1,28 +1,41 @@
 """The 14 COCO cycle families, from coarse object compatibility to strict relations.
 
 Every caption carries a *meaning* (what it asserts); one table of caption semantics,
-:data:`MEANINGS`, decides from the raw annotations whether a meaning holds for an image.
-Families differ in how they choose the two images and the two captions (which facts,
-which strata), never in what a caption means, so the audit re-checks every family with
-the same semantics. Notation: W, H image size; a box's centre (cx, cy) and area w*h;
-"unique A" = exactly one non-crowd instance of category A and no crowd region of A.
+:data:`VERDICTS`, decides from the raw annotations whether a meaning is *true* of an
+image, *false beyond doubt*, or *undecided* (with a reason). Families differ in how they
+choose the two images and the two captions (which facts, which strata), never in what a
+caption means. A matched caption must be true and a swapped caption false beyond doubt;
+undecided candidates are never used and are counted per reason (``excluded`` in
+build_info.json: ``matched_sub_margin``, ``matched_not_all_instances``,
+``matched_crowd_uncertain_extent``, ``swap_sub_margin``, ``swap_multi_instance_ambiguous``,
+``swap_crowd_uncertain_extent``, ``swap_true``). Notation: W, H image size; a box's centre
+(cx, cy) and area w*h.
 
 Caption semantics (``meaning["kind"]``):
 
-- ``mentions`` {categories}: every listed category has an instance in the image.
-- ``relation`` {subject A, relation R, object B, margin m, ratio r}: A != B, A and B unique,
-  and R holds between their boxes: ``to the left of`` cx_B - cx_A >= m W; ``to the right of``
-  cx_A - cx_B >= m W; ``above`` cy_B - cy_A >= m H; ``below`` cy_A - cy_B >= m H;
-  ``larger than`` area_A >= r area_B; ``smaller than`` area_B >= r area_A.
-- ``position`` {subject A, side, margin m}: A unique and cx_A <= (1/2 - m) W (left) or
-  cx_A >= (1/2 + m) W (right).
-- ``count`` {subject A, count n}: exactly n non-crowd instances of A and no crowd region of A.
-- ``supercategory`` {supercategory S}: some instance's category belongs to S.
+- ``mentions`` {categories}: true when every listed category has an instance (a crowd
+  region counts as presence); otherwise false (a named object is absent).
+- ``relation`` {subject A, relation R, object B, margin m, ratio r}, R one of
+  ``to the left of`` (cx_B - cx_A >= m W), ``to the right of`` (cx_A - cx_B >= m W),
+  ``above`` (cy_B - cy_A >= m H), ``below`` (cy_A - cy_B >= m H), ``larger than``
+  (area_A >= r area_B), ``smaller than`` (area_B >= r area_A). True when A != B, neither
+  has a crowd region (a crowd region is an instance of uncertain extent) and R holds for
+  EVERY instance pair (a, b); false when A or B is absent, or the opposite relation holds
+  for every instance pair; otherwise undecided: ``sub_margin`` (no pair decided either
+  way), ``multi_instance_ambiguous`` (instance pairs disagree), ``crowd_uncertain_extent``.
+- ``position`` {subject A, side, margin m}: true when A has no crowd region and every
+  instance has cx <= (1/2 - m) W (left) or cx >= (1/2 + m) W (right); false when A is
+  absent or every instance is on the other side; otherwise undecided, as for relations.
+- ``count`` {subject A, count n}: exactly n non-crowd instances of A; a crowd region of A
+  makes it undecided (``crowd_uncertain_extent``).
+- ``supercategory`` {supercategory S}: true when some instance's category belongs to S,
+  else false (absent).
 
 Candidate pairing never loops over all image pairs: images are bucketed by the
 category (pair) they are about, and partners are searched in a bounded window of a
 shuffled list (``PARTNER_TRIES``); each image is used in at most ``MAX_IMAGE_USES``
-cycles per family split.
+cycles per family split. The bucket is the cycle's candidate *stratum*, recorded in each
+row and checked by the builder (both pairs of a cycle come from one stratum).
 """
 
 from __future__ import annotations
@@ -30,18 +43,38 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from clip_cycles.annotations import CocoSplit, load_coco_split
 from clip_cycles.families import Cycle, Family, canonical_json, register_family, register_source
 
-#: Default spatial margin (fraction of the image side) and size ratio of relation captions.
+#: Default spatial margin (fraction of the image side) and size ratio of relation captions:
+#: this project's choices (paper 1 does not state its values); ``--margin`` / ``--size-ratio``.
 DEFAULT_MARGIN: float = 0.1
 DEFAULT_SIZE_RATIO: float = 1.5
+
+#: The thresholds a build uses (set with :func:`geometry`); read by every geometric family.
+_GEOMETRY: dict[str, float] = {"margin": DEFAULT_MARGIN, "size_ratio": DEFAULT_SIZE_RATIO}
+
+
+@contextmanager
+def geometry(margin: float = DEFAULT_MARGIN, size_ratio: float = DEFAULT_SIZE_RATIO) -> Iterator[None]:
+    """Use this spatial ``margin`` (fraction of width/height) and ``size_ratio`` inside the block."""
+    if not 0.0 <= margin < 0.5:
+        raise ValueError(f"--margin must be in [0, 0.5), got {margin}")
+    if not size_ratio >= 1.0:
+        raise ValueError(f"--size-ratio must be at least 1, got {size_ratio}")
+    previous = dict(_GEOMETRY)
+    _GEOMETRY.update(margin=float(margin), size_ratio=float(size_ratio))
+    try:
+        yield
+    finally:
+        _GEOMETRY.update(previous)
 #: Partners tried per image in greedy pairing, and uses of one image per family split.
 PARTNER_TRIES: int = 30
 MAX_IMAGE_USES: int = 2
@@ -260,10 +293,10 @@ def _centre(box: Sequence[float]) -> tuple[float, float]:
 def relation_truths(
     a: Sequence[float], b: Sequence[float], width: float, height: float, margin: float, ratio: float
 ) -> dict[str, bool]:
-    """Which relation captions "A <relation> B" the boxes make true (module docstring rules).
+    """Which relation captions "A <relation> B" one instance pair of boxes satisfies (module docstring rules).
 
-    One function for every relation, used by the predicate and by the builders' strata,
-    so construction and audit can never disagree on a boundary case.
+    One function for every relation, used by the verdicts and by the builders' strata,
+    so construction and the builder's audit never disagree on a boundary case.
     """
     ax, ay = _centre(a)
     bx, by = _centre(b)
@@ -278,16 +311,6 @@ def relation_truths(
     }
 
 
-def _truths(objects: ImageObjects, a: str, b: str, margin: float, ratio: float) -> dict[str, bool]:
-    # Shared by every relation family and the audit: each (image, pair) is evaluated once per build.
-    key = (a, b, margin, ratio)
-    found = objects.truths.get(key)
-    if found is None:
-        found = objects.truths[key] = relation_truths(
-            objects.unique[a], objects.unique[b], objects.width, objects.height, margin, ratio)
-    return found
-
-
 #: The relations a caption may state.
 RELATIONS: tuple[str, ...] = ("to the left of", "to the right of", "above", "below", "larger than", "smaller than")
 OPPOSITE = {"to the left of": "to the right of", "to the right of": "to the left of", "above": "below",
@@ -295,46 +318,101 @@ OPPOSITE = {"to the left of": "to the right of", "to the right of": "to the left
 AXES = {"horizontal": ("to the left of", "to the right of"), "vertical": ("above", "below"),
         "size": ("larger than", "smaller than")}  # fmt: skip
 
-
-def _holds_mentions(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> bool:
-    return bool(meaning["categories"]) and all(c in objects.categories for c in meaning["categories"])
-
-
-def _holds_relation(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> bool:
-    if meaning["subject"] == meaning["object"]:
-        return False
-    a, b = objects.unique_box(meaning["subject"]), objects.unique_box(meaning["object"])
-    if a is None or b is None:
-        return False
-    return _truths(objects, meaning["subject"], meaning["object"], meaning.get("margin", 0.0),
-                   meaning.get("ratio", 1.0))[meaning["relation"]]  # fmt: skip
+#: Verdicts of a caption on an image: true, false beyond doubt, or one of the undecided reasons.
+TRUE, FALSE = "true", "false"
+SUB_MARGIN = "sub_margin"
+MULTI_INSTANCE = "multi_instance_ambiguous"
+CROWD = "crowd_uncertain_extent"
+SAME_CATEGORY = "same_category"
 
 
-def _holds_position(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> bool:
-    box = objects.unique_box(meaning["subject"])
-    if box is None:
-        return False
-    cx, m = _centre(box)[0], meaning["margin"]
-    if meaning["side"] == "left":
-        return cx <= (0.5 - m) * objects.width
-    return cx >= (0.5 + m) * objects.width
+def _combine(per_instance: Iterable[tuple[bool, bool]]) -> str:
+    """Verdict from (stated holds, opposite holds) per instance (pair): all stated -> true; all
+    opposite -> false; none of either -> sub-margin; a mixture -> multi-instance ambiguous."""
+    states = {(True, False) if s else (False, True) if o else (False, False) for s, o in per_instance}
+    if states == {(True, False)}:
+        return TRUE
+    if states == {(False, True)}:
+        return FALSE
+    if states == {(False, False)}:
+        return SUB_MARGIN
+    return MULTI_INSTANCE
 
 
-def _holds_count(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> bool:
-    return objects.count(meaning["subject"]) == meaning["count"]
+def _relation_verdicts(objects: ImageObjects, a: str, b: str, margin: float, ratio: float) -> dict[str, str]:
+    """Verdict of every relation caption "A <relation> B" on the image (memoised per image)."""
+    key = (a, b, margin, ratio)
+    found = objects.truths.get(key)
+    if found is not None:
+        return found
+    if a == b:
+        found = dict.fromkeys(RELATIONS, SAME_CATEGORY)
+    elif a not in objects.categories or b not in objects.categories:
+        found = dict.fromkeys(RELATIONS, FALSE)  # a named object is absent
+    elif a in objects.crowd or b in objects.crowd:
+        found = dict.fromkeys(RELATIONS, CROWD)  # a crowd region is an instance of uncertain extent
+    else:
+        pairs = [relation_truths(x, y, objects.width, objects.height, margin, ratio)
+                 for x in objects.boxes[a] for y in objects.boxes[b]]  # fmt: skip
+        found = {r: _combine((t[r], t[OPPOSITE[r]]) for t in pairs) for r in RELATIONS}
+    objects.truths[key] = found
+    return found
 
 
-def _holds_supercategory(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> bool:
-    return any(index.supercategories.get(c) == meaning["supercategory"] for c in objects.categories)
+def relation_verdict(objects: ImageObjects, meaning: Mapping[str, Any]) -> str:
+    """Verdict of a ``relation`` meaning: true when every instance pair of (A, B) satisfies it by the
+    margin (sizes: the ratio); false when A or B is absent or every pair satisfies the opposite
+    relation by the margin; otherwise the reason (sub-margin, multi-instance, crowd)."""
+    return _relation_verdicts(objects, meaning["subject"], meaning["object"], meaning.get("margin", 0.0),
+                              meaning.get("ratio", 1.0))[meaning["relation"]]  # fmt: skip
 
 
-MEANINGS: dict[str, Callable[[ImageObjects, Mapping[str, Any], CocoIndex], bool]] = {
-    "mentions": _holds_mentions,
-    "relation": _holds_relation,
-    "position": _holds_position,
-    "count": _holds_count,
-    "supercategory": _holds_supercategory,
+def position_verdict(objects: ImageObjects, meaning: Mapping[str, Any]) -> str:
+    """Verdict of a ``position`` meaning: every instance of A on the stated side (centre at most
+    (1/2 - m) W for left, at least (1/2 + m) W for right) -> true; A absent or every instance
+    on the other side -> false; otherwise the reason."""
+    subject, m, side = meaning["subject"], meaning["margin"], meaning["side"]
+    if subject not in objects.categories:
+        return FALSE
+    if subject in objects.crowd:
+        return CROWD
+    width = objects.width
+    per_instance = []
+    for box in objects.boxes[subject]:
+        cx = _centre(box)[0]
+        left, right = cx <= (0.5 - m) * width, cx >= (0.5 + m) * width
+        per_instance.append((left, right) if side == "left" else (right, left))
+    return _combine(per_instance)
+
+
+def count_verdict(objects: ImageObjects, meaning: Mapping[str, Any]) -> str:
+    """Verdict of ``exactly n A``: unknowable with a crowd region of A, else true or false by count."""
+    count = objects.count(meaning["subject"])
+    if count is None:
+        return CROWD
+    return TRUE if count == meaning["count"] else FALSE
+
+
+def mentions_verdict(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> str:
+    """Every mentioned category present (a crowd region counts as presence) -> true, else false (absent)."""
+    present = bool(meaning["categories"]) and all(c in objects.categories for c in meaning["categories"])
+    return TRUE if present else FALSE
+
+
+def supercategory_verdict(objects: ImageObjects, meaning: Mapping[str, Any], index: CocoIndex) -> str:
+    """Some instance of the supercategory present -> true, else false (absent)."""
+    present = any(index.supercategories.get(c) == meaning["supercategory"] for c in objects.categories)
+    return TRUE if present else FALSE
+
+
+VERDICTS: dict[str, Callable[[ImageObjects, Mapping[str, Any], CocoIndex], str]] = {
+    "mentions": mentions_verdict,
+    "relation": lambda objects, meaning, index: relation_verdict(objects, meaning),
+    "position": lambda objects, meaning, index: position_verdict(objects, meaning),
+    "count": lambda objects, meaning, index: count_verdict(objects, meaning),
+    "supercategory": supercategory_verdict,
 }
+
 
 _COUNT_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
@@ -428,18 +506,24 @@ def _meaning(**fields: Any) -> str:
 class CocoFamily(Family):
     """A COCO family: shared caption semantics, its own cycle construction."""
 
+    def verdict(self, index: CocoIndex, image_id: int, meaning: Mapping[str, Any]) -> str:
+        """``true``, ``false`` (beyond doubt) or the undecided reason (see the module docstring)."""
+        return VERDICTS[meaning["kind"]](index.objects(image_id), meaning, index)
+
     def holds(self, index: CocoIndex, image_id: int, meaning: Mapping[str, Any]) -> bool:
-        """Whether the caption meaning is true of the image (see the module docstring)."""
-        return MEANINGS[meaning["kind"]](index.objects(image_id), meaning, index)
+        """Whether the caption meaning is true of the image (its verdict is ``true``)."""
+        return self.verdict(index, image_id, meaning) == TRUE
 
     def caption_matches(self, index: CocoIndex, caption: str, meaning: Mapping[str, Any]) -> bool:
         """Template families: the caption is the template rendering of its meaning."""
         return caption == render_caption(meaning)
 
-    def _cycle(self, u0: int, u1: int, m0: Mapping[str, Any], m1: Mapping[str, Any], **details: Any) -> Cycle:
+    def _cycle(self, u0: int, u1: int, m0: Mapping[str, Any], m1: Mapping[str, Any],
+               strata: tuple[str, str] | None = None, **details: Any) -> Cycle:  # fmt: skip
         j0, j1 = _flat_json(m0), _flat_json(m1)
+        s0, s1 = strata if strata is not None else (None, None)
         return Cycle(u0, u1, _CAPTIONS.get(j0) or _caption(j0, m0), _CAPTIONS.get(j1) or _caption(j1, m1), j0, j1,
-                     _flat_json(details))  # fmt: skip
+                     _flat_json(details), s0, s1)  # fmt: skip
 
 
 _JSON: dict[tuple[Any, ...], str] = {}
@@ -491,9 +575,10 @@ class HumanCaptionFamily(CocoFamily):
         cats_a, cats_b = index.objects(a[0]).categories, index.objects(b[0]).categories
         return not cats_a.issuperset(b[2]) and not cats_b.issuperset(a[2])
 
-    def to_cycle(self, a: tuple, b: tuple) -> Cycle:
+    def to_cycle(self, a: tuple, b: tuple, stratum: str | None = None) -> Cycle:
         m0, m1 = {"kind": "mentions", "categories": list(a[2])}, {"kind": "mentions", "categories": list(b[2])}
-        return Cycle(a[0], b[0], a[1], b[1], canonical_json(m0), canonical_json(m1), canonical_json({"rule": self.name}))
+        return Cycle(a[0], b[0], a[1], b[1], canonical_json(m0), canonical_json(m1), canonical_json({"rule": self.name}),
+                     stratum, stratum)
 
 
 @register_family(
@@ -529,7 +614,8 @@ class MatchedObject(HumanCaptionFamily):
         uses, cycles = _Uses(), []
         for signature in sorted(strata):
             ok = lambda a, b: self.swap_invalid(index, a, b)  # noqa: E731
-            cycles += [self.to_cycle(a, b) for a, b in _greedy_pairs(strata[signature], rng, uses, lambda f: f[0], ok)]
+            cycles += [self.to_cycle(a, b, "+".join(signature))
+                       for a, b in _greedy_pairs(strata[signature], rng, uses, lambda f: f[0], ok)]
         return cycles
 
 
@@ -640,8 +726,19 @@ def _top_neighbours(block: Any, columns: Any, offset: int, k: int) -> list[list[
 
 # --- relation families (template captions from box geometry) ---------------------------------------------------
 
-def _unique_categories(objects: ImageObjects) -> list[str]:
-    return sorted(c for c in objects.boxes if objects.unique_box(c) is not None)
+def _present_categories(objects: ImageObjects) -> list[str]:
+    """Categories with an instance or a crowd region (crowd ones are candidates only to be counted as excluded)."""
+    return sorted(objects.categories)
+
+
+def exclusion_reason(role: str, verdict: str) -> str:
+    """The build_info ``excluded`` key of a rejected candidate: ``matched_...`` (its own caption is not
+    true for every instance) or ``swap_...`` (a swapped caption would not be false beyond doubt)."""
+    if verdict == MULTI_INSTANCE:
+        return "matched_not_all_instances" if role == "matched" else "swap_multi_instance_ambiguous"
+    if verdict == TRUE:
+        return f"{role}_true"
+    return f"{role}_{verdict}"
 
 
 def _relation_meaning(subject: str, relation: str, obj: str, margin: float, ratio: float) -> dict[str, Any]:
@@ -657,53 +754,74 @@ class RelationFamily(CocoFamily):
     """Shared parameters of the template relation families."""
 
     axis: str = "horizontal"
-    margin: float = DEFAULT_MARGIN
-    ratio: float = DEFAULT_SIZE_RATIO
+
+    @property
+    def margin(self) -> float:
+        """The build's spatial margin (:func:`geometry`, ``--margin``)."""
+        return _GEOMETRY["margin"]
+
+    @property
+    def ratio(self) -> float:
+        """The build's size ratio (:func:`geometry`, ``--size-ratio``)."""
+        return _GEOMETRY["size_ratio"]
 
     def relation_facts(self, index: CocoIndex, image_id: int, relations: Sequence[str]) -> list[dict[str, Any]]:
-        """True relation meanings of ``relations`` between unique categories of the image (memoised)."""
+        """True relation meanings of ``relations`` (every instance pair agrees) of the image (memoised);
+        each category pair with no true relation on the axis is counted as excluded, with its reason."""
         key = ("relation_facts", image_id, tuple(relations), self.margin, self.ratio)
         if key not in index.memo:
             index.memo[key] = self._relation_facts(index, image_id, relations)
-        return index.memo[key]
+        facts, excluded = index.memo[key]
+        for reason in excluded:
+            self.exclude(reason)
+        return facts
 
-    def _relation_facts(self, index: CocoIndex, image_id: int, relations: Sequence[str]) -> list[dict[str, Any]]:
+    def _relation_facts(self, index: CocoIndex, image_id: int, relations: Sequence[str]
+                        ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
         objects = index.objects(image_id)
-        cats = _unique_categories(objects)
-        out = []
-        for a in cats:
-            for b in cats:
-                if a == b:
-                    continue
-                truths = self.truths(objects, a, b)
-                out += [_relation_meaning(a, r, b, self.margin, self.ratio) for r in relations if truths[r]]
-        return out
+        cats = _present_categories(objects)
+        out, excluded = [], []
+        for i, a in enumerate(cats):
+            for b in cats[i + 1:]:
+                found = []
+                for x, y in ((a, b), (b, a)):
+                    verdicts = self.verdicts(objects, x, y)
+                    found += [_relation_meaning(x, r, y, self.margin, self.ratio) for r in relations
+                              if verdicts[r] == TRUE]  # fmt: skip
+                if found:
+                    out += found
+                else:
+                    excluded.append(exclusion_reason("matched", self.verdicts(objects, a, b)[relations[0]]))
+        out.sort(key=lambda m: (m["subject"], m["object"], RELATIONS.index(m["relation"])))
+        return out, excluded
 
-    def truths(self, objects: ImageObjects, a: str, b: str) -> dict[str, bool]:
-        """:func:`relation_truths` for unique categories ``a`` and ``b`` with this family's margin and ratio."""
-        return _truths(objects, a, b, self.margin, self.ratio)
+    def verdicts(self, objects: ImageObjects, a: str, b: str) -> dict[str, str]:
+        """Verdict of every relation "A <relation> B" with this family's margin and ratio."""
+        return _relation_verdicts(objects, a, b, self.margin, self.ratio)
 
-    def pair_strata(self, index: CocoIndex, image_ids: Sequence[int], classify: Callable[[ImageObjects, str, str], str | None]
+    def pair_strata(self, index: CocoIndex, image_ids: Sequence[int],
+                    classify: Callable[[ImageObjects, str, str], tuple[str | None, str | None]]
                     ) -> dict[tuple[str, str], dict[str, list[int]]]:  # fmt: skip
-        """Images bucketed by unordered unique category pair (a < b), then by ``classify``'s label.
+        """Images bucketed by unordered category pair (a < b), then by ``classify``'s label.
 
-        The labels of an image are memoised per family: they depend on neither seed nor split.
+        ``classify`` returns (label, None) or (None, exclusion reason); the exclusions are
+        counted every time the image is seen. Labels are memoised per family: they depend
+        on neither seed nor split.
         """
         strata: dict[tuple[str, str], dict[str, list[int]]] = {}
         for image_id in image_ids:
-            key = ("pair_labels", self.name, image_id)
+            key = ("pair_labels", self.name, self.margin, self.ratio, image_id)
             labels = index.memo.get(key)
             if labels is None:
                 objects = index.objects(image_id)
-                cats = _unique_categories(objects)
-                labels = index.memo[key] = [
-                    ((a, b), label)
-                    for i, a in enumerate(cats)
-                    for b in cats[i + 1 :]
-                    if (label := classify(objects, a, b)) is not None
-                ]
-            for pair, label in labels:
-                strata.setdefault(pair, {}).setdefault(label, []).append(image_id)
+                cats = _present_categories(objects)
+                labels = index.memo[key] = [((a, b), classify(objects, a, b)) for i, a in enumerate(cats)
+                                            for b in cats[i + 1:]]  # fmt: skip
+            for pair, (label, reason) in labels:
+                if label is not None:
+                    strata.setdefault(pair, {}).setdefault(label, []).append(image_id)
+                elif reason is not None:
+                    self.exclude(reason)
         return strata
 
     def details(self, **extra: Any) -> dict[str, Any]:
@@ -711,7 +829,8 @@ class RelationFamily(CocoFamily):
 
 
 class BoxRelationFamily(RelationFamily):
-    """One true relation fact per image; partners have a different category pair and fail each other's fact."""
+    """One true relation fact per image; partners have a different category pair and each swapped
+    caption is false beyond doubt on the other image."""
 
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         facts = []
@@ -722,74 +841,97 @@ class BoxRelationFamily(RelationFamily):
 
         def ok(a: tuple, b: tuple) -> bool:
             pair_a, pair_b = {a[1]["subject"], a[1]["object"]}, {b[1]["subject"], b[1]["object"]}
-            return pair_a != pair_b and not self.holds(index, a[0], b[1]) and not self.holds(index, b[0], a[1])
+            if pair_a == pair_b:
+                return False
+            for image, meaning in ((a[0], b[1]), (b[0], a[1])):
+                verdict = self.verdict(index, image, meaning)
+                if verdict != FALSE:
+                    self.exclude(exclusion_reason("swap", verdict))  # a candidate pairing, rejected
+                    return False
+            return True
 
         pairs = _greedy_pairs(facts, rng, _Uses(), lambda f: f[0], ok)
-        return [self._cycle(a[0], b[0], a[1], b[1], **self.details()) for a, b in pairs]
+        stratum = f"{self.axis} relation facts"
+        return [self._cycle(a[0], b[0], a[1], b[1], strata=(stratum, stratum), **self.details()) for a, b in pairs]
 
 
-_BOX_TEXT = """Template captions "a A <relation> a B" from box geometry, relation in {rels}. Valid when A != B, each
-    of A and B has exactly one non-crowd instance and no crowd region, and {rule}. Each image contributes
-    one true fact; partners describe a different unordered category pair and each caption is false for the
-    other image (often because an object is absent: this is the coarse box-relation family)."""
-_HORIZONTAL_RULE = "the box centres differ in x by at least margin x width (margin 0.1) in the stated direction"
-_VERTICAL_RULE = "the box centres differ in y by at least margin x height (margin 0.1) in the stated direction"
-_SIZE_RULE = "the box area of the larger is at least ratio (1.5) times the other's"
+_MANY = """A caption is true when A != B, neither A nor B has a crowd region, and {rule} for EVERY instance pair
+    (a, b) of A and B; it is false beyond doubt when A or B is absent, or when every instance pair satisfies the
+    opposite relation by the same {what}. Anything else (a sub-{what} pair, instance pairs that disagree, a crowd
+    region) is undecided: such a caption is never used, neither as a matched nor as a swapped caption, and the
+    rejected candidates are counted per reason in build_info.json (``excluded``)."""
+_BOX_TEXT = """Template captions "a A <relation> a B" from box geometry, relation in {rels}. """ + _MANY + """ Each
+    image contributes one true fact; partners describe a different unordered category pair and each swapped
+    caption is false beyond doubt on the other image (often because an object is absent: this is the coarse
+    box-relation family)."""
+_HORIZONTAL_RULE = ("the box centres differ in x by at least margin x width (margin: default 0.1, --margin) in the "
+                    "stated direction")
+_VERTICAL_RULE = ("the box centres differ in y by at least margin x height (margin: default 0.1, --margin) in the "
+                  "stated direction")
+_SIZE_RULE = "the stated larger box has at least ratio (default 1.5, --size-ratio) times the other's area"
 
 
-@register_family("coco", "box_left_right", predicate=_BOX_TEXT.format(rels="{to the left of, to the right of}",
-                                                                      rule=_HORIZONTAL_RULE))  # fmt: skip
+@register_family("coco", "box_left_right", predicate=_BOX_TEXT.format(
+    rels="{to the left of, to the right of}", rule=_HORIZONTAL_RULE, what="margin"))  # fmt: skip
 class BoxLeftRight(BoxRelationFamily):
     axis = "horizontal"
 
 
-@register_family("coco", "box_above_below", predicate=_BOX_TEXT.format(rels="{above, below}", rule=_VERTICAL_RULE))
+@register_family("coco", "box_above_below", predicate=_BOX_TEXT.format(
+    rels="{above, below}", rule=_VERTICAL_RULE, what="margin"))  # fmt: skip
 class BoxAboveBelow(BoxRelationFamily):
     axis = "vertical"
 
 
 class StrictFlipFamily(RelationFamily):
-    """Both images hold unique A and B; the relation on ``axis`` is opposite in the two images."""
+    """Both images hold A and B; on ``axis`` every instance pair agrees, one way in the first image
+    and the opposite way in the second."""
 
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         first, second = AXES[self.axis]
 
-        def classify(objects: ImageObjects, a: str, b: str) -> str | None:
-            truths = self.truths(objects, a, b)
-            return first if truths[first] else second if truths[second] else None
+        def classify(objects: ImageObjects, a: str, b: str) -> tuple[str | None, str | None]:
+            verdict = self.verdicts(objects, a, b)[first]
+            if verdict == TRUE:
+                return first, None
+            if verdict == FALSE:  # both present: every pair satisfies the opposite relation
+                return second, None
+            return None, exclusion_reason("matched", verdict)
 
         strata = self.pair_strata(index, image_ids, classify)
         uses, cycles = _Uses(), []
         for a, b in sorted(strata):
             groups = strata[(a, b)]
-            for u0, u1 in _cross_pairs(groups.get(first, []), groups.get(second, []), rng, uses, lambda x: x):
+            left = [(u, f"{a}|{b}") for u in groups.get(first, [])]
+            right = [(u, f"{a}|{b}") for u in groups.get(second, [])]
+            for (u0, s0), (u1, s1) in _cross_pairs(left, right, rng, uses, lambda x: x[0]):
                 subject, obj, r0 = (a, b, first) if rng.random() < 0.5 else (b, a, second)
                 m0 = _relation_meaning(subject, r0, obj, self.margin, self.ratio)
                 m1 = _relation_meaning(subject, OPPOSITE[r0], obj, self.margin, self.ratio)
-                cycles.append(self._cycle(u0, u1, m0, m1, **self.details(pair=[a, b])))
+                cycles.append(self._cycle(u0, u1, m0, m1, strata=(s0, s1), **self.details(pair=[a, b])))
         return cycles
 
 
-_STRICT_TEXT = """Template captions "a A <relation> a B" with relation in {rels}. Valid when A != B, each of A and B
-    has exactly one non-crowd instance and no crowd region, and {rule}. Both images contain A and B (unique);
-    the relation holds one way in the first image and the opposite way in the second, and the captions state
-    the same pair with opposite relations, so each swap is false by geometry alone, never by a missing
-    object. Images are indexed by category pair."""
+_STRICT_TEXT = """Template captions "a A <relation> a B" with relation in {rels}. """ + _MANY + """ Both images
+    contain A and B; the relation holds (for every instance pair) one way in the first image and the opposite way
+    in the second, and the captions state the same pair with opposite relations, so each swap is false by geometry
+    alone, never by a missing object. Candidate stratum: the unordered category pair."""
 
 
-@register_family("coco", "strict_left_right", predicate=_STRICT_TEXT.format(rels="{to the left of, to the right of}",
-                                                                           rule=_HORIZONTAL_RULE))  # fmt: skip
+@register_family("coco", "strict_left_right", predicate=_STRICT_TEXT.format(
+    rels="{to the left of, to the right of}", rule=_HORIZONTAL_RULE, what="margin"))  # fmt: skip
 class StrictLeftRight(StrictFlipFamily):
     axis = "horizontal"
 
 
-@register_family("coco", "strict_above_below", predicate=_STRICT_TEXT.format(rels="{above, below}", rule=_VERTICAL_RULE))
+@register_family("coco", "strict_above_below", predicate=_STRICT_TEXT.format(
+    rels="{above, below}", rule=_VERTICAL_RULE, what="margin"))  # fmt: skip
 class StrictAboveBelow(StrictFlipFamily):
     axis = "vertical"
 
 
-@register_family("coco", "strict_size", predicate=_STRICT_TEXT.format(rels="{larger than, smaller than}",
-                                                                     rule=_SIZE_RULE))  # fmt: skip
+@register_family("coco", "strict_size", predicate=_STRICT_TEXT.format(
+    rels="{larger than, smaller than}", rule=_SIZE_RULE, what="ratio"))  # fmt: skip
 class StrictSize(StrictFlipFamily):
     axis = "size"
 
@@ -797,42 +939,53 @@ class StrictSize(StrictFlipFamily):
 @register_family(
     "coco",
     "strict_same_pair",
-    predicate="""Same-pair relation change. Both images contain A and B exactly once (no crowd regions). In
-    the first image a horizontal relation (left of / right of, centre margin 0.1 x width) holds and no
-    vertical one does (above / below, margin 0.1 x height); in the second a vertical relation holds and no
-    horizontal one does. Caption 0 states the first image's horizontal relation, caption 1 the second's
-    vertical relation, about the same ordered pair; each swap is false by geometry with both objects present.""",
+    predicate="""Same-pair relation change. Relation captions as in strict_left_right / strict_above_below
+    (every instance pair by the margin, default 0.1 of width or height, --margin; crowd regions undecided). Both images contain
+    A and B and are decided on both axes: in the first image A is, say, left of and below B; in the second
+    A is right of and above B (the opposite on both axes). Caption 0 states the first image's horizontal
+    relation, caption 1 the second image's vertical relation, about the same ordered pair, so each swapped
+    caption is false beyond doubt by geometry with both objects present. Images undecided on one axis are
+    excluded (swap_*: the other caption would not be clearly false) and counted. Candidate stratum: the
+    unordered category pair.""",
 )
 class StrictSamePair(RelationFamily):
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
-        def classify(objects: ImageObjects, a: str, b: str) -> str | None:
-            truths = self.truths(objects, a, b)
-            h = [r for r in AXES["horizontal"] if truths[r]]
-            v = [r for r in AXES["vertical"] if truths[r]]
-            if h and not v:
-                return "h:" + h[0]
-            if v and not h:
-                return "v:" + v[0]
-            return None
+        def classify(objects: ImageObjects, a: str, b: str) -> tuple[str | None, str | None]:
+            verdicts = self.verdicts(objects, a, b)
+            h, v = verdicts["to the left of"], verdicts["above"]
+            decided = [x in (TRUE, FALSE) for x in (h, v)]
+            if all(decided):
+                return ("left" if h == TRUE else "right") + "/" + ("above" if v == TRUE else "below"), None
+            if not any(decided):
+                return None, exclusion_reason("matched", h)
+            return None, exclusion_reason("swap", v if decided[0] else h)
 
         strata = self.pair_strata(index, image_ids, classify)
         uses, cycles = _Uses(), []
+        h_rel = {"left": "to the left of", "right": "to the right of"}
         for a, b in sorted(strata):
             groups = strata[(a, b)]
-            horizontal = [(u, label[2:]) for label in sorted(groups) if label[0] == "h" for u in groups[label]]
-            vertical = [(u, label[2:]) for label in sorted(groups) if label[0] == "v" for u in groups[label]]
-            for (u0, r0), (u1, r1) in _cross_pairs(horizontal, vertical, rng, uses, lambda x: x[0]):
-                if rng.random() < 0.5:
-                    m0 = _relation_meaning(a, r0, b, self.margin, self.ratio)
-                    m1 = _relation_meaning(a, r1, b, self.margin, self.ratio)
-                else:
-                    m0 = _relation_meaning(b, OPPOSITE[r0], a, self.margin, self.ratio)
-                    m1 = _relation_meaning(b, OPPOSITE[r1], a, self.margin, self.ratio)
-                cycles.append(self._cycle(u0, u1, m0, m1, **self.details(pair=[a, b])))
+            for q0, q1 in (("left/below", "right/above"), ("left/above", "right/below")):
+                first = [(u, q0) for u in groups.get(q0, [])]
+                second = [(u, q1) for u in groups.get(q1, [])]
+                for (u0, l0), (u1, l1) in _cross_pairs(first, second, rng, uses, lambda x: x[0]):
+                    if rng.random() < 0.5:  # which image states the horizontal relation
+                        (u0, l0), (u1, l1) = (u1, l1), (u0, l0)
+                    r0 = h_rel[l0.split("/")[0]]  # image 0's horizontal relation of a to b
+                    r1 = l1.split("/")[1]  # image 1's vertical relation of a to b
+                    if rng.random() < 0.5:
+                        m0 = _relation_meaning(a, r0, b, self.margin, self.ratio)
+                        m1 = _relation_meaning(a, r1, b, self.margin, self.ratio)
+                    else:
+                        m0 = _relation_meaning(b, OPPOSITE[r0], a, self.margin, self.ratio)
+                        m1 = _relation_meaning(b, OPPOSITE[r1], a, self.margin, self.ratio)
+                    stratum = f"{a}|{b}"
+                    cycles.append(self._cycle(u0, u1, m0, m1, strata=(stratum, stratum), **self.details(pair=[a, b])))
         return cycles
 
 
-@register_family("coco", "box_size", predicate=_BOX_TEXT.format(rels="{larger than, smaller than}", rule=_SIZE_RULE))
+@register_family("coco", "box_size", predicate=_BOX_TEXT.format(
+    rels="{larger than, smaller than}", rule=_SIZE_RULE, what="ratio"))  # fmt: skip
 class BoxSize(BoxRelationFamily):
     """Why: the coarse counterpart of strict_size, as box_left_right is of strict_left_right."""
 
@@ -870,30 +1023,46 @@ class ObjectVariant(CocoFamily):
                 b0, b1 = chosen[(u0, u1)]
                 m0 = {"kind": "mentions", "categories": [anchor, b0]}
                 m1 = {"kind": "mentions", "categories": [anchor, b1]}
-                cycles.append(self._cycle(u0, u1, m0, m1, rule=self.name, anchor=anchor))
+                cycles.append(self._cycle(u0, u1, m0, m1, strata=(anchor, anchor), rule=self.name, anchor=anchor))
         return cycles
 
 
 @register_family(
     "coco",
     "object_position",
-    predicate="""Template captions "a A on the left/right side of the picture". Valid when A has exactly one
-    non-crowd instance and no crowd region and its box centre is at most (1/2 - 0.1) x width (left) or at
-    least (1/2 + 0.1) x width (right). Both images contain A once, on opposite sides; each swap is false by
-    position. Why: absolute single-object localisation, the control for strict_left_right's relative
-    binding of two objects.""",
+    predicate="""Template captions "a A on the left/right side of the picture". True when A has no crowd region
+    and EVERY instance of A has its box centre at most (1/2 - m) x width (left) or at least (1/2 + m) x
+    width (right), m the margin (default 0.1, --margin); false beyond doubt when A is absent or every
+    instance is on the other side by the margin.
+    Otherwise (an instance in the middle band, instances on both sides, a crowd region) undecided: not used,
+    counted per reason. Both images contain A, all instances on opposite sides; each swap is false by
+    position. Candidate stratum: the category A. Why: absolute single-object localisation, the control for
+    strict_left_right's relative binding of two objects.""",
 )
 class ObjectPosition(CocoFamily):
-    margin = DEFAULT_MARGIN
+    @property
+    def margin(self) -> float:
+        """The build's spatial margin (:func:`geometry`, ``--margin``)."""
+        return _GEOMETRY["margin"]
 
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         strata: dict[str, dict[str, list[int]]] = {}
         for image_id in image_ids:
-            objects = index.objects(image_id)
-            for c in _unique_categories(objects):
-                for side in ("left", "right"):
-                    if _holds_position(objects, {"subject": c, "side": side, "margin": self.margin}, index):
-                        strata.setdefault(c, {}).setdefault(side, []).append(image_id)
+            key = ("position_labels", self.margin, image_id)
+            labels = index.memo.get(key)
+            if labels is None:
+                objects = index.objects(image_id)
+                labels = index.memo[key] = []
+                for c in _present_categories(objects):
+                    verdict = position_verdict(objects, {"subject": c, "side": "left", "margin": self.margin})
+                    # Present, so "false" means every instance is on the right by the margin.
+                    side = {TRUE: "left", FALSE: "right"}.get(verdict)
+                    labels.append((c, side, exclusion_reason("matched", verdict)))
+            for c, side, reason in labels:
+                if side is None:
+                    self.exclude(reason)
+                else:
+                    strata.setdefault(c, {}).setdefault(side, []).append(image_id)
         uses, cycles = _Uses(), []
         for c in sorted(strata):
             for u0, u1 in _cross_pairs(strata[c].get("left", []), strata[c].get("right", []), rng, uses, lambda x: x):
@@ -901,7 +1070,7 @@ class ObjectPosition(CocoFamily):
                 m1 = {"kind": "position", "subject": c, "side": "right", "margin": self.margin}
                 if rng.random() < 0.5:
                     u0, u1, m0, m1 = u1, u0, m1, m0
-                cycles.append(self._cycle(u0, u1, m0, m1, rule=self.name, margin=self.margin))
+                cycles.append(self._cycle(u0, u1, m0, m1, strata=(c, c), rule=self.name, margin=self.margin))
         return cycles
 
 
@@ -919,9 +1088,11 @@ class CategoryCount(CocoFamily):
         strata: dict[str, dict[int, list[int]]] = {}
         for image_id in image_ids:
             objects = index.objects(image_id)
-            for c in sorted(objects.boxes):
+            for c in sorted(objects.categories):
                 n = objects.count(c)
-                if n is not None and 1 <= n <= 3:
+                if n is None:
+                    self.exclude(exclusion_reason("matched", CROWD))
+                elif 1 <= n <= 3:
                     strata.setdefault(c, {}).setdefault(n, []).append(image_id)
         uses, cycles = _Uses(), []
         for c in sorted(strata):
@@ -929,7 +1100,7 @@ class CategoryCount(CocoFamily):
                 for u0, u1 in _cross_pairs(strata[c].get(n0, []), strata[c].get(n1, []), rng, uses, lambda x: x):
                     m0 = {"kind": "count", "subject": c, "count": n0}
                     m1 = {"kind": "count", "subject": c, "count": n1}
-                    cycles.append(self._cycle(u0, u1, m0, m1, rule=self.name))
+                    cycles.append(self._cycle(u0, u1, m0, m1, strata=(c, c), rule=self.name))
         return cycles
 
 

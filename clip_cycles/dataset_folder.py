@@ -31,9 +31,9 @@ from clip_cycles.families import (
     ROW_COLUMNS,
     SPLITS,
     FamilyBuild,
-    audit_summary,
     build_families,
     canonical_json,
+    family_provenance,
 )
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
@@ -149,7 +149,7 @@ def _yaml_header(card: SourceCard, builds: Sequence[FamilyBuild]) -> str:
              "- zero-shot-classification", "tags:", "- clip", "- compositionality", "- counterfactual-cycles",
              "- winoground", "configs:"]  # fmt: skip
     for build in builds:
-        if not build.available:
+        if not build.records:  # no split meets the minimum-cycle rule: nothing written
             continue
         for seed in sorted(build.counts):
             lines.append(f"- config_name: {config_name(build.name, seed)}")
@@ -160,16 +160,35 @@ def _yaml_header(card: SourceCard, builds: Sequence[FamilyBuild]) -> str:
     return "\n".join(lines)
 
 
+#: The card's thresholds table: (name, flag and default, what it does).
+THRESHOLDS: tuple[tuple[str, str, str], ...] = (
+    ("spatial margin", "`clip-cycles build coco --margin` (default 0.1)",
+     "relation and position captions: box centres must differ by at least margin x width (left/right) or "
+     "margin x height (above/below), for every instance pair; COCO only (GQA relations are annotated edges)"),
+    ("size ratio", "`clip-cycles build coco --size-ratio` (default 1.5)",
+     "'larger than' / 'smaller than': one box's area at least ratio x the other's, for every instance pair"),
+    ("minimum cycles", "`--min-cycles` of `clip-cycles build` and of the experiments (default 20)",
+     "a split with fewer cycles in some seed is not available: zero-shot scoring needs the split it scores, "
+     "probe experiments need train, validation and test"),
+    ("tie tolerance", "`tie_tolerance` in the task YAML (default 1e-9)",
+     "|Delta| <= tie tolerance scores one half; one fixed absolute value for every block, model and run"),
+    ("validation fraction", "`clip-cycles build coco|gqa --validation-fraction` (COCO 0.2, GQA 1/7)",
+     "share of the train pool that goes to validation per seed (image-disjoint from train)"),
+)
+
+
 def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: SourceCard) -> str:
-    """The dataset card: YAML configs, predicates, counts, audit tables, skips, licence, citation, rebuild."""
-    available = [b for b in builds if b.available]
-    example = available[0].name if available else "<family>"
-    seeds = sorted({s for b in available for s in b.counts})
+    """The dataset card: YAML configs, predicates, provenance, gates and identities, counts, exclusions,
+    thresholds, skips, licence, citation, rebuild."""
+    written = [b for b in builds if b.records]
+    example = written[0].name if written else "<family>"
+    seeds = sorted({s for b in written for s in b.counts})
     out = [_yaml_header(card, builds), "", f"# {card.title}", ""]
     out += [
         "Counterfactual pairing cycles: each row is a complete 2x2 block with Winoground's columns. "
         "(`image_0`, `caption_0`) and (`image_1`, `caption_1`) are valid pairs; the swaps "
-        "(`image_0`, `caption_1`) and (`image_1`, `caption_0`) are invalid under the family predicate. "
+        "(`image_0`, `caption_1`) and (`image_1`, `caption_0`) are false beyond doubt under the family predicate "
+        "(a named object is absent, or the opposite relation or value holds for every instance). "
         "Score with CycleAcc: s00 + s11 - s01 - s10 > 0.",
         "",
         f"Source: `{info['source']}` at `{info['source_root']}`; mode: `{info['mode']}` "
@@ -186,29 +205,72 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
         "Per seed, train and validation are image-disjoint subsets of the train pool; test comes from the val pool.",
         "",
         "Columns: `image_0`, `image_1`, `caption_0`, `caption_1`, `cycle_id`, `family`, `seed`, `split`, "
-        "`image_id_0`, `image_id_1`, `predicate` (JSON: the meaning of each caption and the geometry used).",
+        "`image_id_0`, `image_id_1`, `predicate` (JSON: the meaning of each caption, the geometry used, and "
+        "`stratum`, the candidate stratum both pairs were drawn from).",
+        "",
+        "## Gates and identities",
+        "",
+        "Gates (a faulty construction fails them; the build stops): (1) matched validity: both matched captions "
+        "are true of their images; (2) swaps false beyond doubt: both swapped captions are false, not merely "
+        "unsatisfied (sub-margin geometry, instances that disagree, crowd regions and unannotated scene-graph "
+        "edges are undecided and never used); (3) same candidate stratum: both pairs of a cycle come from one "
+        "stratum (recorded per row). `clip-cycles audit` re-derives validity from the raw annotations.",
+        "",
+        "Identities of the block design (recorded, not gates): image and caption total variation between the "
+        "matched and swapped sides is 0 and every signed degree is 0 for ANY set of complete 2x2 blocks, so "
+        "these columns cannot fail on well-formed cycles. The additive audit run at evaluation trains "
+        "image-only, text-only and additive shortcut probes with pair BCE and checks they score exactly 0.5 "
+        "CycleAcc; on a design that is not made of cycles it fails and names the Theorem 1 witness.",
         "",
         "## Families",
         "",
+        "Provenance: 'paper 1' marks the families the cycles paper names (COCO: coarse object, matched "
+        "object, text neighbour, box relation, strict left/right, strict above/below, strict same-pair, strict "
+        "size, object variant; GQA: attribute, relation/object, binding, where binding is reported unavailable "
+        "and is not one of the paper's 7 available GQA families, which it does not list). Every other family is "
+        "this project's addition.",
+        "",
     ]
     for build in builds:
-        out += [f"### `{build.name}`", "", f"Predicate: {build.predicate}", ""]
+        out += [f"### `{build.name}`", "", f"Provenance: {family_provenance(build.source, build.name)}.", "",
+                f"Predicate: {build.predicate}", ""]  # fmt: skip
         if not build.available:
-            out += [f"**Unavailable**: {build.reason}.", ""]
-            continue
-        out += ["| seed | split | cycles | audit (matched / swap violations / image TV / caption TV / balance) |",
-                "|---|---|---|---|"]  # fmt: skip
-        for seed in sorted(build.counts):
-            for split in SPLITS:
-                cell = audit_summary(build.audits[seed][split])
-                out.append(f"| {seed} | {split} | {build.counts[seed][split]} | {cell} |")
-        out.append("")
+            splits = ", ".join(build.available_splits)
+            usable = f" Available splits (zero-shot scoring): {splits}." if build.records else ""
+            out += [f"**Unavailable for probe experiments**: {build.reason}.{usable}", ""]
+        if build.records:
+            out += ["| seed | split | cycles | gates: matched / swap violations | identities: image TV / caption TV "
+                    "/ balance |", "|---|---|---|---|---|"]  # fmt: skip
+            for seed in sorted(build.counts):
+                for split in SPLITS:
+                    report = build.audits.get(seed, {}).get(split)
+                    gates = "-" if report is None else f"{report['matched_violations']} / {report['swap_violations']}"
+                    ident = "-" if report is None else (
+                        f"{report['image_tv']:g} / {report['caption_tv']:g} / "
+                        + ("balanced" if report["balanced"] else "UNBALANCED"))
+                    out.append(f"| {seed} | {split} | {build.counts[seed][split]} | {gates} | {ident} |")
+            out.append("")
+        if build.excluded:
+            out += ["Candidates excluded by the rule (all seeds and splits; `matched_*`: an image's own caption "
+                    "is not true for every instance, counted per image and candidate; `swap_*`: a candidate "
+                    "pairing whose swapped caption would not be false beyond doubt, counted per pairing tried):",
+                    "", "| reason | count |", "|---|---|"]  # fmt: skip
+            out += [f"| {k} | {v} |" for k, v in sorted(build.excluded.items())] + [""]
     skipped = info.get("skipped", {})
     out += ["## Skipped annotations", ""]
     if skipped:
         out += ["| reason | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(skipped.items())]
     else:
         out.append("None: every annotation passed validation.")
+    thresholds = dict(info.get("thresholds", {}))
+    used = {"spatial margin": thresholds.get("margin"), "size ratio": thresholds.get("size_ratio"),
+            "minimum cycles": info["min_cycles"], "validation fraction": info["validation_fraction"]}  # fmt: skip
+    out += ["", "## Thresholds", "",
+            "Every threshold is this project's documented choice (paper 1 does not state its values), with the "
+            "flag that changes it:", "", "| threshold | this build | flag (default) | meaning |", "|---|---|---|---|"]
+    for name, flag, meaning in THRESHOLDS:
+        value = used.get(name)
+        out.append(f"| {name} | {'-' if value is None else value} | {flag} | {meaning} |")
     out += [
         "",
         "## Pools",
@@ -282,6 +344,9 @@ def write_folder(
         "families": {
             b.name: {
                 "available": b.available,
+                "available_splits": list(b.available_splits),
+                "excluded": dict(sorted(b.excluded.items())),
+                "provenance": family_provenance(b.source, b.name),
                 "predicate": b.predicate,
                 "counts": {str(s): c for s, c in sorted(b.counts.items())},
                 "audits": {str(s): {sp: _compact(r) for sp, r in a.items()} for s, a in sorted(b.audits.items())},

@@ -264,9 +264,12 @@ def read_cycle_rows(folder: BuiltFolder, task: TaskSpec, seed: int, split: str) 
             f"task {task.name}: family {family!r} is not in {folder.root / 'build_info.json'} "
             f"(families: {available}); rebuild with `clip-cycles build ... --families {family}`"
         )
-    if entry.get("available") is False:
+    # The minimum-cycle rule applies to the split being read: a family short elsewhere still
+    # serves the splits that meet it (``available_splits``; older folders: all or nothing).
+    if entry.get("available") is False and split not in entry.get("available_splits", ()):
         reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
-        raise UnavailableFamily(f"task {task.name}: family {family!r} is unavailable in {folder.root}: {reason}")
+        raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in "
+                                f"{folder.root}: {reason}")
     path = folder.root / "data" / family / f"seed{seed}" / f"{split}.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
@@ -312,6 +315,8 @@ class TaskData:
     folder: BuiltFolder
     splits: dict[int, dict[str, CycleRows]] = field(default_factory=dict)
     unavailable: str | None = None
+    #: Why the additive audit's train/validation splits could not be read (the scored split was).
+    audit_unavailable: str | None = None
 
     def all_rows(self) -> list[CycleRows]:
         return [rows for by_split in self.splits.values() for rows in by_split.values()]
@@ -331,7 +336,12 @@ def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | N
     for seed in seeds if seeds is not None else task.seeds:
         data.splits[seed] = {}
         for split in dict.fromkeys(wanted):
-            data.splits[seed][split] = read_cycle_rows(folder, task, seed, split)
+            try:
+                data.splits[seed][split] = read_cycle_rows(folder, task, seed, split)
+            except UnavailableFamily as reason:  # an audit split short of the minimum: score without the audit
+                data.audit_unavailable = str(reason)
+    if data.audit_unavailable is not None:  # nothing but the scored split is needed (or encoded) then
+        data.splits = {seed: {task.split: rows[task.split]} for seed, rows in data.splits.items()}
     return data
 
 
@@ -442,7 +452,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
         blocks = block_scores_from_embeddings(phi, psi, index)
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
-        if "additive_audit" in task.metric_names:
+        if "additive_audit" in task.metric_names and data.audit_unavailable is None:
             audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi)
     metrics: dict[str, Any] = {}
     for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
@@ -458,6 +468,8 @@ def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
     metrics["per_seed"] = per_seed
     if audits:
         metrics["additive_audit"] = {"passed": all(a["passed"] for a in audits.values()), "per_seed": audits}
+    elif "additive_audit" in task.metric_names and data.audit_unavailable is not None:
+        metrics["additive_audit"] = {"passed": None, "available": False, "unavailable_reason": data.audit_unavailable}
     metrics["dropped_cycles"] = dropped_total
     bad = encoded.stats.bad_images
     metrics["skipped_bad_images"] = len(bad)

@@ -328,6 +328,8 @@ def load_from_tasks(
         task_data = load_task_data(task, folders[task.name], seeds, with_audit=True)
         if task_data.unavailable is not None:
             unavailable[family_name(task.name)] = task_data.unavailable
+        elif task_data.audit_unavailable is not None:  # probe experiments need train and validation too
+            unavailable[family_name(task.name)] = task_data.audit_unavailable
         else:
             loaded.append(task_data)
     images, captions = [], []

@@ -24,8 +24,17 @@ of how the builder found them.
 per-seed splits (train/validation from the train pool, test from the val pool), one
 deterministic generator per (source, family, seed, split), the audits of
 :mod:`clip_cycles.audits` on every split (a failing audit raises :class:`AuditError`),
-and the minimum-cycle rule (a family short of ``min_cycles`` in any split of any seed is
-*unavailable*, with a reason, not an error).
+the *same candidate stratum* gate (both pairs of a cycle come from one stratum, recorded in
+the row's ``predicate`` as ``"stratum"``), and the minimum-cycle rule, per split: a split
+short of ``min_cycles`` in some seed is not *available* (zero-shot scoring needs only the
+split it scores, probe experiments need all three); a family with no short split is
+``available``. Candidates the family rule rejects (a swap that is only sub-margin, an
+ambiguous multi-instance image, ...) are counted per reason in ``FamilyBuild.excluded``.
+
+Gates and identities: matched validity, swapped captions false beyond doubt
+(``Family.refutes``) and the shared stratum are gates that a faulty family trips. Marginal
+TV and signed-degree balance are recorded too, but they are identities of any complete
+set of 2x2 blocks (they cannot fail on a well-formed cycle), so they are reported as such.
 
 Heavy per-image steps of a build (text-neighbour search, candidate indexing) go through
 :func:`parallel_map`, which runs on ``--num-proc`` worker processes inside
@@ -38,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +151,11 @@ class Cycle:
     meaning_0: str
     meaning_1: str
     details: str = "{}"
+    #: The candidate stratum each pair was drawn from (e.g. the category pair of a strict
+    #: relation). Both must be equal (the stratum gate); None on both means the family's
+    #: whole candidate pool is one stratum (recorded as the family name).
+    stratum_0: str | None = None
+    stratum_1: str | None = None
 
 
 #: Columns of a cycle row, in file order (Winoground's names first); see DEVELOPING.md.
@@ -164,7 +179,8 @@ class CycleRecord:
     """One Parquet row (DEVELOPING.md row schema); ``image_*`` are reference-mode file names.
 
     ``predicate`` is canonical JSON ``{"caption_0": meaning, "caption_1": meaning,
-    "details": {...}}``: everything needed to re-check the four pairs.
+    "details": {...}, "stratum": "..."}``: everything needed to re-check the four pairs, and
+    the candidate stratum both pairs were drawn from.
     """
 
     image_0: str
@@ -204,6 +220,30 @@ class Family:
         """Whether a caption with this meaning is valid for the image, from raw annotations."""
         raise NotImplementedError
 
+    def verdict(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> str:
+        """``"true"``, ``"false"`` (false beyond doubt) or the reason the caption is undecided.
+
+        Default: two-valued, from :meth:`holds`. Families whose captions can be neither
+        clearly true nor clearly false (sub-margin geometry, several instances that
+        disagree, crowd regions) override it.
+        """
+        return "true" if self.holds(index, image_id, meaning) else "false"
+
+    def refutes(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
+        """Whether the caption is false beyond doubt for the image: what a swapped caption must be."""
+        return self.verdict(index, image_id, meaning) == "false"
+
+    def exclude(self, reason: str, count: int = 1) -> None:
+        """Count a candidate the family rule rejected (``FamilyBuild.excluded``, the card)."""
+        counter = self.__dict__.get("_excluded")
+        if counter is None:
+            counter = self.__dict__["_excluded"] = Counter()
+        counter[reason] += count
+
+    def take_exclusions(self) -> Counter:
+        """The exclusions counted since the last call (and reset them)."""
+        return self.__dict__.pop("_excluded", None) or Counter()
+
     def caption_matches(self, index: Any, caption: str, meaning: Mapping[str, Any]) -> bool:
         """Whether ``caption`` says what ``meaning`` claims (audit; default: trusted)."""
         return True
@@ -214,6 +254,39 @@ class Family:
 
 
 FAMILIES: dict[str, dict[str, Family]] = {}
+
+#: Which registered families paper 1 names (README, cards, build_info.json ``provenance``);
+#: every other registered family is this project's addition. Paper 1's COCO families:
+#: coarse object, matched object, text neighbour, box relation, strict left/right, strict
+#: above/below, strict same-pair relation change, strict size, object variant. Its GQA
+#: families: attribute, relation/object, binding; its transfer study uses "7 available"
+#: GQA families without listing them, and binding is NOT among them (reported unavailable).
+PAPER_FAMILIES: dict[str, dict[str, str]] = {
+    "coco": {
+        "coarse_object": "paper 1: coarse object",
+        "matched_object": "paper 1: matched object",
+        "text_neighbor": "paper 1: text neighbour",
+        "box_left_right": "paper 1: box relation (split by axis here; the split is this project's choice)",
+        "box_above_below": "paper 1: box relation (split by axis here; the split is this project's choice)",
+        "strict_left_right": "paper 1: strict left/right",
+        "strict_above_below": "paper 1: strict above/below",
+        "strict_same_pair": "paper 1: strict same-pair relation change",
+        "strict_size": "paper 1: strict size",
+        "object_variant": "paper 1: object variant",
+    },
+    "gqa": {
+        "attribute_color": "paper 1: attribute (split by attribute type here; the split is this project's choice)",
+        "attribute_material": "paper 1: attribute (split by attribute type here; the split is this project's choice)",
+        "attribute_size": "paper 1: attribute (split by attribute type here; the split is this project's choice)",
+        "relation_object": "paper 1: relation/object",
+        "binding": "paper 1: binding (reported unavailable there, 18-19 validation cycles; not one of its 7)",
+    },
+}
+
+
+def family_provenance(source: str, name: str) -> str:
+    """``paper 1: ...`` for a family paper 1 names, else ``added by this project``."""
+    return PAPER_FAMILIES.get(source, {}).get(name, "added by this project")
 
 
 def register_family(source: str, name: str, predicate: str) -> Callable[[type[Family]], type[Family]]:
@@ -369,12 +442,32 @@ def audit_family_cycles(
         rows,
         predicate=lambda image_id, vertex: bool(family.holds(index, image_id, meanings[vertex])),
         cycle_ids=cycle_ids,
+        refutes=lambda image_id, vertex: bool(family.refutes(index, image_id, meanings[vertex])),
     )
     return report.to_dict()
 
 
+class StratumError(AuditError):
+    """A cycle's two pairs were drawn from different candidate strata."""
+
+
+def cycle_stratum(family: Family, cycle: Cycle, name: Any) -> str:
+    """The stratum both pairs of ``cycle`` come from; :class:`StratumError` when they differ (the gate)."""
+    if cycle.stratum_0 is None and cycle.stratum_1 is None:
+        return family.name
+    if cycle.stratum_0 != cycle.stratum_1 or not cycle.stratum_0:
+        raise StratumError(
+            f"{family.source}/{family.name}: cycle {name} draws its pairs from different candidate strata "
+            f"({cycle.stratum_0!r} and {cycle.stratum_1!r}); both pairs of a cycle must share one stratum"
+        )
+    return cycle.stratum_0
+
+
 def audit_summary(report: Mapping[str, Any]) -> str:
-    """The card's one-line audit cell: ``matched/swap/image TV/caption TV/balance``."""
+    """The card's one-line audit cell: ``matched/swap/image TV/caption TV/balance``.
+
+    The first two are gates; TV and balance are identities of the block design.
+    """
     balance = "balanced" if report["balanced"] else "UNBALANCED"
     return (
         f"{report['matched_violations']}/{report['swap_violations']}/"
@@ -394,6 +487,10 @@ class FamilyBuild:
     records: dict[int, dict[str, list[CycleRecord]]] = field(default_factory=dict)
     audits: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
     counts: dict[int, dict[str, int]] = field(default_factory=dict)
+    #: Splits with at least ``min_cycles`` cycles in every seed (what zero-shot scoring may read).
+    available_splits: list[str] = field(default_factory=list)
+    #: Candidates rejected by the family rule, per reason, summed over seeds and splits.
+    excluded: dict[str, int] = field(default_factory=dict)
 
 
 def to_records(
@@ -403,8 +500,9 @@ def to_records(
     records = []
     for i, c in enumerate(cycles):
         # The parts are canonical JSON already and the keys are in sorted order: this equals
-        # canonical_json({"caption_0": ..., "caption_1": ..., "details": ...}) without re-encoding.
-        predicate = f'{{"caption_0":{c.meaning_0},"caption_1":{c.meaning_1},"details":{c.details}}}'
+        # canonical_json({"caption_0": ..., "caption_1": ..., "details": ..., "stratum": ...}) without re-encoding.
+        stratum = canonical_json(cycle_stratum(family, c, cycle_id(family.name, seed, split, i)))
+        predicate = f'{{"caption_0":{c.meaning_0},"caption_1":{c.meaning_1},"details":{c.details},"stratum":{stratum}}}'
         records.append(
             CycleRecord(
                 image_0=index.file_name(c.image_id_0),
@@ -434,24 +532,34 @@ def build_family(
     splits_by_seed: Mapping[int, Mapping[str, Sequence[int]]],
     min_cycles: int = DEFAULT_MIN_CYCLES,
 ) -> FamilyBuild:
-    """Build, audit and record one family for every seed and split.
+    """Build, gate, audit and record one family for every seed and split.
 
-    Raises :class:`AuditError` if any split fails an audit. A family with fewer than
-    ``min_cycles`` cycles in some split is returned with ``available=False`` and a reason
-    naming the split, seed and count (its records are dropped, its counts kept).
+    Raises :class:`AuditError` if any split fails a gate (matched validity, swaps false
+    beyond doubt, shared stratum). The minimum-cycle rule is applied per split: a split
+    with fewer than ``min_cycles`` cycles in some seed is not in ``available_splits``;
+    the family is ``available`` (usable by probe experiments) only when every split is,
+    and otherwise carries a reason naming each short split, seed and count. Records are
+    kept whenever some split is available (zero-shot scoring reads only the split it
+    scores) and dropped when none is.
     """
     result = FamilyBuild(source=family.source, name=family.name, predicate=family.predicate)
-    shortfalls = []
+    shortfalls, short_splits = [], set()
+    excluded: Counter = Counter()
+    family.take_exclusions()  # start from zero
     for seed in sorted(splits_by_seed):
         result.records[seed], result.audits[seed], result.counts[seed] = {}, {}, {}
         for split in SPLITS:
             image_ids = splits_by_seed[seed][split]
             cycles = family.build_cycles(index, image_ids, family_rng(family.source, family.name, seed, split))
+            excluded.update(family.take_exclusions())
             result.counts[seed][split] = len(cycles)
             if len(cycles) < min_cycles:
                 shortfalls.append(f"{split} seed {seed}: {len(cycles)} cycles")
+                short_splits.add(split)
+            records = to_records(family, index, cycles, seed, split)  # the stratum gate
+            result.records[seed][split] = records
+            if not cycles:
                 continue
-            records = to_records(family, index, cycles, seed, split)
             report = audit_family_cycles(family, index, cycles, [r.cycle_id for r in records])
             if not report["passed"]:
                 raise AuditError(
@@ -460,11 +568,13 @@ def build_family(
                     f"first offending cycles: {report['validity'] and report['validity']['matched_violation_cycles'][:3]} "
                     f"{report['validity'] and report['validity']['swap_violation_cycles'][:3]}"
                 )
-            result.records[seed][split] = records
             result.audits[seed][split] = report
+    result.excluded = dict(sorted(excluded.items()))
+    result.available_splits = [s for s in SPLITS if s not in short_splits]
     if shortfalls:
         result.available = False
         result.reason = f"fewer than {min_cycles} cycles (--min-cycles) in " + "; ".join(shortfalls)
+    if not result.available_splits:
         result.records = {}
     return result
 

@@ -10,7 +10,14 @@ order drawn from the split's generator), each image at most once per group.
 
 Captions state a *meaning* (a JSON object); ``holds(index, image_id, meaning)`` reads
 the truth of a meaning from the raw scene graph alone, so the build-time and
-``clip-cycles audit`` validity checks do not trust the construction.
+``clip-cycles audit`` validity checks do not trust the construction. ``verdict`` says
+more: ``"true"``, ``"false"`` (false beyond doubt) or why the caption is undecided. A
+swapped caption must be false beyond doubt: a named object is absent, or EVERY instance
+of the named object carries a different value of the attribute type (a value of one type
+excludes the others), or, for a spatial relation, every instance pair is annotated with
+the opposite direction. A missing edge or a missing attribute in a sparse scene graph is
+never falsity. Candidates rejected on these grounds are counted per reason
+(``excluded`` in build_info.json).
 
 Families (predicates in words are in the registration calls below):
 
@@ -221,6 +228,12 @@ def _has_named_relation(graph: SceneGraph, subject: str, relation: str, obj: str
 # --------------------------------------------------------------------------- generic family
 
 
+class Excluded(NamedTuple):
+    """A candidate an image would offer but the family rule rejects (counted, never paired)."""
+
+    reason: str
+
+
 class Statement(NamedTuple):
     """What one image offers a family: a group key, a value, its meaning and details."""
 
@@ -233,9 +246,13 @@ class Statement(NamedTuple):
 class GqaFamily(Family):
     """Statements per image, grouped and paired; subclasses define the four hooks."""
 
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
-        """At most one statement per group for this image (ambiguous groups yield none)."""
+    def statements(self, graph: SceneGraph) -> Iterator[Statement | Excluded]:
+        """At most one statement per group for this image; ambiguous groups yield an
+        :class:`Excluded` with the reason instead."""
         raise NotImplementedError
+
+    #: Reason counted when a candidate partner is rejected by ``compatible``.
+    incompatible_reason: str = "swap_not_false_beyond_doubt"
 
     def caption(self, meaning: Mapping[str, Any]) -> str:
         """The caption text of a meaning (deterministic, so the audit can re-render it)."""
@@ -269,6 +286,9 @@ class GqaFamily(Family):
             graph = index.graph(image_id)
             known = memo.get(("statements", self.name, int(image_id)))
             for st in self.statements(graph) if known is None else known:
+                if isinstance(st, Excluded):
+                    self.exclude(st.reason)
+                    continue
                 groups.setdefault(st.group, {}).setdefault(st.value, []).append((image_id, graph, st))
         cycles: list[Cycle] = []
         pairable = sorted(key for key, buckets in groups.items() if len(buckets) >= 2)
@@ -304,6 +324,7 @@ class GqaFamily(Family):
                     ):
                         partner = pool.pop(j)
                         break
+                    self.exclude(self.incompatible_reason)  # a candidate pairing, rejected
             for value in (value_a, *tried):
                 if pools[value]:
                     heapq.heappush(heap, (-len(pools[value]), value))
@@ -331,7 +352,51 @@ class GqaFamily(Family):
             meaning_0=canonical_json(dict(s0.meaning)),
             meaning_1=canonical_json(dict(s1.meaning)),
             details=canonical_json(details),
+            stratum_0=_stratum(s0.group),
+            stratum_1=_stratum(s1.group),
         )
+
+
+def _stratum(group: tuple[str, ...]) -> str:
+    """The candidate stratum of a statement: its group key (both pairs of a cycle share it)."""
+    return "|".join(group)
+
+
+def attribute_verdict(graph: SceneGraph, name: str, attribute_type: str, value: str) -> str:
+    """'a <value> <name>': true when some <name> carries the value; false when no <name> is in the
+    image or EVERY <name> carries another value of the type (values of a type exclude each
+    other); otherwise undecided (some <name> has no value of the type annotated)."""
+    instances = [o for o in graph.objects if o.name == name]
+    if not instances:
+        return "false"
+    values = [attribute_values(o, attribute_type) for o in instances]
+    if any(value in v for v in values):
+        return "true"
+    if all(v for v in values):
+        return "false"
+    return "attribute_unannotated"
+
+
+def relation_verdict(graph: SceneGraph, subject: str, relation: str, obj: str) -> str:
+    """'<subject> <relation> <object>': true when an edge says so; false when a named object is
+    absent, or (spatial relations) every instance pair is annotated with the opposite direction
+    and none with the stated one; otherwise undecided (a missing edge is not falsity)."""
+    if _has_named_relation(graph, subject, relation, obj):
+        return "true"
+    subjects = [o for o in graph.objects if o.name == subject]
+    objects = [o for o in graph.objects if o.name == obj]
+    if not subjects or not objects:
+        return "false"
+    opposite = SPATIAL_OPPOSITES.get(relation)
+    if opposite is not None and subject != obj:
+        def opposed(s: SceneObject, o: SceneObject) -> bool:
+            return (opposite, o.object_id) in s.relations or (relation, s.object_id) in o.relations
+
+        if all(opposed(s_, o_) for s_ in subjects for o_ in objects):
+            return "false"
+        if len(subjects) * len(objects) > 1 and any(opposed(s_, o_) for s_ in subjects for o_ in objects):
+            return "multi_instance_ambiguous"
+    return "relation_unannotated"
 
 
 def _box(obj: SceneObject) -> list[float]:
@@ -346,17 +411,32 @@ class AttributeFamily(GqaFamily):
 
     attribute_type = ""
 
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
-        for obj in graph.unique_objects():
-            value = _single_value(obj, self.attribute_type)
-            if value is None:
+    incompatible_reason = "swap_not_false_beyond_doubt"
+
+    def statements(self, graph: SceneGraph) -> Iterator[Statement | Excluded]:
+        multi: set[str] = set()
+        for obj in graph.objects:
+            values = attribute_values(obj, self.attribute_type)
+            if graph.name_counts[obj.name] != 1:
+                if values and obj.name not in multi:
+                    multi.add(obj.name)  # several <name>: which one is meant is ambiguous
+                    yield Excluded("matched_multi_instance_ambiguous")
                 continue
+            if len(values) > 1:
+                yield Excluded("matched_several_values")
+                continue
+            if not values:
+                continue
+            (value,) = values
             meaning = {"object": obj.name, "type": self.attribute_type, "value": value}
             details = {"object_id": obj.object_id, "box": _box(obj), "attributes": list(obj.attributes)}
             yield Statement((obj.name,), value, meaning, details)
 
     def caption(self, meaning: Mapping[str, Any]) -> str:
         return noun_phrase(meaning["object"], meaning["value"])
+
+    def verdict(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> str:
+        return attribute_verdict(index.graph(image_id), meaning["object"], meaning["type"], meaning["value"])
 
     def holds(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
         graph = index.graph(image_id)
@@ -406,11 +486,17 @@ class _RelationArgumentFamily(GqaFamily):
     def caption(self, meaning: Mapping[str, Any]) -> str:
         return _relation_caption(meaning)
 
+    #: The swapped argument's name is in the image without the edge: a sparse graph, not falsity.
+    incompatible_reason = "swap_relation_unannotated"
+
     def compatible(self, graph_a: SceneGraph, a: Statement, graph_b: SceneGraph, b: Statement) -> bool:
         return graph_a.name_counts.get(b.value, 0) == 0
 
     def holds(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
         return _relation_holds(index, image_id, meaning)
+
+    def verdict(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> str:
+        return relation_verdict(index.graph(image_id), meaning["subject"], meaning["relation"], meaning["object"])
 
 
 @register_family(
@@ -426,11 +512,15 @@ class _RelationArgumentFamily(GqaFamily):
     "taken as falsity).",
 )
 class RelationObject(_RelationArgumentFamily):
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
+    def statements(self, graph: SceneGraph) -> Iterator[Statement | Excluded]:
+        multi = {(o.name, r) for o in graph.objects if graph.name_counts[o.name] > 1 for r, _ in o.relations}
+        for _ in sorted(multi):
+            yield Excluded("matched_multi_instance_ambiguous")  # several subjects of that name
         for subject in graph.unique_objects():
             for relation in sorted({r for r, _ in subject.relations}):
                 names = graph.related_names(subject, relation)
                 if len(names) != 1:
+                    yield Excluded("matched_several_objects")
                     continue
                 (obj,) = names
                 if obj == subject.name:
@@ -451,14 +541,18 @@ class RelationObject(_RelationArgumentFamily):
     "image 0 contains NO object named s2 and image 1 none named s1.",
 )
 class RelationSubject(_RelationArgumentFamily):
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
+    def statements(self, graph: SceneGraph) -> Iterator[Statement | Excluded]:
         sources: dict[tuple[str, str], set[str]] = {}
         for subject in graph.objects:
             for relation, target in subject.relations:
                 sources.setdefault((target, relation), set()).add(subject.name)
         for (target_id, relation), names in sorted(sources.items()):
             target = graph.object(target_id)
-            if graph.name_counts[target.name] != 1 or len(names) != 1:
+            if graph.name_counts[target.name] != 1:
+                yield Excluded("matched_multi_instance_ambiguous")
+                continue
+            if len(names) != 1:
+                yield Excluded("matched_several_subjects")
                 continue
             (subject,) = names
             if subject == target.name:
@@ -482,17 +576,21 @@ class RelationSubject(_RelationArgumentFamily):
     "both images, so object presence does not decide the swap.",
 )
 class RelationSpatial(GqaFamily):
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
+    def statements(self, graph: SceneGraph) -> Iterator[Statement | Excluded]:
         seen: set[tuple[str, str, str]] = set()
-        for subject in graph.unique_objects():
+        for subject in graph.objects:
             for relation, target_id in subject.relations:
                 if relation not in SPATIAL_OPPOSITES:
                     continue
                 target = graph.object(target_id)
-                if target.name == subject.name or graph.name_counts[target.name] != 1:
+                if target.name == subject.name:
+                    continue
+                if graph.name_counts[subject.name] != 1 or graph.name_counts[target.name] != 1:
+                    yield Excluded("matched_multi_instance_ambiguous")
                     continue
                 opposite = SPATIAL_OPPOSITES[relation]
                 if (opposite, target_id) in subject.relations or (relation, subject.object_id) in target.relations:
+                    yield Excluded("matched_contradictory_annotation")
                     continue
                 axis = min(relation, opposite)
                 key = (subject.name, axis, target.name)
@@ -514,6 +612,9 @@ class RelationSpatial(GqaFamily):
     def holds(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
         return _relation_holds(index, image_id, meaning)
 
+    def verdict(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> str:
+        return relation_verdict(index.graph(image_id), meaning["subject"], meaning["relation"], meaning["object"])
+
 
 # --------------------------------------------------------------------------- binding
 
@@ -531,7 +632,18 @@ class RelationSpatial(GqaFamily):
     "single value of the type excludes the other.",
 )
 class Binding(GqaFamily):
-    def statements(self, graph: SceneGraph) -> Iterator[Statement]:
+    def verdict(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> str:
+        """True when both bindings hold; false when one named object is absent or every instance of
+        it carries another value of the type; otherwise undecided."""
+        graph = index.graph(image_id)
+        verdicts = [attribute_verdict(graph, name, meaning["type"], value) for name, value in meaning["objects"]]
+        if "false" in verdicts:
+            return "false"
+        if all(v == "true" for v in verdicts):
+            return "true"
+        return next(v for v in verdicts if v != "true")
+
+    def statements(self, graph: SceneGraph) -> Iterator[Statement | Excluded]:
         unique = sorted(graph.unique_objects(), key=lambda o: o.name)
         for attribute_type in ATTRIBUTE_TYPES:
             valued = [(o, v) for o in unique if (v := _single_value(o, attribute_type)) is not None]
@@ -670,7 +782,8 @@ def build_gqa_folder(
     index, train_pool, val_pool = _gqa_build_inputs(gqa_root, pool_train, pool_test)
     command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
                "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
-               "--pool-test", str(pool_test or 0)] + (["--self-contained"] if self_contained else [])  # fmt: skip
+               "--pool-test", str(pool_test or 0), "--validation-fraction", repr(validation_fraction)] + (
+                   ["--self-contained"] if self_contained else [])  # fmt: skip
     return build_folder(
         index, names, train_pool, val_pool, out,
         seeds=seeds, min_cycles=min_cycles, validation_fraction=validation_fraction,

@@ -11,9 +11,12 @@ CycleAcc on the unmarked test cycles:
   on the same construction built from the validation cycles (the "OE validation");
 - **four-entry BCE** on the train cycles, selected on exact validation cycles.
 
-A text-only probe (50 epochs, lr 1e-2) trained on the OE construction shows the
-shortcut: it solves the OE validation task from the caption alone, yet its exact
-CycleAcc is 0.5. OE validation accuracy is paired: the share of validation positives
+Two shortcut probes (paper 1: 50 epochs, lr 1e-2) are trained on the OE construction with
+pairwise BCE. The text-only probe shows the shortcut: it solves the OE validation task
+from the caption alone, yet its exact CycleAcc is 0.5. The image-only probe is reported
+beside it: every OE negative shares its image with its positive, so no image-only score
+can separate them (its OE validation accuracy is exactly one half, all ties), and its
+exact CycleAcc is 0.5 as well. OE validation accuracy is paired: the share of validation positives
 (u, v) whose logit beats that of (u, marker(v)), ties (|difference| <= tie tolerance)
 counting one half. Marked captions come from the loader (``FamilyFeatures.marker_rows``),
 encoded through the same backend and cache as every other caption.
@@ -43,11 +46,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RESULT_FILE = "oe.json"
 METHODS: tuple[str, ...] = ("cycle_oe", "shortcut_oe", "four_entry_bce")
+#: The shortcut probes of the OE study (heads of clip_cycles.heads), each reported as ``<name>_probe``.
+SHORTCUT_PROBES: tuple[str, ...] = ("text_only", "image_only")
 
 
 @dataclass(frozen=True)
 class OESettings:
-    """The paper's OE protocol; the text-only shortcut probe has its own epochs and lr."""
+    """The paper's OE protocol; the text-only and image-only shortcut probes share their own epochs and lr."""
 
     rank: int = 64
     epochs: int = 8
@@ -126,7 +131,7 @@ def _train_on_oe_pairs(family: FamilyFeatures, seed: int, head_name: str, rank: 
 def oe_family(family: FamilyFeatures, settings: OESettings, tie_tol: float) -> dict[str, Any]:
     """Every OE method and the text-only probe on one family, per seed, with mean/sd and per-seed differences."""
     per_method: dict[str, dict[str, Any]] = {m: {} for m in METHODS}
-    text_only: dict[str, Any] = {}
+    shortcut: dict[str, dict[str, Any]] = {p: {} for p in SHORTCUT_PROBES}
     for seed in settings.seeds:
         val_cycles = CycleSubset(family, family.split(seed, "validation"))
         test_cycles = CycleSubset(family, family.split(seed, "test"))
@@ -148,9 +153,10 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tol: float) -> d
         head, best_epoch, _ = _train_on_oe_pairs(family, seed, "oe", settings.rank, settings.epochs, settings.lr,
                                                  settings, tie_tol)
         per_method["shortcut_oe"][str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
-        head, best_epoch, _ = _train_on_oe_pairs(family, seed, "text_only", None, settings.text_only_epochs,
-                                                 settings.text_only_lr, settings, tie_tol)
-        text_only[str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
+        for probe in SHORTCUT_PROBES:
+            head, best_epoch, _ = _train_on_oe_pairs(family, seed, probe, None, settings.text_only_epochs,
+                                                     settings.text_only_lr, settings, tie_tol)
+            shortcut[probe][str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
     methods = {}
     for method, runs in per_method.items():
         methods[method] = {
@@ -165,7 +171,7 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tol: float) -> d
         differences[f"cycle_oe_minus_{other}"] = summarize(diff)
     table = [
         {"seed": int(s), **{m: per_method[m][s]["test_cycle_acc"] for m in METHODS},
-         "text_only_test_cycle_acc": text_only[s]["test_cycle_acc"], "text_only_oe_val_acc": text_only[s]["oe_val_acc"]}
+         **{f"{p}_{k}": shortcut[p][s][k] for p in SHORTCUT_PROBES for k in ("test_cycle_acc", "oe_val_acc")}}
         for s in (str(x) for x in settings.seeds)
     ]
     return {
@@ -173,11 +179,11 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tol: float) -> d
         "n_cycles": family.counts(),
         "dropped_cycles": family.dropped_cycles,
         "methods": methods,
-        "text_only_probe": {
-            "runs": text_only,
-            "oe_val_acc": summarize({s: r["oe_val_acc"] for s, r in text_only.items()}),
-            "test_cycle_acc": summarize({s: r["test_cycle_acc"] for s, r in text_only.items()}),
-        },
+        **{f"{p}_probe": {
+            "runs": runs,
+            "oe_val_acc": summarize({s: r["oe_val_acc"] for s, r in runs.items()}),
+            "test_cycle_acc": summarize({s: r["test_cycle_acc"] for s, r in runs.items()}),
+        } for p, runs in shortcut.items()},
         "differences": differences,
         "per_seed_table": table,
     }
@@ -228,8 +234,9 @@ def oe_metrics(data: ExperimentData, settings: OESettings | None = None) -> dict
         metrics[key], metrics[f"{key}_sd"] = summary["mean"], summary["sd"]
     for name, diff in family["differences"].items():
         metrics[name], metrics[f"{name}_sd"] = diff["mean"], diff["sd"]
-    metrics["text_only_oe_val_acc"] = family["text_only_probe"]["oe_val_acc"]["mean"]
-    metrics["text_only_cycle_acc"] = family["text_only_probe"]["test_cycle_acc"]["mean"]
+    for probe in SHORTCUT_PROBES:
+        metrics[f"{probe}_oe_val_acc"] = family[f"{probe}_probe"]["oe_val_acc"]["mean"]
+        metrics[f"{probe}_cycle_acc"] = family[f"{probe}_probe"]["test_cycle_acc"]["mean"]
     metrics["n_cycles"] = int(sum(sum(v.values()) for v in family["n_cycles"].values()))
     metrics["oe"] = record
     return metrics
@@ -244,8 +251,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight-decay", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=512, help="training batch size")
-    parser.add_argument("--text-only-epochs", type=int, default=50)
-    parser.add_argument("--text-only-lr", type=float, default=1e-2)
+    parser.add_argument("--text-only-epochs", type=int, default=50,
+                        help="epochs of the text-only and image-only shortcut probes (paper 1: 50)")
+    parser.add_argument("--text-only-lr", type=float, default=1e-2,
+                        help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)")
     parser.set_defaults(func=run)
 
 

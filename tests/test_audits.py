@@ -132,3 +132,24 @@ def test_predicate_validity_counts_and_names_offending_cycles() -> None:
 def test_bad_audit_input(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_swaps_must_be_refuted_not_merely_unsatisfied() -> None:
+    truth = {("a", "x"), ("b", "y")}
+    undecided = {("a", "y")}  # e.g. a sub-margin relation: not true, yet not clearly false
+    cycles = [("a", "b", "x", "y")]
+
+    def holds(u, v):
+        return (u, v) in truth
+
+    def refutes(u, v):
+        return (u, v) not in truth and (u, v) not in undecided
+
+    loose = predicate_validity(cycles, holds)  # without a refutation test: "not true" passes
+    assert loose.valid
+    strict = predicate_validity(cycles, holds, refutes=refutes, cycle_ids=["k0"])
+    assert strict.swap_violations == 1 and strict.swap_violation_cycles == ["k0"] and not strict.valid
+    report = audit_cycles(cycles, holds, refutes=refutes)
+    # The gate fails; TV and balance are identities of the (complete) block and still hold.
+    assert not report.passed and report.identities_hold
+    assert report.to_dict()["identities_hold"] is True and report.to_dict()["swap_violations"] == 1

@@ -14,6 +14,7 @@ from clip_cycles.families import (
     AuditError,
     Cycle,
     Family,
+    StratumError,
     audit_family_cycles,
     build_family,
     get_family,
@@ -35,11 +36,12 @@ def box(cx: float, cy: float, side: float = 10) -> list[float]:
 # Image width and height are 100 px, so the 0.1 margin is 10 px.
 TRAIN = [
     # strict_left_right: 1 dog left of cat, 2 dog right of cat, 3 inside the margin (dx 7),
-    # 4 two dogs (not unique), 5 dog left of cat just outside the margin (dx 11).
+    # 4 two dogs on both sides of the cat (instance pairs disagree), 5 dog left of cat just outside the
+    # margin (dx 11).
     {"id": 1, "objects": [(DOG, box(20, 50)), (CAT, box(80, 50))]},
     {"id": 2, "objects": [(CAT, box(20, 50)), (DOG, box(80, 50))]},
     {"id": 3, "objects": [(DOG, box(45, 50)), (CAT, box(52, 50))]},
-    {"id": 4, "objects": [(DOG, box(15, 50)), (DOG, box(15, 85)), (CAT, box(80, 50))]},
+    {"id": 4, "objects": [(DOG, box(15, 50)), (DOG, box(95, 85)), (CAT, box(80, 50))]},
     {"id": 5, "objects": [(DOG, box(30, 50)), (CAT, box(41, 50))]},
     # strict_above_below: 11 dog above cat, 12 dog below cat, 13 inside the margin (dy 7).
     {"id": 11, "objects": [(DOG, box(50, 20)), (CAT, box(50, 80))]},
@@ -49,10 +51,13 @@ TRAIN = [
     {"id": 21, "objects": [(DOG, box(25, 50, 30)), (CAT, box(75, 50, 20))]},
     {"id": 22, "objects": [(DOG, box(25, 50, 20)), (CAT, box(75, 50, 30))]},
     {"id": 23, "objects": [(DOG, box(25, 50, 22)), (CAT, box(75, 50, 20))]},
-    # strict_same_pair: 31 horizontal only, 32 vertical only, 33 both (diagonal).
+    # strict_same_pair: 31 horizontal only, 32 vertical only (each: the other axis is sub-margin, so a
+    # swapped caption on it would not be clearly false), 33 dog left of and above the cat, 34 the opposite
+    # diagonal (dog right of and below the cat).
     {"id": 31, "objects": [(DOG, box(20, 50)), (CAT, box(80, 50))]},
     {"id": 32, "objects": [(DOG, box(50, 20)), (CAT, box(50, 80))]},
     {"id": 33, "objects": [(DOG, box(20, 20)), (CAT, box(80, 80))]},
+    {"id": 34, "objects": [(DOG, box(80, 80)), (CAT, box(20, 20))]},
     # object_position: 41 dog on the left, 42 on the right, 43 in the middle band.
     {"id": 41, "objects": [(DOG, box(20, 50))]},
     {"id": 42, "objects": [(DOG, box(80, 50))]},
@@ -124,7 +129,7 @@ def test_registry_holds_the_fourteen_families_with_predicates():
 
 def test_strict_left_right_margin_and_uniqueness(index):
     cycles, pairs = pairs_of(index, "strict_left_right", [1, 2, 3, 4, 5])
-    # 3 is inside the margin, 4 has two dogs; 1 and 5 are "left", 2 "right" (used twice).
+    # 3 is inside the margin, 4's two dogs disagree; 1 and 5 are "left", 2 "right" (used twice).
     assert pairs == {frozenset({1, 2}), frozenset({2, 5})}
     for c in cycles:
         m0, m1 = json.loads(c.meaning_0), json.loads(c.meaning_1)
@@ -142,13 +147,16 @@ def test_strict_left_right_margin_and_uniqueness(index):
 def test_strict_above_below_and_size_and_same_pair(index):
     assert pairs_of(index, "strict_above_below", [11, 12, 13])[1] == {frozenset({11, 12})}
     assert pairs_of(index, "strict_size", [21, 22, 23])[1] == {frozenset({21, 22})}
-    cycles, pairs = pairs_of(index, "strict_same_pair", [31, 32, 33])
-    assert pairs == {frozenset({31, 32})}
+    family = get_family("coco", "strict_same_pair")
+    family.take_exclusions()
+    cycles, pairs = pairs_of(index, "strict_same_pair", [31, 32, 33, 34])
+    assert pairs == {frozenset({33, 34})}
+    assert dict(family.take_exclusions()) == {"swap_sub_margin": 2}  # 31 and 32
     (c,) = cycles
-    horizontal = {"to the left of", "to the right of"}
-    first = json.loads(c.meaning_0 if c.image_id_0 == 31 else c.meaning_1)
-    second = json.loads(c.meaning_1 if c.image_id_0 == 31 else c.meaning_0)
-    assert first["relation"] in horizontal and second["relation"] in {"above", "below"}
+    m0, m1 = json.loads(c.meaning_0), json.loads(c.meaning_1)
+    # Caption 0 states image 0's horizontal relation, caption 1 image 1's vertical one (same pair).
+    assert m0["relation"] in {"to the left of", "to the right of"} and m1["relation"] in {"above", "below"}
+    assert {m0["subject"], m0["object"]} == {m1["subject"], m1["object"]} == {"dog", "cat"}
 
 
 def test_position_count_variant_supercategory(index):
@@ -208,7 +216,15 @@ def test_mention_matcher_and_templates():
 def test_build_family_marks_short_families_unavailable_and_raises_on_failed_audit(index):
     splits = {0: {"train": [1, 2, 5], "validation": [11, 12], "test": [21, 22]}}
     build = build_family(get_family("coco", "strict_left_right"), index, splits, min_cycles=1)
-    assert not build.available and "validation seed 0: 0 cycles" in build.reason and build.records == {}
+    # The minimum-cycle rule is per split: train (1-2 and 5-2, two cycles) stays usable for zero-shot scoring.
+    assert not build.available and "validation seed 0: 0 cycles" in build.reason
+    assert build.available_splits == ["train"] and build.counts == {0: {"train": 2, "validation": 0, "test": 0}}
+    assert len(build.records[0]["train"]) == 2 and build.records[0]["test"] == []
+    # 11 and 12 hold dog and cat at the same x: sub-margin on this axis, counted.
+    assert build.excluded == {"matched_sub_margin": 2}
+    none = build_family(get_family("coco", "strict_left_right"), index,
+                        {0: {"train": [11], "validation": [12], "test": [13]}}, min_cycles=1)
+    assert none.available_splits == [] and none.records == {}
 
     class AlwaysTrue(Family):
         source, name, predicate = "coco", "always_true", "every caption holds"
@@ -222,6 +238,42 @@ def test_build_family_marks_short_families_unavailable_and_raises_on_failed_audi
     everything = {0: {"train": [1], "validation": [1], "test": [1]}}
     with pytest.raises(AuditError, match="always_true seed 0 split train failed its audit .*0/2/0/0/balanced"):
         build_family(AlwaysTrue(), index, everything, min_cycles=1)
+
+    class SubMarginSwaps(AlwaysTrue):
+        """Matched captions hold and swaps do not, but the swaps are only undecided, never refuted."""
+
+        name = "sub_margin_swaps"
+
+        def holds(self, index, image_id, meaning):
+            return meaning["k"] == image_id - 1
+
+        def verdict(self, index, image_id, meaning):
+            return "true" if self.holds(index, image_id, meaning) else "sub_margin"
+
+    with pytest.raises(AuditError, match="sub_margin_swaps seed 0 split train failed its audit .*0/2/0/0/balanced"):
+        build_family(SubMarginSwaps(), index, everything, min_cycles=1)
+
+    class MixedStrata(SubMarginSwaps):
+        name = "mixed_strata"
+
+        def verdict(self, index, image_id, meaning):
+            return "true" if self.holds(index, image_id, meaning) else "false"
+
+        def build_cycles(self, index, image_ids, rng):
+            return [Cycle(1, 2, "x", "y", '{"k":0}', '{"k":1}', "{}", "dog|cat", "car|dog")]
+
+    with pytest.raises(StratumError, match="mixed_strata: cycle mixed_strata-s0-train-000000 draws its pairs from "
+                                           "different candidate strata \\('dog\\|cat' and 'car\\|dog'\\)"):
+        build_family(MixedStrata(), index, everything, min_cycles=1)
+
+    class SameStratum(MixedStrata):
+        name = "same_stratum"
+
+        def build_cycles(self, index, image_ids, rng):
+            return [Cycle(1, 2, "x", "y", '{"k":0}', '{"k":1}', "{}", "dog|cat", "dog|cat")]
+
+    ok = build_family(SameStratum(), index, everything, min_cycles=1)
+    assert ok.available and json.loads(ok.records[0]["test"][0].predicate)["stratum"] == "dog|cat"
 
 
 @settings(max_examples=50, deadline=None)

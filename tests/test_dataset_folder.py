@@ -45,7 +45,15 @@ def test_card_states_predicates_counts_audits_licence_and_rebuild(shapes_cycles)
             assert f"path: data/{name}/seed{seed}/test.parquet" in header
         assert entry["predicate"] in card
         n = entry["counts"]["1"]["validation"]
-        assert f"| 1 | validation | {n} | 0/0/0/0/balanced |" in card
+        # Gates (matched / swap violations) and identities (TV, balance) in separate columns.
+        assert f"| 1 | validation | {n} | 0 / 0 | 0 / 0 / balanced |" in card
+        assert f"Provenance: {entry['provenance']}." in card
+        assert entry["available_splits"] == ["train", "validation", "test"]
+    assert "Identities of the block design (recorded, not gates)" in card
+    assert "| spatial margin | 0.1 | `clip-cycles build coco --margin` (default 0.1) |" in card
+    assert "| minimum cycles | 5 |" in card and "| tie tolerance | - | `tie_tolerance` in the task YAML" in card
+    assert info["families"]["strict_left_right"]["provenance"] == "paper 1: strict left/right"
+    assert info["families"]["category_count"]["provenance"] == "added by this project"
     assert "clip-cycles build coco --coco-root" in card and "## Citation" in card and "Can the Parts Fool the Test?" in card
     assert set(info) >= {"source", "source_root", "mode", "families", "unavailable", "skipped"}
     assert info["source"] == "coco" and info["mode"] == "reference"
@@ -55,11 +63,15 @@ def test_unavailable_family_is_recorded_not_built(shapes_world, tmp_path):
     out, builds = build_coco_folder(shapes_world, tmp_path / "u", ["strict_size", "coarse_object"], seeds=[0],
                                     min_cycles=40)  # fmt: skip
     info = json.loads((out / "build_info.json").read_text())
-    assert set(info["unavailable"]) == {"strict_size"}  # strict_size has 13 validation cycles; coarse_object >= 45 everywhere
+    assert set(info["unavailable"]) == {"strict_size"}  # strict_size is short in some split; coarse_object is not
     assert "fewer than 40 cycles" in info["unavailable"]["strict_size"]
-    assert not (out / "data" / "strict_size").exists()
+    counts = info["families"]["strict_size"]["counts"]["0"]
+    # The minimum-cycle rule per split: the splits with >= 40 cycles stay usable for zero-shot scoring.
+    long_enough = [s for s in ("train", "validation", "test") if counts[s] >= 40]
+    assert info["families"]["strict_size"]["available_splits"] == long_enough != ["train", "validation", "test"]
+    assert (out / "data" / "strict_size").exists() == bool(long_enough)
     card = (out / "README.md").read_text()
-    assert "**Unavailable**: fewer than 40 cycles" in card and "config_name: strict_size" not in card
+    assert "**Unavailable for probe experiments**: fewer than 40 cycles" in card
     assert main(["audit", str(out)]) == 0
 
 

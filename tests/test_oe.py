@@ -33,6 +33,20 @@ def test_marker_makes_oe_validation_solvable_by_text_alone(record: dict) -> None
         # Its cycle accuracies are 0.5 for any text-only (additive) probe by Theorem 1: an identity, not asserted.
 
 
+def test_image_only_shortcut_probe_is_reported_beside_the_text_only_one(record: dict) -> None:
+    fam = record["families"]["variant"]
+    image = fam["image_only_probe"]
+    for seed in ("0", "1"):
+        run = image["runs"][seed]
+        # Every OE negative (u, marker(v)) shares its image with its positive (u, v): an image-only
+        # score gives both the same logit, so each paired comparison is a tie worth exactly one half.
+        assert run["oe_val_acc"] == 0.5
+        assert run["test_cycle_acc"] == 0.5 and run["val_cycle_acc"] == 0.5
+    table = {row["seed"]: row for row in fam["per_seed_table"]}
+    assert table[0]["image_only_test_cycle_acc"] == 0.5 and table[0]["image_only_oe_val_acc"] == 0.5
+    assert table[0]["text_only_oe_val_acc"] == fam["text_only_probe"]["runs"]["0"]["oe_val_acc"]
+
+
 def test_oe_record_structure_table_and_per_seed_differences(record: dict) -> None:
     assert record["experiment"] == "oe"
     assert (record["model"], record["pretrained"], record["tie_tol"], record["seeds"]) == ("planted", "synthetic", 1e-9,

@@ -1,0 +1,126 @@
+"""The additive audit: shortcut probes learn planted marginal cues, exact cycles hold them at 0.5,
+and a hard-negative design fails with a named Theorem 1 witness."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from clip_cycles.additive_audit import additive_audit, fit_additive_probe, pair_auroc
+
+
+def _planted(seed: int = 0, n: int = 300, dim: int = 8):
+    """Features with a marginal shortcut on both sides: feature 0 is +2 on positive-pool images and
+    captions, -2 on negative-pool ones; all else is noise. Rows [0, n) positive pool, [n, 2n) negative pool."""
+    rng = np.random.default_rng(seed)
+    phi = rng.normal(size=(2 * n, dim))
+    psi = rng.normal(size=(2 * n, dim))
+    phi[:n, 0] += 2.0
+    phi[n:, 0] -= 2.0
+    psi[:n, 0] += 2.0
+    psi[n:, 0] -= 2.0
+    return phi, psi
+
+
+def _unblocked_pairs(rng: np.random.Generator, n: int, count: int) -> np.ndarray:
+    """Positives (pool-0 image, pool-0 caption), negatives (pool-1 image, pool-1 caption): not a block design."""
+    pos = np.stack([rng.integers(0, n, count), rng.integers(0, n, count), np.ones(count, dtype=int)], axis=1)
+    neg = np.stack([rng.integers(n, 2 * n, count), rng.integers(n, 2 * n, count), np.zeros(count, dtype=int)], axis=1)
+    return np.concatenate([pos, neg])
+
+
+def _cycles(rng: np.random.Generator, n_images: int, n_captions: int, count: int) -> np.ndarray:
+    u = np.stack([rng.choice(n_images, 2, replace=False) for _ in range(count)])
+    v = np.stack([rng.choice(n_captions, 2, replace=False) for _ in range(count)])
+    return np.concatenate([u, v], axis=1)
+
+
+def test_pair_auroc_matches_sklearn_with_ties():
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 5, 200).astype(float)  # many ties
+    labels = rng.integers(0, 2, 200)
+    assert pair_auroc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
+def test_planted_shortcut_is_learned_yet_exact_cycles_score_one_half():
+    n = 300
+    phi, psi = _planted(n=n)
+    rng = np.random.default_rng(1)
+    train_pairs, eval_pairs = _unblocked_pairs(rng, n, 400), _unblocked_pairs(rng, n, 400)
+    train_cycles, test_cycles = _cycles(rng, 2 * n, 2 * n, 50), _cycles(rng, 2 * n, 2 * n, 200)
+    report = additive_audit(phi, psi, train_cycles, test_cycles, epochs=5, lr=1e-2, batch_size=64,
+                            train_pairs=train_pairs, eval_pairs=eval_pairs)
+    assert report.passed, report.failures
+    steps = 5 * math.ceil(len(train_pairs) / 64)  # by hand: epochs x batches per epoch
+    for name, probe in report.probes.items():
+        assert probe.steps_taken == steps, name
+        # They learned the planted cue on held-out unblocked pairs ...
+        assert probe.pair_auroc >= 0.9, (name, probe.pair_auroc)
+        # ... yet exact cycles hold them at one half.
+        assert probe.cycle_acc == 0.5, name
+    d = report.to_dict()
+    assert d["passed"] is True and d["n_unbalanced_comparisons"] == 0 and d["witness"] is None
+    assert d["n_train_pairs"] == 800 and d["n_test"] == 200
+
+
+def test_fitted_probe_separates_the_planted_cue_by_an_independent_auroc():
+    n = 300
+    phi, psi = _planted(n=n)
+    rng = np.random.default_rng(2)
+    pairs = _unblocked_pairs(rng, n, 400)
+    fit = fit_additive_probe("text_only", phi, psi, pairs, epochs=5, lr=1e-2, batch_size=64)
+    assert np.all(fit.image_logit == fit.image_logit[0])  # text-only: only a bias on the image side
+    held_out = _unblocked_pairs(rng, n, 400)
+    logits = fit.caption_logit[held_out[:, 1]]
+    assert roc_auc_score(held_out[:, 2], logits) >= 0.9
+
+
+def test_hard_negative_design_fails_and_names_the_witness():
+    n = 300
+    phi, psi = _planted(n=n)
+    rng = np.random.default_rng(4)
+    # One image, a true caption (positive pool) and a false one (negative pool): not made of cycles.
+    def triples(count: int) -> np.ndarray:
+        return np.stack([rng.integers(0, n, count), rng.integers(0, n, count), rng.integers(n, 2 * n, count)], axis=1)
+
+    train, test = triples(300), triples(100)
+    report = additive_audit(phi, psi, train, test, design="hard_negatives", epochs=5, lr=1e-2, batch_size=64)
+    assert not report.passed
+    # Independent Theorem 1 computation for comparison 0: the image has degree +1 - 1 = 0,
+    # the true caption +1 and the false caption -1; the first largest |degree| is the true caption.
+    assert report.n_unbalanced == 100
+    assert report.witness == {"comparison": 0, "side": "caption", "vertex": int(test[0, 1]), "value": 1.0,
+                              "score": report.witness["score"]}
+    assert "witness" in report.failures[0] and f"caption row {test[0, 1]}" in report.failures[0]
+    # The text-only probe really solves it (its accuracy is far from one half).
+    assert report.probes["text_only"].cycle_acc > 0.9
+    assert report.probes["text_only"].pair_auroc > 0.9
+
+
+def test_cycle_pairs_carry_no_single_side_cue():
+    """On cycle pairs matched and swapped sides hold the same images and captions: an image-only or
+    text-only score has identical distributions on both sides, so its pooled pair AUROC is exactly 1/2."""
+    rng = np.random.default_rng(5)
+    phi, psi = rng.normal(size=(40, 6)), rng.normal(size=(40, 6))
+    train, test = _cycles(rng, 40, 40, 60), _cycles(rng, 40, 40, 60)
+    report = additive_audit(phi, psi, train, test, epochs=3, batch_size=32)
+    assert report.passed
+    assert report.probes["image_only"].pair_auroc == 0.5
+    assert report.probes["text_only"].pair_auroc == 0.5
+    assert all(p.steps_taken == 3 * math.ceil(4 * 60 / 32) for p in report.probes.values())
+
+
+def test_bad_designs_raise_clear_errors():
+    phi = psi = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="empty cycle set"):
+        additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.zeros((0, 4), dtype=int))
+    with pytest.raises(ValueError, match="outside"):
+        additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 9, 2, 3]]))
+    with pytest.raises(ValueError, match="design must be one of"):
+        additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 1, 2, 3]]), design="triplets")
+    with pytest.raises(ValueError, match="needs both labels"):
+        additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 1, 2, 3]]),
+                       train_pairs=np.array([[0, 0, 1], [1, 1, 1]]))

@@ -1,0 +1,76 @@
+"""The minimum-cycle rule applies to the split being read: zero-shot scoring needs only its split,
+probe experiments need train, validation and test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tiny_models import TINY_OPEN_CLIP
+
+from clip_cycles.build import build_coco_folder
+from clip_cycles.encoder import ModelSpec
+from clip_cycles.evaluate import evaluate, load_task_data, open_built_folder
+from clip_cycles.experiment_data import screen_families
+from clip_cycles.tasks import expand_tasks
+
+MIN = 30  # strict_size on the 300-image shapes world, seed 0: validation is short of it, test is not
+
+
+@pytest.fixture(scope="module")
+def folder(shapes_world: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out, _ = build_coco_folder(shapes_world, tmp_path_factory.mktemp("short") / "cycles", ["strict_size"], seeds=[0],
+                               min_cycles=MIN)  # fmt: skip
+    return out
+
+
+def test_short_validation_leaves_the_test_split_usable(folder: Path) -> None:
+    entry = json.loads((folder / "build_info.json").read_text())["families"]["strict_size"]
+    counts = entry["counts"]["0"]
+    assert counts["validation"] < MIN <= counts["test"]  # the premise, from the counts themselves
+    assert entry["available"] is False
+    assert entry["available_splits"] == [s for s in ("train", "validation", "test") if counts[s] >= MIN]
+    (task,) = expand_tasks(["cycles/shapes_strict_size"])
+    built = open_built_folder(folder)
+    zero_shot = load_task_data(task, built, seeds=[0], with_audit=False)
+    assert zero_shot.unavailable is None and len(zero_shot.splits[0]["test"].cycle_ids) == counts["test"]
+    # With the audit, train/validation are wanted too: validation is short, so the audit is not run.
+    audited = load_task_data(task, built, seeds=[0], with_audit=True)
+    assert audited.unavailable is None and "validation" not in audited.splits[0]
+    assert "split 'validation' is unavailable" in audited.audit_unavailable
+
+
+def test_zero_shot_scores_the_test_split_and_reports_the_audit_unavailable(folder: Path, tmp_path: Path) -> None:
+    config = tmp_path / "tiny"
+    config.mkdir()
+    (config / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
+    (record,), _ = evaluate(["cycles/shapes_strict_size"], ModelSpec("open_clip", f"local-dir:{config}", None, seed=0),
+                            folder, tmp_path / "cache", num_workers=0, seeds=[0])  # fmt: skip
+    metrics = record["metrics"]
+    counts = json.loads((folder / "build_info.json").read_text())["families"]["strict_size"]["counts"]["0"]
+    assert metrics["n_cycles"] == counts["test"] and 0.0 <= metrics["cycle_acc"] <= 1.0
+    assert metrics["additive_audit"]["available"] is False and metrics["additive_audit"]["passed"] is None
+    assert "validation" in metrics["additive_audit"]["unavailable_reason"]
+
+
+def test_probe_experiments_keep_the_rule_for_train_and_validation(folder: Path) -> None:
+    import numpy as np
+
+    from clip_cycles.experiment_data import ExperimentData, FamilyFeatures
+
+    (task,) = expand_tasks(["cycles/shapes_strict_size"])
+    audited = load_task_data(task, open_built_folder(folder), seeds=[0], with_audit=True)
+    # As the experiment loader records it: the family is unavailable with the short split named.
+    data = ExperimentData(model="m", pretrained="", families={}, tie_tol=1e-9,
+                          unavailable={"strict_size": audited.audit_unavailable}, source="t")
+    usable, unavailable = screen_families(data, [0], MIN)
+    assert usable == {} and "validation" in unavailable["strict_size"]
+    # And a family whose splits are all read but one is short is screened out by the count.
+    phi = np.zeros((4, 2))
+    short = {0: {"train": np.zeros((MIN, 4), int), "validation": np.zeros((MIN - 1, 4), int),
+                 "test": np.zeros((MIN, 4), int)}}  # fmt: skip
+    data = ExperimentData(model="m", pretrained="", families={"f": FamilyFeatures("f", phi, phi, short, None, 0)},
+                          tie_tol=1e-9, unavailable={}, source="t")
+    usable, unavailable = screen_families(data, [0], MIN)
+    assert usable == {} and unavailable["f"] == f"seed 0 split 'validation' has {MIN - 1} cycles (minimum {MIN})"
