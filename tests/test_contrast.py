@@ -322,3 +322,43 @@ def test_block_scores_name_their_bad_inputs() -> None:
         block_scores_from_embeddings(phi, psi, np.array([[0, 3, 0, 1]]))
     with pytest.raises(ValueError, match="cycle 0 has a caption index out of range"):
         block_scores_from_embeddings(phi, psi, np.array([[0, 1, 0, 3]]))
+
+
+def test_every_input_error_names_its_input() -> None:
+    from clip_cycles.contrast import validate_features
+
+    with pytest.raises(ValueError, match=r"values has a non-finite value \(nan\) at index 1"):
+        mean_and_sd([0.5, np.nan])
+    with pytest.raises(ValueError, match="mean_and_sd needs at least one value"):
+        mean_and_sd([])
+    assert mean_and_sd([1.0, 3.0]) == {"mean": 2.0, "sd": pytest.approx(np.sqrt(2.0))}  # two values: sample sd
+    cycles = np.array([[0, 1, 0, 1], [1, 0, 1, 0]])
+    with pytest.raises(ValueError, match="score_fn output for s12 has 1 values for 2 pairs"):
+        deltas_from_score_fn(lambda u, v: np.zeros(1) if (u[0], v[0]) == (0, 1) else np.zeros(2), cycles)
+    with pytest.raises(ValueError, match=r"score_fn output for s21 has a non-finite value \(inf\) at index 0"):
+        deltas_from_score_fn(lambda u, v: np.full(2, np.inf) if (u[0], v[0]) == (1, 0) else np.zeros(2), cycles)
+    with pytest.raises(ValueError, match=r"blocks must have shape \(N, 2, 2\), got \(2, 4\)"):
+        deltas_from_blocks(np.zeros((2, 4)))
+    assert deltas_from_blocks(np.array([[[3, 1], [1, 0]]])).tolist() == [1.0]
+    assert deltas_from_blocks(np.array([[[3, 1], [1, 0]]])).dtype == np.float64
+    with pytest.raises(ValueError, match="empty cycle set: no cycle to score"):
+        cycle_credits(np.zeros(0))
+    phi, psi = np.ones((3, 4)), np.ones((3, 4))
+    with pytest.raises(ValueError, match="caption_features has a non-finite value in row 2"):
+        deltas_from_embeddings(phi, np.where(np.arange(3)[:, None] == 2, np.nan, psi), cycles)
+    with pytest.raises(ValueError, match="cycle 0 has a image index out of range"):
+        deltas_from_embeddings(phi, psi, np.array([[0, 3, 0, 1]]))
+    assert validate_features(np.ones((2, 2), dtype=np.float32), "t").dtype == np.float32  # float32 stays float32
+    assert validate_features(np.ones((2, 2), dtype=np.int64), "t").dtype == np.float64
+    m = np.ones((4, 4))
+    with pytest.raises(ValueError, match="matrix has a non-finite value in row 0"):
+        bilinear_deltas(phi, psi, cycles, matrix=np.where(np.arange(4)[:, None] == 0, np.nan, m))
+    for k, name in ((0, "factor A"), (1, "factor B")):
+        factors = [np.ones((4, 2)), np.ones((4, 2))]
+        factors[k] = np.full((4, 2), np.nan)
+        with pytest.raises(ValueError, match=f"{name} has a non-finite value in row 0"):
+            bilinear_deltas(phi, psi, cycles, factors=tuple(factors))
+    with pytest.raises(ValueError, match="factors must be A"):  # only A's first dimension is wrong
+        bilinear_deltas(phi, psi, cycles, factors=(np.ones((3, 2)), np.ones((4, 2))))
+    with pytest.raises(ValueError, match="factors must be A"):  # only B's first dimension is wrong
+        bilinear_deltas(phi, psi, cycles, factors=(np.ones((4, 2)), np.ones((3, 2))))
