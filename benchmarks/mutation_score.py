@@ -9,6 +9,7 @@ glob patterns allowed) and optionally given its own test files
 
     python benchmarks/mutation_score.py contrast winoground audits evaluate:_score*
     python benchmarks/mutation_score.py --show-survivors contrast   # diffs on stderr
+    python benchmarks/mutation_score.py --rerun-survivors before.json contrast   # after adding tests
 
 Output: ``{module: {mutants, killed, survived, no_tests, timeout, score, survivors},
 "total": {...}}``. ``score`` is killed / mutants; a mutant no test reaches
@@ -84,8 +85,12 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
 
 
 def run_module(name: str, functions: list[str], test_files: tuple[str, ...], timeout: float, show: bool,
-               max_children: int = 2) -> dict[str, Any]:
-    """Mutate one module in a scratch copy and count the mutants by status."""
+               max_children: int = 2, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Mutate one module in a scratch copy and count the mutants by status.
+
+    With ``previous`` (this module's entry of an earlier run on the same source), only its
+    survivors run again; the mutants it killed stay killed.
+    """
     scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name}_"))
     try:
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
@@ -97,6 +102,8 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
                 shutil.copytree(REPO / extra, scratch / extra)
         (scratch / "setup.cfg").write_text(_config(name, test_files), encoding="utf-8")
         globs = [f"clip_cycles.{name}.x_{f}__mutmut_*" for f in functions]
+        if previous is not None:
+            globs = list(previous["survivors"])
         # A function's mangled name is x_<name>; methods are xǁClassǁmethod (kept for bare module runs).
         env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
@@ -107,7 +114,7 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         codes: dict[str, Any] = json.loads(meta.read_text())["exit_code_by_key"]
         if globs:
-            codes = {k: v for k, v in codes.items() if any(fnmatch.fnmatch(k, g) for g in globs)}
+            codes = {k: v for k, v in codes.items() if k in globs or any(fnmatch.fnmatch(k, g) for g in globs)}
         killed = sorted(k for k, v in codes.items() if v in KILLED)
         no_tests = sorted(k for k, v in codes.items() if v in NO_TESTS)
         timeout_ = sorted(k for k, v in codes.items() if v in TIMEOUT)
@@ -123,6 +130,9 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
                                       capture_output=True, text=True)  # fmt: skip
                 print(f"### {mutant}\n{diff.stdout}", file=sys.stderr)
         total = len(codes)
+        if previous is not None:  # the earlier run's kills plus this run's
+            total = previous["mutants"]
+            killed = killed + ["(killed before)"] * previous["killed"]
         return {
             "mutants": total,
             "killed": len(killed),
@@ -144,12 +154,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per module (default 1800)")
     parser.add_argument("--show-survivors", action="store_true", help="print each survivor's diff on stderr")
     parser.add_argument("--max-children", type=int, default=2, help="mutants run in parallel (default 2)")
+    parser.add_argument("--rerun-survivors", type=Path, default=None,
+                        help="JSON of an earlier run on unchanged sources: run only its survivors again")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
+    earlier = json.loads(args.rerun_survivors.read_text()) if args.rerun_survivors else {}
     for spec in args.modules:
         name, functions, tests = parse_module(spec)
         key = name if not functions else f"{name}:{','.join(functions)}"
-        results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors, args.max_children)
+        results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors, args.max_children,
+                                  earlier.get(key))  # fmt: skip
     mutants = sum(r["mutants"] for r in results.values())
     killed = sum(r["killed"] for r in results.values())
     results["total"] = {"mutants": mutants, "killed": killed, "survived": mutants - killed,
