@@ -339,8 +339,16 @@ def _combine(per_instance: Iterable[tuple[bool, bool]]) -> str:
     return MULTI_INSTANCE
 
 
+def _single_pair_verdicts(t: Mapping[str, bool]) -> dict[str, str]:
+    # The common case (one instance of each) without the set-building of _combine.
+    return {r: TRUE if t[r] else FALSE if t[OPPOSITE[r]] else SUB_MARGIN for r in RELATIONS}
+
+
 def _relation_verdicts(objects: ImageObjects, a: str, b: str, margin: float, ratio: float) -> dict[str, str]:
-    """Verdict of every relation caption "A <relation> B" on the image (memoised per image)."""
+    """Verdict of every relation caption "A <relation> B" on the image (memoised per image).
+
+    "B <r> A" is "A <opposite r> B", so each unordered pair is computed once and stored both ways.
+    """
     key = (a, b, margin, ratio)
     found = objects.truths.get(key)
     if found is not None:
@@ -352,10 +360,16 @@ def _relation_verdicts(objects: ImageObjects, a: str, b: str, margin: float, rat
     elif a in objects.crowd or b in objects.crowd:
         found = dict.fromkeys(RELATIONS, CROWD)  # a crowd region is an instance of uncertain extent
     else:
-        pairs = [relation_truths(x, y, objects.width, objects.height, margin, ratio)
-                 for x in objects.boxes[a] for y in objects.boxes[b]]  # fmt: skip
-        found = {r: _combine((t[r], t[OPPOSITE[r]]) for t in pairs) for r in RELATIONS}
+        boxes_a, boxes_b = objects.boxes[a], objects.boxes[b]
+        if len(boxes_a) == 1 and len(boxes_b) == 1:
+            found = _single_pair_verdicts(relation_truths(boxes_a[0], boxes_b[0], objects.width, objects.height,
+                                                          margin, ratio))  # fmt: skip
+        else:
+            pairs = [relation_truths(x, y, objects.width, objects.height, margin, ratio)
+                     for x in boxes_a for y in boxes_b]  # fmt: skip
+            found = {r: _combine((t[r], t[OPPOSITE[r]]) for t in pairs) for r in RELATIONS}
     objects.truths[key] = found
+    objects.truths[(b, a, margin, ratio)] = {r: found[OPPOSITE[r]] for r in RELATIONS}
     return found
 
 
@@ -508,6 +522,8 @@ class CocoFamily(Family):
 
     def verdict(self, index: CocoIndex, image_id: int, meaning: Mapping[str, Any]) -> str:
         """``true``, ``false`` (beyond doubt) or the undecided reason (see the module docstring)."""
+        if meaning["kind"] == "relation":  # the hot path of the relation families and their audits
+            return relation_verdict(index.objects(image_id), meaning)
         return VERDICTS[meaning["kind"]](index.objects(image_id), meaning, index)
 
     def holds(self, index: CocoIndex, image_id: int, meaning: Mapping[str, Any]) -> bool:
@@ -783,15 +799,14 @@ class RelationFamily(CocoFamily):
         out, excluded = [], []
         for i, a in enumerate(cats):
             for b in cats[i + 1:]:
-                found = []
-                for x, y in ((a, b), (b, a)):
-                    verdicts = self.verdicts(objects, x, y)
-                    found += [_relation_meaning(x, r, y, self.margin, self.ratio) for r in relations
-                              if verdicts[r] == TRUE]  # fmt: skip
+                verdicts = self.verdicts(objects, a, b)
+                # "a r b" true is the same fact as "b opposite(r) a": both captions are offered.
+                found = [(a, r, b) for r in relations if verdicts[r] == TRUE]
                 if found:
-                    out += found
+                    out += [_relation_meaning(x, r, y, self.margin, self.ratio) for x, r, y in found]
+                    out += [_relation_meaning(y, OPPOSITE[r], x, self.margin, self.ratio) for x, r, y in found]
                 else:
-                    excluded.append(exclusion_reason("matched", self.verdicts(objects, a, b)[relations[0]]))
+                    excluded.append(exclusion_reason("matched", verdicts[relations[0]]))
         out.sort(key=lambda m: (m["subject"], m["object"], RELATIONS.index(m["relation"])))
         return out, excluded
 

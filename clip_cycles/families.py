@@ -496,12 +496,16 @@ class FamilyBuild:
 def to_records(
     family: Family, index: SourceIndex, cycles: Sequence[Cycle], seed: int, split: str
 ) -> list[CycleRecord]:
-    """Attach file names, ids and the stored predicate to a split's cycles."""
+    """Attach file names, ids and the stored predicate to a split's cycles (the stratum gate on each)."""
     records = []
+    strata_json: dict[str, str] = {}
     for i, c in enumerate(cycles):
         # The parts are canonical JSON already and the keys are in sorted order: this equals
         # canonical_json({"caption_0": ..., "caption_1": ..., "details": ..., "stratum": ...}) without re-encoding.
-        stratum = canonical_json(cycle_stratum(family, c, cycle_id(family.name, seed, split, i)))
+        name = cycle_stratum(family, c, cycle_id(family.name, seed, split, i))
+        stratum = strata_json.get(name)
+        if stratum is None:
+            stratum = strata_json[name] = canonical_json(name)
         predicate = f'{{"caption_0":{c.meaning_0},"caption_1":{c.meaning_1},"details":{c.details},"stratum":{stratum}}}'
         records.append(
             CycleRecord(
