@@ -49,7 +49,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
 
 #: mutmut's exit codes per status (mutmut/__main__.py ``status_by_exit_code``).
-KILLED = {1, 3, 37}
+KILLED = {1, 3, 37, -11}  # -11: the tests crashed the process (SIGSEGV), which a user would notice too
 NO_TESTS = {33}
 TIMEOUT = {36, 24, -24, 152, 255}
 
