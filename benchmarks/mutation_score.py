@@ -162,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.modules:
         name, functions, tests = parse_module(spec)
         key = name if not functions else f"{name}:{','.join(functions)}"
-        results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors, args.max_children,
-                                  earlier.get(key))  # fmt: skip
+        try:
+            results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors, args.max_children,
+                                      earlier.get(key))  # fmt: skip
+        except SystemExit as error:  # one module's failure is reported, the others still run
+            results[key] = {"error": str(error)[-2000:], "mutants": 0, "killed": 0}
     mutants = sum(r["mutants"] for r in results.values())
     killed = sum(r["killed"] for r in results.values())
     results["total"] = {"mutants": mutants, "killed": killed, "survived": mutants - killed,
