@@ -37,7 +37,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
-    "evaluate": ("tests/test_evaluate.py",),
+    "evaluate": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit.py",),
     "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py"),
     "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py"),
