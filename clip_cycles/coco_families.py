@@ -796,10 +796,11 @@ class RelationFamily(CocoFamily):
                         ) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
         objects = index.objects(image_id)
         cats = _present_categories(objects)
+        margin, ratio = self.margin, self.ratio
         out, excluded = [], []
         for i, a in enumerate(cats):
             for b in cats[i + 1:]:
-                verdicts = self.verdicts(objects, a, b)
+                verdicts = _relation_verdicts(objects, a, b, margin, ratio)
                 # "a r b" true is the same fact as "b opposite(r) a": both captions are offered.
                 found = [(a, r, b) for r in relations if verdicts[r] == TRUE]
                 if found:
@@ -832,6 +833,8 @@ class RelationFamily(CocoFamily):
                 cats = _present_categories(objects)
                 labels = index.memo[key] = [((a, b), classify(objects, a, b)) for i, a in enumerate(cats)
                                             for b in cats[i + 1:]]  # fmt: skip
+            if not labels:
+                continue
             for pair, (label, reason) in labels:
                 if label is not None:
                     strata.setdefault(pair, {}).setdefault(label, []).append(image_id)
@@ -904,9 +907,10 @@ class StrictFlipFamily(RelationFamily):
 
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         first, second = AXES[self.axis]
+        margin, ratio = self.margin, self.ratio
 
         def classify(objects: ImageObjects, a: str, b: str) -> tuple[str | None, str | None]:
-            verdict = self.verdicts(objects, a, b)[first]
+            verdict = _relation_verdicts(objects, a, b, margin, ratio)[first]
             if verdict == TRUE:
                 return first, None
             if verdict == FALSE:  # both present: every pair satisfies the opposite relation
@@ -965,8 +969,10 @@ class StrictSize(StrictFlipFamily):
 )
 class StrictSamePair(RelationFamily):
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
+        margin, ratio = self.margin, self.ratio
+
         def classify(objects: ImageObjects, a: str, b: str) -> tuple[str | None, str | None]:
-            verdicts = self.verdicts(objects, a, b)
+            verdicts = _relation_verdicts(objects, a, b, margin, ratio)
             h, v = verdicts["to the left of"], verdicts["above"]
             decided = [x in (TRUE, FALSE) for x in (h, v)]
             if all(decided):
