@@ -215,7 +215,7 @@ def test_binding_below_min_cycles_is_unavailable_not_an_error(tmp_path):
     assert info["families"]["binding"]["available"] is False
     assert "fewer than 2 cycles" in info["unavailable"]["binding"]
     card = (out / "README.md").read_text()
-    assert "**Unavailable**: fewer than 2 cycles" in card and "config_name: binding" not in card
+    assert "**Unavailable for probe experiments**: fewer than 2 cycles" in card and "config_name: binding" not in card
     assert not (out / "data" / "binding").exists() and (out / "data" / "attribute_color" / "seed0" / "test.parquet").is_file()
     # 72 train-pool images: 10 go to validation per seed (fraction 1/7).
     color = by_name["attribute_color"]
