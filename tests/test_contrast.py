@@ -362,3 +362,35 @@ def test_every_input_error_names_its_input() -> None:
         bilinear_deltas(phi, psi, cycles, factors=(np.ones((3, 2)), np.ones((4, 2))))
     with pytest.raises(ValueError, match="factors must be A"):  # only B's first dimension is wrong
         bilinear_deltas(phi, psi, cycles, factors=(np.ones((4, 2)), np.ones((3, 2))))
+
+
+def test_messages_name_the_exact_position_and_value() -> None:
+    from clip_cycles.contrast import validate_features
+
+    for k, name in enumerate(("s11", "s12", "s21", "s22")):
+        parts = [[0.0], [0.0], [0.0], [0.0]]
+        parts[k] = [np.nan]
+        with pytest.raises(ValueError, match=rf"^{name} has a non-finite value \(nan\) at index 0$"):
+            cycle_contrast(*parts)
+    with pytest.raises(ValueError, match=r"^s11, s12, s21, s22 must have the same length, got s11=2, s12=1, s21=2, s22=2$"):
+        cycle_contrast([1, 2], [0], [0, 0], [0, 0])
+    with pytest.raises(ValueError, match="^empty cycle set: cycle_contrast needs at least one cycle$"):
+        cycle_contrast([], [], [], [])
+    with pytest.raises(ValueError, match="^empty cycle set: no cycle to score$"):
+        cycle_credits([])
+    with pytest.raises(ValueError, match="^mean_and_sd needs at least one value$"):
+        mean_and_sd([])
+    with pytest.raises(ValueError, match="^empty cycle set: at least one cycle is needed$"):
+        validate_cycles(np.zeros((0, 4), dtype=int))
+    with pytest.raises(ValueError, match=r"^give exactly one of matrix \(M\) or factors \(A, B\)$"):
+        bilinear_deltas(np.ones((2, 2)), np.ones((2, 2)), np.array([[0, 1, 0, 1]]))
+    with pytest.raises(ValueError, match=r"^t must be a 2-D table \(rows x dims\), got shape \(3,\)$"):
+        validate_features(np.ones(3), "t")
+    # Out of range in each column alone, after a valid first cycle: the first offending cycle is named.
+    for column, what in ((0, "image"), (1, "image"), (2, "caption"), (3, "caption")):
+        cycles = np.array([[0, 1, 0, 1], [0, 1, 0, 1]])
+        cycles[1, column] = 9
+        with pytest.raises(ValueError, match=f"^cycle 1 has a {what} index out of range"):
+            validate_cycles(cycles, n_images=5, n_captions=5)
+    with pytest.raises(ValueError, match=r"blocks must have shape \(N, 2, 2\), got \(1, 2, 3\)"):
+        deltas_from_blocks(np.zeros((1, 2, 3)))
