@@ -90,3 +90,22 @@ def test_validity_and_cycle_audit_reports_by_hand():
     no_predicate = audit_cycles(cycles).to_dict()
     assert no_predicate["passed"] is True and no_predicate["validity"] is None
     assert no_predicate["matched_violations"] is None and no_predicate["swap_violations"] is None
+
+
+def test_violations_add_up_over_cycles_and_refutation_sees_both_swaps():
+    from clip_cycles.audits import DEGREE_TOL
+
+    cycles = [(1, 2, "p", "q"), (3, 4, "r", "s")]
+    truth = {(2, "q"), (3, "r")}  # (1, p) and (4, s) fail: one matched violation in each cycle
+    refuted = {(2, "p"), (4, "r")}  # (1, q) and (3, s) are not refuted: one swap violation in each cycle
+    report = predicate_validity(cycles, lambda u, v: (u, v) in truth, ["a", "b"], refutes=lambda u, v: (u, v) in refuted)
+    assert report.to_dict() == {"n_cycles": 2, "matched_violations": 2, "swap_violations": 2,
+                                "matched_violation_cycles": ["a", "b"], "swap_violation_cycles": ["a", "b"]}  # fmt: skip
+    # A degree of exactly the tolerance counts as zero; among equal degrees the first vertex is the witness.
+    at_tol = signed_degrees(["a"], ["x"], [DEGREE_TOL])
+    assert at_tol.balanced and at_tol.to_dict()["unbalanced_images"] == {} and at_tol.to_dict()["unbalanced_captions"] == {}
+    assert signed_degrees(["a"], ["x"], [1.0]).witness.side == "image"
+    with pytest.raises(ValueError, match="^empty comparison: no edges to audit$"):
+        signed_degrees([], [], [])
+    with pytest.raises(ValueError, match="^empty cycle set: nothing to audit$"):
+        cycle_balance([])
