@@ -153,6 +153,28 @@ def _clean_tag(tag: str) -> str:
     return tag.lower().replace("-", "_")
 
 
+def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
+    """Refuse an unknown OpenCLIP model or pretrained tag with a message listing what exists.
+
+    A ``pretrained`` that is an existing file is a checkpoint and is not checked here;
+    ``local-dir:``/``hf-hub:`` models bring their own weights.
+    """
+    import open_clip
+
+    if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
+        raise ValueError(f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
+                         "(or local-dir:<folder>, hf-hub:<repo>)")
+    if is_random_init(pretrained) or os.path.isfile(pretrained or "") or model_name.startswith(("local-dir:", "hf-hub:")):
+        return
+    assert pretrained is not None
+    tags = open_clip.list_pretrained_tags_by_model(model_name)
+    if _clean_tag(pretrained) not in {_clean_tag(t) for t in tags}:
+        raise ValueError(
+            f"unknown pretrained tag {pretrained!r} for OpenCLIP model {model_name!r} (and no such checkpoint file); "
+            f"available tags: {', '.join(tags) if tags else 'none (pass a checkpoint path or none)'}"
+        )
+
+
 def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
                    device: str = "cpu") -> tuple[Any, Any, Any]:
     """OpenCLIP config + (tag | checkpoint path | none); checkpoints load weights-only."""
@@ -169,16 +191,7 @@ def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: st
             checkpoint = pretrained
         else:
             tag = pretrained
-    if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
-        raise ValueError(f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
-                         "(or local-dir:<folder>, hf-hub:<repo>)")
-    if tag is not None and not model_name.startswith(("local-dir:", "hf-hub:")):
-        tags = open_clip.list_pretrained_tags_by_model(model_name)
-        if _clean_tag(tag) not in {_clean_tag(t) for t in tags}:
-            raise ValueError(
-                f"unknown pretrained tag {tag!r} for OpenCLIP model {model_name!r} (and no such checkpoint file); "
-                f"available tags: {', '.join(tags) if tags else 'none (pass a checkpoint path or none)'}"
-            )
+    check_open_clip_request(model_name, pretrained)
     model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
     if checkpoint is not None:
         missing, unexpected = model.load_state_dict(load_weights_only(checkpoint), strict=False)

@@ -249,26 +249,27 @@ def namespaces_for(root: str | Path, model: Mapping[str, Any], preprocessing: Ma
 # --------------------------------------------------------------------------- content fingerprints
 
 _HASH_CHUNK = 1 << 22
-#: In-process memo of file hashes: (resolved path, size, mtime_ns, inode) -> sha256.
-_MEMO: dict[tuple[str, int, int, int], str] = {}
+#: In-process memo of file hashes: (resolved path, size, mtime_ns, inode, ctime_ns) -> sha256.
+_MEMO: dict[tuple[str, int, int, int, int], str] = {}
 
 
 def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
-    """sha256 of a file's bytes, remembered per file while its size, mtime and inode are unchanged.
+    """sha256 of a file's bytes, remembered per file while its size, mtime, inode and ctime are unchanged.
 
     ``hash_cache`` (a directory) keeps the hashes across runs, one small JSON per file,
     so multi-gigabyte weights are read once per change, not once per run.
     """
     path = Path(path).resolve()
     stat = path.stat()
-    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    # ctime changes on every write and every utime, so a rewrite that restores size and mtime still rehashes.
+    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
     if key in _MEMO:
         return _MEMO[key]
     record_path = Path(hash_cache) / f"{digest(str(path), 32)}.json" if hash_cache is not None else None
     if record_path is not None:
         try:
             record = json.loads(record_path.read_text(encoding="utf-8"))
-            if [record.get("path"), record.get("size"), record.get("mtime_ns"), record.get("inode")] == list(key):
+            if [record.get(k) for k in ("path", "size", "mtime_ns", "inode", "ctime_ns")] == list(key):
                 _MEMO[key] = str(record["sha256"])
                 return _MEMO[key]
         except (OSError, ValueError, KeyError, TypeError):
@@ -280,7 +281,8 @@ def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
     value = hasher.hexdigest()
     _MEMO[key] = value
     if record_path is not None:
-        record = {"path": key[0], "size": key[1], "mtime_ns": key[2], "inode": key[3], "sha256": value}
+        record = {"path": key[0], "size": key[1], "mtime_ns": key[2], "inode": key[3], "ctime_ns": key[4],
+                  "sha256": value}
         try:
             atomic_write_bytes(record_path, (canonical_json(record) + "\n").encode("utf-8"))
         except OSError:
