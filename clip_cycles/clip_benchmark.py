@@ -196,6 +196,7 @@ def patch_cli(cli: ModuleType) -> None:
             models.MODEL_TYPES.append(name)
 
     registry = TaskRegistry.default()
+    registry.names()  # reads every task file, filling registry.unavailable
     for name, reason in sorted(registry.unavailable.items()):
         # One bad task file disables that task only; say which and why, then carry on.
         print(f"clip_cycles: task {name} is unavailable: {reason}", file=sys.stderr)
