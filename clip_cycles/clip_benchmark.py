@@ -51,8 +51,16 @@ class CycleBlocksDataset:
 
         from PIL import Image
 
-        with Image.open(io.BytesIO(item.read_bytes())) as image:
-            image = image.convert("RGB")
+        try:
+            with Image.open(io.BytesIO(item.read_bytes())) as image:
+                image = image.convert("RGB")
+        except FileNotFoundError:
+            raise
+        except Image.DecompressionBombError as error:
+            raise ValueError(f"image {item.key!r} ({item.path}) is refused as a possible decompression bomb: "
+                             f"{error}") from None
+        except (OSError, Image.UnidentifiedImageError) as error:
+            raise ValueError(f"image {item.key!r} ({item.path}) cannot be decoded: {error}") from None
         return self.transform(image) if self.transform is not None else image
 
     def __getitem__(self, index: int) -> tuple[Any, list[str]]:
