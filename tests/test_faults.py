@@ -356,6 +356,23 @@ def test_6_decompression_bomb_is_named_and_skippable(shapes_world: Path, tiny_di
     assert list(encoded.stats.bad_images) == ["bomb.png"] and len(encoded.image_rows) == 3
 
 
+def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Path, tmp_path: Path,
+                                                                 monkeypatch) -> None:
+    from PIL import Image
+
+    from clip_cycles.clip_benchmark import CycleBlocksDataset
+
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10000)
+    items, bomb = _bomb_world(shapes_world, tmp_path)
+    rows = types.SimpleNamespace(cycle_ids=["c0", "c1"], images=[(items[0], items[1]), (items[2], items[3])],
+                                 captions=[("a", "b"), ("c", "d")])
+    dataset = CycleBlocksDataset(rows, None)
+    assert len(dataset[0][0]) == 2  # ordinary images decode
+    with pytest.raises(ValueError, match="decompression bomb") as info:
+        dataset[1]
+    assert str(bomb) in str(info.value)
+
+
 def test_6_unknown_pretrained_tag_and_model_list_what_exists() -> None:
     from clip_cycles.backends import load_open_clip
 
