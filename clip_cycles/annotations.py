@@ -14,14 +14,20 @@ What is an error and what is a counted skip:
 
   - ``image_unsafe_file_name``: a file name that is absolute or contains ``..`` (it
     would escape the image folder); the image and its annotations go.
+  - ``image_bad_size``: a width or height that is not a finite positive number
+    (``NaN``, ``Infinity``, 0, negative); the image and its annotations go.
   - ``annotation_missing_image`` / ``caption_missing_image``: the ``image_id`` is not in
     ``images``.
-  - ``annotation_unknown_category``: the ``category_id`` is not in ``categories``.
-  - ``box_zero_area`` / ``box_outside_image``: a box with width or height <= 0, or one
-    reaching more than ``BOX_TOLERANCE`` pixels past the image border. The whole image
-    is dropped (``image_bad_box``, once per image) because family predicates such as
-    "exactly one instance of each mentioned category" would be unsound if a dubious
-    box were silently removed.
+  - ``annotation_unknown_category``: the ``category_id`` is not in ``categories``. The
+    whole image is dropped (``image_unknown_category``, once per image): it holds an
+    object no caption can name, so "exactly one bottle" could be false of it.
+  - ``box_not_finite`` / ``box_zero_area`` / ``box_outside_image``: a box with a NaN or
+    infinite number, with width or height <= 0, or one reaching more than
+    ``BOX_TOLERANCE`` pixels past the image border. The whole image is dropped
+    (``image_bad_box``, once per image) because family predicates such as "exactly one
+    instance of each mentioned category" would be unsound if a dubious box were
+    silently removed. An image with both a bad box and an unknown category counts
+    once, as ``image_bad_box``.
   - ``caption_empty``: a caption that is empty or only whitespace;
     ``annotation_of_dropped_image`` / ``caption_of_dropped_image``: an annotation or caption of an
     image dropped for one of the reasons above.
@@ -32,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -143,9 +150,10 @@ def _images(raw: list[Any], path: Path, split: str, skipped: Counter) -> tuple[d
         height = _field(entry, "height", (int, float), path, "image", i)
         if image_id in seen:
             raise ValueError(f"{path}: image id {image_id} appears twice (image #{i})")
-        if width <= 0 or height <= 0:
-            raise ValueError(f"{path}: image {image_id} has non-positive size {width}x{height}")
         seen.add(image_id)
+        if not (math.isfinite(width) and math.isfinite(height) and width > 0 and height > 0):
+            skipped["image_bad_size"] += 1  # no box can be checked against it, no caption trusted
+            continue
         if not safe_relative(name):
             skipped["image_unsafe_file_name"] += 1
             continue
@@ -154,9 +162,12 @@ def _images(raw: list[Any], path: Path, split: str, skipped: Counter) -> tuple[d
 
 
 def _box_problem(bbox: Any, image: ImageEntry, path: Path, ann_id: Any) -> str | None:
-    if not isinstance(bbox, list) or len(bbox) != 4 or not all(isinstance(v, (int, float)) for v in bbox):
+    if not isinstance(bbox, list) or len(bbox) != 4 or \
+            not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox):
         raise ValueError(f"{path}: annotation {ann_id} field 'bbox' must be [x, y, w, h] numbers, got {bbox!r}")
     x, y, w, h = bbox
+    if not all(math.isfinite(v) for v in bbox):
+        return "box_not_finite"
     if w <= 0 or h <= 0:
         return "box_zero_area"
     tol = BOX_TOLERANCE
@@ -186,6 +197,7 @@ def load_coco_split(root: str | Path, split: str = "train2017", with_captions: b
         categories[cat_id] = {"name": name.strip(), "supercategory": supercategory.strip()}
     kept: list[dict[str, Any]] = []
     bad_images: set[int] = set()
+    unknown_category_images: set[int] = set()
     for i, entry in enumerate(_require_list(data, "annotations", path)):
         # Fast path for well-formed entries (COCO has ~860k); _field explains anything else.
         try:
@@ -202,6 +214,7 @@ def load_coco_split(root: str | Path, split: str = "train2017", with_captions: b
             continue
         if cat_id not in categories:
             skipped["annotation_unknown_category"] += 1
+            unknown_category_images.add(image_id)
             continue
         problem = _box_problem(entry.get("bbox"), images[image_id], path, ann_id)
         if problem:
@@ -211,8 +224,13 @@ def load_coco_split(root: str | Path, split: str = "train2017", with_captions: b
         kept.append(entry)
     if bad_images:
         skipped["image_bad_box"] += len(bad_images)
-        kept = [a for a in kept if a["image_id"] not in bad_images]
-        images = {k: v for k, v in images.items() if k not in bad_images}
+    unknown_category_images -= bad_images
+    if unknown_category_images:
+        skipped["image_unknown_category"] += len(unknown_category_images)
+    excluded = bad_images | unknown_category_images
+    if excluded:
+        kept = [a for a in kept if a["image_id"] not in excluded]
+        images = {k: v for k, v in images.items() if k not in excluded}
     data_images = data["images"]
     raw_images = [e for e in data_images if isinstance(e, dict) and e.get("id") in images]
     instances = _quiet_coco({"images": raw_images, "annotations": kept, "categories": data["categories"]})

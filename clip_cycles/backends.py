@@ -148,6 +148,33 @@ def load_weights_only(path: str | Path) -> dict[str, Any]:
     return state
 
 
+def _clean_tag(tag: str) -> str:
+    # OpenCLIP matches tags case-insensitively with '-' and '_' alike.
+    return tag.lower().replace("-", "_")
+
+
+def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
+    """Refuse an unknown OpenCLIP model or pretrained tag with a message listing what exists.
+
+    A ``pretrained`` that is an existing file is a checkpoint and is not checked here;
+    ``local-dir:``/``hf-hub:`` models bring their own weights.
+    """
+    import open_clip
+
+    if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
+        raise ValueError(f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
+                         "(or local-dir:<folder>, hf-hub:<repo>)")
+    if is_random_init(pretrained) or os.path.isfile(pretrained or "") or model_name.startswith(("local-dir:", "hf-hub:")):
+        return
+    assert pretrained is not None
+    tags = open_clip.list_pretrained_tags_by_model(model_name)
+    if _clean_tag(pretrained) not in {_clean_tag(t) for t in tags}:
+        raise ValueError(
+            f"unknown pretrained tag {pretrained!r} for OpenCLIP model {model_name!r} (and no such checkpoint file); "
+            f"available tags: {', '.join(tags) if tags else 'none (pass a checkpoint path or none)'}"
+        )
+
+
 def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
                    device: str = "cpu") -> tuple[Any, Any, Any]:
     """OpenCLIP config + (tag | checkpoint path | none); checkpoints load weights-only."""
@@ -164,8 +191,7 @@ def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: st
             checkpoint = pretrained
         else:
             tag = pretrained
-    if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
-        raise ValueError(f"unknown OpenCLIP model {model_name!r}; see open_clip.list_models() or use local-dir:<folder>")
+    check_open_clip_request(model_name, pretrained)
     model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
     if checkpoint is not None:
         missing, unexpected = model.load_state_dict(load_weights_only(checkpoint), strict=False)
@@ -358,6 +384,14 @@ def read_features_file(path: str | Path) -> PrecomputedFeatures:
                 caption_keys = [str(k) for k in data["caption_keys"].tolist()]
         except (OSError, EOFError) as error:
             raise ValueError(f"features file {path} is not a readable npz file: {error}") from error
+        except ValueError as error:
+            if str(error).startswith(f"features file {path}"):
+                raise
+            # numpy refuses object arrays under allow_pickle=False ("Object arrays cannot be loaded ...").
+            raise ValueError(
+                f"features file {path}: an array holds Python objects ({error}); save keys as string arrays "
+                "(np.array(keys, dtype=str)) and features as floats"
+            ) from error
     else:
         raise ValueError(f"features file {path}: expected a .safetensors or .npz file")
     image_index = _key_index(image_keys, path, "image_keys")

@@ -23,6 +23,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from clip_cycles.dataset_folder import seed_argument
 from clip_cycles.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families, num_processes
 
 DEFAULT_POOL_TRAIN: int = 10000
@@ -42,19 +43,24 @@ def build_coco_folder(
     num_proc: int = 1,
     margin: float | None = None,
     size_ratio: float | None = None,
+    overwrite: bool = False,
+    allow_empty: bool = False,
 ) -> tuple[Path, list[Any]]:
     """Load COCO under ``coco_root`` (standard layout), build, audit and write the families to ``out``.
 
     ``num_proc`` processes share the heavy steps (same output for any count). ``margin`` and
     ``size_ratio`` are the geometric thresholds (None: the defaults 0.1 and 1.5).
+    ``overwrite`` lets ``out`` hold files no build wrote (only the project's own are
+    replaced); ``allow_empty`` writes a folder in which no family is available.
     Returns the folder and the :class:`~clip_cycles.families.FamilyBuild` list.
     """
     from clip_cycles.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
+    from clip_cycles.dataset_folder import build_folder, check_seeds
 
     margin = DEFAULT_MARGIN if margin is None else margin
     size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
-    from clip_cycles.dataset_folder import build_folder
 
+    check_seeds(seeds)
     names = list(families) if families else list_families("coco")
     index = load_coco_index(coco_root)
     train_pool, val_pool = coco_pools(index, pool_train, pool_val)
@@ -72,6 +78,7 @@ def build_coco_folder(
             rebuild_command=shlex.join(command), skipped=dict(index.skipped),
             extra_info={"pool_requested": {"train": pool_train, "val": pool_val},
                         "thresholds": {"margin": margin, "size_ratio": size_ratio}},
+            overwrite=overwrite, allow_empty=allow_empty,
         )  # fmt: skip
 
 
@@ -86,17 +93,21 @@ def build_gqa_folder(
     self_contained: bool = False,
     num_proc: int = 1,
     validation_fraction: float | None = None,
+    overwrite: bool = False,
+    allow_empty: bool = False,
 ) -> tuple[Path, list[Any]]:
     """Build the GQA families (:func:`clip_cycles.gqa_families.build_gqa_folder`) with ``num_proc`` processes.
 
     ``None`` pool sizes take the GQA builder's defaults; the output is the same for any
-    process count.
+    process count. ``overwrite`` and ``allow_empty`` as for :func:`build_coco_folder`.
     """
     from clip_cycles import gqa_families
+    from clip_cycles.dataset_folder import check_seeds, folder_options
 
+    check_seeds(seeds)
     pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test),
                                            ("validation_fraction", validation_fraction)) if size is not None}
-    with num_processes(num_proc):
+    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
         return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles,
                                              self_contained=self_contained, **pools)  # fmt: skip
 
@@ -104,7 +115,12 @@ def build_gqa_folder(
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output dataset folder")
     parser.add_argument("--families", nargs="+", default=None, help="family names (default: all of the source)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="split seeds (default 0 1 2)")
+    parser.add_argument("--seeds", nargs="+", type=seed_argument, default=[0, 1, 2],
+                        help="split seeds, non-negative integers (default 0 1 2)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="let --out hold other files; only the card, build_info.json and data/ Parquet are replaced")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="write the folder even when no family is available (otherwise an error)")
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
                         help=f"minimum cycles per split and seed (default {DEFAULT_MIN_CYCLES}); a short split is not "
                         "available (zero-shot scoring needs its scored split, probe experiments all three)")
@@ -137,7 +153,8 @@ def _run_coco(args: argparse.Namespace) -> int:
     out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
                                     args.pool_train, args.pool_val, args.self_contained,
                                     validation_fraction=args.validation_fraction, num_proc=args.num_proc,
-                                    margin=args.margin, size_ratio=args.size_ratio)  # fmt: skip
+                                    margin=args.margin, size_ratio=args.size_ratio, overwrite=args.overwrite,
+                                    allow_empty=args.allow_empty)  # fmt: skip
     _summary(out, builds)
     return 0
 
@@ -155,7 +172,8 @@ def _configure_gqa(parser: argparse.ArgumentParser) -> None:
 def _run_gqa(args: argparse.Namespace) -> int:
     out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
                                    args.pool_train, args.pool_test, args.self_contained,
-                                   num_proc=args.num_proc, validation_fraction=args.validation_fraction)  # fmt: skip
+                                   num_proc=args.num_proc, validation_fraction=args.validation_fraction,
+                                   overwrite=args.overwrite, allow_empty=args.allow_empty)  # fmt: skip
     _summary(out, builds)
     return 0
 

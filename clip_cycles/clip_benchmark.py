@@ -51,8 +51,16 @@ class CycleBlocksDataset:
 
         from PIL import Image
 
-        with Image.open(io.BytesIO(item.read_bytes())) as image:
-            image = image.convert("RGB")
+        try:
+            with Image.open(io.BytesIO(item.read_bytes())) as image:
+                image = image.convert("RGB")
+        except FileNotFoundError:
+            raise
+        except Image.DecompressionBombError as error:
+            raise ValueError(f"image {item.key!r} ({item.path}) is refused as a possible decompression bomb: "
+                             f"{error}") from None
+        except (OSError, Image.UnidentifiedImageError) as error:
+            raise ValueError(f"image {item.key!r} ({item.path}) cannot be decoded: {error}") from None
         return self.transform(image) if self.transform is not None else image
 
     def __getitem__(self, index: int) -> tuple[Any, list[str]]:
@@ -133,8 +141,17 @@ def run_cycles(args: Any) -> int:
               f"on language '{args.language}'")
 
     def loader() -> Any:
-        return load_clip(model_type=args.model_type, model_name=args.model, pretrained=args.pretrained,
-                         cache_dir=args.model_cache_dir, device=device)
+        if args.model_type == "open_clip":  # clip_benchmark's own loader: check the names first
+            from clip_cycles.backends import check_open_clip_request
+
+            check_open_clip_request(args.model, args.pretrained)
+        try:
+            return load_clip(model_type=args.model_type, model_name=args.model, pretrained=args.pretrained,
+                             cache_dir=args.model_cache_dir, device=device)
+        except (RuntimeError, KeyError, OSError) as error:
+            # Loaders fail deep inside their library: say which model could not be loaded.
+            raise ValueError(f"model {args.model!r} (--model_type {args.model_type}, --pretrained "
+                             f"{args.pretrained!r}) could not be loaded: {type(error).__name__}: {error}") from error
 
     spec = ModelSpec(backend=args.model_type, model=args.model, pretrained=args.pretrained, device=device,
                      seed=args.seed, amp=args.amp, model_cache_dir=args.model_cache_dir, loader=loader)
@@ -187,6 +204,10 @@ def patch_cli(cli: ModuleType) -> None:
             models.MODEL_TYPES.append(name)
 
     registry = TaskRegistry.default()
+    registry.names()  # reads every task file, filling registry.unavailable
+    for name, reason in sorted(registry.unavailable.items()):
+        # One bad task file disables that task only; say which and why, then carry on.
+        print(f"clip_cycles: task {name} is unavailable: {reason}", file=sys.stderr)
     for group in registry.group_names():
         cli.dataset_collection[group] = [task.name for task in registry.expand([group])]
 

@@ -11,6 +11,17 @@ validation and test, so ``datasets.load_dataset(out, "strict_size", split="test"
 Files are byte-identical for the same inputs and seed: rows in cycle order, fixed
 schema and compression, no timestamps.
 
+Builds are transactions: everything is written into a temporary sibling folder, checked
+(:func:`verify_folder_files`), and only then moved into place, so a failed build leaves
+the previous folder intact. An ``--out`` holding files the project did not write is
+refused unless ``overwrite`` is given, and then only the project's own files (card,
+``build_info.json``, ``data/<family>/seed<k>/<split>.parquet``) are replaced. A build in
+which no family is available is refused unless ``allow_empty``.
+
+``build_info.json`` records each Parquet file's row count and sha256 under ``files``;
+:func:`read_build_info` validates its shape and :func:`verify_folder_files` the files,
+for evaluation and ``audit``.
+
 Two modes: ``reference`` (``image_0``/``image_1`` are file names relative to the source
 root) and ``self_contained`` (``datasets.Image`` structs with the image bytes embedded,
 ready for ``push_to_hub``; a missing image file is an error naming it).
@@ -21,11 +32,15 @@ and the raw annotations without the builders' code.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from clip_cycles.families import (
     ROW_COLUMNS,
@@ -35,6 +50,7 @@ from clip_cycles.families import (
     canonical_json,
     family_provenance,
 )
+from clip_cycles.tasks import check_seeds, seed_argument  # noqa: F401  (re-exported for the builders)
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
 
@@ -112,7 +128,11 @@ def _image_value(root: Path, file_name: str, image_id: int, cache: dict[str, byt
                 f"self-contained mode: image file {path} of image id {image_id} is missing; "
                 "restore it or build in reference mode"
             )
-        cache[file_name] = path.read_bytes()
+        data = path.read_bytes()
+        if not data:
+            raise ValueError(f"self-contained mode: image file {path} of image id {image_id} is empty (0 bytes); "
+                             "restore it or build in reference mode")
+        cache[file_name] = data
     return {"bytes": cache[file_name], "path": file_name}
 
 
@@ -306,6 +326,126 @@ def _card_for(source: str, root: Path) -> SourceCard:
     return CARDS["shapes"] if (root / "shapes_world.json").is_file() else CARDS[source]
 
 
+# --- folder ownership and transactions -------------------------------------------------------------------
+
+_OWN_TOP = ("README.md", "build_info.json")
+_OWN_PARQUET = re.compile(r"^data/[^/]+/seed\d+/(train|validation|test)\.parquet$")
+_DEFAULTS: dict[str, bool] = {"overwrite": False, "allow_empty": False}
+
+
+@contextlib.contextmanager
+def folder_options(overwrite: bool | None = None, allow_empty: bool | None = None) -> Iterator[None]:
+    """Defaults of ``overwrite``/``allow_empty`` for builds inside the block (for builders that do not pass them)."""
+    saved = dict(_DEFAULTS)
+    if overwrite is not None:
+        _DEFAULTS["overwrite"] = overwrite
+    if allow_empty is not None:
+        _DEFAULTS["allow_empty"] = allow_empty
+    try:
+        yield
+    finally:
+        _DEFAULTS.update(saved)
+
+
+def _relative_files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def _own_files(folder: Path) -> set[str]:
+    """Files of ``folder`` that a previous build wrote: the card, build_info.json and its Parquet files."""
+    info_path = folder / "build_info.json"
+    try:
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(info, dict) or not isinstance(info.get("families"), dict) or "source" not in info:
+        return set()  # a build_info.json that is not ours
+    own = {name for name in _OWN_TOP if (folder / name).is_file()}
+    files = info.get("files")
+    listed = set(files) if isinstance(files, dict) else None
+    for name in _relative_files(folder):
+        if _OWN_PARQUET.match(name) and (listed is None or name in listed):
+            own.add(name)
+    return own
+
+
+def foreign_files(folder: str | Path) -> list[str]:
+    """Files under ``folder`` (relative paths) that no clip_cycles build wrote."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    own = _own_files(folder)
+    return [name for name in _relative_files(folder) if name not in own]
+
+
+def _check_out(out: Path, overwrite: bool) -> list[str]:
+    """Refuse an ``out`` that is a file, or holds foreign files without ``overwrite``; returns the foreign files."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder; choose another --out")
+    foreign = foreign_files(out)
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ValueError(
+            f"--out {out} holds files clip_cycles did not write ({shown}); choose an empty or new folder, or pass "
+            "--overwrite to replace only the card, build_info.json and data/<family>/seed<k>/<split>.parquet"
+        )
+    return foreign
+
+
+def _staging(out: Path) -> Path:
+    staging = out.parent / f".{out.name}.building-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def _commit(staging: Path, out: Path, foreign: Sequence[str]) -> None:
+    """Move a checked staging folder into place; only the project's own files of ``out`` are replaced."""
+    if not out.exists():
+        os.replace(staging, out)
+        return
+    if not foreign:
+        # Everything in ``out`` is ours: swap whole folders, then drop the old one.
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(out, old)
+        os.replace(staging, out)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    # Foreign files stay (--overwrite): remove our old files, move the new ones in, card and info last.
+    for name in sorted(_own_files(out)):
+        (out / name).unlink()
+    new = _relative_files(staging)
+    for name in sorted(new, key=lambda n: (n in _OWN_TOP, n)):
+        target = out / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staging / name, target)
+    for directory in sorted((p for p in (out / "data").rglob("*") if p.is_dir()), reverse=True):
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only empty ones: folders of families no longer built
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def _file_records(folder: Path, names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    records = {}
+    for name in sorted(names):
+        path = folder / name
+        records[name] = {"rows": int(pq.ParquetFile(path).metadata.num_rows), "sha256": _sha256(path)}
+    return records
+
+
+def _sha256(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
 def write_folder(
     out: str | Path,
     index: Any,
@@ -318,29 +458,59 @@ def write_folder(
     validation_fraction: float,
     skipped: Mapping[str, int] | None = None,
     extra_info: Mapping[str, Any] | None = None,
+    overwrite: bool | None = None,
+    allow_empty: bool | None = None,
 ) -> Path:
-    """Write Parquet files, ``build_info.json`` and the card for built families; returns ``out``.
+    """Write Parquet files, ``build_info.json`` and the card for built families, as one transaction; returns ``out``.
 
-    Any stale ``data/`` tree under ``out`` is replaced so the folder matches the card.
+    Everything goes to a temporary sibling folder, is verified, and then replaces the
+    previous build; on any failure ``out`` is left as it was. ``out`` holding files no
+    build wrote is refused unless ``overwrite`` (then only the project's own files are
+    replaced); a build with no available family is refused unless ``allow_empty``.
     """
     from tqdm.auto import tqdm
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    overwrite = _DEFAULTS["overwrite"] if overwrite is None else overwrite
+    allow_empty = _DEFAULTS["allow_empty"] if allow_empty is None else allow_empty
     out = Path(out)
     root = Path(index.root)
-    if (out / "data").exists():
-        shutil.rmtree(out / "data")
-    out.mkdir(parents=True, exist_ok=True)
+    if not any(b.available for b in builds) and not allow_empty:
+        reasons = "; ".join(f"{b.name}: {b.reason}" for b in builds) or "no family was requested"
+        raise ValueError(f"no family is available, nothing was written to {out} ({reasons}); lower --min-cycles, "
+                         "use a larger pool, or pass --allow-empty to write the folder anyway")
+    foreign = _check_out(out, overwrite)
+    staging = _staging(out)
+    try:
+        _write_into(staging, out.name, root, index, builds, mode, rebuild_command, pools, min_cycles,
+                    validation_fraction, skipped, extra_info, tqdm)
+        info = read_build_info(staging)
+        problems = verify_folder_files(staging, info)
+        if problems:
+            raise ValueError(f"the folder written for {out} does not verify: {'; '.join(problems)}")
+        _commit(staging, out, foreign)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _write_into(out: Path, folder_name: str, root: Path, index: Any, builds: Sequence[FamilyBuild], mode: str,
+                rebuild_command: str, pools: Mapping[str, int], min_cycles: int, validation_fraction: float,
+                skipped: Mapping[str, int] | None, extra_info: Mapping[str, Any] | None, tqdm: Any) -> None:
+    written = []
     for build in tqdm(builds, desc="writing parquet", disable=None):
         for seed, splits in sorted(build.records.items()):
             for split in SPLITS:
-                write_parquet(out / parquet_path(build.name, seed, split), splits[split], mode, root)
+                name = parquet_path(build.name, seed, split)
+                write_parquet(out / name, splits[split], mode, root)
+                written.append(name)
     info: dict[str, Any] = {
         "source": index.source,
         "source_root": str(root.resolve()),
         "mode": mode,
-        "folder_name": out.name,
+        "folder_name": folder_name,
         "families": {
             b.name: {
                 "available": b.available,
@@ -360,10 +530,137 @@ def write_folder(
         "validation_fraction": validation_fraction,
         "rebuild_command": rebuild_command,
         **(extra_info or {}),
+        "files": _file_records(out, written),
     }
     (out / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     (out / "README.md").write_text(render_card(info, builds, _card_for(index.source, root)), encoding="utf-8")
+
+
+# --- build_info.json and file verification (shared by evaluation and ``audit``) --------------------------
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def read_build_info(folder: Path) -> dict:
+    """Parse ``folder/build_info.json`` and validate its shape; errors name the file and field.
+
+    Raises FileNotFoundError when the file is missing and ValueError for unparsable JSON,
+    a top level that is not an object, or a missing / wrongly typed field (``source``,
+    ``source_root``, ``mode``, ``families`` with ``available`` and ``counts`` per family,
+    ``files`` with ``rows`` and ``sha256`` per Parquet file).
+    """
+    path = Path(folder) / "build_info.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: is {folder} a folder built by `clip-cycles build`?")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text at byte {error.start}; rebuild the folder") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}; "
+                         "rebuild the folder with `clip-cycles build`") from None
+
+    def bad(field_name: str, what: str) -> ValueError:
+        return ValueError(f"{path}: field {field_name!r} {what}; rebuild the folder with `clip-cycles build`")
+
+    if not isinstance(info, dict):
+        raise ValueError(f"{path}: top level must be a JSON object, got {type(info).__name__}; "
+                         "rebuild the folder with `clip-cycles build`")
+    for key in ("source", "source_root", "mode"):
+        if not isinstance(info.get(key), str) or not info[key]:
+            raise bad(key, "is missing or not a non-empty string")
+    if info["mode"] not in MODES:
+        raise bad("mode", f"is {info['mode']!r}, not one of {list(MODES)}")
+    families = info.get("families")
+    if not isinstance(families, dict):
+        raise bad("families", "is missing or not an object of family name -> entry")
+    if not families:
+        raise bad("families", "lists no families")
+    for name, entry in families.items():
+        where = f"families.{name}"
+        if not isinstance(entry, dict):
+            raise bad(where, "is not an object")
+        if not isinstance(entry.get("available"), bool):
+            raise bad(f"{where}.available", "is missing or not true/false")
+        counts = entry.get("counts")
+        if not isinstance(counts, dict):
+            raise bad(f"{where}.counts", "is missing or not an object of seed -> split counts")
+        for seed, splits in counts.items():
+            if not str(seed).isdigit():
+                raise bad(f"{where}.counts", f"has seed {seed!r}, not a non-negative integer")
+            if not isinstance(splits, dict) or not all(
+                    isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0
+                    for sp in SPLITS):
+                raise bad(f"{where}.counts.{seed}", f"needs non-negative integer counts for {list(SPLITS)}")
+    files = info.get("files")
+    if not isinstance(files, dict):
+        raise bad("files", "is missing (folders built before file digests were recorded) or not an object")
+    for name, record in files.items():
+        if not _OWN_PARQUET.match(str(name)):
+            raise bad(f"files.{name}", "is not a data/<family>/seed<k>/<split>.parquet path")
+        if not isinstance(record, dict) or not isinstance(record.get("rows"), int) \
+                or isinstance(record.get("rows"), bool) or record["rows"] < 0:
+            raise bad(f"files.{name}.rows", "is missing or not a non-negative integer")
+        if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
+            raise bad(f"files.{name}.sha256", "is missing or not a sha256 hex digest")
+    return info
+
+
+def expected_files(info: Mapping[str, Any]) -> dict[str, int]:
+    """Parquet files the families of ``info`` promise (available families, every seed and split) -> row count."""
+    out = {}
+    for name, entry in info["families"].items():
+        if not entry["available"]:
+            continue
+        for seed, counts in entry["counts"].items():
+            for split in SPLITS:
+                out[parquet_path(name, int(seed), split)] = counts[split]
     return out
+
+
+def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | None = None) -> list[str]:
+    """Check each Parquet file against ``info["files"]`` (rows, sha256) and the family counts.
+
+    Returns one problem string per mismatch, naming the file: missing, unlisted,
+    unreadable, a row count different from the record or the card's counts, a digest
+    that differs (the file was edited). ``families`` limits the check to those families.
+    """
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    wanted = None if families is None else set(families)
+
+    def included(name: str) -> bool:
+        return wanted is None or name.split("/")[1] in wanted
+
+    problems: list[str] = []
+    files: Mapping[str, Any] = info.get("files", {})
+    promised = expected_files(info)
+    for name in sorted(promised):
+        if included(name) and name not in files:
+            problems.append(f"{folder / name}: promised by families.*.counts but not listed under 'files' in "
+                            "build_info.json")
+    for name, record in sorted(files.items()):
+        if not included(name):
+            continue
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{path}: listed in build_info.json but missing")
+            continue
+        try:
+            rows = int(pq.ParquetFile(path).metadata.num_rows)
+        except Exception as error:  # pyarrow raises several types for a damaged file
+            problems.append(f"{path}: not a readable Parquet file ({type(error).__name__}: {error})")
+            continue
+        if rows != record["rows"]:
+            problems.append(f"{path}: {rows} rows but build_info.json records {record['rows']}")
+        if name in promised and promised[name] != record["rows"]:
+            problems.append(f"{path}: build_info.json records {record['rows']} rows but the family counts say "
+                            f"{promised[name]}")
+        if _sha256(path) != record["sha256"]:
+            problems.append(f"{path}: content differs from the sha256 in build_info.json (edited after the build); "
+                            "rebuild the folder")
+    return problems
 
 
 def _compact(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -385,6 +682,8 @@ def build_folder(
     rebuild_command: str,
     skipped: Mapping[str, int] | None = None,
     extra_info: Mapping[str, Any] | None = None,
+    overwrite: bool | None = None,
+    allow_empty: bool | None = None,
 ) -> tuple[Path, list[FamilyBuild]]:
     """Build, audit and write the named families of ``index.source``: the one call every source uses.
 
@@ -393,10 +692,12 @@ def build_folder(
     """
     if min_cycles < 1:
         raise ValueError(f"min_cycles must be at least 1, got {min_cycles}")
+    check_seeds(seeds)
     builds = build_families(index, families, train_pool, val_pool, seeds, min_cycles, validation_fraction)
     path = write_folder(
         out, index, builds, mode=mode, rebuild_command=rebuild_command,
         pools={"train": len(set(train_pool)), "val": len(set(val_pool))}, min_cycles=min_cycles,
-        validation_fraction=validation_fraction, skipped=skipped, extra_info=extra_info,
+        validation_fraction=validation_fraction, skipped=skipped, extra_info=extra_info, overwrite=overwrite,
+        allow_empty=allow_empty,
     )  # fmt: skip
     return path, builds

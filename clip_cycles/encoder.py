@@ -32,10 +32,12 @@ from clip_cycles.feature_cache import (
     CacheStats,
     FeatureNamespace,
     content_hash,
+    local_weights_path,
     namespaces_for,
     read_manifest,
     stable_repr,
     text_hash,
+    weights_fingerprint,
     write_manifest,
 )
 
@@ -58,15 +60,21 @@ class ImageItem:
 
     def read_bytes(self) -> bytes:
         if self.data is not None:
-            return self.data
-        if self.path is None:
+            data = self.data
+        elif self.path is None:
             raise ValueError(f"image {self.key!r} has neither a path nor bytes")
-        try:
-            return self.path.read_bytes()
-        except FileNotFoundError as error:
-            raise FileNotFoundError(f"image {self.key!r} not found at {self.path}") from error
-        except OSError as error:
-            raise ValueError(f"image {self.key!r} at {self.path} is unreadable: {error}") from error
+        else:
+            try:
+                data = self.path.read_bytes()
+            except FileNotFoundError as error:
+                raise FileNotFoundError(f"image {self.key!r} not found at {self.path}") from error
+            except OSError as error:
+                raise ValueError(f"image {self.key!r} at {self.path} is unreadable: {error}") from error
+        if not data:
+            where = f" at {self.path}" if self.path is not None else " (embedded)"
+            raise ValueError(f"image {self.key!r}{where} is an empty (0-byte) file; restore it or pass "
+                             "--skip-bad-images to count and skip it")
+        return data
 
 
 @dataclass
@@ -91,17 +99,28 @@ class ModelSpec:
     def precision(self) -> str:
         return "amp" if self.amp and self.device.startswith("cuda") else "fp32"
 
-    def description(self) -> dict[str, Any]:
-        """The model identity used in cache keys."""
+    def description(self, hash_cache: str | Path | None = None) -> dict[str, Any]:
+        """The model identity used in cache keys: names plus the content of any local weights.
+
+        A checkpoint file, a ``local-dir:`` folder or a Hugging Face folder enters by size,
+        mtime and sha256 of each file (hashes remembered per file in ``hash_cache``), so
+        replaced weights never reuse old features.
+        """
         random_init = is_random_init(self.pretrained)
         # The seed is part of the key even with weights: a local-dir config without a
         # checkpoint is random-init whatever its pretrained tag says.
         desc: dict[str, Any] = {"backend": self.backend, "model": self.model,
                                 "pretrained": "" if random_init else self.pretrained, "precision": self.precision,
                                 "seed": self.seed}
-        if not random_init and os.path.isfile(self.pretrained or ""):
-            stat = os.stat(self.pretrained or "")
-            desc["checkpoint"] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        weights: dict[str, Any] = {}
+        model_path = local_weights_path(self.model)
+        if model_path is not None and (self.model.startswith("local-dir:") or self.backend != "open_clip"):
+            weights["model"] = weights_fingerprint(model_path, hash_cache)
+        pretrained_path = None if random_init else local_weights_path(self.pretrained)
+        if pretrained_path is not None:
+            weights["pretrained"] = weights_fingerprint(pretrained_path, hash_cache)
+        if weights:
+            desc["weights"] = weights
         desc["versions"] = {name: _version(name) for name in ("open_clip_torch", "transformers", "clip_benchmark")}
         return desc
 
@@ -203,6 +222,11 @@ class _ImageDataset:
             with Image.open(io.BytesIO(item.read_bytes())) as image:
                 image.load()
                 pixels = self.transform(image.convert("RGB"))
+        except Image.DecompressionBombError as error:
+            # PIL refuses images over 2x Image.MAX_IMAGE_PIXELS: a possible decompression bomb.
+            where = f" ({item.path})" if item.path is not None else ""
+            return index, None, (f"image {item.key!r}{where} is refused as a possible decompression bomb "
+                                 f"(more pixels than PIL allows): {error}")
         except (OSError, ValueError, UnidentifiedImageError) as error:
             where = f" ({item.path})" if item.path is not None else ""
             return index, None, f"image {item.key!r}{where} cannot be decoded: {type(error).__name__}: {error}"
@@ -267,6 +291,7 @@ class _Session:
         self.stats = stats
         self.loaded: tuple[Any, Any, Any] | None = None
         self.namespaces: dict[str, FeatureNamespace] | None = None
+        self._description: dict[str, Any] | None = None
 
     def get(self) -> tuple[Any, Any, Any]:
         if self.loaded is None:
@@ -278,7 +303,7 @@ class _Session:
         if self.cache_root is None:
             return None
         if self.namespaces is None:
-            desc = self.spec.description()
+            desc = self.description()
             manifest = read_manifest(self.cache_root, desc)
             if manifest is None:
                 _, transform, tokenizer = self.get()
@@ -289,13 +314,20 @@ class _Session:
             self.namespaces = namespaces_for(self.cache_root, desc, prep)
         return self.namespaces
 
+    def description(self) -> dict[str, Any]:
+        """The spec's cache identity, computed (and its weights hashed) once per session."""
+        if self._description is None:
+            assert self.cache_root is not None
+            self._description = self.spec.description(self.cache_root / "fingerprints")
+        return self._description
+
     def check_preprocessing(self) -> None:
         """After a load, make sure the manifest used for lookups still describes this model."""
         if self.cache_root is None or self.loaded is None or self.namespaces is None:
             return
         _, transform, tokenizer = self.loaded
         prep = preprocessing_ids(transform, tokenizer, self.spec.precision)
-        desc = self.spec.description()
+        desc = self.description()
         if namespaces_for(self.cache_root, desc, prep)["image"].name != self.namespaces["image"].name or \
                 namespaces_for(self.cache_root, desc, prep)["text"].name != self.namespaces["text"].name:
             # The library changed the preprocessing since the manifest was written: re-key.
@@ -420,6 +452,8 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
             session.check_preprocessing()
             namespaces = session.namespaces
             assert namespaces is not None
+            for ns in namespaces.values():  # count each item once: this lookup replaces the first
+                ns.stats.hits = ns.stats.misses = 0
             image_table, missing_images = namespaces["image"].lookup(list(by_hash))
             text_table, missing_texts = namespaces["text"].lookup(list(caption_hashes.values()))
     else:

@@ -36,7 +36,7 @@ import numpy as np
 
 from clip_cycles.contrast import block_scores_from_embeddings, cycle_acc, deltas_from_blocks, mean_and_sd
 from clip_cycles.encoder import EncodedFeatures, ImageItem, ModelSpec, add_model_arguments
-from clip_cycles.tasks import TaskSpec, expand_tasks
+from clip_cycles.tasks import TaskSpec, check_seeds, expand_tasks, seed_argument
 from clip_cycles.winoground import winoground_scores
 
 #: clip_benchmark's task name for cycle results (the ``task`` field and ``{task}`` in --output).
@@ -80,20 +80,58 @@ class BuiltFolder:
         return self.source == "shapes" or (self.source_root / "shapes_world.json").is_file()
 
 
-def open_built_folder(root: str | Path) -> BuiltFolder:
-    """Read ``build_info.json`` of a built folder; errors name the file and field."""
+def open_built_folder(root: str | Path, families: Sequence[str] | None = None, verify: bool = True) -> BuiltFolder:
+    """Read and validate ``build_info.json`` of a built folder, then verify its Parquet files.
+
+    Errors name the file and field; with ``verify`` every Parquet file of ``families``
+    (default: all) must have the row count and sha256 recorded at build time, else a
+    ValueError names each mismatching file: an edited folder is never scored.
+    """
+    from clip_cycles.dataset_folder import read_build_info, verify_folder_files
+
     root = Path(root)
-    path = root / "build_info.json"
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path} is not valid JSON: {error}") from error
-    if not isinstance(info, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    for key in ("source", "families"):
-        if key not in info:
-            raise ValueError(f"{path}: field {key!r} is missing (rebuild the folder with `clip-cycles build`)")
+    info = read_build_info(root)
+    if verify:
+        problems = verify_folder_files(root, info, families=families)
+        if problems:
+            raise ValueError(
+                f"{root} does not match its build_info.json, refusing to score it: " + "; ".join(problems)
+                + f". Rebuild it: {info.get('rebuild_command', 'clip-cycles build ...')}"
+            )
     return BuiltFolder(root, info)
+
+
+def raw_root_fingerprint(kind: str, root: Path, hash_cache: Path | None = None) -> dict[str, Any]:
+    """Content fingerprint of a raw source root: its annotation files and its image listing.
+
+    Annotation files (COCO ``annotations/*.json``, GQA ``*_sceneGraphs.json``, the shapes
+    world's marker) enter by size, mtime and sha256 (remembered per file in
+    ``hash_cache``); image folders by their listing with size and mtime, without reading
+    the images. Any change gives a different fingerprint.
+    """
+    from clip_cycles.feature_cache import file_fingerprint, listing_fingerprint
+
+    root = root.resolve()
+    annotation_files = sorted({*root.glob("annotations/*.json"), *root.glob("*_sceneGraphs.json"),
+                               *root.glob("shapes_world.json")})
+    annotations = {p.relative_to(root).as_posix(): file_fingerprint(p, hash_cache) for p in annotation_files}
+    image_dirs = ["train2017", "val2017"] if kind in ("coco", "shapes") else ["images"]
+    if kind == "shapes":
+        image_dirs = ["train2017", "val2017"]
+    images = {name: listing_fingerprint(root / name) for name in image_dirs if (root / name).is_dir()}
+    return {"kind": kind, "root": str(root), "annotations": annotations, "images": images}
+
+
+def _fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    """What differs between two raw-root fingerprints, in words."""
+    if not isinstance(old, dict):
+        return "no source fingerprint was stored with the cached build"
+    before, after = old.get("annotations", {}), new["annotations"]
+    changed = [f"{name} {'removed' if name not in after else 'added' if name not in before else 'changed'}"
+               for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
+    changed += [f"{name}/ listing changed" for name in sorted(set(old.get("images", {})) | set(new["images"]))
+                if old.get("images", {}).get(name) != new["images"].get(name)]
+    return ", ".join(changed) or "the fingerprint format changed"
 
 
 def raw_source_kind(root: Path) -> str | None:
@@ -129,7 +167,8 @@ def build_from_raw(source: str, raw_root: Path, families: Sequence[str], out: Pa
     from clip_cycles import build
 
     builders = {"coco": build.build_coco_folder, "gqa": build.build_gqa_folder}
-    folder, _ = builders[source](raw_root, out, families=list(families))
+    # allow_empty: an unavailable family is reported per task (its reason), not a failed build.
+    folder, _ = builders[source](raw_root, out, families=list(families), allow_empty=True)
     return Path(folder)
 
 
@@ -187,12 +226,12 @@ def resolve_dataset_roots(tasks: Sequence[TaskSpec], dataset_root: str | Path | 
         raise FileNotFoundError(f"--dataset_root {root} does not exist")
     out: dict[str, BuiltFolder] = {}
     if root is not None and (root / "build_info.json").is_file():
-        folder = open_built_folder(root)
+        folder = open_built_folder(root, families=sorted({t.config for t in tasks if t.config}))
         for task in tasks:
             _check_source(task, folder)
             out[task.name] = folder
         return out
-    from clip_cycles.feature_cache import digest
+    from clip_cycles.feature_cache import canonical_json, digest
 
     groups: dict[tuple[str, Path, str], list[TaskSpec]] = {}
     for task in tasks:
@@ -200,21 +239,43 @@ def resolve_dataset_roots(tasks: Sequence[TaskSpec], dataset_root: str | Path | 
         groups.setdefault((kind, raw, family_builder_source(task.config)), []).append(task)
     for (kind, raw, builder), members in groups.items():
         target = data_cache_dir / f"{kind}-{builder}-{digest(str(raw.resolve()), 16)}"
+        # The fingerprint of the raw root the cached build was made from sits beside it.
+        stamp = target.with_name(target.name + ".source.json")
+        fingerprint = raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints")
         needed = sorted({t.config for t in members})
         have: list[str] = []
+        why = ""
         if (target / "build_info.json").is_file():
-            have = sorted(open_built_folder(target).info.get("families", {}))
-        if not set(needed) <= set(have):
+            try:
+                stored = json.loads(stamp.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                stored = None
+            if stored != fingerprint:
+                why = f"the raw root changed since the cached build ({_fingerprint_changes(stored, fingerprint)})"
+            else:
+                try:
+                    have = sorted(open_built_folder(target).info.get("families", {}))
+                except (ValueError, FileNotFoundError) as error:
+                    why = f"the cached build does not verify ({error})"
+        if why or not set(needed) <= set(have):
             families = sorted(set(needed) | set(have))
-            print(f"building {builder} families {families} from {raw} into {target}", file=sys.stderr)
+            reason = why or f"families {sorted(set(needed) - set(have))} are not in the cached build"
+            print(f"building {builder} families {families} from {raw} into {target}: {reason}", file=sys.stderr)
             staging = target.with_name(target.name + f".building-{os.getpid()}")
             if staging.exists():
                 shutil.rmtree(staging)
             build(builder, raw, families, staging)
+            # Fingerprint again: a raw root edited during the build must not be stamped as its source.
+            if raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints") != fingerprint:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise ValueError(f"{raw} changed while the families were being built from it; run again")
             if target.exists():
                 shutil.rmtree(target)
             os.replace(staging, target)
-        folder = open_built_folder(target)
+            from clip_cycles.feature_cache import atomic_write_bytes
+
+            atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
+        folder = open_built_folder(target, families=needed)
         for task in members:
             out[task.name] = folder
     return out
@@ -374,6 +435,8 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     if unsupported:
         raise ValueError(f"tasks {unsupported} are not single-family cycle tasks; their runners "
                          "(clip_cycles.task_runners) encode what they need")
+    if seeds is not None:
+        check_seeds(seeds)
     data_cache = Path(data_cache_dir) if data_cache_dir else resolve_cache_dir(cache_dir) / "datasets"
     with main_process_first():  # rank 0 builds shared data folders once; the others reuse them
         folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
@@ -550,7 +613,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", default=DEFAULT_OUTPUT,
                         help="result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
                              "{task} {language} {pretrained_full_path}); '-' prints to stdout")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
+    parser.add_argument("--seeds", type=seed_argument, nargs="+", default=None,
+                        help="restrict to these seeds (non-negative integers)")
     parser.set_defaults(func=run)
 
 

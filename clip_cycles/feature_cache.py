@@ -7,10 +7,14 @@ Layout under the cache root::
     features/<namespace>/namespace.json     the description hashed into <namespace>
     features/<namespace>/<shard>.safetensors  one encoded batch: tensor "features" (n, d) float32,
                                             metadata "items" (JSON list of content hashes) and
-                                            "checksum" (sha256 of the feature bytes)
+                                            "checksum" (sha256 of the header and the feature bytes)
+    fingerprints/<digest>.json              per-file content hash, reused while size, mtime and inode hold
 
 A namespace is the hash of (backend, model, pretrained, preprocessing or tokenizer,
 precision, kind); an item is the sha256 of the image file bytes or the caption text.
+Local weights (checkpoint files, ``local-dir:`` and Hugging Face folders) enter the model
+key through :func:`weights_fingerprint`: size, mtime and sha256 of every file, the hash
+cached per file (:func:`file_sha256`) so large weights are hashed once per change.
 Each batch is written as its own shard through a temporary file and ``os.replace``, so
 a killed run leaves only whole shards and a rerun encodes only what is missing. A shard
 that does not parse, fails its checksum or holds non-finite values is deleted, counted
@@ -55,6 +59,17 @@ def content_hash(data: bytes) -> str:
 def text_hash(text: str) -> str:
     """Item key of a caption."""
     return hashlib.sha256(b"text\x00" + text.encode("utf-8")).hexdigest()
+
+
+def shard_checksum(items: Sequence[str], features: np.ndarray) -> str:
+    """sha256 over the shard header (items, shape, dtype) and the feature bytes.
+
+    The header is inside the checksum: two swapped item hashes give a different digest.
+    """
+    header = canonical_json({"items": list(items), "shape": list(features.shape), "dtype": str(features.dtype)})
+    hasher = hashlib.sha256(header.encode("utf-8") + b"\x00")
+    hasher.update(np.ascontiguousarray(features).tobytes())
+    return hasher.hexdigest()
 
 
 def stable_repr(obj: Any) -> str:
@@ -124,8 +139,8 @@ class FeatureNamespace:
         items = json.loads(meta["items"])
         if features.ndim != 2 or features.dtype != np.float32 or features.shape[0] != len(items):
             raise ValueError(f"shape {features.shape} / dtype {features.dtype} does not fit {len(items)} items")
-        if hashlib.sha256(np.ascontiguousarray(features).tobytes()).hexdigest() != meta["checksum"]:
-            raise ValueError("checksum mismatch")
+        if shard_checksum(items, features) != meta["checksum"]:
+            raise ValueError("checksum mismatch (header or features changed)")
         if not np.isfinite(features).all():
             raise ValueError("non-finite values")
         return items, features
@@ -185,7 +200,7 @@ class FeatureNamespace:
         self._ensure_directory()
         meta = {
             "items": json.dumps(list(items)),
-            "checksum": hashlib.sha256(features.tobytes()).hexdigest(),
+            "checksum": shard_checksum(items, features),
         }
         path = self.directory / f"{digest(list(items), 32)}.safetensors"
         atomic_write_bytes(path, save({"features": features}, metadata=meta))
@@ -229,3 +244,105 @@ def namespaces_for(root: str | Path, model: Mapping[str, Any], preprocessing: Ma
                 "precision": preprocessing.get("precision")}
         out[kind] = FeatureNamespace(root, desc)
     return out
+
+
+# --------------------------------------------------------------------------- content fingerprints
+
+_HASH_CHUNK = 1 << 22
+#: In-process memo of file hashes: (resolved path, size, mtime_ns, inode, ctime_ns) -> sha256.
+_MEMO: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
+    """sha256 of a file's bytes, remembered per file while its size, mtime, inode and ctime are unchanged.
+
+    ``hash_cache`` (a directory) keeps the hashes across runs, one small JSON per file,
+    so multi-gigabyte weights are read once per change, not once per run.
+    """
+    path = Path(path).resolve()
+    stat = path.stat()
+    # ctime changes on every write and every utime, so a rewrite that restores size and mtime still rehashes.
+    key = (str(path), stat.st_size, stat.st_mtime_ns, stat.st_ino, stat.st_ctime_ns)
+    if key in _MEMO:
+        return _MEMO[key]
+    record_path = Path(hash_cache) / f"{digest(str(path), 32)}.json" if hash_cache is not None else None
+    if record_path is not None:
+        try:
+            record = json.loads(record_path.read_text(encoding="utf-8"))
+            if [record.get(k) for k in ("path", "size", "mtime_ns", "inode", "ctime_ns")] == list(key):
+                _MEMO[key] = str(record["sha256"])
+                return _MEMO[key]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # no or unreadable record: hash again
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_HASH_CHUNK), b""):
+            hasher.update(chunk)
+    value = hasher.hexdigest()
+    _MEMO[key] = value
+    if record_path is not None:
+        record = {"path": key[0], "size": key[1], "mtime_ns": key[2], "inode": key[3], "ctime_ns": key[4],
+                  "sha256": value}
+        try:
+            atomic_write_bytes(record_path, (canonical_json(record) + "\n").encode("utf-8"))
+        except OSError:
+            pass  # a read-only cache only costs a rehash next time
+    return value
+
+
+def file_fingerprint(path: str | Path, hash_cache: str | Path | None = None) -> dict[str, Any]:
+    """``{"size", "mtime_ns", "sha256"}`` of one file."""
+    stat = Path(path).stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": file_sha256(path, hash_cache)}
+
+
+def _files_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and ".tmp-" not in p.name)
+
+
+def weights_fingerprint(path: str | Path, hash_cache: str | Path | None = None) -> dict[str, Any]:
+    """Content fingerprint of local weights: a checkpoint file, or every file of a model folder.
+
+    A folder (``local-dir:`` OpenCLIP, a Hugging Face save) gives one entry per file
+    (relative path -> size, mtime, sha256) and their digest; replacing any file changes it.
+    """
+    path = Path(path)
+    if path.is_file():
+        return {"file": path.name, **file_fingerprint(path, hash_cache)}
+    if not path.is_dir():
+        raise FileNotFoundError(f"weights {path} do not exist")
+    files = {p.relative_to(path).as_posix(): file_fingerprint(p, hash_cache) for p in _files_under(path)}
+    return {"folder_files": len(files), "digest": digest(files, 64)}
+
+
+def local_weights_path(name: str | None) -> Path | None:
+    """The local file or folder a model name or pretrained value points at (``local-dir:`` stripped), else None."""
+    if not name:
+        return None
+    text = name[len("local-dir:"):] if name.startswith("local-dir:") else name
+    candidate = Path(text).expanduser()
+    try:
+        return candidate if candidate.exists() else None
+    except OSError:  # a hub id longer than the OS allows for a path
+        return None
+
+
+def listing_fingerprint(folder: Path, suffixes: Iterable[str] | None = None) -> dict[str, Any]:
+    """Digest of a folder's file listing (relative path, size, mtime) without reading the files: cheap for images."""
+    entries: list[tuple[str, int, int]] = []
+    if folder.is_dir():
+        stack = [folder]
+        while stack:
+            current = stack.pop()
+            with os.scandir(current) as it:
+                for entry in it:
+                    if entry.is_dir(follow_symlinks=True):
+                        stack.append(Path(entry.path))
+                    elif entry.is_file(follow_symlinks=True):
+                        if suffixes is not None and not entry.name.lower().endswith(tuple(suffixes)):
+                            continue
+                        stat = entry.stat()
+                        entries.append((Path(entry.path).relative_to(folder).as_posix(), stat.st_size,
+                                        stat.st_mtime_ns))
+    entries.sort()
+    return {"files": len(entries), "digest": digest(entries, 64)}

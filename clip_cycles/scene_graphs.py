@@ -14,6 +14,8 @@ What is an error and what is a counted skip:
   unsafe ``file_name`` (absolute or with ``..``), an image id the Parquet schema cannot
   hold (see :func:`gqa_int_id`), the same image id in two files.
 - Counted skips of the WHOLE image (reason -> count in :attr:`SceneGraphFile.skipped`):
+  a width or height that is not a finite positive number (``image_bad_size``), a box
+  with a NaN or infinite number (``box_not_finite``),
   a box with zero or negative area (``box_zero_area``), a box that does not intersect
   the image (``box_outside_image``), a relation whose target object id is missing
   (``relation_target_missing``), an image with no objects (``no_objects``). The image
@@ -151,10 +153,16 @@ def _read_json(path: Path) -> Any:
         ) from None
 
 
+class _NotFinite(ValueError):
+    """A number field holding NaN or infinity: the image is skipped and counted, not an error."""
+
+
 def _number(value: Any, where: str, name: str) -> float:
     # bool is an int subclass in Python; a box coordinate of true/false is a data error.
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where}: field {name!r} must be a finite number, got {value!r}")
+    if not math.isfinite(value):
+        raise _NotFinite(f"{where}: field {name!r} must be a finite number, got {value!r}")
     return float(value)
 
 
@@ -252,9 +260,12 @@ def parse_scene_graph(image_id: str, raw: Any, where: str) -> tuple[SceneGraph |
     for name in ("width", "height", "objects"):
         if name not in raw:
             raise ValueError(f"{where}: missing field {name!r}")
-    width, height = _number(raw["width"], where, "width"), _number(raw["height"], where, "height")
+    try:
+        width, height = _number(raw["width"], where, "width"), _number(raw["height"], where, "height")
+    except _NotFinite:
+        return None, "image_bad_size", 0
     if width <= 0 or height <= 0:
-        raise ValueError(f"{where}: width and height must be positive, got {width} x {height}")
+        return None, "image_bad_size", 0
     try:
         gqa_int_id(image_id)  # rejects ids the Parquet schema cannot hold
     except ValueError as error:
@@ -266,7 +277,10 @@ def parse_scene_graph(image_id: str, raw: Any, where: str) -> tuple[SceneGraph |
     objects_raw = raw["objects"]
     if not isinstance(objects_raw, dict):
         raise ValueError(f"{where}: field 'objects' must be a JSON object of object id -> object")
-    objects = [_parse_object(str(oid), obj, where) for oid, obj in sorted(objects_raw.items())]
+    try:
+        objects = [_parse_object(str(oid), obj, where) for oid, obj in sorted(objects_raw.items())]
+    except _NotFinite:
+        return None, "box_not_finite", 0
     if not objects:
         return None, "no_objects", 0
     ids = {o.object_id for o in objects}

@@ -36,6 +36,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -300,11 +303,67 @@ def _dump(path: Path, data: Any) -> None:
 def write_shapes_world(
     out: str | Path, n_images: int = 1000, seed: int = 0, image_size: int = 96, progress: bool | None = None
 ) -> Path:
-    """Generate and write the shapes world (COCO layout + GQA scene graphs) under ``out``; returns ``out``."""
-    from tqdm.auto import tqdm
+    """Generate and write the shapes world (COCO layout + GQA scene graphs) under ``out``; returns ``out``.
 
+    ``out`` must be new, empty, or a shapes world written before (which is then
+    replaced whole); a folder holding anything else (a COCO layout, other files) is
+    refused, so existing annotations and images are never overwritten. The world is
+    written into a temporary sibling and moved into place when complete.
+    """
     out = Path(out)
     world = generate_world(n_images, seed, image_size)
+    foreign = _foreign_files(out)
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ValueError(f"--out {out} holds files that are not a shapes world written by clip_cycles ({shown}); "
+                         "`build shapes` never writes into existing annotations or images: choose a new or empty folder")
+    staging = out.parent / f".{out.name}.building-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        _write_world(staging, world, image_size, progress)
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{os.getpid()}"
+            os.replace(out, old)
+            os.replace(staging, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+_WORLD_FILE = re.compile(
+    r"^(shapes_world\.json|(train|val)_sceneGraphs\.json|annotations/(instances|captions)_(train|val)2017\.json"
+    r"|(train|val)2017/\d{12}\.jpg)$"
+)
+
+
+def _foreign_files(out: Path) -> list[str]:
+    """Files under ``out`` a shapes-world write may not replace (all of them unless ``out`` is a shapes world)."""
+    if out.exists() and not out.is_dir():
+        return [out.name]
+    if not out.is_dir():
+        return []
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if not p.is_dir())
+    if not files:
+        return []
+    try:
+        marker = json.loads((out / "shapes_world.json").read_text(encoding="utf-8"))
+        ours = isinstance(marker, dict) and marker.get("kind") == "shapes"
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        return files
+    return [name for name in files if not _WORLD_FILE.match(name)]
+
+
+def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bool | None) -> None:
+    from tqdm.auto import tqdm
+
+    out.mkdir(parents=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
     categories = [{"id": i, "name": n, "supercategory": s} for i, n, s in CATEGORIES]
     cat_ids = {n: i for i, n, _ in CATEGORIES}
@@ -353,7 +412,6 @@ def write_shapes_world(
         _dump(out / f"{split.removesuffix('2017')}_sceneGraphs.json", bucket["graphs"])
     params = {key: world[key] for key in ("n_images", "seed", "image_size", "val_fraction")}
     _dump(out / "shapes_world.json", {"kind": "shapes", **params})
-    return out
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

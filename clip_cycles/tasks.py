@@ -47,11 +47,12 @@ over the collection's families. A YAML file of the same name takes precedence.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
 import yaml
 
@@ -253,15 +254,39 @@ def shipped_tasks_dir() -> Path:
     )
 
 
+def _field_line(path: Path, field_name: str) -> int | None:
+    """1-based line of a (dotted) field in a YAML file, or of its nearest present parent; None if unknown."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for part in field_name.split("."):
+        key = part.split("[", 1)[0]
+        if not isinstance(node, yaml.MappingNode):
+            break
+        found = next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
+        if found is None:
+            break
+        line = found[0].start_mark.line + 1
+        node = found[1]
+    return line
+
+
 def _bad(path: Path, field_name: str, message: str) -> ValueError:
-    return ValueError(f"{path}: field {field_name!r}: {message}")
+    line = _field_line(path, field_name) if path.is_file() else None
+    return ValueError(f"{path}{f' line {line}' if line else ''}: field {field_name!r}: {message}")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as error:
-        raise ValueError(f"{path}: not valid YAML: {error}") from error
+        mark = getattr(error, "problem_mark", None)
+        where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{path}{where}: not valid YAML: {error}") from error
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text at byte {error.start}: {error.reason}") from error
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a task file must hold a mapping, got {type(data).__name__}")
     return data
@@ -558,12 +583,18 @@ def _expand(entries: Mapping[str, AnyTask | GroupSpec], names: Iterable[str]) ->
 
 
 class TaskRegistry:
-    """All tasks and groups under a list of root directories (earlier roots win), plus the derived namespaces."""
+    """All tasks and groups under a list of root directories (earlier roots win), plus the derived namespaces.
+
+    A YAML file that does not validate makes only its own task unavailable:
+    :attr:`unavailable` maps the name its location gives it to the error (file, line,
+    field); asking for that task raises that error, every other task keeps working.
+    """
 
     def __init__(self, roots: Iterable[str | Path]) -> None:
         self.roots = [Path(r) for r in roots]
         self._entries: dict[str, AnyTask | GroupSpec] | None = None
         self._derived: set[str] = set()
+        self.unavailable: dict[str, str] = {}
 
     @classmethod
     def default(cls) -> TaskRegistry:
@@ -579,7 +610,14 @@ class TaskRegistry:
                 if not root.is_dir():
                     raise FileNotFoundError(f"task directory {root} does not exist (check {TASKS_PATH_ENV})")
                 for path in sorted(root.rglob("*.yaml")):
-                    spec = parse_task(path, root)
+                    name = path.relative_to(root).with_suffix("").as_posix()
+                    if name in entries or name in self.unavailable:
+                        continue  # an earlier root's file of the same name wins
+                    try:
+                        spec = parse_task(path, root)
+                    except ValueError as error:
+                        self.unavailable[name] = str(error)
+                        continue
                     entries.setdefault(spec.name, spec)
             self._check_members(entries)
             derived: dict[str, AnyTask | GroupSpec] = {}
@@ -591,18 +629,30 @@ class TaskRegistry:
             self._entries = entries
         return self._entries
 
-    @staticmethod
-    def _check_members(entries: Mapping[str, AnyTask | GroupSpec]) -> None:
-        for spec in entries.values():
-            if isinstance(spec, GroupSpec):
-                missing = [t for t in spec.tasks if t not in entries]
-                if missing:
-                    raise _bad(spec.path, "task", f"names unknown tasks {missing}")
-            elif isinstance(spec, TaskSpec) and spec.members:
-                bad = [t for t in spec.members
-                       if not (isinstance(entries.get(t), TaskSpec) and entries[t].config)]  # type: ignore[union-attr]
-                if bad:
-                    raise _bad(spec.path, "dataset_kwargs.tasks", f"names unknown or non-cycle tasks {bad}")
+    def _check_members(self, entries: dict[str, AnyTask | GroupSpec]) -> None:
+        """Groups and transfer tasks naming unknown tasks become unavailable (file and line named)."""
+        changed = True
+        while changed:
+            changed = False
+            for name, spec in list(entries.items()):
+                error = None
+                if isinstance(spec, GroupSpec):
+                    missing = [t for t in spec.tasks if t not in entries]
+                    broken = [t for t in missing if t in self.unavailable]
+                    if broken:
+                        error = _bad(spec.path, "task", f"names task {broken[0]!r}, which is unavailable "
+                                                        f"({self.unavailable[broken[0]]})")
+                    elif missing:
+                        error = _bad(spec.path, "task", f"names unknown tasks {missing}")
+                elif isinstance(spec, TaskSpec) and spec.members:
+                    bad = [t for t in spec.members
+                           if not (isinstance(entries.get(t), TaskSpec) and entries[t].config)]  # type: ignore[union-attr]
+                    if bad:
+                        error = _bad(spec.path, "dataset_kwargs.tasks", f"names unknown or non-cycle tasks {bad}")
+                if error is not None:
+                    self.unavailable[name] = str(error)
+                    del entries[name]
+                    changed = True
 
     def names(self) -> list[str]:
         """Every task and group name (derived ones included), sorted."""
@@ -620,6 +670,8 @@ class TaskRegistry:
 
     def get(self, name: str) -> AnyTask | GroupSpec:
         """The spec of ``name``; a ValueError lists the available names when it is unknown."""
+        if name not in self.entries and name in self.unavailable:
+            raise ValueError(f"task {name!r} is unavailable: {self.unavailable[name]}")
         if name not in self.entries:
             patterns = ", ".join(
                 f"{n.prefix}/<{'task or collection' if n.per_task else 'collection'} of {BASE_NAMESPACE}/> "
@@ -652,3 +704,27 @@ def get_task(name: str) -> AnyTask | GroupSpec:
 def expand_tasks(names: Iterable[str]) -> list[AnyTask]:
     """Expand task/group names with the default registry."""
     return TaskRegistry.default().expand(names)
+
+
+def check_seeds(seeds: Sequence[int]) -> list[int]:
+    """Seeds must be a non-empty list of distinct non-negative integers; the error names the bad one."""
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("--seeds needs at least one seed")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"--seeds: {seed!r} is not a non-negative integer (seeds are 0, 1, 2, ...)")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds repeats a seed: {seeds}")
+    return seeds
+
+
+def seed_argument(text: str) -> int:
+    """argparse type of one ``--seeds`` value: a non-negative integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; seeds are 0, 1, 2, ...")
+    return value

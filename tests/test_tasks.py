@@ -94,12 +94,17 @@ def test_schema_errors_name_file_and_field(tmp_path: Path, replace: tuple[str, s
 
 def test_task_name_must_match_file_location(tmp_path: Path) -> None:
     path = _write(tmp_path, "here", GOOD.format(name="elsewhere"))
-    with pytest.raises(ValueError, match="cycles/here"):
-        TaskRegistry([tmp_path]).names()
+    registry = TaskRegistry([tmp_path])
+    assert "cycles/here" not in registry.names()  # only this task is unavailable
+    with pytest.raises(ValueError, match="cycles/elsewhere") as info:
+        registry.get("cycles/here")
+    assert str(path) in str(info.value) and "line 1" in str(info.value)
     assert path.exists()
 
 
 def test_group_naming_unknown_task_is_an_error(tmp_path: Path) -> None:
     _write(tmp_path, "g", "group: cycles/g\ntask: [cycles/missing]\n")
+    registry = TaskRegistry([tmp_path])
+    assert "cycles/g" not in registry.names()
     with pytest.raises(ValueError, match="cycles/missing"):
-        TaskRegistry([tmp_path]).names()
+        registry.get("cycles/g")
