@@ -17,7 +17,11 @@ workers it waited for), the load average, and whether the floor's CycleAcc equal
 removed), which encodes only what the floor encodes.
 
     python benchmarks/bench_overhead.py [--n-images 3000] [--work DIR] [--no-audit-run]
-    python benchmarks/bench_overhead.py --n-images 10000      # the memory figure at 10,000 images
+    python benchmarks/bench_overhead.py --memory-images 10000   # adds the warm run's peak RSS at 10,000 images
+
+``--memory-images N`` also builds an N-image world and runs ours cold (to fill the caches)
+and warm there, reporting the warm run's peak RSS next to the number of cycles it reads,
+so the growth of memory with the cycles can be read off two sizes.
 """
 
 from __future__ import annotations
@@ -117,12 +121,47 @@ def build(work: Path, n_images: int) -> tuple[Path, list[str]]:
     return folder, [f for f in list_families("coco") if families.get(f, {}).get("available", True)]
 
 
+def count_cycles(folder: Path, families: list[str]) -> dict[str, int]:
+    """Rows of every split (all seeds) of ``families``, from the Parquet footers."""
+    import pyarrow.parquet as pq
+
+    counts = {"test": 0, "train": 0, "validation": 0}
+    for family in families:
+        for split in counts:
+            for path in (folder / "data" / family).glob(f"seed*/{split}.parquet"):
+                counts[split] += pq.ParquetFile(path).metadata.num_rows
+    return counts
+
+
+def eval_command(folder: Path, families: list[str], cache: Path, out: Path, batch_size: int) -> list[str]:
+    """``clip-cycles eval`` of the shapes tasks of ``families`` (cycles-tiny on CPU)."""
+    return [sys.executable, "-m", "clip_cycles", "eval", "--task", *[f"cycles/shapes_{f}" for f in families],
+            "--model", "cycles-tiny", "--pretrained", "shapes", "--dataset-root", str(folder), "--cache-dir", str(cache),
+            "--device", "cpu", "--batch-size", str(batch_size), "--output", str(out / "{dataset}.json")]
+
+
+def memory_at(work: Path, n_images: int, batch_size: int, env: dict[str, str]) -> dict[str, Any]:
+    """Cold then warm evaluation of an ``n_images`` world; the warm run's peak RSS and the cycles it read."""
+    folder, families = build(work, n_images)
+    cache = work / f"feature_cache{n_images}"
+    if cache.exists():
+        shutil.rmtree(cache)
+    command = eval_command(folder, families, cache, work / f"results{n_images}", batch_size)
+    t_cold, rss_cold, _ = run_measured(command, env)
+    t_warm, rss_warm, _ = run_measured(command, env)
+    cycles = count_cycles(folder, families)
+    return {"n_images": n_images, "cycles_read": cycles, "ours_cold_s": round(t_cold, 2),
+            "ours_warm_s": round(t_warm, 2), "peak_rss_mib": {"cold": rss_cold, "warm": rss_warm}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-images", type=int, default=3000, help="shapes world size (a quarter is the test pool)")
     parser.add_argument("--work", default=None, help="work directory (kept; a built world there is reused)")
     parser.add_argument("--no-audit-run", action="store_true", help="also time a cold run without the audit")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--memory-images", type=int, default=None,
+                        help="also state the warm run's peak RSS on a world of this many images (e.g. 10000)")
     args = parser.parse_args()
 
     from clip_cycles.encoder import MIN_CAPTION_BATCH
@@ -130,7 +169,6 @@ def main() -> None:
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     work.mkdir(parents=True, exist_ok=True)
     folder, families = build(work, args.n_images)
-    tasks = [f"cycles/shapes_{f}" for f in families]
     python = sys.executable
     floor_path = work / "floor.py"
     floor_path.write_text(FLOOR_SCRIPT)
@@ -138,16 +176,14 @@ def main() -> None:
     if cache.exists():
         shutil.rmtree(cache)
     out = work / "results"
-    eval_command = [python, "-m", "clip_cycles", "eval", "--task", *tasks, "--model", "cycles-tiny",
-                    "--pretrained", "shapes", "--dataset-root", str(folder), "--cache-dir", str(cache),
-                    "--device", "cpu", "--batch-size", str(args.batch_size), "--output", str(out / "{dataset}.json")]
+    command = eval_command(folder, families, cache, out, args.batch_size)
     env = {**os.environ, "TQDM_DISABLE": "1"}
     load_before = os.getloadavg()
     t_floor, rss_floor, floor_out = run_measured(
         [python, str(floor_path), str(folder), ",".join(families), str(args.batch_size),
          str(max(args.batch_size, MIN_CAPTION_BATCH))], env)
-    t_cold, rss_cold, _ = run_measured(eval_command, env)
-    t_warm, rss_warm, _ = run_measured(eval_command, env)
+    t_cold, rss_cold, _ = run_measured(command, env)
+    t_warm, rss_warm, _ = run_measured(command, env)
     result: dict[str, Any] = {}
     if args.no_audit_run:
         tasks_dir = work / "tasks_no_audit"
@@ -157,14 +193,17 @@ def main() -> None:
         fresh = work / "feature_cache_no_audit"
         if fresh.exists():
             shutil.rmtree(fresh)
-        command = [*eval_command]
-        command[command.index("--task") + 1:command.index("--model")] = [f"cycles/bench_{f}" for f in families]
-        command[command.index("--cache-dir") + 1] = str(fresh)
-        command[command.index("--output") + 1] = str(work / "results_no_audit" / "{dataset}.json")
-        t_plain, rss_plain, _ = run_measured(command, {**env, "CLIP_CYCLES_TASKS_PATH": str(tasks_dir)})
+        plain = eval_command(folder, families, fresh, work / "results_no_audit", args.batch_size)
+        plain[plain.index("--task") + 1:plain.index("--model")] = [f"cycles/bench_{f}" for f in families]
+        t_plain, _, _ = run_measured(plain, {**env, "CLIP_CYCLES_TASKS_PATH": str(tasks_dir)})
         result["ours_cold_no_audit_s"] = round(t_plain, 2)
         result["ratio_cold_no_audit"] = round(t_plain / t_floor, 3)
     load_after = os.getloadavg()
+    if args.memory_images:
+        result["memory"] = [
+            {"n_images": args.n_images, "cycles_read": count_cycles(folder, families), "peak_rss_mib": {"warm": rss_warm}},
+            memory_at(work, args.memory_images, args.batch_size, env),
+        ]
 
     floor = json.loads(floor_out)
     ours = {}
