@@ -461,17 +461,23 @@ def read_cycle_rows(folder: BuiltFolder, task: TaskSpec, seed: int, split: str) 
     Each distinct image value is resolved once (per folder) and each distinct caption
     formatted once; rows become (N, 2) index arrays. Errors name the file, row and cycle_id.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     _family_entry(folder, task)
     path = folder.root / "data" / task.config / f"seed{seed}" / f"{split}.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
-    schema = pq.read_schema(path)
-    missing = [c for c in ROW_FIELDS if c not in schema.names]
-    if missing:
-        raise ValueError(f"{path}: columns {missing} are missing (have {schema.names})")
-    table = pq.read_table(path, columns=list(ROW_FIELDS))
+    # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
+    try:
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            missing = [c for c in ROW_FIELDS if c not in names]
+            if missing:
+                raise ValueError(f"{path}: columns {missing} are missing (have {names})")
+            table = parquet.read(columns=list(ROW_FIELDS))
+    except pa.ArrowException as error:
+        raise ValueError(f"{path} is not a readable Parquet file ({error}); rebuild the folder") from error
     if table.num_rows == 0:
         raise ValueError(f"{path} holds no cycles")
     ids = _check_cycle_ids(path, table)

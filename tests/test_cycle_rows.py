@@ -273,6 +273,9 @@ def test_missing_columns_empty_files_and_wrong_types_are_clear_errors(shapes_cyc
     pq.write_table(table.set_column(table.schema.get_field_index("cycle_id"), "cycle_id", numbers), path)
     with pytest.raises(ValueError, match="column cycle_id holds int64"):
         read_cycle_rows(folder, task, 0, "test")
+    path.write_bytes(b"PAR1 not really")
+    with pytest.raises(ValueError, match="is not a readable Parquet file"):
+        read_cycle_rows(folder, task, 0, "test")
 
 
 def test_self_contained_images_read_from_their_embedded_bytes(shapes_cycles: Path, tmp_path: Path,
