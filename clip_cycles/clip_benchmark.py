@@ -44,7 +44,7 @@ class CycleBlocksDataset:
         self.transform = transform
 
     def __len__(self) -> int:
-        return len(self.rows.cycle_ids)
+        return len(self.rows)
 
     def _image(self, item: Any) -> Any:
         import io
@@ -66,11 +66,11 @@ class CycleBlocksDataset:
     def __getitem__(self, index: int) -> tuple[Any, list[str]]:
         import torch
 
-        first, second = self.rows.images[index]
+        first, second = self.rows.image_pair(index)
         images = [self._image(first), self._image(second)]
         if self.transform is not None:
             images = torch.stack(images)
-        return images, list(self.rows.captions[index])
+        return images, list(self.rows.caption_pair(index))
 
 
 def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: Any, split: str = "test",
@@ -90,12 +90,7 @@ def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: An
     data = load_task_data(task, folder, seeds)
     if data.unavailable is not None:
         raise ValueError(data.unavailable)
-    merged = CycleRows([], [], [])
-    for seed in sorted(data.splits):
-        rows = data.splits[seed][task.split]
-        merged.cycle_ids.extend(rows.cycle_ids)
-        merged.images.extend(rows.images)
-        merged.captions.extend(rows.captions)
+    merged = CycleRows.concat([data.splits[seed][task.split] for seed in sorted(data.splits)])
     return CycleBlocksDataset(merged, transform)
 
 

@@ -4,7 +4,8 @@ Callers hand over the images and captions of all cycles of all requested tasks; 
 encoder deduplicates them (images by file content, captions by text), serves what the
 feature cache (:mod:`clip_cycles.feature_cache`) already holds, loads the model only
 when something is missing, and encodes the rest in batches: images decoded in
-DataLoader workers, fp32 on CPU, autocast on CUDA. Each encoded batch is stored before
+DataLoader workers (:func:`default_num_workers`) while the main process encodes caption
+batches between image batches, fp32 on CPU, autocast on CUDA. Each encoded batch is stored before
 the next starts, so an interrupted run resumes where it stopped. Features come back
 L2-normalized (float32), one row per unique key, for cosine scoring.
 
@@ -18,12 +19,13 @@ Under ``torchrun`` the CLI shards the work across ranks (:mod:`clip_cycles.distr
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -44,6 +46,31 @@ from clip_cycles.feature_cache import (
 FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
 FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
 DEFAULT_BATCH_SIZE = 64
+#: Captions go in batches of at least this many: token tensors are small, and larger
+#: batches keep the text tower busy (and write fewer cache shards).
+MIN_CAPTION_BATCH = 256
+#: Never more decoding workers than this (decoding is cheap next to encoding).
+MAX_WORKERS = 4
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_num_workers(n_images: int, batch_size: int = DEFAULT_BATCH_SIZE, cpus: int | None = None) -> int:
+    """Image-decoding DataLoader workers: ``min(4, CPUs - 1)``, none for a job of at most two batches.
+
+    One CPU stays with the main process, which runs the model; a tiny job does not pay
+    for starting worker processes.
+    """
+    cpus = available_cpus() if cpus is None else cpus
+    if n_images <= 2 * batch_size:
+        return 0
+    return max(0, min(MAX_WORKERS, cpus - 1))
 
 
 class InjectedFault(RuntimeError):
@@ -350,13 +377,18 @@ def _image_contents(items: Sequence[ImageItem], skip_bad: bool, stats: EncodeSta
 
 def _encode_images(session: _Session, items: list[ImageItem], hashes: list[str], batch_size: int,
                    num_workers: int, skip_bad: bool, store: Callable[[list[str], np.ndarray], None],
-                   stats: EncodeStats) -> None:
+                   stats: EncodeStats, between: Callable[[], None] | None = None) -> None:
+    """Encode ``items`` in batches decoded by ``num_workers`` workers; ``between`` runs after each batch.
+
+    While the main process runs ``between`` (the caption batches), the workers keep
+    decoding the next image batches, so the model is not left waiting on decoding.
+    """
     import torch
 
     model, transform, _ = session.get()
     loader = torch.utils.data.DataLoader(
         _ImageDataset(items, transform), batch_size=batch_size, shuffle=False, num_workers=num_workers,
-        collate_fn=_collate,
+        collate_fn=_collate, prefetch_factor=4 if num_workers > 0 else None,
     )
     spec = session.spec
     autocast = torch.autocast("cuda") if spec.precision == "amp" else nullcontext()
@@ -366,18 +398,20 @@ def _encode_images(session: _Session, items: list[ImageItem], hashes: list[str],
             if not skip_bad:
                 raise ValueError(message + " (pass --skip-bad-images to count and skip it)")
             stats.bad_images[items[index].key] = message
-        if pixels is None:
-            continue
-        with torch.no_grad(), autocast:
-            output = model.encode_image(pixels.to(spec.device))
-        keys = [items[i].key for i in indices]
-        features = _check_output(output, len(indices), "image", keys)
-        stats.encoded_images += len(indices)
-        store([hashes[i] for i in indices], features)
+        if pixels is not None:
+            with torch.no_grad(), autocast:
+                output = model.encode_image(pixels.to(spec.device))
+            keys = [items[i].key for i in indices]
+            features = _check_output(output, len(indices), "image", keys)
+            stats.encoded_images += len(indices)
+            store([hashes[i] for i in indices], features)
+        if between is not None:
+            between()
 
 
 def _encode_captions(session: _Session, captions: list[str], batch_size: int,
-                     store: Callable[[list[str], np.ndarray], None], stats: EncodeStats) -> None:
+                     store: Callable[[list[str], np.ndarray], None], stats: EncodeStats) -> Iterator[None]:
+    """Encode ``captions`` batch by batch, yielding after each stored batch (so image batches can interleave)."""
     import torch
 
     model, _, tokenizer = session.get()
@@ -392,6 +426,7 @@ def _encode_captions(session: _Session, captions: list[str], batch_size: int,
         features = _check_output(output, len(batch), "caption", batch)
         stats.encoded_captions += len(batch)
         store([text_hash(c) for c in batch], features)
+        yield
 
 
 def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec,
@@ -417,8 +452,6 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
-    if num_workers is None:
-        num_workers = min(4, os.cpu_count() or 1)
     stats = EncodeStats()
     unique_images = list({item.key: item for item in images}.values())
     unique_captions = list(dict.fromkeys(captions))
@@ -473,13 +506,28 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
 
         return store
 
+    text_of = {h: c for c, h in caption_hashes.items()}
+    caption_batch = max(batch_size, MIN_CAPTION_BATCH)
+    caption_steps = _encode_captions(session, [text_of[h] for h in missing_texts], caption_batch,
+                                     storer("text", text_table), stats) if missing_texts else iter(())
     if missing_images:
         todo = [by_hash[h] for h in missing_images]
-        _encode_images(session, todo, missing_images, batch_size, num_workers, skip_bad_images,
-                       storer("image", image_table), stats)
-    if missing_texts:
-        text_of = {h: c for c, h in caption_hashes.items()}
-        _encode_captions(session, [text_of[h] for h in missing_texts], batch_size, storer("text", text_table), stats)
+        workers = default_num_workers(len(todo), batch_size) if num_workers is None else num_workers
+        between: Callable[[], None] | None = None
+        if workers > 0 and missing_texts:  # spread the caption batches over the image batches
+            n_caption_batches = math.ceil(len(missing_texts) / caption_batch)
+            per_image_batch = math.ceil(n_caption_batches / math.ceil(len(todo) / batch_size))
+
+            def advance() -> None:
+                for _ in range(per_image_batch):
+                    next(caption_steps, None)
+
+            between = advance
+
+        _encode_images(session, todo, missing_images, batch_size, workers, skip_bad_images,
+                       storer("image", image_table), stats, between)
+    for _ in caption_steps:  # what is left (all of them without decoding workers)
+        pass
 
     if namespaces is not None:
         merged = CacheStats()
@@ -548,7 +596,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
     parser.add_argument("--seed", type=int, default=0, help="torch seed before loading (random-init models)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
-    parser.add_argument("--num-workers", type=int, default=None, help="image decoding workers")
+    parser.add_argument("--num-workers", type=int, default=None,
+                        help="image decoding workers (default: min(4, CPUs - 1); none for jobs of at most two batches)")
     parser.add_argument("--skip-bad-images", action="store_true",
                         help="count and report missing or undecodable images (and drop their cycles) instead of failing")
 

@@ -24,6 +24,8 @@ language}`` so ``clip_benchmark build`` aggregates them to CSV.
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
 import json
 import os
 import shutil
@@ -67,6 +69,8 @@ class BuiltFolder:
 
     root: Path
     info: dict[str, Any]
+    #: file name -> its ImageItem, so each distinct image is resolved once per folder
+    image_items: dict[str, ImageItem] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -290,18 +294,67 @@ class UnavailableFamily(ValueError):
 
 @dataclass
 class CycleRows:
-    """The cycles of one (task, seed, split): two image items and two captions per row."""
+    """The cycles of one (task, seed, split), column-wise.
 
-    cycle_ids: list[str]
-    images: list[tuple[ImageItem, ImageItem]]
-    captions: list[tuple[str, str]]
+    Row ``i`` pairs images ``image_items[image_index[i, 0]]`` and ``image_items[image_index[i, 1]]``
+    with captions ``captions[caption_index[i, 0]]`` and ``captions[caption_index[i, 1]]``.
+    ``image_items`` and ``captions`` (formatted by the task) are unique, in order of first
+    appearance (row by row, ``_0`` before ``_1``); ``cycle_ids`` is a pyarrow string array.
+    """
+
+    cycle_ids: Any
+    image_items: list[ImageItem]
+    image_index: np.ndarray
+    captions: list[str]
+    caption_index: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.image_index.shape[0])
+
+    def image_pair(self, i: int) -> tuple[ImageItem, ImageItem]:
+        """The two image items of row ``i``."""
+        a, b = self.image_index[i]
+        return self.image_items[a], self.image_items[b]
+
+    def caption_pair(self, i: int) -> tuple[str, str]:
+        """The two (formatted) captions of row ``i``."""
+        a, b = self.caption_index[i]
+        return self.captions[a], self.captions[b]
+
+    @classmethod
+    def concat(cls, parts: Sequence[CycleRows]) -> CycleRows:
+        """The rows of ``parts`` one after another (items re-interned by key and text)."""
+        import pyarrow as pa
+
+        images: dict[str, int] = {}
+        items: list[ImageItem] = []
+        captions: dict[str, int] = {}
+        image_index, caption_index = [], []
+        for part in parts:
+            image_map = np.empty(len(part.image_items), dtype=np.int64)
+            for k, item in enumerate(part.image_items):
+                if item.key not in images:
+                    images[item.key] = len(items)
+                    items.append(item)
+                image_map[k] = images[item.key]
+            caption_map = np.array([captions.setdefault(c, len(captions)) for c in part.captions], dtype=np.int64)
+            image_index.append(image_map[part.image_index])
+            caption_index.append(caption_map[part.caption_index])
+        ids = pa.concat_arrays([pa.array(p.cycle_ids, type=pa.string()) for p in parts]) if parts else pa.array(
+            [], type=pa.string())
+        return cls(ids, items, np.concatenate(image_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
+                   list(captions), np.concatenate(caption_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64))
 
 
-def _image_item(value: Any, folder: BuiltFolder, where: str) -> ImageItem:
+def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
+    """The item of one image value (interned per folder for file names); ValueError says what is wrong."""
     if isinstance(value, str):
-        if not value or Path(value).is_absolute() or ".." in Path(value).parts:
-            raise ValueError(f"{where}: image file name {value!r} must be relative to the source root")
-        return ImageItem(key=value, path=folder.source_root / value)
+        item = folder.image_items.get(value)
+        if item is None:
+            if not value or Path(value).is_absolute() or ".." in Path(value).parts:
+                raise ValueError(f"image file name {value!r} must be relative to the source root")
+            item = folder.image_items[value] = ImageItem(key=value, path=folder.source_root / value)
+        return item
     if isinstance(value, dict) and (value.get("bytes") or value.get("path")):
         data = value.get("bytes")
         name = value.get("path") or ""
@@ -310,13 +363,145 @@ def _image_item(value: Any, folder: BuiltFolder, where: str) -> ImageItem:
         from clip_cycles.feature_cache import content_hash
 
         return ImageItem(key=name or f"sha256:{content_hash(data)}", data=bytes(data))
-    raise ValueError(f"{where}: image value must be a file name or a datasets.Image struct, got {type(value).__name__}")
+    raise ValueError(f"image value must be a file name or a datasets.Image struct, got {type(value).__name__}")
 
 
-def read_cycle_rows(folder: BuiltFolder, task: TaskSpec, seed: int, split: str) -> CycleRows:
-    """Read ``data/<family>/seed<k>/<split>.parquet`` of the task's family, validating each row."""
-    import pyarrow.parquet as pq
+def _where(path: Path, cycle_ids: Any, row: int) -> str:
+    cid = cycle_ids[row].as_py() if row < len(cycle_ids) else None
+    return f"{path} row {row} (cycle_id {cid!r})"
 
+
+def _stringlike(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _interleaved(path: Path, table: Any, first: str, second: str) -> Any:
+    """``first[0], second[0], first[1], second[1], ...`` as one array (the row order of the values)."""
+    import pyarrow as pa
+
+    a, b = table.column(first).combine_chunks(), table.column(second).combine_chunks()
+    if pa.types.is_null(a.type) != pa.types.is_null(b.type):  # an all-null column: nulls of the other type
+        a, b = (a.cast(b.type), b) if pa.types.is_null(a.type) else (a, b.cast(a.type))
+    if a.type != b.type:
+        if not (_stringlike(a.type) and _stringlike(b.type)):
+            raise ValueError(f"{path}: columns {first} ({a.type}) and {second} ({b.type}) must have the same type")
+        a, b = a.cast(pa.large_string()), b.cast(pa.large_string())
+    n = len(a)
+    order = np.empty(2 * n, dtype=np.int64)
+    order[0::2] = np.arange(n)
+    order[1::2] = np.arange(n, 2 * n)
+    return pa.concat_arrays([a, b]).take(pa.array(order))
+
+
+def _codes(values: Any) -> tuple[list[Any], np.ndarray]:
+    """Unique values (first appearance) and the (N, 2) int64 codes of an interleaved string array."""
+    encoded = values.dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return encoded.dictionary.to_pylist(), codes.reshape(-1, 2)
+
+
+def _first_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_cycle_ids(path: Path, table: Any) -> Any:
+    """The cycle_id column, after checking every value is a unique non-empty string."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = table.column("cycle_id").combine_chunks()
+    message = "cycle_id must be a unique non-empty string"
+    if not _stringlike(ids.type) and not pa.types.is_null(ids.type):
+        raise ValueError(f"{path}: column cycle_id holds {ids.type}; {message}")
+    nulls = ids.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any():
+        raise ValueError(f"{_where(path, ids, _first_row(nulls))}: {message}")
+    empty = pc.utf8_length(ids).to_numpy(zero_copy_only=False) == 0
+    if empty.any():
+        raise ValueError(f"{_where(path, ids, _first_row(empty))}: {message}")
+    encoded = ids.dictionary_encode()
+    if len(encoded.dictionary) != len(ids):
+        _, first = np.unique(encoded.indices.to_numpy(zero_copy_only=False), return_index=True)
+        repeated = np.ones(len(ids), dtype=bool)
+        repeated[first] = False
+        raise ValueError(f"{_where(path, ids, _first_row(repeated))}: {message}")
+    return ids
+
+
+def _caption_columns(path: Path, table: Any, ids: Any, task: TaskSpec) -> tuple[list[str], np.ndarray]:
+    """Unique formatted captions and (N, 2) codes, after checking every caption."""
+    import pyarrow as pa
+
+    values = _interleaved(path, table, "caption_0", "caption_1")
+    if not _stringlike(values.type) and not pa.types.is_null(values.type):
+        raise ValueError(f"{path}: columns caption_0 and caption_1 hold {values.type}; captions must be strings")
+    nulls = values.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any():
+        k = _first_row(nulls)
+        raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
+    unique, codes = _codes(values)
+    for code, caption in enumerate(unique):
+        if not caption.strip():
+            k = _first_row(codes.ravel() == code)
+            raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
+    same = codes[:, 0] == codes[:, 1]
+    if same.any():
+        raise ValueError(f"{_where(path, ids, _first_row(same))}: caption_0 equals caption_1; "
+                         "a cycle needs two distinct captions")
+    formatted = [task.format_caption(c) for c in unique]
+    position: dict[str, int] = {}
+    remap = np.array([position.setdefault(text, len(position)) for text in formatted], dtype=np.int64)
+    return list(position), remap[codes]
+
+
+def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
+    """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
+
+    values = _interleaved(path, table, "image_0", "image_1")
+    nulls = values.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any():
+        k = _first_row(nulls)
+        raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a "
+                         "datasets.Image struct, got NoneType")
+    if _stringlike(values.type):
+        unique, codes = _codes(values)
+    else:  # datasets.Image structs (self-contained folders): one Python value per row
+        unique, flat = [], []
+        seen: dict[Any, int] = {}
+        for value in values.to_pylist():
+            marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
+            if marker not in seen:
+                seen[marker] = len(unique)
+                unique.append(value)
+            flat.append(seen[marker])
+        codes = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+    items: list[ImageItem] = []
+    for code, value in enumerate(unique):
+        try:
+            items.append(_image_item(value, folder))
+        except ValueError as error:
+            k = _first_row(codes.ravel() == code)
+            raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: {error}") from None
+    position: dict[str, int] = {}
+    keep: list[ImageItem] = []
+    remap = np.empty(len(items), dtype=np.int64)
+    for code, item in enumerate(items):
+        if item.key not in position:
+            position[item.key] = len(keep)
+            keep.append(item)
+        remap[code] = position[item.key]
+    codes = remap[codes]
+    same = codes[:, 0] == codes[:, 1]
+    if same.any():
+        raise ValueError(f"{_where(path, ids, _first_row(same))}: image_0 equals image_1; "
+                         "a cycle needs two distinct images")
+    return keep, codes
+
+
+def _family_entry(folder: BuiltFolder, task: TaskSpec, split: str) -> dict[str, Any]:
+    """The family's entry in build_info.json; UnavailableFamily when ``split`` of it is unavailable."""
     family = task.config
     entry = folder.info.get("families", {}).get(family)
     if not isinstance(entry, dict):
@@ -331,38 +516,38 @@ def read_cycle_rows(folder: BuiltFolder, task: TaskSpec, seed: int, split: str) 
         reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
         raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in "
                                 f"{folder.root}: {reason}")
-    path = folder.root / "data" / family / f"seed{seed}" / f"{split}.parquet"
+    return entry
+
+
+def read_cycle_rows(folder: BuiltFolder, task: TaskSpec, seed: int, split: str) -> CycleRows:
+    """Read ``data/<family>/seed<k>/<split>.parquet`` of the task's family column-wise, validating every row.
+
+    Each distinct image value is resolved once (per folder) and each distinct caption
+    formatted once; rows become (N, 2) index arrays. Errors name the file, row and cycle_id.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _family_entry(folder, task, split)
+    path = folder.root / "data" / task.config / f"seed{seed}" / f"{split}.parquet"
     if not path.is_file():
         raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
-    table = pq.read_table(path)
-    missing = [c for c in ROW_FIELDS if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{path}: columns {missing} are missing (have {table.column_names})")
-    columns = {c: table.column(c).to_pylist() for c in ROW_FIELDS}
-    rows = CycleRows([], [], [])
-    seen: set[str] = set()
-    for i in range(table.num_rows):
-        cid = columns["cycle_id"][i]
-        where = f"{path} row {i} (cycle_id {cid!r})"
-        if not isinstance(cid, str) or not cid or cid in seen:
-            raise ValueError(f"{where}: cycle_id must be a unique non-empty string")
-        seen.add(cid)
-        caps = (columns["caption_0"][i], columns["caption_1"][i])
-        for k, cap in enumerate(caps):
-            if not isinstance(cap, str) or not cap.strip():
-                raise ValueError(f"{where}: caption_{k} is empty or not a string")
-        if caps[0] == caps[1]:
-            raise ValueError(f"{where}: caption_0 equals caption_1; a cycle needs two distinct captions")
-        pair = (_image_item(columns["image_0"][i], folder, where + " image_0"),
-                _image_item(columns["image_1"][i], folder, where + " image_1"))
-        if pair[0].key == pair[1].key:
-            raise ValueError(f"{where}: image_0 equals image_1; a cycle needs two distinct images")
-        rows.cycle_ids.append(cid)
-        rows.images.append(pair)
-        rows.captions.append((task.format_caption(caps[0]), task.format_caption(caps[1])))
-    if not rows.cycle_ids:
+    # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
+    try:
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            missing = [c for c in ROW_FIELDS if c not in names]
+            if missing:
+                raise ValueError(f"{path}: columns {missing} are missing (have {names})")
+            table = parquet.read(columns=list(ROW_FIELDS))
+    except pa.ArrowException as error:
+        raise ValueError(f"{path} is not a readable Parquet file ({error}); rebuild the folder") from error
+    if table.num_rows == 0:
         raise ValueError(f"{path} holds no cycles")
-    return rows
+    ids = _check_cycle_ids(path, table)
+    captions, caption_index = _caption_columns(path, table, ids, task)
+    items, image_index = _image_columns(path, table, ids, folder)
+    return CycleRows(ids, items, image_index, captions, caption_index)
 
 
 @dataclass
@@ -389,7 +574,7 @@ def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | N
     data = TaskData(task, folder)
     wanted = (task.split, task.train_split, "validation") if with_audit else (task.split,)
     try:
-        read_cycle_rows(folder, task, (seeds or task.seeds)[0], task.split)
+        _family_entry(folder, task, task.split)
     except UnavailableFamily as reason:
         print(f"warning: {reason}", file=sys.stderr)
         data.unavailable = str(reason)
@@ -404,6 +589,18 @@ def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | N
     if data.audit_unavailable is not None:  # nothing but the scored split is needed (or encoded) then
         data.splits = {seed: {task.split: rows[task.split]} for seed, rows in data.splits.items()}
     return data
+
+
+def unique_items(loaded: Sequence[TaskData]) -> tuple[list[ImageItem], list[str]]:
+    """The unique image items (by key) and captions of every split of ``loaded``, in order of first appearance."""
+    images: dict[str, ImageItem] = {}
+    captions: dict[str, None] = {}
+    for data in loaded:
+        for rows in data.all_rows():
+            for item in rows.image_items:
+                images.setdefault(item.key, item)
+            captions.update(dict.fromkeys(rows.captions))
+    return list(images.values()), list(captions)
 
 
 # --------------------------------------------------------------------------- encoding and scoring
@@ -444,14 +641,7 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     for task in tasks:
         audit = ("additive_audit" in task.metric_names) if with_audit is None else with_audit
         loaded.append(load_task_data(task, folders[task.name], seeds, audit))
-    images: list[ImageItem] = []
-    captions: list[str] = []
-    for data in loaded:
-        for rows in data.all_rows():
-            for pair in rows.images:
-                images.extend(pair)
-            for pair in rows.captions:
-                captions.extend(pair)
+    images, captions = unique_items(loaded)
     encoded = encode_sharded(images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers,
                              skip_bad_images=skip_bad_images)
     return loaded, encoded
@@ -459,15 +649,15 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
 
 def cycle_index(rows: CycleRows, encoded: EncodedFeatures) -> tuple[np.ndarray, int]:
     """(N, 4) indices into the encoded tables; cycles touching a skipped image are dropped and counted."""
-    index = []
-    dropped = 0
-    for (a, b), (c0, c1) in zip(rows.images, rows.captions):
-        if a.key not in encoded.image_rows or b.key not in encoded.image_rows:
-            dropped += 1
-            continue
-        index.append((encoded.image_rows[a.key], encoded.image_rows[b.key], encoded.caption_rows[c0],
-                      encoded.caption_rows[c1]))
-    return np.asarray(index, dtype=np.int64).reshape(-1, 4), dropped
+    image_rows, caption_rows = encoded.image_rows, encoded.caption_rows
+    images = np.fromiter((image_rows.get(item.key, -1) for item in rows.image_items), dtype=np.int64,
+                         count=len(rows.image_items))
+    captions = np.fromiter((caption_rows[text] for text in rows.captions), dtype=np.int64, count=len(rows.captions))
+    index = np.concatenate([images[rows.image_index], captions[rows.caption_index]], axis=1)
+    keep = (index[:, :2] >= 0).all(axis=1)
+    if keep.all():
+        return index, 0
+    return np.ascontiguousarray(index[keep]), int((~keep).sum())
 
 
 def score_blocks(blocks: np.ndarray, tol: float) -> dict[str, Any]:
@@ -484,20 +674,90 @@ def score_blocks(blocks: np.ndarray, tol: float) -> dict[str, Any]:
     }
 
 
+#: Bumped when the audit's cached result format changes.
+AUDIT_CACHE_VERSION = 1
+
+
+@functools.lru_cache(maxsize=1)
+def _code_digest() -> str:
+    """sha256 of this package's Python sources and the numeric libraries' versions: cached audits follow the code."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256()
+    for source in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(source.name.encode("utf-8") + b"\x00" + source.read_bytes() + b"\x00")
+    for name in ("torch", "numpy"):
+        try:
+            h.update(f"{name}={version(name)}".encode())
+        except PackageNotFoundError:
+            h.update(f"{name}=".encode())
+    return h.hexdigest()
+
+
+def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]
+             ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """The feature rows ``parts`` use (in order of first use) and ``parts`` re-indexed into them.
+
+    The audit then depends on this task's cycles and features only, not on which other
+    tasks were encoded in the same run, so its cache key is stable.
+    """
+    out: list[list[np.ndarray]] = [[] for _ in parts]
+    tables = []
+    for table, cols in ((phi, slice(0, 2)), (psi, slice(2, 4))):
+        flat = np.concatenate([p[:, cols].ravel() for p in parts])
+        unique, first = np.unique(flat, return_index=True)
+        used = unique[np.argsort(first, kind="stable")]
+        lookup = np.full(table.shape[0], -1, dtype=np.int64)
+        lookup[used] = np.arange(used.shape[0])
+        tables.append(np.ascontiguousarray(table[used]))
+        for k, p in enumerate(parts):
+            out[k].append(lookup[p[:, cols]])
+    return tables[0], tables[1], [np.concatenate(cols, axis=1) for cols in out]
+
+
 def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
-           phi: np.ndarray, psi: np.ndarray) -> dict[str, Any]:
+           phi: np.ndarray, psi: np.ndarray, cache_dir: Path | None = None) -> dict[str, Any]:
+    """The additive audit of one seed; cached under ``cache_dir/audits`` keyed by its inputs' content."""
     from clip_cycles.additive_audit import additive_audit
+    from clip_cycles.feature_cache import atomic_write_bytes
 
     splits = data.splits[seed]
     train, _ = cycle_index(splits[task.train_split], encoded)
-    val, _ = cycle_index(splits["validation"], encoded) if "validation" in splits else (None, 0)
+    val = cycle_index(splits["validation"], encoded)[0] if "validation" in splits else None
     test, _ = cycle_index(splits[task.split], encoded)
-    report = additive_audit(phi, psi, train, test, val_cycles=val, seed=seed, tie_tol=task.tie_tolerance)
-    return report.to_dict()
+    parts = [train, test] if val is None else [train, test, val]
+    phi_c, psi_c, indexed = _compact(phi, psi, parts)
+    train, test = indexed[0], indexed[1]
+    val = indexed[2] if val is not None else None
+    path = None
+    if cache_dir is not None:
+        h = hashlib.sha256()
+        for array in (phi_c, psi_c, *indexed):
+            h.update(repr((array.dtype.str, array.shape)).encode("utf-8") + array.tobytes())
+        settings = {"version": AUDIT_CACHE_VERSION, "code": _code_digest(), "arrays": h.hexdigest(),
+                    "has_validation": val is not None, "seed": seed, "tie_tolerance": repr(task.tie_tolerance)}
+        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+        path = cache_dir / "audits" / f"{key}.json"
+        try:
+            cached = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"),
+                                                                                              dict):
+                return cached["report"]
+        except (OSError, ValueError):
+            pass  # absent or unreadable: compute (and rewrite) it
+    report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed,
+                            tie_tol=task.tie_tolerance).to_dict()
+    if path is not None:
+        payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)
+        atomic_write_bytes(path, payload.encode("utf-8"))
+    return report
 
 
-def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
-    """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd."""
+def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None = None) -> dict[str, Any]:
+    """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd.
+
+    ``cache_dir`` (the feature cache root) also keeps the additive audit's results.
+    """
     task = data.task
     if data.unavailable is not None:
         return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0,
@@ -516,7 +776,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
         if "additive_audit" in task.metric_names and data.audit_unavailable is None:
-            audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi)
+            audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
     metrics: dict[str, Any] = {}
     for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
         if name in task.metric_names:
@@ -591,7 +851,8 @@ def evaluate_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str
                                    num_workers, skip_bad_images, seeds=seeds)
     if encoded is None:
         return [], None
-    records = [result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded)) for data in loaded]
+    records = [result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache))
+               for data in loaded]
     return records, encoded
 
 

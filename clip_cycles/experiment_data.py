@@ -307,7 +307,13 @@ def load_from_tasks(
     folder declares unavailable are recorded in ``unavailable`` with the reason.
     """
     from clip_cycles.encoder import encode
-    from clip_cycles.evaluate import cycle_index, load_task_data, resolve_cache_dir, resolve_dataset_roots
+    from clip_cycles.evaluate import (
+        cycle_index,
+        load_task_data,
+        resolve_cache_dir,
+        resolve_dataset_roots,
+        unique_items,
+    )
     from clip_cycles.tasks import expand_tasks
 
     tasks = expand_tasks(task_names)
@@ -332,14 +338,7 @@ def load_from_tasks(
             unavailable[family_name(task.name)] = task_data.audit_unavailable
         else:
             loaded.append(task_data)
-    images, captions = [], []
-    for task_data in loaded:
-        for rows in task_data.all_rows():
-            for pair in rows.images:
-                images.extend(pair)
-            for pair in rows.captions:
-                captions.extend(pair)
-    unique_captions = list(dict.fromkeys(captions))
+    images, unique_captions = unique_items(loaded)
     extra = [marker_caption(c) for c in unique_captions] if with_markers else []
     encoded = encode(images, unique_captions + extra, spec, cache_dir, batch_size=batch_size,
                      num_workers=num_workers, skip_bad_images=skip_bad_images)

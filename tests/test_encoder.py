@@ -168,3 +168,25 @@ def test_features_backend_bypasses_models_and_names_missing_items(tmp_path: Path
     with pytest.raises(ValueError, match=r"has no image 'd\.jpg'"):
         encode([ImageItem("d.jpg")], ["x"], spec)
     shutil.rmtree(tmp_path)
+
+
+def test_default_workers_decode_while_captions_encode_and_change_no_feature(
+        shapes_world: Path, counting: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from clip_cycles import encoder
+
+    items, captions = _items(shapes_world)
+    monkeypatch.setattr(encoder, "available_cpus", lambda: 2)  # one decoding worker, as on a 2-core machine
+    before = len(counting["models"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # 10 images in batches of 2: five image batches, the one caption batch runs between them.
+        overlapped = encode(items, captions, _spec(), tmp_path / "cache", batch_size=2)
+    assert not [w for w in caught if "worker" in str(w.message)]
+    model = counting["models"][before]
+    assert (model.images, model.texts) == (10, 15)
+    sequential, *_ = _run(items, captions, None, counting)
+    assert overlapped.image_rows == sequential.image_rows and overlapped.caption_rows == sequential.caption_rows
+    np.testing.assert_allclose(overlapped.image_features, sequential.image_features, atol=1e-6)
+    np.testing.assert_allclose(overlapped.caption_features, sequential.caption_features, atol=1e-6)
