@@ -51,7 +51,7 @@ def build_coco_folder(
     ``num_proc`` processes share the heavy steps (same output for any count). ``margin`` and
     ``size_ratio`` are the geometric thresholds (None: the defaults 0.1 and 1.5).
     ``overwrite`` lets ``out`` hold files no build wrote (only the project's own are
-    replaced); ``allow_empty`` writes a folder in which no family is available.
+    replaced); ``allow_empty`` writes a folder in which no family has an available split.
     Returns the folder and the :class:`~clip_cycles.families.FamilyBuild` list.
     """
     from clip_cycles.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
@@ -120,7 +120,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="let --out hold other files; only the card, build_info.json and data/ Parquet are replaced")
     parser.add_argument("--allow-empty", action="store_true",
-                        help="write the folder even when no family is available (otherwise an error)")
+                        help="write the folder even when no family has an available split (otherwise an error)")
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
                         help=f"minimum cycles per split and seed (default {DEFAULT_MIN_CYCLES}); a short split is not "
                         "available (zero-shot scoring needs its scored split, probe experiments all three)")

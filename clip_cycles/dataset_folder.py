@@ -16,7 +16,7 @@ Builds are transactions: everything is written into a temporary sibling folder, 
 the previous folder intact. An ``--out`` holding files the project did not write is
 refused unless ``overwrite`` is given, and then only the project's own files (card,
 ``build_info.json``, ``data/<family>/seed<k>/<split>.parquet``) are replaced. A build in
-which no family is available is refused unless ``allow_empty``.
+which no family has an available split is refused unless ``allow_empty``.
 
 ``build_info.json`` records each Parquet file's row count and sha256 under ``files``;
 :func:`read_build_info` validates its shape and :func:`verify_folder_files` the files,
@@ -466,7 +466,8 @@ def write_folder(
     Everything goes to a temporary sibling folder, is verified, and then replaces the
     previous build; on any failure ``out`` is left as it was. ``out`` holding files no
     build wrote is refused unless ``overwrite`` (then only the project's own files are
-    replaced); a build with no available family is refused unless ``allow_empty``.
+    replaced); a build in which no family has an available split is refused unless
+    ``allow_empty``.
     """
     from tqdm.auto import tqdm
 
@@ -476,9 +477,10 @@ def write_folder(
     allow_empty = _DEFAULTS["allow_empty"] if allow_empty is None else allow_empty
     out = Path(out)
     root = Path(index.root)
-    if not any(b.available for b in builds) and not allow_empty:
+    # A family short in some split still serves the splits that meet the rule (zero-shot scoring).
+    if not any(b.available or b.available_splits for b in builds) and not allow_empty:
         reasons = "; ".join(f"{b.name}: {b.reason}" for b in builds) or "no family was requested"
-        raise ValueError(f"no family is available, nothing was written to {out} ({reasons}); lower --min-cycles, "
+        raise ValueError(f"no family has an available split, nothing was written to {out} ({reasons}); lower --min-cycles, "
                          "use a larger pool, or pass --allow-empty to write the folder anyway")
     foreign = _check_out(out, overwrite)
     staging = _staging(out)

@@ -319,7 +319,7 @@ def test_5_build_with_no_available_family_fails_unless_allowed(shapes_world: Pat
     args = ["build", "coco", "--coco-root", str(shapes_world), "--out", str(out), "--families", FAMILY,
             "--seeds", "0", "--min-cycles", "100000"]
     assert main(args) != 0
-    assert "no family is available" in capsys.readouterr().err and not out.exists()
+    assert "no family has an available split" in capsys.readouterr().err and not out.exists()
     assert main(args + ["--allow-empty"]) == 0
     info = json.loads((out / "build_info.json").read_text())
     assert info["families"][FAMILY]["available"] is False and info["files"] == {}
