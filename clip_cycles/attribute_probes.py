@@ -496,6 +496,7 @@ def attribute_task_metrics(
             "seed": seed,
             "splitter": type(splitter).__name__,
             "fold_assignment": splitter.fold_assignment,
+            "split_embedding": context.split_embedding_for(strategy),
             "n_folds": splitter.get_n_splits(),
             "leakage": leakage_score(X, leakage_folds(splitter, X, folds), leakage_threshold).as_dict(),
         }

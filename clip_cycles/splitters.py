@@ -783,10 +783,19 @@ def attribute_folds(
     if splitter.uses_labels:
         from tqdm.auto import tqdm
 
-        return [
-            splitter.split_attribute(X, labels[:, a].astype(np.int64), names[a], groups)
-            for a in tqdm(range(labels.shape[1]), desc=f"folds ({type(splitter).__name__})", disable=None)
-        ]
+        columns = tqdm(range(labels.shape[1]), desc=f"folds ({type(splitter).__name__})", disable=None)
+        if type(splitter)._concept_groups is not ConceptSplitter._concept_groups:
+            # Group splitters: groups (k-means, similarity pairs) are computed once, dealt per attribute.
+            matrix = _check_matrix(X)
+            group_of, forced = splitter._concept_groups(matrix, groups)
+            return [
+                list(_stratified_group_folds(
+                    group_of, forced, _check_label_vector(labels[:, a], matrix.shape[0]),
+                    splitter.n_splits, splitter.n_repeats, splitter.random_state,
+                ))
+                for a in columns
+            ]
+        return [splitter.split_attribute(X, labels[:, a].astype(np.int64), names[a], groups) for a in columns]
     shared = list(splitter.split(X, None, groups))
     return [shared] * labels.shape[1]
 
@@ -904,6 +913,8 @@ class SplitContext:
         all models); None means each model's own embeddings.
     published:
         Strategy name -> a published split file (:func:`load_published_split`).
+    split_embedding_name:
+        What made ``split_embeddings`` (a model name or file), recorded in results.
     """
 
     concepts: tuple[str, ...]
@@ -911,6 +922,19 @@ class SplitContext:
     concept_groups: tuple[tuple[str, ...], ...] | None = None
     split_embeddings: np.ndarray | None = None
     published: dict[str, PublishedSplit] = field(default_factory=dict)
+    split_embedding_name: str | None = None
+
+    def split_embedding_for(self, strategy: str) -> str:
+        """Which embedding made the split of ``strategy``, for results."""
+        if strategy not in EMBEDDING_STRATEGIES:
+            return "not used by this strategy"
+        if self.split_embeddings is None:
+            return "each model's own embeddings"
+        return self.split_embedding_name or "a fixed split embedding"
+
+
+#: Strategies whose folds depend on an embedding (clustering, similarity).
+EMBEDDING_STRATEGIES: tuple[str, ...] = ("similarity", "clustering")
 
 
 @dataclass(frozen=True)

@@ -260,3 +260,16 @@ def test_group_folds_partition_property(sizes, n_splits, seed):
     for r in range(2):
         tested = np.sort(np.concatenate([t for _, t in folds[r * n_splits : (r + 1) * n_splits]]))
         assert np.array_equal(tested, np.arange(len(groups)))
+
+
+def test_attribute_folds_equal_per_attribute_split_calls(world):
+    """The batched path (groups computed once) gives exactly the folds of split(X, y) per attribute."""
+    context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
+    for name in ("clustering", "supercategory", "llm"):
+        splitter = make_splitter(name, context, 2, **({"n_clusters": 16} if name == "clustering" else {}))
+        folds = attribute_folds(splitter, world.embeddings, world.data.labels)
+        for a in (0, 5):
+            direct = list(splitter.split(world.embeddings, world.data.labels[:, a].astype(int)))
+            assert len(direct) == len(folds[a]) == 10
+            for (train, test), (train2, test2) in zip(direct, folds[a]):
+                assert np.array_equal(train, train2) and np.array_equal(test, test2), name
