@@ -248,3 +248,28 @@ def test_published_split_errors_name_the_problem(tmp_path, capsys):
                  "--k-values", "--out", str(tmp_path / "o")])
     assert code == 2
     assert "no folds for attribute 'has_wheels'" in capsys.readouterr().err
+
+
+def test_builder_writes_published_splits_as_configs(tmp_path):
+    import pyarrow.parquet as pq
+    from things_fixture import write_published_splits, write_things_root
+
+    info = write_things_root(tmp_path)
+    listed = ["has_wheels", "is_alive", "is_edible", "is_metal", "is_small"]
+    published = write_published_splits(tmp_path, listed, len(info["concepts"]))
+    out = tmp_path / "ds"
+    assert _builder().main([
+        "--things-root", str(tmp_path), "--embeddings", f"a={tmp_path / 'model_a.npz'}", "--attributes",
+        "attributes.json", "--min-concepts", "5", "--strategies", "random", "--seeds", "0",
+        "--published-split", "supercategory_paper=supercategory_splits.json", "--out", str(out),
+    ]) == 0
+    build_info = json.loads((out / "build_info.json").read_text())
+    assert build_info["strategies"] == ["random", "supercategory_paper"]
+    assert build_info["fold_assignment"] == "per_attribute" and build_info["split_embedding"] == "a"
+    rows = pq.read_table(out / "data" / "supercategory_paper" / "seed0.parquet").to_pylist()
+    concepts = info["concepts"]
+    assert [r["attribute"] for r in rows] == listed
+    for row in rows:
+        entry = published["supercategory"][row["attribute"]]
+        assert row["test_concepts"] == [concepts[i] for i in entry["test_idxs"]]
+        assert row["train_concepts"] == [concepts[i] for i in entry["train_idxs"]]
