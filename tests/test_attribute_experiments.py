@@ -273,3 +273,38 @@ def test_builder_writes_published_splits_as_configs(tmp_path):
         entry = published["supercategory"][row["attribute"]]
         assert row["test_concepts"] == [concepts[i] for i in entry["test_idxs"]]
         assert row["train_concepts"] == [concepts[i] for i in entry["train_idxs"]]
+
+
+def test_bad_split_inputs_are_clear_errors(tmp_path, capsys, monkeypatch):
+    from types import SimpleNamespace
+
+    from things_fixture import write_things_root
+
+    from clip_cycles.concepts import load_things
+    from clip_cycles.splitters import SupercategorySplit, load_published_split
+    from clip_cycles.task_runners import _split_embeddings
+
+    info = write_things_root(tmp_path)
+    concepts = info["concepts"]
+    (tmp_path / "overlap.json").write_text(json.dumps({"is_alive": {"train_idxs": [0, 1, 2], "test_idxs": [2, 3]}}))
+    with pytest.raises(ValueError, match=r"'is_alive' fold 0: 1 concepts are in both train and test \(first: 'animal_0'\)"):
+        load_published_split("x", tmp_path / "overlap.json", concepts, concepts)
+    base = ["splits", "--things-root", str(tmp_path), "--embeddings", f"a={tmp_path / 'model_a.npz'}",
+            "--min-concepts", "5", "--k-values", "--out", str(tmp_path / "o")]
+    for extra, message in (
+        (["--published-split", "noequals"], "expected NAME=FILE"),
+        (["--published-split", "random=overlap.json"], "'random' is already a strategy"),
+        (["--published-split", "p=missing.json"], "published split file"),
+    ):
+        assert main([*base, *extra]) == 2
+        assert message in capsys.readouterr().err, extra
+    with pytest.raises(ValueError, match="fold_assignment='mixed' is not one of"):
+        SupercategorySplit(["a", "b"], fold_assignment="mixed")
+    with pytest.raises(ValueError, match="multi_category='middle' is not one of"):
+        load_things(tmp_path, min_concepts=5, multi_category="middle")
+    # The runner's split embedding must cover every concept.
+    data = load_things(tmp_path, min_concepts=5)
+    np.savez(tmp_path / "partial.npz", concepts=np.array(concepts[:-2]), embeddings=np.zeros((len(concepts) - 2, 3)))
+    monkeypatch.delenv("CLIP_CYCLES_SPLIT_EMBEDDINGS", raising=False)
+    with pytest.raises(ValueError, match=r"partial\.npz lack 2 concepts \(first: \['thing_6', 'thing_7'\]\)"):
+        _split_embeddings(SimpleNamespace(split_embeddings="partial.npz"), data, tmp_path)
