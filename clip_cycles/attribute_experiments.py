@@ -7,8 +7,12 @@ embeds the root's concepts through the feature cache (mean image embedding over
 ``object_images/<concept>/*.jpg``, or with ``--concept-text`` the text embedding of the
 concept's name or definition), or the synthetic concept world. Output folder::
 
-    results.json     data summary, per model/strategy/seed metrics, table means, k ablation
-    results.md       Table 1 (F1 selectivity), Table 2 (CS), leakage, k ablation, skips
+    results.json     data summary, per model/strategy/seed metrics, table means, k ablation,
+                     degenerate folds per strategy, split embedding, published split files read
+    results.md       Table 1 (F1 selectivity), Table 2 (CS), leakage, degenerate folds, k ablation, skips
+
+Every strategy scores the same attributes (degenerate folds score F1 = 0); paper 2's
+published split files join the grid as strategies (``--published-split NAME=FILE``).
     figures/strategies.{png,svg}, figures/k_ablation.{png,svg}
 
 Same inputs and seeds give byte-identical files.
