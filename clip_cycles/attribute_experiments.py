@@ -7,8 +7,12 @@ embeds the root's concepts through the feature cache (mean image embedding over
 ``object_images/<concept>/*.jpg``, or with ``--concept-text`` the text embedding of the
 concept's name or definition), or the synthetic concept world. Output folder::
 
-    results.json     data summary, per model/strategy/seed metrics, table means, k ablation
-    results.md       Table 1 (F1 selectivity), Table 2 (CS), leakage, k ablation, skips
+    results.json     data summary, per model/strategy/seed metrics, table means, k ablation,
+                     degenerate folds per strategy, split embedding, published split files read
+    results.md       Table 1 (F1 selectivity), Table 2 (CS), leakage, degenerate folds, k ablation, skips
+
+Every strategy scores the same attributes (degenerate folds score F1 = 0); paper 2's
+published split files join the grid as strategies (``--published-split NAME=FILE``).
     figures/strategies.{png,svg}, figures/k_ablation.{png,svg}
 
 Same inputs and seeds give byte-identical files.
@@ -26,13 +30,24 @@ import numpy as np
 
 from clip_cycles.attribute_probes import PROBE_SOLVERS, attribute_task_metrics
 from clip_cycles.concepts import (
+    CONCEPT_LIST_NAMES,
     DEFAULT_MIN_CONCEPTS,
+    MULTI_CATEGORY_RULES,
     ConceptAttributeData,
+    _find_file,
     align_embeddings,
+    load_concept_list,
     load_embeddings_npz,
     load_things,
 )
-from clip_cycles.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
+from clip_cycles.splitters import (
+    FOLD_ASSIGNMENTS,
+    STRATEGIES,
+    SplitContext,
+    StrategyUnavailable,
+    load_concept_groups,
+    load_published_split,
+)
 
 PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
 DEFAULT_K_VALUES: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
@@ -65,8 +80,13 @@ def run_grid(
     seeds: Sequence[int],
     solver: str = "lockstep",
     cluster_k: int | None = None,
+    fold_assignment: str = "per_attribute",
 ) -> dict[str, object]:
-    """Metrics for every model x strategy x seed, the table means, and unavailable strategies."""
+    """Metrics for every model x strategy x seed, the table means, and unavailable strategies.
+
+    Every strategy is scored over the same attributes (degenerate folds score F1 = 0);
+    the table gives, per strategy, the degenerate fold count of each seed.
+    """
     grid: dict[str, dict[str, dict[str, object]]] = {}
     unavailable: dict[str, str] = {}
     for model, X in models.items():
@@ -74,7 +94,11 @@ def run_grid(
         for strategy in strategies:
             if strategy in unavailable:
                 continue
-            params = {"n_clusters": cluster_k} if strategy == "clustering" and cluster_k else None
+            params: dict[str, object] = {}
+            if strategy not in context.published:
+                params["fold_assignment"] = fold_assignment
+            if strategy == "clustering" and cluster_k:
+                params["n_clusters"] = cluster_k
             per_seed: dict[str, object] = {}
             try:
                 for seed in seeds:
@@ -92,6 +116,12 @@ def run_grid(
                 for metric in ("f1_selectivity", "cs")
             }
             | {"leakage": _mean_sd([per_seed[s]["leakage"]["mean_nearest_train_similarity"] for s in per_seed])}  # type: ignore[index]
+            | {
+                "n_attributes_scored": [per_seed[s]["n_attributes_scored"] for s in per_seed],  # type: ignore[index]
+                "n_degenerate_folds": [per_seed[s]["coverage"]["n_degenerate_folds"] for s in per_seed],  # type: ignore[index]
+                "n_attribute_folds": [per_seed[s]["coverage"]["n_attribute_folds"] for s in per_seed],  # type: ignore[index]
+                "split_embedding": next(iter(per_seed.values()))["split_embedding"],  # type: ignore[index]
+            }
             for strategy, per_seed in by_strategy.items()
         }
         for model, by_strategy in grid.items()
@@ -106,6 +136,7 @@ def run_k_ablation(
     k_values: Sequence[int],
     seeds: Sequence[int],
     solver: str = "lockstep",
+    fold_assignment: str = "per_attribute",
 ) -> dict[str, object]:
     """Clustering split over k: F1 selectivity and CS per model and k; k > n_concepts is skipped and named."""
     results: dict[str, dict[str, object]] = {}
@@ -119,7 +150,8 @@ def run_k_ablation(
                 continue
             runs = [
                 attribute_task_metrics(
-                    X, data, "clustering", seed, split_params={"n_clusters": k}, context=context, solver=solver
+                    X, data, "clustering", seed, split_params={"n_clusters": k, "fold_assignment": fold_assignment},
+                    context=context, solver=solver,
                 )
                 for seed in seeds
             ]
@@ -127,6 +159,7 @@ def run_k_ablation(
                 "f1_selectivity": _mean_sd([r["f1_selectivity"] for r in runs]),  # type: ignore[misc]
                 "cs": _mean_sd([r["cs"] for r in runs]),  # type: ignore[misc]
                 "n_attributes_scored": [r["n_attributes_scored"] for r in runs],
+                "n_degenerate_folds": [r["coverage"]["n_degenerate_folds"] for r in runs],  # type: ignore[index]
             }
     return {"results": results, "skipped": skipped}
 
@@ -156,6 +189,16 @@ def markdown_report(results: dict[str, object]) -> str:
             cells = [_fmt(by_strategy.get(s, {}).get(metric), digits) for s in strategies]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
+    lines += ["## Degenerate folds (scored F1 = 0) / all attribute folds, per seed; split embedding", ""]
+    lines += ["| model | strategy | degenerate folds | attributes scored | split embedding |", "|---|---|---|---|---|"]
+    for model, by_strategy in table.items():  # type: ignore[union-attr]
+        for s in strategies:
+            cell = by_strategy.get(s)
+            if cell:
+                folds = ", ".join(f"{d}/{n}" for d, n in zip(cell["n_degenerate_folds"], cell["n_attribute_folds"]))
+                scored = ", ".join(str(n) for n in cell["n_attributes_scored"])
+                lines.append(f"| {model} | {s} | {folds} | {scored} | {cell['split_embedding']} |")
+    lines.append("")
     unavailable = grid["unavailable"]  # type: ignore[index]
     if unavailable:
         lines += ["Unavailable strategies:", ""] + [f"- {k}: {v}" for k, v in sorted(unavailable.items())] + [""]
@@ -228,18 +271,46 @@ def _parse_model(spec: str) -> tuple[str, Path]:
     return (name, Path(path)) if sep else (Path(spec).stem, Path(spec))
 
 
+def _published_splits(
+    args: argparse.Namespace, data: ConceptAttributeData, index_concepts: Sequence[str], root: Path | None
+) -> dict[str, object]:
+    """``--published-split NAME=FILE`` files read against the data's concepts and attributes."""
+    published = {}
+    for spec in getattr(args, "published_split", None) or []:
+        name, sep, file = spec.partition("=")
+        if not sep or not name or not file:
+            raise ValueError(f"--published-split {spec!r}: expected NAME=FILE (e.g. supercategory_paper=splits.json)")
+        if name in STRATEGIES or name in published:
+            raise ValueError(f"--published-split name {name!r} is already a strategy; choose another name")
+        path = Path(file)
+        if root is not None and not path.is_absolute() and not path.exists():
+            path = root / path
+        published[name] = load_published_split(name, path, index_concepts, data.concepts, data.attributes)
+    return published
+
+
 def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[str, np.ndarray], SplitContext]:
     """Data, per-model embeddings (aligned on the concepts every model has) and the split context."""
+    attribute_list = getattr(args, "attributes", None)
     if args.synthetic:
         from clip_cycles.concept_world import ConceptWorldConfig, make_concept_world
+        from clip_cycles.concepts import load_attribute_list
 
         config = ConceptWorldConfig.things_sized() if args.synthetic == "things" else ConceptWorldConfig()
         world = make_concept_world(config, seed=args.world_seed)
-        context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
-        return world.data, {"synthetic": world.embeddings}, context
+        data = world.data
+        if attribute_list:
+            data = data.select_attributes(load_attribute_list(attribute_list), str(attribute_list))
+        published = _published_splits(args, data, world.data.concepts, None)
+        context = SplitContext(data.concepts, data.supercategories, world.llm_groups, published=published)  # type: ignore[arg-type]
+        return data, {"synthetic": world.embeddings}, context
     if not args.things_root or not (args.embeddings or args.model):
         raise ValueError("give --things-root with --model MODEL and/or --embeddings NAME=FILE.npz, or --synthetic")
-    data = load_things(args.things_root, args.pairs, args.concept_list, args.categories, args.min_concepts)
+    root = Path(args.things_root)
+    data = load_things(root, args.pairs, args.concept_list, args.categories, args.min_concepts,
+                       multi_category=getattr(args, "multi_category", "largest"), attributes=attribute_list)
+    # Published split files index the full concept list, before any concept is dropped.
+    index_concepts = load_concept_list(_find_file(root, args.concept_list, CONCEPT_LIST_NAMES, "concept list"))
     raw = {name: load_embeddings_npz(path) for name, path in map(_parse_model, args.embeddings)}
     if args.model:
         name, (data, matrix) = _embed_with_model(args, data)
@@ -250,6 +321,12 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
     common = set(data.concepts)
     for ids, _ in raw.values():
         common &= set(ids)
+    split_source = args.split_embeddings
+    split_raw = None
+    if split_source:
+        # A model name given with --embeddings/--model, or an npz file of its own.
+        split_raw = raw[split_source] if split_source in raw else load_embeddings_npz(split_source)
+        common &= set(split_raw[0])
     data = data.restrict(
         np.array([c in common for c in data.concepts]), args.min_concepts, reason="concept_without_embedding"
     )
@@ -260,11 +337,23 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
             raise ValueError(f"model {name}: embeddings with NaN changed the attribute set; fix the file")
     groups = tuple(tuple(g) for g in load_concept_groups(args.groups)) if args.groups else None
     split_embeddings = None
-    if args.split_embeddings:
-        ids, matrix = load_embeddings_npz(args.split_embeddings)
-        _, split_embeddings = align_embeddings(data, ids, matrix, args.min_concepts)
-    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings)
+    if split_raw is not None:
+        _, split_embeddings = align_embeddings(data, split_raw[0], split_raw[1], args.min_concepts)
+    published = _published_splits(args, data, index_concepts, root)
+    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
+                           published=published, split_embedding_name=split_source)  # type: ignore[arg-type]
     return data, models, context
+
+
+def strategy_names(args: argparse.Namespace, context: SplitContext) -> list[str]:
+    """The strategies to run: ``--strategies`` plus every ``--published-split`` name not listed."""
+    names = list(args.strategies)
+    names += [n for n in context.published if n not in names]
+    unknown = [s for s in names if s not in STRATEGIES and s not in context.published]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; available: {sorted(STRATEGIES)} "
+                         "(or name a published split with --published-split NAME=FILE)")
+    return names
 
 
 def _embed_with_model(
@@ -288,20 +377,25 @@ def _embed_with_model(
 
 def run(args: argparse.Namespace) -> int:
     """Run the grid (and the k ablation unless ``--no-k-ablation``) and write the results folder."""
-    unknown = [s for s in args.strategies if s not in STRATEGIES]
-    if unknown:
-        raise ValueError(f"unknown strategies {unknown}; available: {sorted(STRATEGIES)}")
     data, models, context = load_inputs(args)
+    strategies = strategy_names(args, context)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, object] = {"data": data.summary()}
+    results: dict[str, object] = {
+        "data": data.summary(),
+        "split_embedding": args.split_embeddings or "each model's own embeddings",
+        "fold_assignment": args.fold_assignment,
+        "published_splits": {n: {"path": p.path, **p.summary} for n, p in sorted(context.published.items())},
+    }
     cluster_k = args.k
     if cluster_k is None and args.synthetic == "small":
         # The paper's k=100 is for 1,854 concepts; keep the same cluster size on the small world.
         cluster_k = max(2, round(100 * len(data.concepts) / 1854))
-    results["grid"] = run_grid(models, data, context, args.strategies, args.seeds, args.solver, cluster_k)
+    results["grid"] = run_grid(models, data, context, strategies, args.seeds, args.solver, cluster_k,
+                               args.fold_assignment)
     if args.k_values:
-        results["k_ablation"] = run_k_ablation(models, data, context, args.k_values, args.seeds, args.solver)
+        results["k_ablation"] = run_k_ablation(models, data, context, args.k_values, args.seeds, args.solver,
+                                               args.fold_assignment)
     results = _clean(results)  # type: ignore[assignment]
     (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     (out / "results.md").write_text(markdown_report(results))
@@ -323,7 +417,21 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="concept embeddings of one model (arrays 'concepts', 'embeddings'); repeat per model",
     )
     source.add_argument("--groups", help="near-duplicate concept groups for the llm split (JSON list of lists)")
-    source.add_argument("--split-embeddings", help="npz to cluster / measure similarity on for every model")
+    source.add_argument(
+        "--split-embeddings", metavar="NAME_OR_FILE",
+        help="one embedding to cluster / measure similarity on for every model (paper 2: one model for all): "
+             "a model name from --embeddings/--model, or an npz; default: each model's own",
+    )
+    source.add_argument("--attributes", metavar="FILE",
+                        help="restrict to these attributes (JSON list, e.g. paper 2's 211, or one name a line)")
+    source.add_argument("--multi-category", choices=MULTI_CATEGORY_RULES, default="largest",
+                        help="category of a concept in several: the largest (paper 2's scripts) or its first 1")
+    source.add_argument(
+        "--published-split", action="append", default=[], metavar="NAME=FILE",
+        help="paper 2's published split as strategy NAME: a JSON of per-attribute folds "
+             "(attribute -> {train_idxs, test_idxs}, or {features, splits}) or a text file of concept indices "
+             "moved from test to train (similarity/LLM); indices into the concept list; repeatable",
+    )
     source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
     source.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic world")
     model = parser.add_argument_group("model (embed the THINGS root's concepts with any backend, through the cache)")
@@ -353,6 +461,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         help="k ablation values (empty to skip); the paper scans [10, 400]",
     )
     parser.add_argument("--solver", default="lockstep", choices=sorted(PROBE_SOLVERS), help="probe solver")
+    parser.add_argument(
+        "--fold-assignment", choices=FOLD_ASSIGNMENTS, default="per_attribute",
+        help="group splitters: deal groups per attribute so positives reach both sides (default), "
+             "or one shared partition for every attribute (the old behaviour)",
+    )
     parser.add_argument("--out", required=True, help="results folder")
     parser.set_defaults(func=run)
 
@@ -379,5 +492,6 @@ __all__ = [
     "run_grid",
     "run_k_ablation",
     "small_world_args",
+    "strategy_names",
     "write_figures",
 ]

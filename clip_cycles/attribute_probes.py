@@ -14,11 +14,14 @@ straightforward reference.
 Metrics (REFERENCE.md section 2):
 
 - F1 selectivity of an attribute (percent) = 100 x F1 on the test concepts (mean over
-  its scored folds) - 100 x n_positive_concepts / n_concepts;
+  all its folds; a degenerate fold, where the attribute's positives could not reach
+  both sides, scores F1 = 0, see :class:`clip_cycles.splitters.CoverageReport`)
+  - 100 x n_positive_concepts / n_concepts;
 - supercategory dominance = max over supercategories of the share of the attribute's
   concepts in it (denominator: every concept with the attribute, including those
   without a supercategory);
-- CS = Pearson correlation, across covered attributes, of dominance and F1 selectivity;
+- CS = Pearson correlation, across all attributes (those with a finite dominance), of
+  dominance and F1 selectivity;
 - leakage (no labels needed): for each test concept, cosine similarity to its nearest
   train concept; mean, and share above a threshold.
 """
@@ -41,6 +44,7 @@ from clip_cycles.splitters import (
     _check_matrix,
     attribute_folds,
     coverage_report,
+    leakage_folds,
     make_splitter,
     nearest_neighbours,
 )
@@ -377,9 +381,9 @@ def leakage_score(X: np.ndarray, folds: Sequence[Fold], threshold: float | None 
 class AttributeProbeResult:
     """Per-attribute probe results of one strategy and seed.
 
-    ``f1`` is (n_attributes, n_folds) with NaN where the fold is not scored (see
-    :class:`clip_cycles.splitters.CoverageReport`); ``mean_f1`` and ``selectivity`` are
-    NaN for uncovered attributes, which the summary means and CS leave out.
+    ``f1`` is (n_attributes, n_folds): test F1 of every fold, 0 for degenerate folds
+    (see :class:`clip_cycles.splitters.CoverageReport`); ``mean_f1`` and ``selectivity``
+    are per attribute, over all its folds. Every attribute is scored.
     """
 
     attributes: tuple[str, ...]
@@ -390,20 +394,18 @@ class AttributeProbeResult:
     coverage: CoverageReport
     n_iter: np.ndarray
 
-    @property
-    def covered(self) -> np.ndarray:
-        """Attributes with at least one scored fold."""
-        return np.isfinite(self.mean_f1)
-
     def summary(self) -> dict[str, object]:
-        """Mean F1 selectivity and CS over covered attributes, with the coverage counts."""
-        covered = self.covered
+        """Mean F1 selectivity and CS over all attributes, with the degenerate-fold counts."""
+        has = len(self.attributes) > 0
         return {
-            "f1_selectivity": float(np.mean(self.selectivity[covered])) if covered.any() else float("nan"),
-            "mean_f1": float(100.0 * np.mean(self.mean_f1[covered])) if covered.any() else float("nan"),
-            "cs": pearson(self.dominance[covered], self.selectivity[covered]),
+            "f1_selectivity": float(np.mean(self.selectivity)) if has else float("nan"),
+            "mean_f1": float(100.0 * np.mean(self.mean_f1)) if has else float("nan"),
+            "cs": pearson(self.dominance, self.selectivity),
             "n_attributes": len(self.attributes),
-            "n_attributes_scored": int(covered.sum()),
+            "n_attributes_scored": len(self.attributes),
+            "n_attributes_cs": int(np.isfinite(self.dominance).sum()),
+            "averaged_over": "all attributes; every fold scored (degenerate folds: test F1 = 0); "
+                             "CS over the attributes with a finite supercategory dominance",
             "coverage": self.coverage.summary(),
         }
 
@@ -416,7 +418,7 @@ def probe_attributes(
     max_iter: int = MAX_ITER,
     progress: bool | None = None,
 ) -> AttributeProbeResult:
-    """Fit one probe per attribute per scored fold and compute F1, selectivity and dominance.
+    """Fit one probe per attribute per non-degenerate fold and compute F1, selectivity and dominance.
 
     Parameters
     ----------
@@ -437,10 +439,11 @@ def probe_attributes(
     if zero:
         raise ValueError(f"attributes with zero positive concepts cannot be probed: {zero[:10]}")
     coverage = coverage_report(labels, folds, data.attributes)
-    n_attr, n_folds = coverage.scored.shape
-    columns = [(a, f) for a in range(n_attr) for f in range(n_folds) if coverage.scored[a, f]]
+    n_attr, n_folds = coverage.fitted.shape
+    columns = [(a, f) for a in range(n_attr) for f in range(n_folds) if coverage.fitted[a, f]]
     n = X.shape[0]
-    f1 = np.full((n_attr, n_folds), np.nan)
+    # Degenerate folds keep F1 = 0: nothing to learn means negative everywhere.
+    f1 = np.zeros((n_attr, n_folds))
     n_iter = np.zeros((n_attr, n_folds), dtype=np.int64)
     if columns:
         mask = np.zeros((n, len(columns)), dtype=bool)
@@ -456,9 +459,7 @@ def probe_attributes(
         for k, (a, f) in enumerate(columns):
             f1[a, f] = scores[k]
             n_iter[a, f] = fits.n_iter[k]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows = uncovered attributes
-        mean_f1 = np.nanmean(f1, axis=1) if n_folds else np.full(n_attr, np.nan)
+    mean_f1 = f1.mean(axis=1) if n_folds else np.full(n_attr, np.nan)
     selectivity = f1_selectivity(mean_f1, data.n_positives, n)
     dominance = supercategory_dominance(labels, data.supercategories)
     return AttributeProbeResult(data.attributes, f1, mean_f1, selectivity, dominance, coverage, n_iter)
@@ -476,28 +477,32 @@ def attribute_task_metrics(
     leakage_threshold: float | None = None,
     progress: bool | None = None,
 ) -> dict[str, object]:
-    """One strategy, one seed: F1 selectivity, CS, coverage and leakage as a JSON-ready dict.
+    """One strategy, one seed: F1 selectivity, CS, degenerate folds and leakage as a JSON-ready dict.
 
     The entry point for harness plugins (clip_benchmark): embeddings in
-    ``data.concepts`` order, a strategy name from ``clip_cycles.splitters.STRATEGIES``.
+    ``data.concepts`` order, a strategy name from ``clip_cycles.splitters.STRATEGIES``
+    or from ``context.published``.
     """
     X = _check_matrix(embeddings, "embeddings")
     if context is None:
         context = SplitContext(concepts=data.concepts, supercategories=data.supercategories)
     splitter = make_splitter(strategy, context, seed, **(split_params or {}))
-    folds = attribute_folds(splitter, X, data.labels)
+    folds = attribute_folds(splitter, X, data.labels, attributes=data.attributes)
     result = probe_attributes(X, data, folds, solver=solver, progress=progress)
-    leakage_folds = folds[0] if not splitter.uses_labels else list(splitter.split(X))
     metrics = result.summary()
     metrics.update(
         {
             "strategy": strategy,
             "seed": seed,
             "splitter": type(splitter).__name__,
+            "fold_assignment": splitter.fold_assignment,
+            "split_embedding": context.split_embedding_for(strategy),
             "n_folds": splitter.get_n_splits(),
-            "leakage": leakage_score(X, leakage_folds, leakage_threshold).as_dict(),
+            "leakage": leakage_score(X, leakage_folds(splitter, X, folds), leakage_threshold).as_dict(),
         }
     )
+    if strategy in context.published:
+        metrics["published_split"] = {"path": context.published[strategy].path, **context.published[strategy].summary}
     return metrics
 
 
@@ -505,4 +510,4 @@ def strategy_folds(
     splitter: ConceptSplitter, X: np.ndarray, data: ConceptAttributeData
 ) -> list[list[Fold]]:
     """Folds per attribute for ``splitter`` on ``data`` (thin alias of :func:`attribute_folds`)."""
-    return attribute_folds(splitter, X, data.labels)
+    return attribute_folds(splitter, X, data.labels, attributes=data.attributes)

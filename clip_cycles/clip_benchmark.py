@@ -12,7 +12,9 @@ the start-up hook in :mod:`clip_cycles._activation`, or explicitly by
   ``output_type`` (:mod:`clip_cycles.task_runners`): ``cycles/<task>`` (zero-shot scores),
   ``cycles_probe/<task>``, ``cycles_transfer/<collection>``, ``cycles_oe/<task>`` (paper-1
   experiments) and ``attributes/things_<strategy>`` (paper-2 splits on the THINGS root
-  given as ``--dataset_root``), loading the model through clip_benchmark's ``load_clip``
+  given as ``--dataset_root``; one split embedding for all models: the task's
+  ``dataset_kwargs.split_embeddings`` or ``$CLIP_CYCLES_SPLIT_EMBEDDINGS``), loading the
+  model through clip_benchmark's ``load_clip``
   and filling its ``--output`` template; the JSON is clip_benchmark's ``{dataset, model,
   pretrained, task, metrics, language}``;
 - makes ``cycles/<task>`` a regular clip_benchmark dataset for ``--task

@@ -4,10 +4,16 @@ Readers for the real formats of McRae x THINGS:
 
 - concept-attribute pairs: a JSON list of ``[concept, attribute]`` or a CSV with the
   columns ``concept`` and ``attribute``;
-- the THINGS concept list: one concept id a line (``unique_id.txt``);
-- the THINGSplus supercategory TSV in wide format: ``Word``, ``Definition``, then one
-  column per category holding 1 where the concept belongs (definitions may be
-  quoted; some concepts have no category; a concept's supercategory is its first 1);
+- the THINGS concept list: one concept id a line (``unique_id.txt``), or a TSV with a
+  ``uniqueID`` column among others (``things_concepts.tsv``);
+- the THINGSplus supercategory TSV in wide format as THINGS ships it: ``Word``,
+  ``Definition (from WordNet, Google, or Wikipedia)`` (or plain ``Definition``), then
+  one column per category holding 1 where the concept belongs, and a last row of
+  column totals (recognised, checked and left out); definitions may be quoted; empty
+  trailing columns are ignored; some concepts have no category. A concept in several
+  categories gets, by default, the largest of them (most concepts), as paper 2's
+  scripts do; ``multi_category="first"`` takes its first 1 (this project's old rule);
+- an attribute list (paper 2's 211 names): a JSON list of names or one name a line;
 - concept images in the THINGS layout ``object_images/<concept>/*.jpg``.
 
 Everything lands in one :class:`ConceptAttributeData` (concept ids, attribute names,
@@ -43,6 +49,8 @@ PAIR_FILE_NAMES: tuple[str, ...] = (
 CATEGORY_TSV_NAMES: tuple[str, ...] = ("category53_wideFormat.tsv", "supercategories.tsv")
 IMAGE_FOLDER: str = "object_images"
 TSV_LEADING_COLUMNS: tuple[str, str] = ("Word", "Definition")
+#: How a concept in several categories gets one (``largest``: paper 2's scripts; ``first``: first 1).
+MULTI_CATEGORY_RULES: tuple[str, ...] = ("largest", "first")
 
 
 def _show(names: Sequence[str]) -> str:
@@ -69,6 +77,8 @@ class ConceptAttributeData:
         Reason -> count of everything dropped on the way (pairs, attributes, concepts).
     skipped_names:
         Reason -> the ids dropped for that reason (sorted), so a report can name them.
+    notes:
+        Choices made on the way that drop nothing (e.g. multi-category concepts resolved).
     """
 
     concepts: tuple[str, ...]
@@ -77,6 +87,7 @@ class ConceptAttributeData:
     supercategories: tuple[str | None, ...]
     skipped: dict[str, int] = field(default_factory=dict)
     skipped_names: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    notes: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         labels = np.asarray(self.labels)
@@ -131,6 +142,34 @@ class ConceptAttributeData:
             supercategories=tuple(s for s, k in zip(self.supercategories, keep) if k),
             skipped=skipped,
             skipped_names=names,
+            notes=dict(self.notes),
+        )
+
+    def select_attributes(self, names: Sequence[str], source: str = "attribute list") -> ConceptAttributeData:
+        """Keep only the attributes in ``names`` (e.g. paper 2's 211); both differences are counted and named.
+
+        Data attributes not listed go under ``attribute_not_in_list``; listed names the
+        data lacks (unknown, or below ``min_concepts``) under ``listed_attribute_not_in_data``.
+        """
+        wanted = set(names)
+        keep = np.array([a in wanted for a in self.attributes], dtype=bool)
+        if not keep.any():
+            raise ValueError(f"{source}: none of its {len(wanted)} attributes is in the data "
+                             f"(data has e.g. {_show(self.attributes)})")
+        skipped = dict(self.skipped)
+        skipped_names = dict(self.skipped_names)
+        for key, ids in (
+            ("attribute_not_in_list", [a for a, k in zip(self.attributes, keep) if not k]),
+            ("listed_attribute_not_in_data", sorted(wanted - set(self.attributes))),
+        ):
+            if ids:
+                skipped[key] = skipped.get(key, 0) + len(ids)
+                skipped_names[key] = tuple(sorted(set(skipped_names.get(key, ())) | set(ids)))
+        notes = dict(self.notes)
+        notes["attribute_list"] = source
+        return ConceptAttributeData(
+            self.concepts, tuple(a for a, k in zip(self.attributes, keep) if k), self.labels[:, keep],
+            self.supercategories, skipped, skipped_names, notes,
         )
 
     def summary(self) -> dict[str, object]:
@@ -142,23 +181,40 @@ class ConceptAttributeData:
             "n_concepts_without_supercategory": sum(s is None for s in self.supercategories),
             "skipped": dict(sorted(self.skipped.items())),
             "skipped_names": {k: list(v[:NAMES_SHOWN]) for k, v in sorted(self.skipped_names.items())},
+            "notes": dict(sorted(self.notes.items())),
         }
 
 
 # ---------------------------------------------------------------------------- readers
 
 
-def load_concept_list(path: str | Path) -> tuple[str, ...]:
-    """Read a THINGS concept list: one concept id a line; blank lines are ignored.
+#: Column holding the concept id in THINGS's tabular concept lists (``things_concepts.tsv``).
+CONCEPT_ID_COLUMN: str = "uniqueID"
 
-    Raises ValueError naming the file and line of a duplicate id.
+
+def load_concept_list(path: str | Path) -> tuple[str, ...]:
+    """Read a THINGS concept list: one concept id a line, or a TSV with a ``uniqueID`` column.
+
+    Blank lines are ignored. Raises ValueError naming the file and line of a duplicate id.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"concept list {path} does not exist")
+    lines = path.read_text(encoding="utf-8-sig").splitlines()
+    column = None
+    if lines and "\t" in lines[0]:
+        header = [cell.strip() for cell in lines[0].split("\t")]
+        if CONCEPT_ID_COLUMN not in header:
+            raise ValueError(f"{path}: a tabular concept list needs a {CONCEPT_ID_COLUMN!r} column; header is {header!r}")
+        column = header.index(CONCEPT_ID_COLUMN)
     concepts: list[str] = []
     first_line: dict[str, int] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
+        if column is not None:
+            if number == 1:
+                continue
+            cells = line.split("\t")
+            line = cells[column] if len(cells) > column else ""
         concept = line.strip()
         if not concept:
             continue
@@ -251,29 +307,59 @@ def load_concept_attribute_pairs(path: str | Path) -> ConceptAttributePairs:
 
 @dataclass(frozen=True)
 class SupercategoryTable:
-    """The THINGSplus wide-format category table, row by row."""
+    """The THINGSplus wide-format category table, row by row (the totals row left out)."""
 
     words: tuple[str, ...]
     definitions: tuple[str, ...]
     categories: tuple[str, ...]
     membership: np.ndarray  # bool (n_rows, n_categories)
+    #: The trailing row of column totals as shipped (None when the file has none).
+    totals: tuple[int, ...] | None = None
+    #: Empty trailing columns (extra tabs) that were ignored.
+    n_empty_columns: int = 0
+
+    def category(self, row: int, multi_category: str = "largest") -> str | None:
+        """The row's supercategory, or None; several 1s are resolved by ``multi_category``.
+
+        ``largest``: the category with the most rows (ties: the earlier column), as
+        paper 2's scripts do; ``first``: the first column holding 1.
+        """
+        if multi_category not in MULTI_CATEGORY_RULES:
+            raise ValueError(f"multi_category={multi_category!r} is not one of {list(MULTI_CATEGORY_RULES)}")
+        hits = np.flatnonzero(self.membership[row])
+        if not len(hits):
+            return None
+        if multi_category == "largest" and len(hits) > 1:
+            sizes = self.membership.sum(axis=0)[hits]
+            return self.categories[int(hits[int(np.argmax(sizes))])]
+        return self.categories[int(hits[0])]
 
     def first_category(self, row: int) -> str | None:
-        """The row's supercategory: its first category column holding 1, or None."""
-        hits = np.flatnonzero(self.membership[row])
-        return self.categories[int(hits[0])] if len(hits) else None
+        """The row's first category column holding 1, or None."""
+        return self.category(row, "first")
 
 
 _TRUE_CELLS = {"1", "1.0", "true", "True"}
 _FALSE_CELLS = {"", "0", "0.0", "na", "NA", "nan", "NaN", "false", "False"}
 
 
-def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
-    """Read the wide-format supercategory TSV (``Word``, ``Definition``, one column per category).
+def _is_totals_row(row: list[str]) -> bool:
+    """THINGS ends the table with column totals: an empty word, or counts above 1 in category cells."""
+    cells = [cell.strip() for cell in row[2:]]
+    if not all(cell == "" or cell.isdigit() for cell in cells):
+        return False
+    return not row[0].strip() or any(cell.isdigit() and int(cell) > 1 for cell in cells)
 
-    Definitions may be quoted and contain tabs or quotes (csv quoting rules). A row
-    with no 1 is a concept without a supercategory. Raises ValueError naming the file
-    and line for a changed header, a ragged row or a cell that is neither 1 nor empty/0.
+
+def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
+    """Read the wide-format supercategory TSV (``Word``, ``Definition...``, one column per category).
+
+    Accepts the file as THINGS ships it: the long ``Definition (from WordNet, Google,
+    or Wikipedia)`` header, a last row of column totals (checked against the counted
+    1s; a mismatch is an error), empty trailing columns. Definitions may be quoted and
+    contain tabs or quotes (csv quoting rules). A row with no 1 is a concept without a
+    supercategory. Raises ValueError naming the file and line for a changed header, a
+    ragged row or a cell that is neither 1 nor empty/0.
     """
     path = Path(path)
     if not path.is_file():
@@ -283,21 +369,32 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
     if not rows:
         raise ValueError(f"{path}: empty file; expected a header Word<TAB>Definition<TAB><category>...")
     header = [cell.strip() for cell in rows[0]]
-    if tuple(header[:2]) != TSV_LEADING_COLUMNS or len(header) < 3:
+    if len(header) < 3 or header[0] != TSV_LEADING_COLUMNS[0] or not header[1].startswith(TSV_LEADING_COLUMNS[1]):
         raise ValueError(
-            f"{path}: header starts {header[:3]!r}; expected 'Word', 'Definition', then one column per category"
+            f"{path}: header starts {header[:3]!r}; expected 'Word', 'Definition' (or 'Definition (from ...)'), "
+            "then one column per category"
         )
+    n_empty = 0
+    while len(header) > 2 and not header[-1]:
+        header.pop()  # trailing tabs: an empty column name, ignored if its cells are empty too
+        n_empty += 1
+    width = len(header)
     categories = tuple(header[2:])
     if any(not c for c in categories) or len(set(categories)) != len(categories):
         raise ValueError(f"{path}: category columns must be non-empty and unique, got {list(categories)!r}")
+    numbered = [(n, row) for n, row in enumerate(rows[1:], start=2) if any(cell.strip() for cell in row)]
+    totals: tuple[int, ...] | None = None
+    if numbered and _is_totals_row(numbered[-1][1]):
+        _, last = numbered.pop()
+        totals = tuple(int(c.strip() or 0) for c in (last + [""] * width)[2:width])
     words, definitions, member_rows = [], [], []
-    for number, row in enumerate(rows[1:], start=2):
-        if not any(cell.strip() for cell in row):
-            continue
-        # Spreadsheet exports drop trailing empty cells; pad them back, never truncate.
-        if len(row) > len(header):
-            raise ValueError(f"{path}: line {number} has {len(row)} fields, header has {len(header)}")
-        row = row + [""] * (len(header) - len(row))
+    for number, row in numbered:
+        if len(row) > width:
+            if any(cell.strip() for cell in row[width:]):
+                raise ValueError(f"{path}: line {number} has {len(row)} fields, header has {width}")
+            row = row[:width]
+        # Spreadsheet exports drop trailing empty cells; pad them back.
+        row = row + [""] * (width - len(row))
         cells = [cell.strip() for cell in row[2:]]
         member = []
         for column, cell in zip(categories, cells):
@@ -311,7 +408,14 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
         definitions.append(row[1].strip())
         member_rows.append(member)
     membership = np.array(member_rows, dtype=bool).reshape(len(member_rows), len(categories))
-    return SupercategoryTable(tuple(words), tuple(definitions), categories, membership)
+    if totals is not None:
+        counted = membership.sum(axis=0).tolist()
+        wrong = [(c, t, k) for c, t, k in zip(categories, totals, counted) if t != k]
+        if wrong:
+            c, t, k = wrong[0]
+            raise ValueError(f"{path}: the last row looks like column totals but column {c!r} says {t} "
+                             f"where {k} rows hold 1 ({len(wrong)} columns disagree); fix or remove that row")
+    return SupercategoryTable(tuple(words), tuple(definitions), categories, membership, totals, n_empty)
 
 
 def word_to_concept_id(word: str) -> str:
@@ -332,10 +436,13 @@ class SupercategoryAssignment:
     definitions: tuple[str | None, ...]
     concepts_without_row: tuple[str, ...]
     rows_without_concept: tuple[str, ...]
+    multi_category_concepts: tuple[str, ...] = ()
 
 
-def assign_supercategories(concepts: Sequence[str], table: SupercategoryTable) -> SupercategoryAssignment:
-    """Match table rows to concept ids and give each concept its first category.
+def assign_supercategories(
+    concepts: Sequence[str], table: SupercategoryTable, multi_category: str = "largest"
+) -> SupercategoryAssignment:
+    """Match table rows to concept ids and give each concept one category (``multi_category`` rule).
 
     Matching rule: a row's ``Word`` is turned into an id (lower case, spaces as
     underscores). The k-th row with a word that several rows share (THINGS homonyms,
@@ -360,10 +467,11 @@ def assign_supercategories(concepts: Sequence[str], table: SupercategoryTable) -
             unmatched_rows.append(table.words[row])
             continue
         row_of[target] = row
-    supers = tuple(table.first_category(row_of[c]) if c in row_of else None for c in concepts)
+    supers = tuple(table.category(row_of[c], multi_category) if c in row_of else None for c in concepts)
     definitions = tuple(table.definitions[row_of[c]] if c in row_of else None for c in concepts)
     missing = tuple(c for c in concepts if c not in row_of)
-    return SupercategoryAssignment(supers, definitions, missing, tuple(unmatched_rows))
+    several = tuple(c for c in concepts if c in row_of and table.membership[row_of[c]].sum() > 1)
+    return SupercategoryAssignment(supers, definitions, missing, tuple(unmatched_rows), several)
 
 
 @dataclass(frozen=True)
@@ -454,13 +562,17 @@ def load_things(
     concept_list: str | Path | None = None,
     categories: str | Path | None = None,
     min_concepts: int = DEFAULT_MIN_CONCEPTS,
+    multi_category: str = "largest",
+    attributes: str | Path | None = None,
 ) -> ConceptAttributeData:
     """Load a THINGS-format root: concept list, pairs file and (optional) supercategory TSV.
 
     Missing file names fall back to the conventional names (``unique_id.txt``,
     ``concept_attribute_pairs.json``/``.csv``, ``category53_wideFormat.tsv``). Without
     a TSV every concept has supercategory None. Concepts without a table row and table
-    rows without a concept are counted and named in ``skipped``.
+    rows without a concept are counted and named in ``skipped``; concepts in several
+    categories are resolved by ``multi_category`` and counted in ``notes``.
+    ``attributes`` (a file, see :func:`load_attribute_list`) restricts the attributes.
     """
     root = Path(root)
     if not root.is_dir():
@@ -475,22 +587,55 @@ def load_things(
         if categories is not None:
             raise
         tsv = None
+    notes: dict[str, object] = {}
     if tsv is not None:
-        assignment = assign_supercategories(concepts, load_supercategory_tsv(tsv))
+        table = load_supercategory_tsv(tsv)
+        assignment = assign_supercategories(concepts, table, multi_category)
         supers = assignment.supercategories
+        notes.update({
+            "multi_category_rule": multi_category,
+            "n_multi_category_concepts": len(assignment.multi_category_concepts),
+            "multi_category_concepts": list(assignment.multi_category_concepts[:NAMES_SHOWN]),
+            "category_totals_row": table.totals is not None,
+            "n_empty_category_columns": table.n_empty_columns,
+        })
         if assignment.concepts_without_row:
             extra_skips["concept_without_category_row"] = assignment.concepts_without_row
         if assignment.rows_without_concept:
             extra_skips["category_row_without_concept"] = assignment.rows_without_concept
     data = build_concept_attribute_data(concepts, pair_file, supers, min_concepts=min_concepts)
-    if extra_skips:
-        skipped = dict(data.skipped)
-        names = dict(data.skipped_names)
-        for key, ids in extra_skips.items():
-            skipped[key] = len(ids)
-            names[key] = tuple(sorted(ids))
-        data = ConceptAttributeData(data.concepts, data.attributes, data.labels, data.supercategories, skipped, names)
+    skipped = dict(data.skipped)
+    names = dict(data.skipped_names)
+    for key, ids in extra_skips.items():
+        skipped[key] = len(ids)
+        names[key] = tuple(sorted(ids))
+    data = ConceptAttributeData(data.concepts, data.attributes, data.labels, data.supercategories, skipped, names, notes)
+    if attributes is not None:
+        path = Path(attributes)
+        path = path if path.is_absolute() or path.exists() else root / path
+        data = data.select_attributes(load_attribute_list(path), str(path))
     return data
+
+
+def load_attribute_list(path: str | Path) -> tuple[str, ...]:
+    """Read attribute names: a JSON list of strings (paper 2's 211) or one name a line."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"attribute list {path} does not exist")
+    text = path.read_text(encoding="utf-8-sig")
+    if path.suffix.lower() == ".json":
+        try:
+            payload = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error})") from error
+        if not isinstance(payload, list) or not all(isinstance(a, str) for a in payload):
+            raise ValueError(f"{path}: expected a JSON list of attribute names (strings)")
+        names = [a.strip() for a in payload if a.strip()]
+    else:
+        names = [line.strip() for line in text.splitlines() if line.strip()]
+    if not names:
+        raise ValueError(f"{path}: the attribute list is empty")
+    return tuple(dict.fromkeys(names))
 
 
 # ------------------------------------------------------------------------ embeddings

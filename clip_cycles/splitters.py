@@ -19,13 +19,25 @@ Five strategies, from leaky to strict (paper 2, Table 1):
 - :class:`ClusterSplit`: k-means (k=100) on the embeddings; whole clusters go to one side.
 - :class:`SupercategorySplit`: whole supercategories go to one side.
 
-Group splitters build folds the same way: per repeat, the groups are shuffled and each
-is put into the fold that is currently smallest, so every fold holds close to
-``1 / n_splits`` of the splittable concepts (the target test fraction); each fold is
-the test side once. They ignore ``y``: one partition of concepts serves every
-attribute, which is why an attribute can end up with no positive concept on one side.
-:func:`coverage_report` flags those (attribute, fold) pairs; the rule for means is
-stated there.
+Group splitters have two fold assignments (``fold_assignment``):
+
+- ``"per_attribute"`` (default): with ``y`` = one attribute's labels, scikit-learn's
+  :class:`~sklearn.model_selection.StratifiedGroupKFold` deals whole groups to folds
+  so that the attribute's positives reach every fold (hence both sides) wherever the
+  groups allow; each attribute gets its own folds, as in paper 2's published splits.
+  Concepts forced to train (LLM and similarity groups) stay in train; when every
+  splittable unit is a single concept this is :class:`StratifiedKFold` on them.
+- ``"shared"``: the groups are dealt once, ignoring ``y`` (each goes to the fold that
+  is currently smallest), and that one partition serves every attribute. Without
+  ``y`` the per-attribute splitters fall back to this partition too.
+
+Where an attribute's positives cannot reach both sides of a fold (too few groups hold
+them), the fold is *degenerate*; it is still scored (see :class:`CoverageReport`).
+
+Published splits (paper 2's files) are strategies too: :class:`PublishedFolds` (per
+attribute train/test indices) and :class:`MovedToTrainSplit` (stratified shuffle
+splits per attribute with listed concepts moved from test to train); see
+:func:`load_published_split`.
 
 ``STRATEGIES`` maps a strategy name to a factory; :func:`make_splitter` builds one from a
 :class:`SplitContext` (concept ids, supercategories, near-duplicate groups).
@@ -40,6 +52,7 @@ from pathlib import Path
 from typing import Callable, ClassVar, Iterator, Sequence
 
 import numpy as np
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, StratifiedShuffleSplit
 
 from clip_cycles.concepts import _show
 
@@ -66,20 +79,39 @@ def _n_samples(X: object) -> int:
     return len(X)  # type: ignore[arg-type]
 
 
+#: How group splitters deal groups to folds: per attribute (stratified) or one shared partition.
+FOLD_ASSIGNMENTS: tuple[str, ...] = ("per_attribute", "shared")
+
+
 class ConceptSplitter:
     """Base of the concept splitters: repeated k-fold bookkeeping and the sklearn API."""
 
-    #: True when the folds depend on ``y`` (then each attribute gets its own folds).
-    uses_labels: ClassVar[bool] = False
+    #: True when the splitter has a label-free partition (``split(X)`` without ``y``).
+    label_free: ClassVar[bool] = True
 
-    def __init__(self, n_splits: int = 5, n_repeats: int = 2, random_state: int | None = 0) -> None:
+    def __init__(
+        self, n_splits: int = 5, n_repeats: int = 2, random_state: int | None = 0,
+        fold_assignment: str = "per_attribute",
+    ) -> None:
         if int(n_splits) < 2:
             raise ValueError(f"n_splits must be at least 2, got {n_splits}")
         if int(n_repeats) < 1:
             raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
+        if fold_assignment not in FOLD_ASSIGNMENTS:
+            raise ValueError(f"fold_assignment={fold_assignment!r} is not one of {list(FOLD_ASSIGNMENTS)}")
         self.n_splits = int(n_splits)
         self.n_repeats = int(n_repeats)
         self.random_state = random_state
+        self.fold_assignment = fold_assignment
+
+    @property
+    def uses_labels(self) -> bool:
+        """True when the folds depend on ``y`` (then each attribute gets its own folds)."""
+        return self.fold_assignment == "per_attribute"
+
+    def split_attribute(self, X: object, y: np.ndarray, attribute: str, groups: object = None) -> list[Fold]:
+        """The folds of one attribute (name and 0/1 labels); published splits look the name up."""
+        return list(self.split(X, y if self.uses_labels else None, groups))
 
     def get_n_splits(self, X: object = None, y: object = None, groups: object = None) -> int:
         """Number of (train, test) splits: ``n_splits * n_repeats``."""
@@ -95,10 +127,87 @@ class ConceptSplitter:
         raise NotImplementedError
 
     def split(self, X: object, y: object = None, groups: object = None) -> Iterator[Fold]:
-        """Yield ``(train_idx, test_idx)``: whole groups go to one side, forced concepts to train."""
+        """Yield ``(train_idx, test_idx)``: whole groups go to one side, forced concepts to train.
+
+        With ``y`` and ``fold_assignment="per_attribute"`` the groups are dealt per
+        attribute so its positives reach both sides where the groups allow.
+        """
         matrix = _check_matrix(X)
         group_of, forced = self._concept_groups(matrix, groups)
+        if y is not None and self.uses_labels:
+            labels = _check_label_vector(y, matrix.shape[0])
+            yield from _stratified_group_folds(
+                group_of, forced, labels, self.n_splits, self.n_repeats, self.random_state
+            )
+            return
         yield from _grouped_folds(group_of, forced, self.n_splits, self.n_repeats, self.random_state)
+
+
+def _check_label_vector(y: object, n: int) -> np.ndarray:
+    labels = np.asarray(y)
+    if labels.ndim != 1 or len(labels) != n:
+        raise ValueError(
+            f"y must be one attribute's label vector of length {n}, got shape {labels.shape}; "
+            "split each attribute separately"
+        )
+    if len(np.unique(labels)) < 2:
+        raise ValueError(
+            f"y holds the single class {np.unique(labels).tolist()}: an attribute with zero positive "
+            "(or zero negative) concepts cannot be split or probed"
+        )
+    return labels.astype(np.int64)
+
+
+class _BalancedStratifiedGroupKFold(StratifiedGroupKFold):
+    """scikit-learn's StratifiedGroupKFold with its best-fold search done for all folds at once.
+
+    Same rule and tie-break as the parent (lowest mean class-share spread, then the
+    smaller fold, first fold wins), one numpy call instead of one per fold: the search
+    runs once per group, and THINGS has hundreds of groups per attribute.
+    """
+
+    def _find_best_fold(self, y_counts_per_fold: np.ndarray, y_cnt: np.ndarray, group_y_counts: np.ndarray) -> int:
+        k = self.n_splits
+        trial = y_counts_per_fold[None, :, :] + np.eye(k)[:, :, None] * group_y_counts[None, None, :]
+        spread = np.std(trial / y_cnt.reshape(1, 1, -1), axis=1).mean(axis=1)
+        sizes = y_counts_per_fold.sum(axis=1)
+        best, best_spread, best_size = 0, np.inf, np.inf
+        for fold in range(k):
+            if spread[fold] < best_spread or (np.isclose(spread[fold], best_spread) and sizes[fold] < best_size):
+                best, best_spread, best_size = fold, spread[fold], sizes[fold]
+        return best
+
+
+def _stratified_group_folds(
+    group_of: np.ndarray, forced_train: np.ndarray, y: np.ndarray, n_splits: int, n_repeats: int,
+    random_state: int | None,
+) -> Iterator[Fold]:
+    """Per-attribute folds: StratifiedGroupKFold over the splittable concepts, forced ones in train."""
+    free = np.flatnonzero(~forced_train)
+    forced = np.flatnonzero(forced_train)
+    units = group_of[free]
+    n_units = len(np.unique(units))
+    if n_units < n_splits:
+        raise ValueError(
+            f"only {n_units} splittable groups of concepts for n_splits={n_splits}; "
+            "use fewer folds, smaller groups or more concepts"
+        )
+    free_y = y[free]
+    # One seed per repeat, the same for every attribute (so repeats differ, attributes reproduce).
+    seeds = np.random.default_rng(random_state).integers(0, 2**31 - 1, size=n_repeats)
+    for seed in seeds.tolist():
+        if n_units == len(units):
+            cv: object = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+        else:
+            cv = _BalancedStratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+        with warnings.catch_warnings():
+            # Fewer positives than folds: some folds get none; CoverageReport counts them.
+            warnings.simplefilter("ignore", UserWarning)
+            if np.bincount(free_y, minlength=2).max() < n_splits:
+                raise ValueError(f"every class has fewer splittable concepts than n_splits={n_splits}")
+            folds = list(cv.split(np.zeros((len(free), 1)), free_y, units))  # type: ignore[attr-defined]
+        for train_local, test_local in folds:
+            yield np.sort(np.concatenate([free[train_local], forced])), np.sort(free[test_local])
 
 
 def _grouped_folds(
@@ -139,8 +248,6 @@ class RandomSplit(ConceptSplitter):
     names the problem (an attribute with zero positives cannot be probed).
     """
 
-    uses_labels: ClassVar[bool] = True
-
     def split(self, X: object, y: object = None, groups: object = None) -> Iterator[Fold]:
         """Yield ``(train_idx, test_idx)`` for each of ``n_repeats`` x ``n_splits`` folds."""
         from sklearn.model_selection import RepeatedKFold, RepeatedStratifiedKFold
@@ -149,7 +256,7 @@ class RandomSplit(ConceptSplitter):
         n = matrix.shape[0]
         if n < self.n_splits:
             raise ValueError(f"{n} concepts cannot be split into n_splits={self.n_splits} folds")
-        if y is None:
+        if y is None or not self.uses_labels:
             cv = RepeatedKFold(n_splits=self.n_splits, n_repeats=self.n_repeats, random_state=self.random_state)
             yield from ((np.sort(a), np.sort(b)) for a, b in cv.split(matrix))
             return
@@ -244,8 +351,9 @@ class GroupingSplit(ConceptSplitter):
         n_splits: int = 5,
         n_repeats: int = 2,
         random_state: int | None = 0,
+        fold_assignment: str = "per_attribute",
     ) -> None:
-        super().__init__(n_splits, n_repeats, random_state)
+        super().__init__(n_splits, n_repeats, random_state, fold_assignment)
         self.concept_groups = concept_groups
 
     def _concept_groups(self, X: np.ndarray, groups: object) -> tuple[np.ndarray, np.ndarray]:
@@ -295,8 +403,9 @@ class SimilaritySplit(ConceptSplitter):
         n_splits: int = 5,
         n_repeats: int = 2,
         random_state: int | None = 0,
+        fold_assignment: str = "per_attribute",
     ) -> None:
-        super().__init__(n_splits, n_repeats, random_state)
+        super().__init__(n_splits, n_repeats, random_state, fold_assignment)
         if n_groups is not None and n_groups < 0:
             raise ValueError(f"n_groups must be >= 0, got {n_groups}")
         if not 0.0 <= group_fraction <= 1.0:
@@ -335,8 +444,9 @@ class ClusterSplit(ConceptSplitter):
         n_splits: int = 5,
         n_repeats: int = 2,
         random_state: int | None = 0,
+        fold_assignment: str = "per_attribute",
     ) -> None:
-        super().__init__(n_splits, n_repeats, random_state)
+        super().__init__(n_splits, n_repeats, random_state, fold_assignment)
         if int(n_clusters) < 2:
             raise ValueError(f"n_clusters must be at least 2, got {n_clusters}")
         self.n_clusters = int(n_clusters)
@@ -407,8 +517,9 @@ class SupercategorySplit(ConceptSplitter):
         n_splits: int = 5,
         n_repeats: int = 2,
         random_state: int | None = 0,
+        fold_assignment: str = "per_attribute",
     ) -> None:
-        super().__init__(n_splits, n_repeats, random_state)
+        super().__init__(n_splits, n_repeats, random_state, fold_assignment)
         if unassigned not in UNASSIGNED_RULES:
             raise ValueError(f"unassigned={unassigned!r} is not a rule; use one of {sorted(UNASSIGNED_RULES)}")
         self.supercategories = supercategories
@@ -433,79 +544,349 @@ class SupercategorySplit(ConceptSplitter):
         return group_of, forced
 
 
+# -------------------------------------------------------------------- published splits
+
+
+class PublishedFolds(ConceptSplitter):
+    """Per attribute, the folds a published split file gives (paper 2's clustering/supercategory JSON).
+
+    ``folds_by_attribute`` maps an attribute name to its (train, test) row-index folds
+    (rows of the concept matrix). An attribute the file lacks is an error naming it.
+    """
+
+    label_free: ClassVar[bool] = False
+
+    def __init__(self, folds_by_attribute: dict[str, list[Fold]], source: str = "") -> None:
+        counts = {len(f) for f in folds_by_attribute.values()} or {1}
+        # n_splits is bookkeeping here (fold index = position in the file); 1 fold is allowed.
+        self.n_splits = max(counts)
+        self.n_repeats = 1
+        self.random_state = None
+        self.fold_assignment = "per_attribute"
+        self.folds_by_attribute = folds_by_attribute
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"PublishedFolds(source={self.source!r}, n_attributes={len(self.folds_by_attribute)})"
+
+    def split(self, X: object, y: object = None, groups: object = None) -> Iterator[Fold]:
+        """Published folds exist per attribute only: use :meth:`split_attribute`."""
+        raise ValueError(f"published split {self.source or ''} has folds per attribute only; call split_attribute")
+
+    def split_attribute(self, X: object, y: np.ndarray, attribute: str, groups: object = None) -> list[Fold]:
+        """The file's folds of ``attribute``."""
+        if attribute not in self.folds_by_attribute:
+            raise ValueError(
+                f"published split {self.source}: no folds for attribute {attribute!r}; restrict the attributes "
+                "to those the file covers (--attributes FILE)"
+            )
+        return self.folds_by_attribute[attribute]
+
+
+class MovedToTrainSplit(ConceptSplitter):
+    """Paper 2's similarity/LLM splits: StratifiedShuffleSplit per attribute, listed concepts moved to train.
+
+    Parameters
+    ----------
+    moved_rows:
+        Row indices of the concepts that go from test to train in every fold.
+    n_splits, test_size:
+        StratifiedShuffleSplit's (10 draws, 20% test by default: as many folds as 5 x 2).
+    """
+
+    def __init__(
+        self, moved_rows: Sequence[int] | np.ndarray, n_splits: int = 10, test_size: float = 0.2,
+        random_state: int | None = 0,
+    ) -> None:
+        super().__init__(n_splits, 1, random_state, "per_attribute")
+        if not 0.0 < test_size < 1.0:
+            raise ValueError(f"test_size must be in (0, 1), got {test_size}")
+        self.moved_rows = np.unique(np.asarray(moved_rows, dtype=np.int64))
+        self.test_size = test_size
+
+    def split(self, X: object, y: object = None, groups: object = None) -> Iterator[Fold]:
+        """Yield the shuffle-split folds (stratified on ``y`` when given) with the moved concepts in train."""
+        from sklearn.model_selection import ShuffleSplit
+
+        matrix = _check_matrix(X)
+        n = matrix.shape[0]
+        if len(self.moved_rows) and (self.moved_rows.min() < 0 or self.moved_rows.max() >= n):
+            raise ValueError(f"moved concept rows must lie in [0, {n}); got {self.moved_rows.max()}")
+        moved = np.zeros(n, dtype=bool)
+        moved[self.moved_rows] = True
+        if y is None:
+            cv: object = ShuffleSplit(self.n_splits, test_size=self.test_size, random_state=self.random_state)
+            folds = cv.split(matrix)  # type: ignore[attr-defined]
+        else:
+            labels = _check_label_vector(y, n)
+            cv = StratifiedShuffleSplit(self.n_splits, test_size=self.test_size, random_state=self.random_state)
+            folds = cv.split(matrix, labels)  # type: ignore[attr-defined]
+        for train, test in folds:
+            yield np.sort(np.concatenate([train, test[moved[test]]])), np.sort(test[~moved[test]])
+
+
+@dataclass(frozen=True)
+class PublishedSplit:
+    """A published split file read against the concept rows: folds per attribute, or moved concepts.
+
+    ``summary`` counts what did not map (indices of concepts not in the data, file
+    attributes not in the data, data concepts on neither side of a fold).
+    """
+
+    name: str
+    path: str
+    kind: str  # "folds" or "moves"
+    folds_by_attribute: dict[str, list[Fold]] | None = None
+    moved_rows: np.ndarray | None = None
+    summary: dict[str, object] = field(default_factory=dict)
+
+    def splitter(self, seed: int = 0, **params: object) -> ConceptSplitter:
+        """The splitter for this file (``seed`` drives the shuffle splits of a moves file)."""
+        if self.kind == "folds":
+            return PublishedFolds(self.folds_by_attribute or {}, self.path)
+        return MovedToTrainSplit(self.moved_rows if self.moved_rows is not None else [], random_state=seed, **params)  # type: ignore[arg-type]
+
+
+def _index_list(path: Path, where: str, value: object) -> list[int]:
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        raise ValueError(f"{path}: {where} must be a list of integer concept indices")
+    return value
+
+
+def _read_published_json(path: Path) -> dict[str, list[tuple[list[int], list[int]]]]:
+    """Attribute -> [(train indices, test indices), ...] from either published JSON shape."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+    folds: dict[str, list[tuple[list[int], list[int]]]] = {}
+    if isinstance(payload, dict) and "features" in payload and "splits" in payload:
+        features, splits = payload["features"], payload["splits"]
+        if not isinstance(features, list) or not isinstance(splits, list) or len(features) != len(splits):
+            raise ValueError(f"{path}: 'features' and 'splits' must be lists of the same length "
+                             f"(got {type(features).__name__} and {type(splits).__name__})")
+        for i, (name, split) in enumerate(zip(features, splits)):
+            if not isinstance(split, list) or len(split) == 0:
+                raise ValueError(f"{path}: splits[{i}] (feature {name!r}) must be [train, test] or a list of them")
+            # [train, test] (one fold) or [[train, test], ...] (several folds).
+            pairs = [split] if split and isinstance(split[0], list) and (not split[0] or isinstance(split[0][0], int)) else split
+            folds[str(name)] = []
+            for j, pair in enumerate(pairs):
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise ValueError(f"{path}: splits[{i}][{j}] (feature {name!r}) must be [train, test]")
+                folds[str(name)].append((_index_list(path, f"splits[{i}] train", pair[0]),
+                                         _index_list(path, f"splits[{i}] test", pair[1])))
+        return folds
+    if isinstance(payload, dict):
+        for name, entry in payload.items():
+            if not isinstance(entry, dict) or "train_idxs" not in entry or "test_idxs" not in entry:
+                raise ValueError(f"{path}: attribute {name!r} must map to {{'train_idxs': [...], 'test_idxs': [...]}}")
+            folds[str(name)] = [(_index_list(path, f"{name}.train_idxs", entry["train_idxs"]),
+                                 _index_list(path, f"{name}.test_idxs", entry["test_idxs"]))]
+        return folds
+    raise ValueError(f"{path}: expected a JSON object attribute -> {{train_idxs, test_idxs}} "
+                     "or {features: [...], splits: [[train, test], ...]}")
+
+
+def _read_moved_indices(path: Path) -> list[int]:
+    indices = []
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        for token in line.split():
+            try:
+                indices.append(int(token))
+            except ValueError:
+                raise ValueError(f"{path}: line {number}: {token!r} is not an integer concept index") from None
+    return indices
+
+
+def load_published_split(
+    name: str, path: str | Path, index_concepts: Sequence[str], concepts: Sequence[str],
+    attributes: Sequence[str] | None = None,
+) -> PublishedSplit:
+    """Read a paper-2 split file; indices refer to ``index_concepts`` (the full THINGS concept list).
+
+    ``.json`` files hold folds per attribute (attribute -> {train_idxs, test_idxs} or
+    {features, splits}); any other file holds whitespace-separated concept indices
+    that move from test to train. Indices are mapped to rows of ``concepts``; indices
+    of concepts not in ``concepts`` are dropped and counted, an index outside the list
+    is an error naming it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"published split file {path} (strategy {name!r}) does not exist")
+    row = {c: i for i, c in enumerate(concepts)}
+    n_index = len(index_concepts)
+
+    def rows(indices: list[int], where: str) -> tuple[np.ndarray, int]:
+        bad = [i for i in indices if not 0 <= i < n_index]
+        if bad:
+            raise ValueError(f"{path}: {where}: concept index {bad[0]} is outside the concept list (0..{n_index - 1})")
+        mapped = [row[index_concepts[i]] for i in indices if index_concepts[i] in row]
+        return np.array(sorted(set(mapped)), dtype=np.int64), len(indices) - len(mapped)
+
+    if path.suffix.lower() != ".json":
+        moved, missing = rows(_read_moved_indices(path), "moved indices")
+        summary = {"kind": "moves", "n_moved_concepts": int(len(moved)), "n_indices_not_in_data": missing}
+        return PublishedSplit(name, str(path), "moves", moved_rows=moved, summary=summary)
+    raw = _read_published_json(path)
+    wanted = set(attributes) if attributes is not None else set(raw)
+    folds: dict[str, list[Fold]] = {}
+    missing_total = unassigned = 0
+    for attribute in sorted(raw):
+        if attribute not in wanted:
+            continue
+        folds[attribute] = []
+        for k, (train_idx, test_idx) in enumerate(raw[attribute]):
+            train, miss_train = rows(train_idx, f"{attribute} fold {k} train")
+            test, miss_test = rows(test_idx, f"{attribute} fold {k} test")
+            both = np.intersect1d(train, test)
+            if len(both):
+                raise ValueError(f"{path}: attribute {attribute!r} fold {k}: {len(both)} concepts are in both train "
+                                 f"and test (first: {concepts[int(both[0])]!r})")
+            missing_total += miss_train + miss_test
+            unassigned += len(concepts) - len(train) - len(test)
+            folds[attribute].append((train, test))
+    not_in_data = sorted(set(raw) - wanted)
+    absent = sorted(wanted - set(raw))
+    summary = {
+        "kind": "folds",
+        "n_attributes_in_file": len(raw),
+        "n_file_attributes_not_in_data": len(not_in_data),
+        "file_attributes_not_in_data": not_in_data[:50],
+        "n_data_attributes_not_in_file": len(absent),
+        "data_attributes_not_in_file": absent[:50],
+        "n_indices_not_in_data": missing_total,
+        "n_concept_folds_on_neither_side": unassigned,
+    }
+    return PublishedSplit(name, str(path), "folds", folds_by_attribute=folds, summary=summary)
+
+
 # -------------------------------------------------------------- folds per attribute
 
 
 def attribute_folds(
-    splitter: ConceptSplitter, X: np.ndarray, labels: np.ndarray, groups: object = None
+    splitter: ConceptSplitter, X: np.ndarray, labels: np.ndarray, groups: object = None,
+    attributes: Sequence[str] | None = None,
 ) -> list[list[Fold]]:
-    """Folds for every attribute (column of ``labels``).
+    """Folds for every attribute (column of ``labels``; ``attributes`` names them).
 
-    Label-aware splitters (random) are called once per attribute with ``y`` = that
-    column; the others once, the same folds serving every attribute.
+    Per-attribute splitters (random, group splitters with ``fold_assignment="per_attribute"``,
+    published splits) are asked once per attribute; a shared partition is computed once
+    and serves every attribute.
     """
     labels = np.asarray(labels, dtype=bool)
     if labels.ndim != 2 or labels.shape[0] != _n_samples(X):
         raise ValueError(f"labels have shape {labels.shape}; expected ({_n_samples(X)}, n_attributes)")
+    names = tuple(attributes) if attributes is not None else tuple(str(a) for a in range(labels.shape[1]))
+    if len(names) != labels.shape[1]:
+        raise ValueError(f"{len(names)} attribute names for {labels.shape[1]} label columns")
     if splitter.uses_labels:
-        return [list(splitter.split(X, labels[:, a].astype(np.int64), groups)) for a in range(labels.shape[1])]
+        from tqdm.auto import tqdm
+
+        columns = tqdm(range(labels.shape[1]), desc=f"folds ({type(splitter).__name__})", disable=None)
+        if type(splitter)._concept_groups is not ConceptSplitter._concept_groups:
+            # Group splitters: groups (k-means, similarity pairs) are computed once, dealt per attribute.
+            matrix = _check_matrix(X)
+            group_of, forced = splitter._concept_groups(matrix, groups)
+            return [
+                list(_stratified_group_folds(
+                    group_of, forced, _check_label_vector(labels[:, a], matrix.shape[0]),
+                    splitter.n_splits, splitter.n_repeats, splitter.random_state,
+                ))
+                for a in columns
+            ]
+        return [splitter.split_attribute(X, labels[:, a].astype(np.int64), names[a], groups) for a in columns]
     shared = list(splitter.split(X, None, groups))
     return [shared] * labels.shape[1]
 
 
+#: What a degenerate fold scores (paper 2's reading; see CoverageReport).
+DEGENERATE_RULE: str = (
+    "every fold is scored; where train lacks a positive (or a negative) the probe has nothing to learn "
+    "and predicts negative everywhere, and where test lacks a positive F1 is 0 whatever is predicted: "
+    "those degenerate folds score test F1 = 0"
+)
+
+
 @dataclass(frozen=True)
 class CoverageReport:
-    """Which (attribute, fold) pairs can be scored.
+    """Which (attribute, fold) pairs need a probe fit and which are degenerate.
 
-    Rule: a fold is *scored* for an attribute when train holds at least one positive
-    and one negative concept and test holds at least one positive. Unscored folds are
-    not fitted. An attribute's F1 is the mean over its scored folds; an attribute with
-    no scored fold is *uncovered*: excluded from the mean F1 selectivity and from CS,
-    and named here.
+    Rule: every fold of every attribute is scored, so every strategy averages over the
+    same attributes. A fold is *fitted* when train holds at least one positive and one
+    negative concept and test holds at least one positive. Every other fold is
+    *degenerate* and scores test F1 = 0 (:data:`DEGENERATE_RULE`).
     """
 
-    scored: np.ndarray  # bool (n_attributes, n_folds)
+    fitted: np.ndarray  # bool (n_attributes, n_folds)
     no_positive_in_train: np.ndarray  # int per attribute: folds lacking train positives
+    no_negative_in_train: np.ndarray  # int per attribute: folds lacking train negatives
     no_positive_in_test: np.ndarray  # int per attribute: folds lacking test positives
-    uncovered_attributes: tuple[str, ...]
     attributes: tuple[str, ...] = field(default=())
 
+    @property
+    def degenerate(self) -> np.ndarray:
+        """Bool (n_attributes, n_folds): folds scored F1 = 0 without a fit."""
+        return ~self.fitted
+
     def summary(self) -> dict[str, object]:
-        """Counts for reports: flagged folds, attributes flagged and uncovered (named)."""
-        flagged = (self.no_positive_in_train + self.no_positive_in_test) > 0
+        """Counts for reports: folds fitted and degenerate, and the attributes with degenerate folds (named)."""
+        flagged = self.degenerate.any(axis=1)
         return {
-            "n_attribute_folds": int(self.scored.size),
-            "n_scored_attribute_folds": int(self.scored.sum()),
+            "rule": DEGENERATE_RULE,
+            "n_attribute_folds": int(self.fitted.size),
+            "n_fitted_attribute_folds": int(self.fitted.sum()),
+            "n_degenerate_folds": int(self.degenerate.sum()),
             "n_folds_no_positive_in_train": int(self.no_positive_in_train.sum()),
+            "n_folds_no_negative_in_train": int(self.no_negative_in_train.sum()),
             "n_folds_no_positive_in_test": int(self.no_positive_in_test.sum()),
-            "n_attributes_flagged": int(flagged.sum()),
-            "flagged_attributes": [a for a, f in zip(self.attributes, flagged) if f][:50],
-            "n_attributes_uncovered": len(self.uncovered_attributes),
-            "uncovered_attributes": list(self.uncovered_attributes),
+            "n_attributes_with_degenerate_folds": int(flagged.sum()),
+            "attributes_with_degenerate_folds": [a for a, f in zip(self.attributes, flagged) if f][:50],
         }
 
 
 def coverage_report(labels: np.ndarray, folds: Sequence[Sequence[Fold]], attributes: Sequence[str]) -> CoverageReport:
-    """Flag (attribute, fold) pairs with no positive concept in train or in test; see :class:`CoverageReport`."""
+    """Count (attribute, fold) pairs without a positive or negative in train or a positive in test."""
     labels = np.asarray(labels, dtype=bool)
     n_attr = labels.shape[1]
     if len(folds) != n_attr or len(attributes) != n_attr:
         raise ValueError(f"{len(folds)} fold lists and {len(attributes)} names for {n_attr} attributes")
     n_folds = max((len(f) for f in folds), default=0)
-    scored = np.zeros((n_attr, n_folds), dtype=bool)
-    no_train = np.zeros(n_attr, dtype=np.int64)
-    no_test = np.zeros(n_attr, dtype=np.int64)
+    if any(len(f) != n_folds for f in folds):
+        raise ValueError(f"attributes have different fold counts {sorted({len(f) for f in folds})}; "
+                         "every attribute needs the same number of folds")
+    fitted = np.zeros((n_attr, n_folds), dtype=bool)
+    no_pos_train = np.zeros(n_attr, dtype=np.int64)
+    no_neg_train = np.zeros(n_attr, dtype=np.int64)
+    no_pos_test = np.zeros(n_attr, dtype=np.int64)
     for a in range(n_attr):
         column = labels[:, a]
         for f, (train, test) in enumerate(folds[a]):
             train_pos = int(column[train].sum())
-            has_train = 0 < train_pos < len(train)
             has_test = bool(column[test].any())
-            no_train[a] += train_pos == 0
-            no_test[a] += not has_test
-            scored[a, f] = has_train and has_test
-    uncovered = tuple(a for a, s in zip(attributes, scored.any(axis=1)) if not s)
-    return CoverageReport(scored, no_train, no_test, uncovered, tuple(attributes))
+            no_pos_train[a] += train_pos == 0
+            no_neg_train[a] += train_pos == len(train)
+            no_pos_test[a] += not has_test
+            fitted[a, f] = 0 < train_pos < len(train) and has_test
+    return CoverageReport(fitted, no_pos_train, no_neg_train, no_pos_test, tuple(attributes))
+
+
+def leakage_folds(splitter: ConceptSplitter, X: np.ndarray, folds: Sequence[Sequence[Fold]]) -> list[Fold]:
+    """The folds a label-free leakage score looks at.
+
+    The strategy's label-free partition (``split(X)`` without ``y``) when it has one;
+    otherwise (published per-attribute folds) the distinct folds over all attributes.
+    """
+    if splitter.label_free:
+        return list(splitter.split(X))
+    seen: dict[bytes, Fold] = {}
+    for per_attribute in folds:
+        for train, test in per_attribute:
+            if len(train) == 0 or len(test) == 0:
+                continue
+            seen.setdefault(np.asarray(test, dtype=np.int64).tobytes() + b"|" + np.asarray(train, dtype=np.int64).tobytes(),
+                            (train, test))
+    return [seen[key] for key in sorted(seen)]
 
 
 # ------------------------------------------------------------------------- registry
@@ -530,12 +911,30 @@ class SplitContext:
     split_embeddings:
         Fixed matrix for clustering/similarity (the paper clustered with one model for
         all models); None means each model's own embeddings.
+    published:
+        Strategy name -> a published split file (:func:`load_published_split`).
+    split_embedding_name:
+        What made ``split_embeddings`` (a model name or file), recorded in results.
     """
 
     concepts: tuple[str, ...]
     supercategories: tuple[str | None, ...] | None = None
     concept_groups: tuple[tuple[str, ...], ...] | None = None
     split_embeddings: np.ndarray | None = None
+    published: dict[str, PublishedSplit] = field(default_factory=dict)
+    split_embedding_name: str | None = None
+
+    def split_embedding_for(self, strategy: str) -> str:
+        """Which embedding made the split of ``strategy``, for results."""
+        if strategy not in EMBEDDING_STRATEGIES:
+            return "not used by this strategy"
+        if self.split_embeddings is None:
+            return "each model's own embeddings"
+        return self.split_embedding_name or "a fixed split embedding"
+
+
+#: Strategies whose folds depend on an embedding (clustering, similarity).
+EMBEDDING_STRATEGIES: tuple[str, ...] = ("similarity", "clustering")
 
 
 @dataclass(frozen=True)
@@ -598,6 +997,11 @@ def _supercategory(context: SplitContext, seed: int, **params: object) -> Concep
 
 def make_splitter(name: str, context: SplitContext, seed: int = 0, **params: object) -> ConceptSplitter:
     """Build the splitter registered as ``name`` (see ``STRATEGIES``) for ``context`` and ``seed``."""
+    if name in context.published:
+        params.pop("fold_assignment", None)  # a published split fixes its own folds
+        return context.published[name].splitter(seed, **params)
     if name not in STRATEGIES:
-        raise ValueError(f"unknown split strategy {name!r}; available: {sorted(STRATEGIES)}")
+        raise ValueError(
+            f"unknown split strategy {name!r}; available: {sorted(STRATEGIES)} and published {sorted(context.published)}"
+        )
     return STRATEGIES[name].factory(context, seed, **params)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,9 +340,9 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     """One attribute task on embedded concepts: every seed, then mean and sd of the headline metrics.
 
     A strategy that cannot run on this data (no groups file, no supercategories) gives
-    ``{"available": False, "unavailable_reason": ...}``; uncovered attributes are
-    excluded from the means by the rule of :class:`clip_cycles.splitters.CoverageReport`
-    and counted per seed.
+    ``{"available": False, "unavailable_reason": ...}``; every attribute is scored,
+    degenerate folds score F1 = 0 (:class:`clip_cycles.splitters.CoverageReport`) and are
+    counted per seed. ``split_embedding`` says which embedding made the split.
     """
     from clip_cycles.attribute_probes import attribute_task_metrics
     from clip_cycles.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
@@ -367,7 +368,11 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
                 return {**base, "available": False, "unavailable_reason": reason}
             raise FileNotFoundError(reason)
         groups = tuple(tuple(g) for g in load_concept_groups(groups_path))
-    context = SplitContext(data.concepts, data.supercategories, groups)
+    split_embeddings, split_name = _split_embeddings(task, data, root)
+    if split_name is not None:
+        base["split_embeddings"] = split_name
+    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
+                           split_embedding_name=split_name)
     solver = task.experiment_kwargs.get("solver", "lockstep")
     threshold = task.experiment_kwargs.get("leakage_threshold")
     per_seed: dict[str, dict[str, Any]] = {}
@@ -388,9 +393,36 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     ):
         metrics[name], metrics[f"{name}_sd"] = _mean_sd(values)
     metrics["n_attributes_scored"] = int(min(r["n_attributes_scored"] for r in runs))
-    metrics["n_attributes_uncovered"] = {s: r["coverage"]["n_attributes_uncovered"] for s, r in per_seed.items()}
+    metrics["n_degenerate_folds"] = {s: r["coverage"]["n_degenerate_folds"] for s, r in per_seed.items()}
+    metrics["split_embedding"] = runs[0]["split_embedding"]
     metrics["per_seed"] = per_seed
     return metrics
+
+
+#: Environment override of ``dataset_kwargs.split_embeddings`` (e.g. for clip_benchmark runs).
+SPLIT_EMBEDDINGS_ENV: str = "CLIP_CYCLES_SPLIT_EMBEDDINGS"
+
+
+def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
+                      root: Path) -> tuple[np.ndarray | None, str | None]:
+    """One split embedding for every model: ``$CLIP_CYCLES_SPLIT_EMBEDDINGS`` or the task's key (root-relative).
+
+    Returns the matrix in ``data`` order and the file that made it, or (None, None) for
+    each model's own embeddings. Every concept needs a row; missing ones are an error.
+    """
+    from clip_cycles.concepts import load_embeddings_npz
+
+    name = os.environ.get(SPLIT_EMBEDDINGS_ENV) or task.split_embeddings
+    if not name:
+        return None, None
+    path = _in_root(root, name)
+    ids, matrix = load_embeddings_npz(path)
+    row = {c: i for i, c in enumerate(ids)}
+    missing = [c for c in data.concepts if c not in row]
+    if missing:
+        raise ValueError(f"split embeddings {path} lack {len(missing)} concepts (first: {missing[:5]}); "
+                         "embed every concept of the THINGS root with the split model")
+    return matrix[[row[c] for c in data.concepts]], str(path)
 
 
 @dataclass

@@ -215,6 +215,8 @@ class AttributeTaskSpec:
     pairs: str | None = None
     concept_list: str | None = None
     categories: str | None = None
+    #: npz (``concepts``, ``embeddings``) that makes clustering/similarity splits for every model.
+    split_embeddings: str | None = None
     split_params: Mapping[str, Any] = field(default_factory=dict, hash=False)
     experiment_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     description: str = ""
@@ -441,7 +443,7 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
 _ATTRIBUTE_TASK_KEYS = {"task", "dataset_path", "dataset_kwargs", "output_type", "metric_list", "description", "tag",
                         "experiment_kwargs"}
 _ATTRIBUTE_KWARGS = {"strategy", "seeds", "k", "min_concepts", "embedding", "groups", "pairs", "concept_list",
-                     "categories", "split_params"}
+                     "categories", "split_params", "split_embeddings"}
 #: Settings an attribute task may give in ``experiment_kwargs``.
 ATTRIBUTE_EXPERIMENT_KWARGS: tuple[str, ...] = ("solver", "leakage_threshold")
 
@@ -490,6 +492,7 @@ def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output
         pairs=_optional_str(path, kwargs, "pairs"),
         concept_list=_optional_str(path, kwargs, "concept_list"),
         categories=_optional_str(path, kwargs, "categories"),
+        split_embeddings=_optional_str(path, kwargs, "split_embeddings"),
         split_params=dict(split_params),
         experiment_kwargs=experiment,
         description=str(data.get("description", "")),

@@ -163,3 +163,87 @@ def test_synthetic_world_reproduces_paper_orderings(seed):
     assert cs["random"] > 0.3 and sel["supercategory"] > 0  # leaky baseline; strict split still learnable
     leak = {n: m["leakage"]["mean_nearest_train_similarity"] for n, m in metrics.items()}
     assert leak["random"] > leak["clustering"] >= leak["supercategory"] - 0.02, leak
+
+
+# ------------------------------------------------ independent scikit-learn reference (issue 14)
+
+
+def _reference_fold_f1(X, y, train, test):
+    """Paper 2's probe written out with scikit-learn: fit on train rows only, F1 on test rows only.
+
+    A train side with a single class gives a probe with nothing to learn: negative everywhere.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+
+    if len(np.unique(y[train])) < 2:
+        predicted = np.zeros(len(test), dtype=int)
+    else:
+        model = LogisticRegression(C=np.inf, class_weight="balanced", max_iter=1000)
+        model.fit(X[train], y[train])
+        predicted = model.predict(X[test])
+    return f1_score(y[test], predicted, zero_division=0.0)
+
+
+def _reference_dominance(labels, supercategories):
+    out = []
+    for a in range(labels.shape[1]):
+        positive = [s for s, has in zip(supercategories, labels[:, a]) if has]
+        counts = [positive.count(c) for c in set(s for s in positive if s is not None)]
+        out.append(max(counts, default=0) / len(positive))
+    return np.array(out)
+
+
+def _tiny_fixture(seed=0):
+    """60 concepts in 6-d, 5 attributes of different prevalence, 4 categories plus uncategorised concepts."""
+    rng = np.random.default_rng(seed)
+    n, d = 60, 6
+    X = rng.standard_normal((n, d))
+    supers = [None if i % 7 == 0 else f"cat{i % 4}" for i in range(n)]
+    labels = np.zeros((n, 5), dtype=bool)
+    for a, rate in enumerate((0.15, 0.25, 0.35, 0.45, 0.55)):
+        score = X[:, a] + 0.9 * rng.standard_normal(n) + (np.array([s == "cat1" for s in supers]) * (a % 2))
+        labels[np.argsort(-score)[: int(rate * n)], a] = True
+    data = ConceptAttributeData(tuple(f"c{i:02d}" for i in range(n)), tuple(f"attr{a}" for a in range(5)),
+                                labels, tuple(supers))
+    return X, data
+
+
+def test_random_split_metrics_match_a_few_line_sklearn_reference():
+    """Fitting uses train rows only, F1 uses test rows only, CS correlates dominance with selectivity."""
+    from sklearn.model_selection import RepeatedStratifiedKFold
+
+    X, data = _tiny_fixture()
+    labels = data.labels.astype(int)
+    metrics = attribute_task_metrics(X, data, "random", 4, solver="sklearn", progress=False)
+    f1 = np.array([
+        [_reference_fold_f1(X, labels[:, a], train, test)
+         for train, test in RepeatedStratifiedKFold(n_splits=5, n_repeats=2, random_state=4).split(X, labels[:, a])]
+        for a in range(labels.shape[1])
+    ])
+    selectivity = 100 * f1.mean(axis=1) - 100 * labels.sum(axis=0) / len(labels)
+    dominance = _reference_dominance(data.labels, data.supercategories)
+    assert metrics["f1_selectivity"] == pytest.approx(selectivity.mean(), abs=1e-9)
+    assert metrics["mean_f1"] == pytest.approx(100 * f1.mean(), abs=1e-9)
+    assert metrics["cs"] == pytest.approx(np.corrcoef(dominance, selectivity)[0, 1], abs=1e-9)
+    # The fixture separates the bugs: in-sample F1 and CS against mean F1 would differ.
+    assert abs(np.corrcoef(dominance, f1.mean(axis=1))[0, 1] - metrics["cs"]) > 0.05
+
+
+def test_degenerate_folds_score_zero_like_the_reference():
+    """Whole categories to one side: folds without positives on a side score F1 = 0 and stay in the mean."""
+    X, data = _tiny_fixture(1)
+    labels = data.labels.copy()
+    labels[:, 0] = [s == "cat2" for s in data.supercategories]  # lives in one category only
+    data = ConceptAttributeData(data.concepts, data.attributes, labels, data.supercategories)
+    splitter = SupercategorySplit(data.supercategories, n_splits=3, n_repeats=1, random_state=0)
+    folds = attribute_folds(splitter, X, data.labels)
+    result = probe_attributes(X, data, folds, solver="sklearn", progress=False)
+    y = data.labels.astype(int)
+    expected = np.array([[_reference_fold_f1(X, y[:, a], tr, te) for tr, te in folds[a]] for a in range(5)])
+    assert np.allclose(result.f1, expected, atol=1e-12)
+    assert (expected[0] == 0).all() and result.coverage.degenerate[0].all()
+    summary = result.summary()
+    assert summary["n_attributes_scored"] == 5
+    expected_sel = 100 * expected.mean(axis=1) - 100 * y.sum(axis=0) / len(y)
+    assert summary["f1_selectivity"] == pytest.approx(expected_sel.mean(), abs=1e-9)

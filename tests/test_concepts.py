@@ -209,3 +209,73 @@ def test_text_embeddings_from_names_and_definitions():
     ids, X = concept_embeddings_from_texts(texts, lambda batch: np.array([[len(t)] for t in batch], float))
     assert ids == ("bat2", "air_conditioner") and X[:, 0].tolist() == [11.0, 15.0]
     assert concept_base_name("bat12") == "bat"
+
+
+# ------------------------------------------------------------ the files as THINGS ships them
+
+
+def test_real_format_category_tsv_loads(tmp_path):
+    from things_fixture import CATEGORIES, concept_rows, write_things_root
+
+    info = write_things_root(tmp_path)
+    member = info["member"]
+    table = load_supercategory_tsv(tmp_path / "category53_wideFormat.tsv")
+    assert table.categories == CATEGORIES and table.n_empty_columns == 1
+    assert table.totals == tuple(member.sum(axis=0).tolist())  # the totals row is not a concept
+    assert len(table.words) == len(concept_rows())
+    sizes = member.sum(axis=0)
+    for rule in ("largest", "first"):
+        got = load_things(tmp_path, min_concepts=5, multi_category=rule)
+        # Independent reading of the rule from the membership matrix.
+        expected = []
+        for row in member:
+            hits = np.flatnonzero(row)
+            if not len(hits):
+                expected.append(None)
+                continue
+            pick = hits[np.argmax(sizes[hits])] if rule == "largest" else hits[0]
+            expected.append(CATEGORIES[pick])
+        assert list(got.supercategories) == expected, rule
+        assert got.notes["n_multi_category_concepts"] == 3 and got.notes["multi_category_rule"] == rule
+    largest = load_things(tmp_path, min_concepts=5)
+    first = load_things(tmp_path, min_concepts=5, multi_category="first")
+    differ = [c for c, a, b in zip(largest.concepts, largest.supercategories, first.supercategories) if a != b]
+    assert differ == ["food_0", "vehicle_1", "plant_2"]
+    assert sum(s is None for s in largest.supercategories) == 8
+
+
+def test_totals_row_that_disagrees_is_a_clear_error(tmp_path):
+    from things_fixture import write_things_root
+
+    write_things_root(tmp_path)
+    path = tmp_path / "category53_wideFormat.tsv"
+    lines = path.read_text().splitlines()
+    cells = lines[-1].split("\t")
+    cells[3] = str(int(cells[3]) + 1)
+    path.write_text("\n".join(lines[:-1] + ["\t".join(cells)]) + "\n")
+    with pytest.raises(ValueError, match=r"column totals but column 'food' says 12 where 11"):
+        load_supercategory_tsv(path)
+
+
+def test_attribute_list_restricts_and_names_both_differences(tmp_path):
+    from things_fixture import ATTRIBUTES, LISTED_ATTRIBUTES, write_things_root
+
+    write_things_root(tmp_path)
+    data = load_things(tmp_path, min_concepts=5, attributes="attributes.json")
+    assert set(data.attributes) == set(LISTED_ATTRIBUTES) & set(ATTRIBUTES)
+    assert data.skipped_names["attribute_not_in_list"] == tuple(sorted(set(ATTRIBUTES) - set(LISTED_ATTRIBUTES)))
+    assert data.skipped_names["listed_attribute_not_in_data"] == ("not_in_data",)
+    (tmp_path / "lines.txt").write_text("is_alive\n\nis_metal\n")
+    assert load_things(tmp_path, min_concepts=5, attributes=tmp_path / "lines.txt").attributes == ("is_alive", "is_metal")
+    (tmp_path / "none.json").write_text('["nothing"]')
+    with pytest.raises(ValueError, match="none of its 1 attributes is in the data"):
+        load_things(tmp_path, min_concepts=5, attributes="none.json")
+
+
+def test_tabular_concept_list_with_extra_columns(tmp_path):
+    path = tmp_path / "things_concepts.tsv"
+    path.write_text("Word\tuniqueID\tWordnet ID\naardvark\taardvark\tn1\nbat\tbat1\tn2\nbat\tbat2\tn3\n\n")
+    assert load_concept_list(path) == ("aardvark", "bat1", "bat2")
+    path.write_text("Word\tWordnet ID\naardvark\tn1\n")
+    with pytest.raises(ValueError, match="needs a 'uniqueID' column"):
+        load_concept_list(path)

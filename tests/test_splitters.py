@@ -182,7 +182,12 @@ def test_bad_input_is_caught_before_sklearn(world):
         make_splitter("nope", SplitContext(world.data.concepts), 0)
 
 
-def test_coverage_flags_and_excludes_uncovered_attributes():
+def _no_test_positive(labels, folds):
+    """Independent count: folds whose test side holds no positive of the attribute."""
+    return sum(int(not labels[test].any()) for _, test in folds)
+
+
+def test_degenerate_folds_are_counted_not_dropped():
     # Attribute 0 lives only in group A: a group split can never have it on both sides.
     labels = np.zeros((20, 2), dtype=bool)
     labels[:4, 0] = True
@@ -191,11 +196,48 @@ def test_coverage_flags_and_excludes_uncovered_attributes():
     X = np.random.default_rng(0).standard_normal((20, 3))
     folds = attribute_folds(SupercategorySplit(groups, n_splits=4, n_repeats=1), X, labels)
     report = coverage_report(labels, folds, ("only_in_A", "spread"))
-    assert report.uncovered_attributes == ("only_in_A",)
-    assert report.no_positive_in_train[0] == 1 and report.no_positive_in_test[0] == 3
-    assert report.scored[1].any()
+    # Group A is the test side of exactly one of 4 folds: 1 fold without train positives, 3 without test ones.
+    assert report.no_positive_in_train.tolist() == [1, 0] and report.no_positive_in_test.tolist()[0] == 3
+    assert report.degenerate[0].all() and not report.degenerate[1].any()
     summary = report.summary()
-    assert summary["n_attributes_uncovered"] == 1 and summary["flagged_attributes"][0] == "only_in_A"
+    assert summary["n_degenerate_folds"] == 4 and summary["attributes_with_degenerate_folds"] == ["only_in_A"]
+    assert summary["n_attribute_folds"] == 8 and summary["n_fitted_attribute_folds"] == 4
+
+
+def test_per_attribute_folds_bring_positives_to_both_sides():
+    """7 groups hold positives, 5 folds: per attribute every fold gets a test positive; one shared partition need not."""
+    rng = np.random.default_rng(1)
+    n_groups = 40
+    groups = np.repeat(np.arange(n_groups), 5)
+    X = rng.standard_normal((len(groups), 3))
+    labels = np.zeros((len(groups), 6), dtype=bool)
+    for a in range(6):
+        for g in rng.choice(n_groups, size=7, replace=False):
+            labels[groups == g, a] = True
+    names = [str(g) for g in groups]
+    per_attribute = attribute_folds(SupercategorySplit(names, random_state=0), X, labels)
+    shared = attribute_folds(SupercategorySplit(names, random_state=0, fold_assignment="shared"), X, labels)
+    for a in range(6):
+        for train, test in per_attribute[a]:
+            assert not set(groups[train]) & set(groups[test])
+            assert labels[test, a].any() and labels[train, a].any()
+    assert sum(_no_test_positive(labels[:, a], shared[a]) for a in range(6)) > 0
+    assert all(f is shared[0] for f in shared), "the shared option is one partition for every attribute"
+
+
+@pytest.mark.parametrize("name", ["llm", "similarity", "clustering", "supercategory"])
+def test_per_attribute_never_more_degenerate_than_shared(world, name):
+    context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
+    params = {"n_clusters": 16} if name == "clustering" else {}
+    labels = world.data.labels
+    counts = {}
+    for assignment in ("per_attribute", "shared"):
+        splitter = make_splitter(name, context, 0, fold_assignment=assignment, **params)
+        folds = attribute_folds(splitter, world.embeddings, labels)
+        counts[assignment] = sum(_no_test_positive(labels[:, a], folds[a]) for a in range(labels.shape[1]))
+        for per_attribute in folds:
+            check_folds(per_attribute, len(labels))
+    assert counts["per_attribute"] <= counts["shared"]
 
 
 @settings(max_examples=25, deadline=None)
@@ -218,3 +260,16 @@ def test_group_folds_partition_property(sizes, n_splits, seed):
     for r in range(2):
         tested = np.sort(np.concatenate([t for _, t in folds[r * n_splits : (r + 1) * n_splits]]))
         assert np.array_equal(tested, np.arange(len(groups)))
+
+
+def test_attribute_folds_equal_per_attribute_split_calls(world):
+    """The batched path (groups computed once) gives exactly the folds of split(X, y) per attribute."""
+    context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
+    for name in ("clustering", "supercategory", "llm"):
+        splitter = make_splitter(name, context, 2, **({"n_clusters": 16} if name == "clustering" else {}))
+        folds = attribute_folds(splitter, world.embeddings, world.data.labels)
+        for a in (0, 5):
+            direct = list(splitter.split(world.embeddings, world.data.labels[:, a].astype(int)))
+            assert len(direct) == len(folds[a]) == 10
+            for (train, test), (train2, test2) in zip(direct, folds[a]):
+                assert np.array_equal(train, train2) and np.array_equal(test, test2), name

@@ -331,14 +331,42 @@ def test_all_strategies_through_clip_cycles_eval(things_root: Path, tiny_model: 
     assert sorted(results) == ["clustering", "llm", "random", "similarity", "supercategory"]
     for strategy, m in results.items():
         assert m["available"] is True and m["seeds"] == [0], strategy
-    # Whole supercategories to one side: the six category traits have no positive on one side.
-    uncovered = results["supercategory"]["per_seed"]["0"]["coverage"]["uncovered_attributes"]
-    assert {f"{c}_trait" for c in CATEGORIES} <= set(uncovered)
-    assert results["random"]["per_seed"]["0"]["coverage"]["n_attributes_uncovered"] == 0
+    # Whole supercategories to one side: the six category traits have no positive on one side,
+    # so their folds are degenerate (F1 = 0) but every strategy scores every attribute.
+    degenerate = results["supercategory"]["per_seed"]["0"]["coverage"]["attributes_with_degenerate_folds"]
+    assert {f"{c}_trait" for c in CATEGORIES} <= set(degenerate)
+    assert results["random"]["n_degenerate_folds"] == {"0": 0}
+    assert {m["n_attributes_scored"] for m in results.values()} == {results["random"]["n_attributes"]}
     # Colour carries the supercategory: category traits are learnable on random splits and
     # the random attributes are not, so selectivity follows dominance (the paper's CS).
     assert results["random"]["cs"] > 0.5
     assert results["random"]["f1_selectivity"] > results["supercategory"]["f1_selectivity"]
+
+
+def test_one_split_embedding_for_every_model(things_root: Path, tiny_model: str, env: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """dataset_kwargs.split_embeddings (or $CLIP_CYCLES_SPLIT_EMBEDDINGS) makes the clustering split; results say so."""
+    concepts = [c for c in (things_root / "unique_id.txt").read_text().split() if c]
+    split_file = tmp_path / "split.npz"
+    np.savez(split_file, concepts=np.array(concepts), embeddings=np.random.default_rng(0).standard_normal((len(concepts), 5)))
+    (env / "attributes").mkdir()
+    for name, extra in (("fixed", f", split_embeddings: {split_file}"), ("own", "")):
+        (env / "attributes" / f"things_clustering_{name}.yaml").write_text(
+            f"task: attributes/things_clustering_{name}\ndataset_path: things\n"
+            f"dataset_kwargs: {{strategy: clustering, k: 10, seeds: [0]{extra}}}\n"
+            "output_type: attribute_splits\nmetric_list:\n  - {metric: cs, aggregation: mean, higher_is_better: false}\n"
+        )
+    by_key = clip_benchmark("attributes/things_clustering_fixed", tiny_model, things_root, tmp_path / "a")["metrics"]
+    assert by_key["split_embedding"] == str(split_file) == by_key["split_embeddings"]
+    own = clip_benchmark("attributes/things_clustering_own", tiny_model, things_root, tmp_path / "b")["metrics"]
+    assert own["split_embedding"] == "each model's own embeddings"
+    monkeypatch.setenv("CLIP_CYCLES_SPLIT_EMBEDDINGS", str(split_file))
+    by_env = clip_benchmark("attributes/things_clustering_own", tiny_model, things_root, tmp_path / "c")["metrics"]
+    assert by_env["split_embedding"] == str(split_file)
+    # Same split embedding, same folds: the degenerate counts agree; the model's own clustering differs.
+    assert by_env["per_seed"]["0"]["coverage"] == by_key["per_seed"]["0"]["coverage"]
+    assert by_env["per_seed"]["0"]["leakage"] == by_key["per_seed"]["0"]["leakage"]
+    assert own["per_seed"]["0"]["leakage"] != by_key["per_seed"]["0"]["leakage"]
 
 
 def test_splits_command_embeds_with_a_backend(things_root: Path, tiny_model: str, env: Path, tmp_path: Path) -> None:

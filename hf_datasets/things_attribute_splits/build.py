@@ -24,23 +24,29 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs
+from clip_cycles.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
 from clip_cycles.concepts import ConceptAttributeData
 from clip_cycles.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
     "attribute", "strategy", "seed", "repeat", "fold", "train_concepts", "test_concepts",
-    "n_train_positive", "n_test_positive", "scored",
+    "n_train_positive", "n_test_positive", "degenerate",
 )
 
 
 def split_rows(
-    data: ConceptAttributeData, X: np.ndarray, context: SplitContext, strategy: str, seed: int
+    data: ConceptAttributeData, X: np.ndarray, context: SplitContext, strategy: str, seed: int,
+    fold_assignment: str = "per_attribute",
 ) -> dict[str, list[object]]:
-    """Column lists of one strategy and seed: one row per (attribute, fold)."""
-    splitter = make_splitter(strategy, context, seed)
-    folds = attribute_folds(splitter, X, data.labels)
+    """Column lists of one strategy and seed: one row per (attribute, fold).
+
+    ``degenerate`` marks folds where the attribute's positives are not on both sides
+    (scored F1 = 0 by ``clip-cycles splits``); nothing is left out.
+    """
+    params = {} if strategy in context.published else {"fold_assignment": fold_assignment}
+    splitter = make_splitter(strategy, context, seed, **params)
+    folds = attribute_folds(splitter, X, data.labels, attributes=data.attributes)
     coverage = coverage_report(data.labels, folds, data.attributes)
     rows: dict[str, list[object]] = {name: [] for name in COLUMNS}
     concepts = np.array(data.concepts)
@@ -56,7 +62,7 @@ def split_rows(
             rows["test_concepts"].append(concepts[test].tolist())
             rows["n_train_positive"].append(int(column[train].sum()))
             rows["n_test_positive"].append(int(column[test].sum()))
-            rows["scored"].append(bool(coverage.scored[a, f]))
+            rows["degenerate"].append(bool(coverage.degenerate[a, f]))
     return rows
 
 
@@ -84,6 +90,8 @@ def build(
     out: Path,
     strategies: Sequence[str] = PAPER_STRATEGY_ORDER,
     seeds: Sequence[int] = (0, 1, 2),
+    fold_assignment: str = "per_attribute",
+    split_embedding: str = "",
 ) -> dict[str, object]:
     """Write the Parquet files, build_info.json and the card; return build_info."""
     import pyarrow as pa
@@ -95,7 +103,7 @@ def build(
     for strategy in strategies:
         try:
             for seed in seeds:
-                rows = split_rows(data, X, context, strategy, seed)
+                rows = split_rows(data, X, context, strategy, seed, fold_assignment)
                 path = out / "data" / strategy / f"seed{seed}.parquet"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 pq.write_table(pa.table(rows), path)
@@ -109,6 +117,9 @@ def build(
         "seeds": list(seeds),
         "rows": counts,
         "unavailable": unavailable,
+        "fold_assignment": fold_assignment,
+        "split_embedding": split_embedding,
+        "published_splits": {n: {"path": p.path, **p.summary} for n, p in sorted(context.published.items())},
     }
     (out / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n")
     (out / "README.md").write_text(card_text(configs), encoding="utf-8")
@@ -125,10 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data, models, context = load_inputs(args)
     name, X = next(iter(models.items()))
+    split_embedding = args.split_embeddings or name
     if context.split_embeddings is None:
-        context = SplitContext(context.concepts, context.supercategories, context.concept_groups, X)
+        context = SplitContext(context.concepts, context.supercategories, context.concept_groups, X,
+                               published=context.published, split_embedding_name=name)
     out = Path(args.out)
-    info = build(data, X, context, out, args.strategies, args.seeds)
+    info = build(data, X, context, out, strategy_names(args, context), args.seeds, args.fold_assignment,
+                 split_embedding)
     print(json.dumps({"out": str(out), "embeddings": name, **info["rows"]}, sort_keys=True))  # type: ignore[dict-item]
     return 0
 
