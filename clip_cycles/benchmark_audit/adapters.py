@@ -403,7 +403,7 @@ def read_comparison_table(root: Path) -> list[ComparisonSet]:
         if weight != weight or weight in (float("inf"), float("-inf")):
             raise ValueError(f"{path}: line {number}: field 'weight' must be finite, got {row['weight']!r}")
         comparison = str(row["comparison_id"])
-        subset = str(row.get("subset") or "all")
+        subset = str(row.get("subset") or "table")
         item = str(row.get("item_id") or comparison)
         entry = comparisons.setdefault(comparison, {"subset": subset, "item": item, "edges": [], "tags": []})
         if (entry["subset"], entry["item"]) != (subset, item):

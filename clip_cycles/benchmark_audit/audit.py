@@ -132,7 +132,7 @@ def _cycle_metrics(cs: ComparisonSet, embeddings: Embeddings | None, settings: A
         paired_items = cs.n_items
         tags = list(cs.cycle_tags or [() for _ in range(n)])
     else:
-        joined = pairing.comparisons.ravel().tolist()
+        joined = sorted(set(pairing.comparisons.ravel().tolist()))
         paired_comparisons = len(joined)
         paired_items = len({cs.item_ids[c] for c in joined})
         tags = [cs.tags[int(c)] for c in pairing.comparisons[:, 0]] if n else []

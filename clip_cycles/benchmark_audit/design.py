@@ -201,21 +201,17 @@ class CyclePairing:
     """Exact cycles found in a design: (N, 4) ``(u1, u2, v1, v2)`` and the comparisons each one joins."""
 
     cycles: np.ndarray
-    comparisons: np.ndarray  # (N, 2): the comparison won by (u1, v1) and the one won by (u2, v2)
+    comparisons: np.ndarray  # (N, 2): the comparisons each cycle is made of ((c, c) for a whole-cycle comparison)
     declared: bool
 
 
 def hard_negative_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int]]:
     """Comparisons of the shape (u, v+) - (u, v-) with v+ != v-: comparison -> (u, v+, v-)."""
     out: dict[int, tuple[int, int, int]] = {}
-    order = np.argsort(cs.edge_comparison, kind="stable")
-    comp = cs.edge_comparison[order]
-    starts = np.searchsorted(comp, np.arange(cs.n_comparisons + 1))
-    for c in range(cs.n_comparisons):
-        lo, hi = starts[c], starts[c + 1]
-        if hi - lo != 2:
+    for c, edges in enumerate(_edges_by_comparison(cs)):
+        if len(edges) != 2:
             continue
-        e1, e2 = order[lo], order[lo + 1]
+        e1, e2 = edges
         if cs.edge_image[e1] != cs.edge_image[e2] or cs.edge_caption[e1] == cs.edge_caption[e2]:
             continue
         w1, w2 = cs.edge_weight[e1], cs.edge_weight[e2]
@@ -226,8 +222,39 @@ def hard_negative_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int]]:
     return out
 
 
+def _edges_by_comparison(cs: ComparisonSet) -> list[np.ndarray]:
+    order = np.argsort(cs.edge_comparison, kind="stable")
+    starts = np.searchsorted(cs.edge_comparison[order], np.arange(cs.n_comparisons + 1))
+    return [order[starts[c]:starts[c + 1]] for c in range(cs.n_comparisons)]
+
+
+def cycle_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int, int]]:
+    """Comparisons that are a whole cycle by themselves: comparison -> (u1, u2, v1, v2).
+
+    Four edges on two images and two captions, weight +w on (u1, v1) and (u2, v2) and
+    -w on the two swaps.
+    """
+    out: dict[int, tuple[int, int, int, int]] = {}
+    for c, edges in enumerate(_edges_by_comparison(cs)):
+        if len(edges) != 4:
+            continue
+        cells = {(int(cs.edge_image[e]), int(cs.edge_caption[e])): float(cs.edge_weight[e]) for e in edges}
+        images = sorted({u for u, _ in cells})
+        captions = sorted({v for _, v in cells})
+        if len(cells) != 4 or len(images) != 2 or len(captions) != 2:
+            continue
+        (u1, u2), (va, vb) = images, captions
+        w = cells[(u1, va)]
+        if w > 0 and cells[(u2, vb)] == w and cells[(u1, vb)] == -w and cells[(u2, va)] == -w:
+            out[c] = (u1, u2, va, vb)
+        elif w < 0 and cells[(u2, vb)] == w and cells[(u1, vb)] == -w and cells[(u2, va)] == -w:
+            out[c] = (u1, u2, vb, va)
+    return out
+
+
 def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
-    """Exact cycles of a design: the format's declared ones, else crossing hard negatives paired greedily.
+    """Exact cycles of a design: the format's declared ones, else the comparisons that are whole
+    cycles plus crossing hard negatives paired greedily.
 
     Comparison (u1, v1 > v2) pairs with the first unpaired (u2, v2 > v1), u2 != u1, in
     comparison order (deterministic); captions match by exact text, the vertex the model
@@ -237,8 +264,9 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
         return CyclePairing(cs.cycles, np.zeros((0, 2), dtype=np.int64), declared=True)
     shapes = hard_negative_shape(cs)
     waiting: dict[tuple[int, int], list[int]] = {}
-    cycles: list[tuple[int, int, int, int]] = []
-    joined: list[tuple[int, int]] = []
+    whole = cycle_shape(cs)
+    cycles: list[tuple[int, int, int, int]] = [whole[c] for c in sorted(whole)]
+    joined: list[tuple[int, int]] = [(c, c) for c in sorted(whole)]
     for c in sorted(shapes):
         u, pos, neg = shapes[c]
         partners = waiting.get((neg, pos), [])
