@@ -19,13 +19,13 @@ cycles every blind score is 0.5 exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.audits import DEGREE_TOL, signed_degrees
-from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons, vertex_ids
+from clip_cycles.audits import DEGREE_TOL, Witness
+from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
 from clip_cycles.contrast import DEFAULT_TIE_TOL, block_scores_from_embeddings, cycle_acc, cycle_credits, deltas_from_blocks
 from clip_cycles.winoground import winoground_scores
 
@@ -41,6 +41,8 @@ class AuditSettings:
     probe_folds: int = 5
     #: Inverse L2 strength of the probes' logistic regression (scikit-learn's ``C``).
     probe_c: float = 10.0
+    #: False leaves the learned probes out (reported unavailable), e.g. to time the design audit alone.
+    probes: bool = True
 
     def __post_init__(self) -> None:
         if not (np.isfinite(self.tie_tolerance) and self.tie_tolerance >= 0):
@@ -76,13 +78,30 @@ def additive_values(d_img: Any, d_cap: Any, a: np.ndarray | None, b: np.ndarray 
     return total
 
 
-def global_degrees(d_img: Any, d_cap: Any) -> tuple[np.ndarray, np.ndarray]:
+def global_degrees(cs: ComparisonSet) -> tuple[np.ndarray, np.ndarray]:
     """Signed degree of every image and caption over the whole subset (Theorem 1's d_w)."""
-    image = np.asarray(d_img.sum(axis=0)).ravel()
-    caption = np.asarray(d_cap.sum(axis=0)).ravel()
+    image = np.bincount(cs.edge_image, weights=cs.edge_weight, minlength=len(cs.images))
+    caption = np.bincount(cs.edge_caption, weights=cs.edge_weight, minlength=len(cs.captions))
     image[np.abs(image) <= DEGREE_TOL] = 0.0
     caption[np.abs(caption) <= DEGREE_TOL] = 0.0
     return image, caption
+
+
+def degree_witness(cs: ComparisonSet, image_degree: np.ndarray, caption_degree: np.ndarray) -> Witness | None:
+    """Theorem 1's witness of the whole subset, chosen as :func:`clip_cycles.audits.signed_degrees` does.
+
+    The vertex of largest |degree| (images first, then captions, first one on ties);
+    None when every degree is zero (the subset taken as one comparison is balanced).
+    """
+    best_image = int(np.argmax(np.abs(image_degree))) if image_degree.size else -1
+    best_caption = int(np.argmax(np.abs(caption_degree))) if caption_degree.size else -1
+    image_value = float(image_degree[best_image]) if best_image >= 0 else 0.0
+    caption_value = float(caption_degree[best_caption]) if best_caption >= 0 else 0.0
+    if abs(caption_value) > abs(image_value):
+        return Witness("caption", cs.captions[best_caption], caption_value)
+    if image_value != 0.0:
+        return Witness("image", cs.images[best_image].key, image_value)
+    return None
 
 
 def model_values(cs: ComparisonSet, embeddings: Embeddings) -> np.ndarray:
@@ -170,8 +189,8 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
     d_img, d_cap = cs.degree_matrices()
     per_image = np.asarray((d_img != 0).sum(axis=1)).ravel()
     per_caption = np.asarray((d_cap != 0).sum(axis=1)).ravel()
-    image_degree, caption_degree = global_degrees(d_img, d_cap)
-    balance = signed_degrees(*vertex_ids(cs))
+    image_degree, caption_degree = global_degrees(cs)
+    witness = degree_witness(cs, image_degree, caption_degree)
     design = {
         "n_edges": int(cs.edge_weight.shape[0]),
         "n_images": len(cs.images),
@@ -181,9 +200,9 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
         "share_comparisons_caption_decidable": float(np.mean(per_caption > 0)),
         "share_images_unbalanced": float(np.mean(image_degree != 0)),
         "share_captions_unbalanced": float(np.mean(caption_degree != 0)),
-        "balanced": bool(balance.balanced),
-        "max_abs_degree": balance.max_abs_degree,
-        "theorem1_witness": balance.to_dict()["witness"],
+        "balanced": witness is None,
+        "max_abs_degree": 0.0 if witness is None else abs(witness.value),
+        "theorem1_witness": None if witness is None else {**asdict(witness), "vertex": str(witness.vertex)},
     }
     values: dict[str, np.ndarray] = {
         "witness": additive_values(d_img, d_cap, image_degree, caption_degree),
@@ -196,6 +215,9 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
     if embeddings is not None:
         for name, matrix, table in (("caption_probe", d_cap, embeddings.captions),
                                     ("image_probe", d_img, embeddings.images)):
+            if not settings.probes:
+                metrics[f"{name}_unavailable_reason"] = "probes switched off (AuditSettings.probes=False)"
+                continue
             found, reason = probe_values(np.asarray(matrix @ table, dtype=np.float64), cs.item_ids, settings)
             if found is None:
                 metrics[f"{name}_unavailable_reason"] = reason
@@ -213,10 +235,10 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
     best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
     metrics["best_blind"], metrics["best_blind_acc"] = best, blind[best]
     if "model" in credits:
-        item_min: dict[str, float] = {}
-        for item, credit in zip(cs.item_ids, credits["model"].tolist()):
-            item_min[item] = min(item_min.get(item, 1.0), credit)
-        metrics["model_item_acc"] = float(np.mean(list(item_min.values())))
+        codes = np.unique(np.asarray(cs.item_ids), return_inverse=True)[1]
+        weakest = np.ones(int(codes.max()) + 1)
+        np.minimum.at(weakest, codes, credits["model"])
+        metrics["model_item_acc"] = float(weakest.mean())
     cycles, cycle_credit, cycle_tags = _cycle_metrics(cs, embeddings, settings)
     metrics["cycles"] = cycles
     metrics["per_tag"] = _per_tag(cs, credits, cycle_credit, cycle_tags)

@@ -205,27 +205,32 @@ class CyclePairing:
     declared: bool
 
 
+def _hard_negative_arrays(cs: ComparisonSet) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(comparison, image, positive caption, negative caption) arrays of the hard-negative-shaped comparisons."""
+    order = np.argsort(cs.edge_comparison, kind="stable")
+    counts = np.bincount(cs.edge_comparison, minlength=cs.n_comparisons)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    two = np.flatnonzero(counts == 2)
+    e1, e2 = order[starts[two]], order[starts[two] + 1]
+    w1, w2 = cs.edge_weight[e1], cs.edge_weight[e2]
+    ok = (cs.edge_image[e1] == cs.edge_image[e2]) & (cs.edge_caption[e1] != cs.edge_caption[e2]) & (w1 == -w2) & (w1 != 0)
+    first_positive = w1 > 0
+    positive = np.where(first_positive, cs.edge_caption[e1], cs.edge_caption[e2])
+    negative = np.where(first_positive, cs.edge_caption[e2], cs.edge_caption[e1])
+    return two[ok], cs.edge_image[e1][ok], positive[ok], negative[ok]
+
+
 def hard_negative_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int]]:
     """Comparisons of the shape (u, v+) - (u, v-) with v+ != v-: comparison -> (u, v+, v-)."""
-    out: dict[int, tuple[int, int, int]] = {}
-    for c, edges in enumerate(_edges_by_comparison(cs)):
-        if len(edges) != 2:
-            continue
-        e1, e2 = edges
-        if cs.edge_image[e1] != cs.edge_image[e2] or cs.edge_caption[e1] == cs.edge_caption[e2]:
-            continue
-        w1, w2 = cs.edge_weight[e1], cs.edge_weight[e2]
-        if w1 > 0 and w2 == -w1:
-            out[c] = (int(cs.edge_image[e1]), int(cs.edge_caption[e1]), int(cs.edge_caption[e2]))
-        elif w2 > 0 and w1 == -w2:
-            out[c] = (int(cs.edge_image[e1]), int(cs.edge_caption[e2]), int(cs.edge_caption[e1]))
-    return out
+    return {c: (u, p, n) for c, u, p, n in zip(*(a.tolist() for a in _hard_negative_arrays(cs)))}
 
 
-def _edges_by_comparison(cs: ComparisonSet) -> list[np.ndarray]:
+def _edges_by_comparison(cs: ComparisonSet, size: int) -> dict[int, np.ndarray]:
+    """The edges of every comparison that has exactly ``size`` of them."""
     order = np.argsort(cs.edge_comparison, kind="stable")
-    starts = np.searchsorted(cs.edge_comparison[order], np.arange(cs.n_comparisons + 1))
-    return [order[starts[c]:starts[c + 1]] for c in range(cs.n_comparisons)]
+    counts = np.bincount(cs.edge_comparison, minlength=cs.n_comparisons)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return {c: order[starts[c]:starts[c] + size] for c in np.flatnonzero(counts == size).tolist()}
 
 
 def cycle_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int, int]]:
@@ -235,9 +240,7 @@ def cycle_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int, int]]:
     -w on the two swaps.
     """
     out: dict[int, tuple[int, int, int, int]] = {}
-    for c, edges in enumerate(_edges_by_comparison(cs)):
-        if len(edges) != 4:
-            continue
+    for c, edges in _edges_by_comparison(cs, 4).items():
         cells = {(int(cs.edge_image[e]), int(cs.edge_caption[e])): float(cs.edge_weight[e]) for e in edges}
         images = sorted({u for u, _ in cells})
         captions = sorted({v for _, v in cells})
@@ -262,7 +265,13 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
     """
     if cs.cycles is not None:
         return CyclePairing(cs.cycles, np.zeros((0, 2), dtype=np.int64), declared=True)
-    shapes = hard_negative_shape(cs)
+    comparisons, images, positives, negatives = _hard_negative_arrays(cs)
+    # Only comparisons whose reversed caption pair occurs at all can pair: the loop visits those alone.
+    width = len(cs.captions)
+    key, reverse = positives * width + negatives, negatives * width + positives
+    candidate = np.isin(key, reverse)
+    shapes = {c: (u, p, n) for c, u, p, n in zip(comparisons[candidate].tolist(), images[candidate].tolist(),
+                                                   positives[candidate].tolist(), negatives[candidate].tolist())}
     waiting: dict[tuple[int, int], list[int]] = {}
     whole = cycle_shape(cs)
     cycles: list[tuple[int, int, int, int]] = [whole[c] for c in sorted(whole)]
@@ -284,7 +293,7 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
 
 
 def vertex_ids(cs: ComparisonSet) -> tuple[list[Hashable], list[Hashable], list[float]]:
-    """All edges as (image key, caption text, weight) lists, for :func:`clip_cycles.audits.signed_degrees`."""
+    """All edges as (image key, caption text, weight) lists, the input of :func:`clip_cycles.audits.signed_degrees`."""
     keys = [item.key for item in cs.images]
     return ([keys[i] for i in cs.edge_image.tolist()], [cs.captions[i] for i in cs.edge_caption.tolist()],
             cs.edge_weight.tolist())
