@@ -247,6 +247,14 @@ def test_aro_crops_order_cases_and_reversed_relations(tmp_path: Path) -> None:
     # The two "on" items reverse each other on different images: one exact cycle.
     assert (m["vg_relation"]["cycles"]["n_cycles"], m["vg_relation"]["cycles"]["n_paired_items"]) == (1, 2)
     assert m["vg_relation"]["per_tag"]["relation=on"]["n_comparisons"] == 2
+    degree: Counter = Counter()
+    for row in aro_vg_rows():
+        degree[row["true_caption"]] += 1
+        degree[row["false_caption"]] -= 1
+    assert m["vg_relation"]["design"]["n_captions"] == len(degree)
+    assert m["vg_relation"]["design"]["share_captions_unbalanced"] == np.mean([d != 0 for d in degree.values()])
+    assert m["vg_relation"]["witness_acc"] == np.mean([_credit(degree[r["true_caption"]] - degree[r["false_caption"]])
+                                                       for r in aro_vg_rows()])
     # The true caption of a COCO-Order case is +1 in every one of its comparisons: degree = #perturbations.
     assert m["coco_order"]["design"]["max_abs_degree"] == 3.0
     assert m["coco_order"]["witness_acc"] == 1.0

@@ -73,7 +73,7 @@ def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
     series = {k: v for k, v in series.items() if any(x is not None for x in v)}
     x = np.arange(len(names))
     width = 0.8 / max(len(series), 1)
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(names) + 2), 3.6))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 3.5), 3.6))
     for k, (label, values) in enumerate(series.items()):
         heights = [np.nan if v is None else v for v in values]
         ax.bar(x + (k - (len(series) - 1) / 2) * width, heights, width, label=label)
@@ -82,7 +82,7 @@ def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
     ax.set_title(f"{audit.benchmark}: model vs blind baselines")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
