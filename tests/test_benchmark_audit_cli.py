@@ -45,6 +45,17 @@ def test_audit_benchmark_command_with_cycles_tiny(tmp_path: Path, capsys) -> Non
     assert json.dumps(record, sort_keys=True) == json.dumps(again, sort_keys=True)
     assert (tmp_path / "a" / "audit_sugarcrepe.md").read_text() == (tmp_path / "b" / "audit_sugarcrepe.md").read_text()
 
+    # An unreadable image with --skip-bad-images: its comparisons are dropped, counted and named.
+    (tmp_path / "sc" / "val2017" / "000000000101.jpg").write_bytes(b"not a jpeg")
+    assert main([*args, "--out", str(tmp_path / "c"), "--skip-bad-images"]) == 0
+    skipped = json.loads((tmp_path / "c" / "audit_sugarcrepe.json").read_text())["metrics"]
+    swap = skipped["subsets"]["swap_att"]
+    assert swap["skipped"] == {"comparison_with_bad_image": 1} and swap["n_comparisons"] == 3
+    assert swap["cycles"]["n_cycles"] == 0  # item 101 was the only partner of item 100
+    assert "000000000101.jpg" in skipped["encoding"]["bad_images"]
+    assert main([*args, "--out", str(tmp_path / "d")]) == 2  # without the flag: an error naming the image
+    assert "000000000101.jpg" in capsys.readouterr().err
+
     # A user error: a clear message and exit code 2, no traceback.
     assert main(["audit-benchmark", "sugarcrepe", "--root", str(tmp_path / "missing")]) == 2
     assert "sugarcrepe root" in capsys.readouterr().err
