@@ -308,3 +308,16 @@ def test_a_new_format_is_a_registration(tmp_path: Path) -> None:
         assert sub.metrics["cycles"]["n_cycles"] == 1 and sub.metrics["witness_acc"] == 0.5
     finally:
         ADAPTERS.pop("test_pairs", None)
+
+
+def test_restrict_keeps_declared_cycles_only_while_their_images_remain(tmp_path: Path) -> None:
+    write_winoground(tmp_path / "wg")
+    (sub,) = load_benchmark("winoground", tmp_path / "wg")
+    keep = np.array([item != "1" for item in sub.item_ids])
+    left = sub.restrict(keep, "comparison_of_item_with_bad_image")
+    assert left.n_comparisons == 12 and left.skipped == {"comparison_of_item_with_bad_image": 4}
+    assert len(left.cycles) == 3 and len(left.cycle_tags) == 3
+    kept_blocks = {(left.images[u1].key, left.images[u2].key) for u1, u2, _, _ in left.cycles.tolist()}
+    assert ("ex_1_img_0.png", "ex_1_img_1.png") not in kept_blocks and len(kept_blocks) == 3
+    (audit,) = audit_benchmark("winoground", tmp_path / "wg").audits
+    assert audit.metrics["cycles"]["n_cycles"] == 4

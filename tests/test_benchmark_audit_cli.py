@@ -50,7 +50,7 @@ def test_audit_benchmark_command_with_cycles_tiny(tmp_path: Path, capsys) -> Non
     assert main([*args, "--out", str(tmp_path / "c"), "--skip-bad-images"]) == 0
     skipped = json.loads((tmp_path / "c" / "audit_sugarcrepe.json").read_text())["metrics"]
     swap = skipped["subsets"]["swap_att"]
-    assert swap["skipped"] == {"comparison_with_bad_image": 1} and swap["n_comparisons"] == 3
+    assert swap["skipped"] == {"comparison_of_item_with_bad_image": 1} and swap["n_comparisons"] == 3
     assert swap["cycles"]["n_cycles"] == 0  # item 101 was the only partner of item 100
     assert "000000000101.jpg" in skipped["encoding"]["bad_images"]
     assert main([*args, "--out", str(tmp_path / "d")]) == 2  # without the flag: an error naming the image

@@ -76,8 +76,9 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
                   ) -> tuple[list[ComparisonSet], list[Embeddings], EncodeStats]:
     """Encode every subset's images and captions in one pass through the feature cache.
 
-    Comparisons touching an image that could not be read (``skip_bad_images``) are dropped
-    and counted in the subset's ``skipped`` as ``comparison_with_bad_image``.
+    Items with a comparison touching an image that could not be read (``skip_bad_images``)
+    are dropped whole; their comparisons are counted in the subset's ``skipped`` as
+    ``comparison_of_item_with_bad_image``.
     """
     from clip_cycles.encoder import encode
 
@@ -94,10 +95,13 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
             bad_edge = ~present[cs.edge_image]
             bad = np.zeros(cs.n_comparisons, dtype=bool)
             bad[cs.edge_comparison[bad_edge]] = True
+            # The whole item goes: a Winoground block or an ARO case is scored complete or not at all.
+            bad_items = {cs.item_ids[c] for c in np.flatnonzero(bad).tolist()}
+            bad = np.array([item in bad_items for item in cs.item_ids], dtype=bool)
             if bad.all():
-                raise ValueError(f"subset {cs.name!r}: every comparison touches an unreadable image "
+                raise ValueError(f"subset {cs.name!r}: every item touches an unreadable image "
                                  f"(first: {next(i.key for i, p in zip(cs.images, present) if not p)!r})")
-            cs = cs.restrict(~bad, "comparison_with_bad_image")
+            cs = cs.restrict(~bad, "comparison_of_item_with_bad_image")
         phi = np.zeros((len(cs.images), dim), dtype=np.float64)
         for i, item in enumerate(cs.images):
             row = encoded.image_rows.get(item.key)
