@@ -46,6 +46,7 @@ register_command("oe", "clip_cycles.oe", "Cycle OE vs Shortcut OE vs four-entry 
 register_command("report", "clip_cycles.report", "Rebuild the markdown report and figures from a results directory.")
 register_command("splits", "clip_cycles.attribute_experiments", "Attribute generalization splits: F1 selectivity and CS.")
 register_command("train-tiny", "clip_cycles.tiny_model", "Train the cycles-tiny CLIP on the shapes world.")
+register_command("audit-benchmark", "clip_cycles.benchmark_audit.cli", "Audit a benchmark: blind scores vs the model.")
 register_command("demo", "clip_cycles.demo", "The whole pipeline offline on the embedded default.")
 
 

@@ -239,6 +239,25 @@ def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     return _run_experiment(tasks, context, OESettings, oe_metrics, with_markers=True)
 
 
+# --------------------------------------------------------------------------- benchmark formats
+
+
+@register_runner("benchmark_cycles", "cycles")
+def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Blocks of a benchmark's own format (``cycles/winoground``) as cycles (``benchmark_audit.runners``)."""
+    from clip_cycles.benchmark_audit.runners import run_benchmark_cycles as run
+
+    return run(tasks, context)
+
+
+@register_runner("benchmark_audit", "benchmark_audit")
+def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Blind baselines vs the model on a benchmark's own format (``audit/<format>``, ``benchmark_audit.runners``)."""
+    from clip_cycles.benchmark_audit.runners import run_benchmark_audit as run
+
+    return run(tasks, context)
+
+
 # --------------------------------------------------------------------------- attribute splits
 
 

@@ -103,6 +103,9 @@ OUTPUT_TYPES: dict[str, OutputType] = {
                                          "text_only_oe_val_acc", "text_only_cycle_acc", "n_cycles")),
         OutputType("attribute_splits", ("things",), ("f1_selectivity", "cs", "mean_f1", "leakage",
                                                      "n_attributes_scored")),
+        OutputType("benchmark_cycles", ("winoground",), ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles")),
+        OutputType("benchmark_audit", ("benchmark",), ("model_acc", "caption_probe_acc", "best_blind_acc", "witness_acc",
+                                                       "cycle_acc", "n_comparisons", "n_cycles")),
     )
 }
 
@@ -132,7 +135,7 @@ DERIVED_NAMESPACES: tuple[DerivedNamespace, ...] = (
 #: The namespace derived tasks come from.
 BASE_NAMESPACE = "cycles"
 #: Every namespace this registry owns (``is_task_name``).
-NAMESPACES: tuple[str, ...] = (BASE_NAMESPACE, *(n.prefix for n in DERIVED_NAMESPACES), "attributes")
+NAMESPACES: tuple[str, ...] = (BASE_NAMESPACE, *(n.prefix for n in DERIVED_NAMESPACES), "attributes", "audit")
 
 _TASK_KEYS = {
     "task",

@@ -38,7 +38,8 @@ def test_shipped_tasks_cover_every_registered_family() -> None:
     shapes = {f"cycles/shapes_{f}" for f in list_families("coco")}
     shapes_gqa = {f"cycles/shapes_gqa_{f}" for f in list_families("gqa")}
     attributes = {f"attributes/things_{s}" for s in ("random", "llm", "similarity", "clustering", "supercategory")}
-    assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes
+    benchmarks = {"cycles/winoground", *(f"audit/{f}" for f in ("winoground", "sugarcrepe", "aro", "comparison_table"))}
+    assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes | benchmarks
     assert registry.group_names(derived=False) == ["attributes/things_all", "cycles/coco_all", "cycles/gqa_all",
                                                    "cycles/shapes_all", "cycles/shapes_gqa_all"]
     assert {t.name for t in registry.expand(["cycles/coco_all"])} == coco

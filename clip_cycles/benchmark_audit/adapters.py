@@ -1,0 +1,424 @@
+"""Readers of compositionality benchmarks in their published formats, as a registry.
+
+An adapter turns a root folder (or file) into :class:`~.design.ComparisonSet` subsets.
+Adding a format is a registration, as with backends::
+
+    @register_adapter("my_bench", "what it is", expects="files the root must hold")
+    def read_my_bench(root: Path) -> list[ComparisonSet]: ...
+
+Shipped adapters:
+
+- ``winoground``: ``examples.jsonl`` (or Parquet) with ``image_0``, ``image_1``,
+  ``caption_0``, ``caption_1`` and tags, images in ``images/`` (the hub layout
+  ``data/examples.jsonl`` + ``data/images/*.png`` too); each block gives its four
+  directional comparisons and is declared as an exact cycle.
+- ``sugarcrepe``: the seven ``{add,replace,swap}_*.json`` files, each
+  ``{id: {filename, caption, negative_caption}}``, COCO val2017 images.
+- ``aro``: ``visual_genome_relation.json`` / ``visual_genome_attribution.json`` (image,
+  box, true and false caption; images in ``images/``, cropped to the box as ARO does)
+  and ``coco_order.json`` / ``flickr30k_order.json`` (ARO's test cases: an image and
+  ``caption_options``, the true caption first, then its perturbations).
+- ``comparison_table``: a CSV or JSON-lines table, one edge per row: ``image``,
+  ``caption``, ``weight``, ``comparison_id`` (optional ``subset``, ``item_id``, ``tag``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from clip_cycles.audits import hard_negative_edges, winoground_comparisons
+from clip_cycles.benchmark_audit.design import ComparisonSet, ComparisonSetBuilder, CroppedImageItem
+from clip_cycles.encoder import ImageItem
+
+Reader = Callable[[Path], list[ComparisonSet]]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A registered benchmark format: its reader and what its root must hold."""
+
+    name: str
+    reader: Reader
+    description: str
+    expects: str
+
+
+ADAPTERS: dict[str, Adapter] = {}
+
+
+def register_adapter(name: str, description: str, expects: str, replace: bool = False) -> Callable[[Reader], Reader]:
+    """Decorator: register ``reader(root) -> [ComparisonSet, ...]`` as benchmark format ``name``."""
+
+    def decorate(reader: Reader) -> Reader:
+        if name in ADAPTERS and not replace:
+            raise ValueError(f"benchmark adapter {name!r} is already registered")
+        ADAPTERS[name] = Adapter(name, reader, description, expects)
+        return reader
+
+    return decorate
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter ``name``; ValueError listing the registered ones."""
+    if name not in ADAPTERS:
+        raise ValueError(f"unknown benchmark format {name!r}; registered: {', '.join(sorted(ADAPTERS))}")
+    return ADAPTERS[name]
+
+
+def load_benchmark(name: str, root: str | Path, subsets: Sequence[str] | None = None) -> list[ComparisonSet]:
+    """Read benchmark ``name`` from ``root``; ``subsets`` keeps only those (ValueError naming unknown ones)."""
+    adapter = get_adapter(name)
+    path = Path(root).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"{name} root {path} does not exist; it must hold {adapter.expects}")
+    found = adapter.reader(path)
+    if subsets:
+        names = [s.name for s in found]
+        unknown = [s for s in subsets if s not in names]
+        if unknown:
+            raise ValueError(f"{name} root {path} has no subset {unknown}; it has {names}")
+        found = [s for s in found if s.name in subsets]
+    return found
+
+
+# --------------------------------------------------------------------------- shared readers
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON: {error}") from error
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path, encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue  # trailing blank lines are common in exported JSON-lines files
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}: line {number} must be a JSON object, got {type(row).__name__}")
+            rows.append(row)
+    return rows
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSON list, JSON-lines or Parquet file."""
+    if path.suffix == ".parquet":
+        return _read_parquet(path)
+    if path.suffix == ".jsonl":
+        return _read_jsonl(path)
+    data = _read_json(path)
+    if isinstance(data, dict):  # SugarCrepe style: {id: record}
+        return [{"_id": key, **value} if isinstance(value, dict) else {"_id": key, "_bad": value}
+                for key, value in data.items()]
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of records or an object of records, got {type(data).__name__}")
+    return data
+
+
+def _text(path: Path, where: str, row: dict[str, Any], key: str) -> str:
+    value = row.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{path}: {where}: field {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _first_file(candidates: Iterable[Path]) -> Path | None:
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def _first_dir(candidates: Iterable[Path]) -> Path | None:
+    return next((p for p in candidates if p.is_dir()), None)
+
+
+def _image_file(folder: Path, name: str) -> Path:
+    """``folder/name``; a name without a suffix (Winoground's ``ex_0_img_0``) tries .png, .jpg, .jpeg."""
+    path = Path(name) if Path(name).is_absolute() else folder / name
+    if path.suffix or path.exists():
+        return path
+    for suffix in (".png", ".jpg", ".jpeg"):
+        if path.with_suffix(suffix).exists():
+            return path.with_suffix(suffix)
+    return path.with_suffix(".png")  # missing: the encoder names it (or counts it with --skip-bad-images)
+
+
+# --------------------------------------------------------------------------- Winoground
+
+
+WINOGROUND_TAG_FIELDS = ("collapsed_tag", "tag", "secondary_tag", "num_main_preds")
+
+
+def _winoground_image(value: Any, images_dir: Path, where: str, table: Path, key: str) -> ImageItem:
+    if isinstance(value, str) and value:
+        path = _image_file(images_dir, value)
+        return ImageItem(key=path.relative_to(images_dir).as_posix() if path.is_relative_to(images_dir) else str(path),
+                         path=path)
+    if isinstance(value, dict) and (value.get("bytes") or value.get("path")):
+        # Parquet from `datasets`: an Image feature stored as {bytes, path}.
+        if value.get("bytes"):
+            return ImageItem(key=f"{where}/{key}:{value.get('path') or ''}", data=bytes(value["bytes"]))
+        return ImageItem(key=str(value["path"]), path=_image_file(images_dir, str(value["path"])))
+    raise ValueError(f"{table}: {where}: field {key!r} must name an image file or hold image bytes, got {value!r}")
+
+
+def _winoground_tags(row: dict[str, Any]) -> list[str]:
+    tags = []
+    for name in WINOGROUND_TAG_FIELDS:
+        value = row.get(name)
+        if value is None or value == "":
+            continue
+        # secondary_tag may list several tags separated by commas.
+        for part in str(value).split(",") if name == "secondary_tag" else [str(value)]:
+            if part.strip():
+                tags.append(f"{name}={part.strip()}")
+    return tags
+
+
+@register_adapter("winoground", "Winoground: 2x2 blocks (image_0, image_1, caption_0, caption_1) with tags",
+                  "examples.jsonl (or a .parquet table) with image_0, image_1, caption_0, caption_1 and images/ "
+                  "(the hub layout data/examples.jsonl + data/images/ also works)")
+def read_winoground(root: Path) -> list[ComparisonSet]:
+    """Each block: two text comparisons and two image comparisons, and the block itself as a declared cycle."""
+    if root.is_file():
+        table, base = root, root.parent
+    else:
+        table = _first_file([root / "examples.jsonl", root / "data" / "examples.jsonl"])
+        if table is None:
+            parquet = sorted(root.glob("*.parquet")) or sorted((root / "data").glob("*.parquet"))
+            table = parquet[0] if parquet else None
+        if table is None:
+            raise FileNotFoundError(f"{root}: no Winoground table: expected examples.jsonl, data/examples.jsonl or a "
+                                    ".parquet file with columns image_0, image_1, caption_0, caption_1")
+        base = table.parent
+    images_dir = _first_dir([base / "images", root / "images" if root.is_dir() else base]) or base
+    builder = ComparisonSetBuilder("winoground", kind="winoground")
+    for number, row in enumerate(_records(table)):
+        block = str(row.get("id", number))
+        where = f"row {number} (id {block})"
+        first = _winoground_image(row.get("image_0"), images_dir, where, table, "image_0")
+        second = _winoground_image(row.get("image_1"), images_dir, where, table, "image_1")
+        caption_0, caption_1 = _text(table, where, row, "caption_0"), _text(table, where, row, "caption_1")
+        if first.key == second.key or caption_0 == caption_1:
+            builder.skip("block_with_repeated_image_or_caption")
+            continue
+        tags = _winoground_tags(row)
+        items = {first.key: first, second.key: second}
+        for which in ("text", "image"):
+            comparisons = winoground_comparisons([(first.key, second.key, caption_0, caption_1)], which)
+            for k, (image_keys, captions, weights) in enumerate(comparisons):
+                builder.add(f"{block}/{which}{k}", block, [items[key] for key in image_keys], captions, weights, tags)
+        builder.add_cycle(first, second, caption_0, caption_1, tags)
+    return [builder.build()]
+
+
+# --------------------------------------------------------------------------- SugarCrepe
+
+
+SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+
+
+def hard_negative_subset(name: str, source: Path, items: Iterable[tuple[str, ImageItem, str, str, Sequence[str]]],
+                         kind: str = "hard_negative") -> ComparisonSet:
+    """A subset of one-image hard negatives ``(item id, image, true caption, false caption, tags)``."""
+    builder = ComparisonSetBuilder(name, kind=kind)
+    for item_id, image, positive, negative, tags in items:
+        if positive == negative:
+            builder.skip("negative_equal_to_caption")
+            continue
+        image_keys, captions, weights = hard_negative_edges([(image.key, positive, negative)])
+        builder.add(item_id, item_id, [image] * len(image_keys), captions, weights, tags)
+    if not builder.comparison_ids:
+        raise ValueError(f"{source}: subset {name!r} has no usable item (skipped: {builder.skipped})")
+    return builder.build()
+
+
+@register_adapter("sugarcrepe", "SugarCrepe: one image, a caption and a hard negative; seven subsets",
+                  "the seven SugarCrepe files (add_att.json ... swap_obj.json, in the root or data/) and the COCO "
+                  "val2017 images (val2017/ or images/)")
+def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
+    folder = root if any((root / f"{s}.json").is_file() for s in SUGARCREPE_SUBSETS) else root / "data"
+    images_dir = _first_dir([root / "val2017", root / "images", root / "coco" / "val2017"]) or root
+    out = []
+    for subset in SUGARCREPE_SUBSETS:
+        path = folder / f"{subset}.json"
+        if not path.is_file():
+            continue
+        items = []
+        for number, row in enumerate(_records(path)):
+            item_id = str(row.get("_id", number))
+            where = f"item {item_id}"
+            if "_bad" in row:
+                raise ValueError(f"{path}: {where} must be an object with filename, caption, negative_caption")
+            filename = _text(path, where, row, "filename")
+            image = ImageItem(key=filename, path=_image_file(images_dir, filename))
+            items.append((item_id, image, _text(path, where, row, "caption"), _text(path, where, row,
+                                                                                    "negative_caption"), ()))
+        out.append(hard_negative_subset(subset, path, items))
+    if not out:
+        raise FileNotFoundError(f"{root}: no SugarCrepe file found; expected some of "
+                                f"{', '.join(s + '.json' for s in SUGARCREPE_SUBSETS)} in {root} or {root / 'data'}")
+    return out
+
+
+# --------------------------------------------------------------------------- ARO
+
+
+ARO_VG_FILES = {"vg_relation": "visual_genome_relation.json", "vg_attribution": "visual_genome_attribution.json"}
+ARO_ORDER_FILES = {"coco_order": ("coco_order.json", "coco_order.jsonl"),
+                   "flickr_order": ("flickr30k_order.json", "flickr30k_order.jsonl")}
+
+
+def _box(path: Path, where: str, row: dict[str, Any]) -> tuple[float, float, float, float]:
+    values = []
+    for key in ("bbox_x", "bbox_y", "bbox_w", "bbox_h"):
+        value = row.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{path}: {where}: field {key!r} must be a number, got {value!r}")
+        values.append(float(value))
+    if values[2] <= 0 or values[3] <= 0:
+        raise ValueError(f"{path}: {where}: the box has a non-positive width or height {values[2:]}")
+    return values[0], values[1], values[2], values[3]
+
+
+def _aro_vg(subset: str, path: Path, images_dir: Path) -> ComparisonSet:
+    items = []
+    for number, row in enumerate(_records(path)):
+        where = f"item {number}"
+        image_path = _text(path, where, row, "image_path")
+        box = _box(path, where, row)
+        file = _image_file(images_dir, image_path)
+        image = CroppedImageItem(key=f"{image_path}#box={','.join(f'{v:g}' for v in box)}", path=file, box=box)
+        if subset == "vg_relation":
+            tags = [f"relation={row['relation_name']}"] if row.get("relation_name") else []
+        else:
+            attributes = row.get("attributes")
+            tags = [f"attributes={'_'.join(map(str, attributes))}"] if isinstance(attributes, list) else []
+        items.append((str(row.get("id", number)), image, _text(path, where, row, "true_caption"),
+                      _text(path, where, row, "false_caption"), tags))
+    return hard_negative_subset(subset, path, items)
+
+
+def _aro_order(subset: str, path: Path, root: Path) -> ComparisonSet:
+    builder = ComparisonSetBuilder(subset, kind="caption_order")
+    for number, row in enumerate(_records(path)):
+        where = f"test case {number}"
+        name = _text(path, where, row, "image")
+        file = _image_file(root, name)
+        if not file.exists() and (root / "images" / name).exists():
+            file = root / "images" / name
+        image = ImageItem(key=name, path=file)
+        options = row.get("caption_options")
+        if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) and o.strip()
+                                                                        for o in options):
+            raise ValueError(f"{path}: {where}: field 'caption_options' must list the true caption and at least one "
+                             f"perturbation (non-empty strings), got {options!r}")
+        true = options[0]
+        for k, perturbed in enumerate(options[1:], 1):
+            if perturbed == true:
+                # A shuffle that changed nothing: every score ties, so it says nothing.
+                builder.skip("perturbation_equal_to_caption")
+                continue
+            image_keys, captions, weights = hard_negative_edges([(image.key, true, perturbed)])
+            builder.add(f"{number}/{k}", str(number), [image] * 2, captions, weights)
+    return builder.build()
+
+
+@register_adapter("aro", "ARO: VG-Relation, VG-Attribution (image box, true/false caption), COCO-Order, Flickr-Order",
+                  "visual_genome_relation.json and/or visual_genome_attribution.json with images/, and/or "
+                  "coco_order.json(l) / flickr30k_order.json(l) (ARO test cases: image, caption_options); files in the "
+                  "root or annotations/")
+def read_aro(root: Path) -> list[ComparisonSet]:
+    out = []
+    images_dir = _first_dir([root / "images"]) or root
+    for subset, name in ARO_VG_FILES.items():
+        path = _first_file([root / name, root / "annotations" / name])
+        if path is not None:
+            out.append(_aro_vg(subset, path, images_dir))
+    for subset, names in ARO_ORDER_FILES.items():
+        path = _first_file([root / n for n in names] + [root / "annotations" / n for n in names])
+        if path is not None:
+            out.append(_aro_order(subset, path, root))
+    if not out:
+        raise FileNotFoundError(f"{root}: no ARO file found; expected {', '.join(ARO_VG_FILES.values())} or "
+                                f"{', '.join(n for names in ARO_ORDER_FILES.values() for n in names)}")
+    return out
+
+
+# --------------------------------------------------------------------------- generic comparison table
+
+
+TABLE_COLUMNS = ("image", "caption", "weight", "comparison_id")
+TABLE_NAMES = ("comparisons.csv", "comparisons.jsonl")
+
+
+def _table_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    if path.suffix == ".jsonl":
+        return list(enumerate(_read_jsonl(path), 1))
+    if path.suffix != ".csv":
+        raise ValueError(f"{path}: a comparison table must be .csv or .jsonl")
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        header = [h.strip() for h in reader.fieldnames or []]
+        reader.fieldnames = header
+        rows = [(number, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()})
+                for number, row in enumerate(reader, 2) if any((v or "").strip() for v in row.values() if
+                                                              isinstance(v, str))]
+    return rows
+
+
+@register_adapter("comparison_table", "Any benchmark as a table of signed edges grouped into comparisons",
+                  "a .csv or .jsonl file (or a folder with comparisons.csv / comparisons.jsonl) with columns image, "
+                  "caption, weight, comparison_id (optional subset, item_id, tag); images relative to the table")
+def read_comparison_table(root: Path) -> list[ComparisonSet]:
+    path = root if root.is_file() else _first_file([root / n for n in TABLE_NAMES])
+    if path is None:
+        raise FileNotFoundError(f"{root}: no comparison table; expected {' or '.join(TABLE_NAMES)}")
+    base = path.parent
+    builders: dict[str, ComparisonSetBuilder] = {}
+    comparisons: dict[str, dict[str, Any]] = {}
+    for number, row in _table_rows(path):
+        missing = [c for c in TABLE_COLUMNS if row.get(c) in (None, "")]
+        if missing:
+            raise ValueError(f"{path}: line {number}: missing {missing} (columns: {', '.join(TABLE_COLUMNS)})")
+        try:
+            weight = float(row["weight"])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}: line {number}: field 'weight' must be a number, got {row['weight']!r}") from None
+        if weight != weight or weight in (float("inf"), float("-inf")):
+            raise ValueError(f"{path}: line {number}: field 'weight' must be finite, got {row['weight']!r}")
+        comparison = str(row["comparison_id"])
+        subset = str(row.get("subset") or "table")
+        item = str(row.get("item_id") or comparison)
+        entry = comparisons.setdefault(comparison, {"subset": subset, "item": item, "edges": [], "tags": []})
+        if (entry["subset"], entry["item"]) != (subset, item):
+            raise ValueError(f"{path}: line {number}: comparison {comparison!r} is in subset {entry['subset']!r}, item "
+                             f"{entry['item']!r} on an earlier line but in {subset!r}, {item!r} here")
+        name = str(row["image"])
+        entry["edges"].append((ImageItem(key=name, path=_image_file(base, name)), _text(path, f"line {number}", row,
+                                                                                          "caption"), weight))
+        tag = row.get("tag")
+        if tag not in (None, "") and str(tag) not in entry["tags"]:
+            entry["tags"].append(str(tag))
+    for comparison, entry in comparisons.items():
+        builder = builders.setdefault(entry["subset"], ComparisonSetBuilder(entry["subset"], kind="table"))
+        images, captions, weights = zip(*entry["edges"])
+        builder.add(comparison, entry["item"], images, captions, weights, entry["tags"])
+    if not builders:
+        raise ValueError(f"{path}: the table has no rows")
+    return [builders[name].build() for name in builders]

@@ -1,0 +1,283 @@
+"""The audit of one benchmark subset: its design, blind baselines, the model, and its exact cycles.
+
+Every accuracy here is the mean credit (1 win / 0.5 tie / 0 loss, one absolute
+``tie_tolerance``) of T_c(s) over the subset's comparisons, for a score s that is:
+
+- ``witness``: Theorem 1's witness summed over the design, s(u, v) = d(u) + d(v) with d
+  the signed degrees of the whole subset (it reads the labels, so it shows what the
+  design lets an additive score reach; on a balanced design it is exactly 0.5);
+- ``shortest_caption`` / ``longest_caption``: b(v) = -len(v) / +len(v) (characters);
+- ``caption_probe``: b(v) = w . psi(v) on the model's text embeddings, w a logistic
+  regression on the comparisons' caption degree vectors D_cap[c] @ Psi (mirrored, no
+  intercept), cross-validated with folds by item; ``image_probe`` likewise on images;
+- ``model``: the model's cosine s(u, v) = phi(u) . psi(v).
+
+Additive scores are evaluated through the per-comparison degree matrices, so a balanced
+comparison gives exactly T = 0 (a tie, 0.5) with no rounding: on a design made of
+cycles every blind score is 0.5 exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from clip_cycles.audits import DEGREE_TOL, Witness
+from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
+from clip_cycles.contrast import DEFAULT_TIE_TOL, block_scores_from_embeddings, cycle_acc, cycle_credits, deltas_from_blocks
+from clip_cycles.winoground import winoground_scores
+
+#: Blind baselines, in table order.
+BLIND_SCORES: tuple[str, ...] = ("witness", "shortest_caption", "longest_caption", "caption_probe", "image_probe")
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """Settings of the learned probes and the tie tolerance of every credit."""
+
+    tie_tolerance: float = DEFAULT_TIE_TOL
+    probe_folds: int = 5
+    #: Inverse L2 strength of the probes' logistic regression (scikit-learn's ``C``).
+    probe_c: float = 10.0
+    #: False leaves the learned probes out (reported unavailable), e.g. to time the design audit alone.
+    probes: bool = True
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.tie_tolerance) and self.tie_tolerance >= 0):
+            raise ValueError(f"tie_tolerance must be a finite non-negative number, got {self.tie_tolerance!r}")
+        if self.probe_folds < 2:
+            raise ValueError(f"probe_folds must be at least 2, got {self.probe_folds}")
+
+
+@dataclass
+class Embeddings:
+    """float64 model features aligned with a subset's ``images`` and ``captions`` (L2-normalized)."""
+
+    images: np.ndarray
+    captions: np.ndarray
+
+
+@dataclass
+class SubsetAudit:
+    """The JSON-ready metrics of one subset and the per-comparison credits behind them."""
+
+    name: str
+    metrics: dict[str, Any]
+    credits: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def additive_values(d_img: Any, d_cap: Any, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
+    """T_c(a(u) + b(v)) for every comparison, from the degree matrices (exact 0 when balanced)."""
+    total = np.zeros(d_img.shape[0], dtype=np.float64)
+    if a is not None:
+        total += d_img @ np.asarray(a, dtype=np.float64)
+    if b is not None:
+        total += d_cap @ np.asarray(b, dtype=np.float64)
+    return total
+
+
+def global_degrees(cs: ComparisonSet) -> tuple[np.ndarray, np.ndarray]:
+    """Signed degree of every image and caption over the whole subset (Theorem 1's d_w)."""
+    image = np.bincount(cs.edge_image, weights=cs.edge_weight, minlength=len(cs.images))
+    caption = np.bincount(cs.edge_caption, weights=cs.edge_weight, minlength=len(cs.captions))
+    image[np.abs(image) <= DEGREE_TOL] = 0.0
+    caption[np.abs(caption) <= DEGREE_TOL] = 0.0
+    return image, caption
+
+
+def degree_witness(cs: ComparisonSet, image_degree: np.ndarray, caption_degree: np.ndarray) -> Witness | None:
+    """Theorem 1's witness of the whole subset, chosen as :func:`clip_cycles.audits.signed_degrees` does.
+
+    The vertex of largest |degree| (images first, then captions, first one on ties);
+    None when every degree is zero (the subset taken as one comparison is balanced).
+    """
+    best_image = int(np.argmax(np.abs(image_degree))) if image_degree.size else -1
+    best_caption = int(np.argmax(np.abs(caption_degree))) if caption_degree.size else -1
+    image_value = float(image_degree[best_image]) if best_image >= 0 else 0.0
+    caption_value = float(caption_degree[best_caption]) if best_caption >= 0 else 0.0
+    if abs(caption_value) > abs(image_value):
+        return Witness("caption", cs.captions[best_caption], caption_value)
+    if image_value != 0.0:
+        return Witness("image", cs.images[best_image].key, image_value)
+    return None
+
+
+def model_values(cs: ComparisonSet, embeddings: Embeddings) -> np.ndarray:
+    """T_c(s) with the model's cosine on every edge."""
+    phi = embeddings.images[cs.edge_image]
+    psi = embeddings.captions[cs.edge_caption]
+    scores = np.einsum("ij,ij->i", phi, psi)
+    return np.bincount(cs.edge_comparison, weights=cs.edge_weight * scores, minlength=cs.n_comparisons)
+
+
+def probe_values(features: np.ndarray, groups: Sequence[str], settings: AuditSettings) -> tuple[np.ndarray | None, str]:
+    """Cross-validated values w . x_c of a linear probe on comparison vectors x_c (folds by item).
+
+    Each training comparison gives (x_c, won) and its mirror (-x_c, lost), so the probe
+    has no preferred side; the intercept is off, keeping T(0) = 0 for balanced comparisons.
+    Returns (values, "") or (None, unavailable_reason).
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+
+    group_codes = np.unique(np.asarray(groups), return_inverse=True)[1]
+    n_groups = int(group_codes.max()) + 1
+    if n_groups < 2:
+        return None, f"a cross-validated probe needs at least 2 items, the subset has {n_groups}"
+    values = np.zeros(features.shape[0], dtype=np.float64)
+    folds = GroupKFold(n_splits=min(settings.probe_folds, n_groups))
+    for train, test in folds.split(features, groups=group_codes):
+        x = features[train]
+        if not np.any(x):
+            continue  # nothing to learn: w = 0, every test value is an exact tie
+        probe = LogisticRegression(C=settings.probe_c, fit_intercept=False, max_iter=1000)
+        probe.fit(np.vstack([x, -x]), np.r_[np.ones(len(train)), np.zeros(len(train))])
+        values[test] = features[test] @ probe.coef_.ravel().astype(np.float64)
+    return values, ""
+
+
+def _mean(credits: np.ndarray) -> float:
+    return float(np.mean(credits))
+
+
+def _cycle_metrics(cs: ComparisonSet, embeddings: Embeddings | None, settings: AuditSettings
+                   ) -> tuple[dict[str, Any], np.ndarray | None, list[tuple[str, ...]]]:
+    pairing = pair_crossing_comparisons(cs)
+    n = int(pairing.cycles.shape[0])
+    if pairing.declared:
+        paired_comparisons = cs.n_comparisons
+        paired_items = cs.n_items
+        tags = list(cs.cycle_tags or [() for _ in range(n)])
+    else:
+        joined = sorted(set(pairing.comparisons.ravel().tolist()))
+        paired_comparisons = len(joined)
+        paired_items = len({cs.item_ids[c] for c in joined})
+        tags = [cs.tags[int(c)] for c in pairing.comparisons[:, 0]] if n else []
+    out: dict[str, Any] = {
+        "n_cycles": n,
+        "declared_by_format": pairing.declared,
+        "n_paired_comparisons": paired_comparisons,
+        "n_paired_items": paired_items,
+        "share_items_paired": paired_items / cs.n_items,
+        # Every additive score cancels in each cycle's contrast: an identity of the design, not a result.
+        "additive_cycle_acc_identity": 0.5 if n else None,
+    }
+    credits = None
+    if n and embeddings is not None:
+        blocks = block_scores_from_embeddings(embeddings.images, embeddings.captions, pairing.cycles)
+        deltas = deltas_from_blocks(blocks)
+        credits = cycle_credits(deltas, settings.tie_tolerance)
+        wino = winoground_scores(blocks)
+        out.update({"cycle_acc": cycle_acc(deltas, settings.tie_tolerance), "text_acc": wino.text_acc,
+                    "image_acc": wino.image_acc, "group_acc": wino.group_acc,
+                    "n_ties": int((np.abs(deltas) <= settings.tie_tolerance).sum())})
+    elif n:
+        out["unavailable_reason"] = "no model given: CycleAcc needs the model's scores"
+    else:
+        out["unavailable_reason"] = ("no two comparisons cross (u1, v1 > v2) and (u2, v2 > v1) on different images "
+                                     "with the same caption texts")
+    return out, credits, tags
+
+
+def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
+                 settings: AuditSettings | None = None) -> SubsetAudit:
+    """Design, blind baselines, model accuracy and exact cycles of one subset (see the module docstring)."""
+    settings = settings or AuditSettings()
+    tol = settings.tie_tolerance
+    d_img, d_cap = cs.degree_matrices()
+    per_image = np.asarray((d_img != 0).sum(axis=1)).ravel()
+    per_caption = np.asarray((d_cap != 0).sum(axis=1)).ravel()
+    image_degree, caption_degree = global_degrees(cs)
+    witness = degree_witness(cs, image_degree, caption_degree)
+    design = {
+        "n_edges": int(cs.edge_weight.shape[0]),
+        "n_images": len(cs.images),
+        "n_captions": len(cs.captions),
+        "share_comparisons_unbalanced": float(np.mean((per_image + per_caption) > 0)),
+        "share_comparisons_image_decidable": float(np.mean(per_image > 0)),
+        "share_comparisons_caption_decidable": float(np.mean(per_caption > 0)),
+        "share_images_unbalanced": float(np.mean(image_degree != 0)),
+        "share_captions_unbalanced": float(np.mean(caption_degree != 0)),
+        "balanced": witness is None,
+        "max_abs_degree": 0.0 if witness is None else abs(witness.value),
+        "theorem1_witness": None if witness is None else {**asdict(witness), "vertex": str(witness.vertex)},
+    }
+    values: dict[str, np.ndarray] = {
+        "witness": additive_values(d_img, d_cap, image_degree, caption_degree),
+    }
+    lengths = np.array([len(c) for c in cs.captions], dtype=np.float64)
+    values["shortest_caption"] = additive_values(d_img, d_cap, None, -lengths)
+    values["longest_caption"] = additive_values(d_img, d_cap, None, lengths)
+    metrics: dict[str, Any] = {"kind": cs.kind, "n_comparisons": cs.n_comparisons, "n_items": cs.n_items,
+                               "skipped": dict(sorted(cs.skipped.items())), "design": design}
+    if embeddings is not None:
+        for name, matrix, table in (("caption_probe", d_cap, embeddings.captions),
+                                    ("image_probe", d_img, embeddings.images)):
+            if not settings.probes:
+                metrics[f"{name}_unavailable_reason"] = "probes switched off (AuditSettings.probes=False)"
+                continue
+            found, reason = probe_values(np.asarray(matrix @ table, dtype=np.float64), cs.item_ids, settings)
+            if found is None:
+                metrics[f"{name}_unavailable_reason"] = reason
+            else:
+                values[name] = found
+        values["model"] = model_values(cs, embeddings)
+    else:
+        for name in ("caption_probe", "image_probe"):
+            metrics[f"{name}_unavailable_reason"] = "no model given: the probe reads the model's embeddings"
+        metrics["model_unavailable_reason"] = "no model given"
+    credits = {name: cycle_credits(v, tol) for name, v in values.items()}
+    for name, credit in credits.items():
+        metrics[f"{name}_acc"] = _mean(credit)
+    blind = {name: metrics[f"{name}_acc"] for name in BLIND_SCORES[1:] if f"{name}_acc" in metrics}
+    best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
+    metrics["best_blind"], metrics["best_blind_acc"] = best, blind[best]
+    if "model" in credits:
+        codes = np.unique(np.asarray(cs.item_ids), return_inverse=True)[1]
+        weakest = np.ones(int(codes.max()) + 1)
+        np.minimum.at(weakest, codes, credits["model"])
+        metrics["model_item_acc"] = float(weakest.mean())
+    cycles, cycle_credit, cycle_tags = _cycle_metrics(cs, embeddings, settings)
+    metrics["cycles"] = cycles
+    metrics["per_tag"] = _per_tag(cs, credits, cycle_credit, cycle_tags)
+    if cycle_credit is not None:
+        credits["cycle"] = cycle_credit
+    return SubsetAudit(cs.name, metrics, credits)
+
+
+def _per_tag(cs: ComparisonSet, credits: dict[str, np.ndarray], cycle_credit: np.ndarray | None,
+             cycle_tags: list[tuple[str, ...]]) -> dict[str, Any]:
+    tags = sorted({t for ts in cs.tags for t in ts} | {t for ts in cycle_tags for t in ts})
+    out: dict[str, Any] = {}
+    for tag in tags:
+        mask = np.array([tag in ts for ts in cs.tags], dtype=bool)
+        entry: dict[str, Any] = {"n_comparisons": int(mask.sum())}
+        if mask.any():
+            for name, credit in credits.items():
+                entry[f"{name}_acc"] = _mean(credit[mask])
+        if cycle_credit is not None:
+            cmask = np.array([tag in ts for ts in cycle_tags], dtype=bool)
+            entry["n_cycles"] = int(cmask.sum())
+            if cmask.any():
+                entry["cycle_acc"] = _mean(cycle_credit[cmask])
+        out[tag] = entry
+    return out
+
+
+def summarize(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
+    """Headline numbers over all subsets: comparison-weighted means of each accuracy, cycle-weighted CycleAcc."""
+    total = sum(a.metrics["n_comparisons"] for a in audits)
+    out: dict[str, Any] = {"n_subsets": len(audits), "n_comparisons": total,
+                           "n_cycles": sum(a.metrics["cycles"]["n_cycles"] for a in audits)}
+    # A score missing from some subset (no model, too few items for a probe) is None over all of them.
+    for name in (*BLIND_SCORES, "model"):
+        found = all(name in a.credits for a in audits)
+        out[f"{name}_acc"] = float(np.mean(np.concatenate([a.credits[name] for a in audits]))) if found else None
+    blind = {k: out[f"{k}_acc"] for k in BLIND_SCORES[1:] if out[f"{k}_acc"] is not None}
+    best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
+    out["best_blind"], out["best_blind_acc"] = best, blind[best]
+    cycle_sets = [a.credits["cycle"] for a in audits if "cycle" in a.credits]
+    out["cycle_acc"] = float(np.mean(np.concatenate(cycle_sets))) if cycle_sets else None
+    return out

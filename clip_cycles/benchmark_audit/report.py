@@ -1,0 +1,91 @@
+"""The audit as a markdown table and a figure (model accuracy vs blind baselines per subset)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from clip_cycles.benchmark_audit.run import BenchmarkAudit
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+#: Columns of the table: header and how to read each subset's metrics.
+COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("subset", lambda name, m: name),
+    ("comparisons", lambda name, m: m["n_comparisons"]),
+    ("items", lambda name, m: m["n_items"]),
+    ("unbalanced img / cap", lambda name, m: f"{m['design']['share_images_unbalanced']:.2f} / "
+                                              f"{m['design']['share_captions_unbalanced']:.2f}"),
+    ("witness", lambda name, m: m.get("witness_acc")),
+    ("shortest", lambda name, m: m.get("shortest_caption_acc")),
+    ("longest", lambda name, m: m.get("longest_caption_acc")),
+    ("caption probe", lambda name, m: m.get("caption_probe_acc")),
+    ("image probe", lambda name, m: m.get("image_probe_acc")),
+    ("model", lambda name, m: m.get("model_acc")),
+    ("cycles (items paired)", lambda name, m: f"{m['cycles']['n_cycles']} ({m['cycles']['n_paired_items']})"),
+    ("CycleAcc", lambda name, m: m["cycles"].get("cycle_acc")),
+)
+
+
+def markdown_table(audit: BenchmarkAudit) -> str:
+    """One row per subset plus an ``all`` row; every accuracy is a mean over the subset's comparisons."""
+    header = [name for name, _ in COLUMNS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for sub in audit.audits:
+        lines.append("| " + " | ".join(_fmt(get(sub.name, sub.metrics)) for _, get in COLUMNS) + " |")
+    s = audit.summary
+    total = ["**all**", s["n_comparisons"], "", "", s.get("witness_acc"), s.get("shortest_caption_acc"),
+             s.get("longest_caption_acc"), s.get("caption_probe_acc"), s.get("image_probe_acc"), s.get("model_acc"),
+             s["n_cycles"], s.get("cycle_acc")]
+    lines.append("| " + " | ".join(_fmt(v) for v in total) + " |")
+    model = audit.model.get("model")
+    who = f"{model} ({audit.model.get('pretrained') or 'random init'})" if model else "no model (design only)"
+    lines += ["", f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
+              "Accuracies: mean credit (1 win, 0.5 tie, 0 loss) over the subset's comparisons; CycleAcc over its "
+              "exact cycles. A blind column near the model's means the benchmark can be passed without "
+              "looking at the pairing."]
+    return "\n".join(lines) + "\n"
+
+
+def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
+    """Grouped bars per subset: model, caption-only probe, best length rule (and CycleAcc where there are cycles)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = [a.name for a in audit.audits]
+    series = {
+        "model": [a.metrics.get("model_acc") for a in audit.audits],
+        "caption-only probe": [a.metrics.get("caption_probe_acc") for a in audit.audits],
+        "best length rule": [max(a.metrics["shortest_caption_acc"], a.metrics["longest_caption_acc"])
+                             for a in audit.audits],
+        "CycleAcc (paired cycles)": [a.metrics["cycles"].get("cycle_acc") for a in audit.audits],
+    }
+    series = {k: v for k, v in series.items() if any(x is not None for x in v)}
+    x = np.arange(len(names))
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 3.5), 3.6))
+    for k, (label, values) in enumerate(series.items()):
+        heights = [np.nan if v is None else v for v in values]
+        ax.bar(x + (k - (len(series) - 1) / 2) * width, heights, width, label=label)
+    ax.axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    ax.set_title(f"{audit.benchmark}: model vs blind baselines")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, metadata={"Software": None})
+    plt.close(fig)
+    return path

@@ -1,0 +1,136 @@
+"""Audit a whole benchmark for a model: read it, embed it through the feature cache, audit each subset.
+
+Outputs: a result record in clip_benchmark's shape ``{dataset, model, pretrained, task,
+metrics, language}`` (``dataset`` is ``audit/<format>``), a markdown table and a figure
+(model accuracy vs the blind baselines per subset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from clip_cycles.benchmark_audit.adapters import load_benchmark
+from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
+from clip_cycles.benchmark_audit.design import ComparisonSet
+
+if TYPE_CHECKING:  # pragma: no cover
+    from clip_cycles.encoder import EncodeStats, ModelSpec
+
+#: clip_benchmark's ``task`` field of an audit result.
+RESULT_TASK = "benchmark_audit"
+
+
+@dataclass
+class BenchmarkAudit:
+    """Every subset's audit of one benchmark, the headline summary and the encoder's counts."""
+
+    benchmark: str
+    audits: list[SubsetAudit]
+    summary: dict[str, Any]
+    settings: AuditSettings
+    encode_stats: dict[str, Any] | None = None
+    model: dict[str, Any] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, Any]:
+        """The ``metrics`` of the result record: headline numbers first, then per subset."""
+        out: dict[str, Any] = {**self.summary, "tie_tolerance": self.settings.tie_tolerance,
+                               "probe": {"folds": self.settings.probe_folds, "C": self.settings.probe_c,
+                                         "folds_by": "item"},
+                               "averaged_over": {"*_acc": "the subset's comparisons (credit 1 / 0.5 tie / 0)",
+                                                 "model_item_acc": "items (an item counts its weakest comparison)",
+                                                 "cycle_acc": "exact cycles (declared or paired)"},
+                               "subsets": {a.name: a.metrics for a in self.audits}}
+        if self.encode_stats is not None:
+            out["encoding"] = self.encode_stats
+        return out
+
+    def record(self, language: str = "en") -> dict[str, Any]:
+        """clip_benchmark's result JSON."""
+        return {"dataset": f"audit/{self.benchmark}", "model": self.model.get("model", ""),
+                "pretrained": self.model.get("pretrained") or "", "task": RESULT_TASK, "metrics": _clean(self.metrics()),
+                "language": language}
+
+
+def _clean(value: Any) -> Any:
+    """numpy scalars -> Python, NaN -> None, so the JSON is valid and stable."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        return float(value) if np.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value
+
+
+def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: str | Path | None = None,
+                  batch_size: int = 64, num_workers: int | None = None, skip_bad_images: bool = False,
+                  caption_format: Callable[[str], str] | None = None
+                  ) -> tuple[list[ComparisonSet], list[Embeddings], EncodeStats]:
+    """Encode every subset's images and captions in one pass through the feature cache.
+
+    Items with a comparison touching an image that could not be read (``skip_bad_images``)
+    are dropped whole; their comparisons are counted in the subset's ``skipped`` as
+    ``comparison_of_item_with_bad_image``.
+    """
+    from clip_cycles.encoder import encode
+
+    fmt = caption_format or (lambda text: text)
+    images = [item for cs in subsets for item in cs.images]
+    captions = [fmt(text) for cs in subsets for text in cs.captions]
+    encoded = encode(images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers,
+                     skip_bad_images=skip_bad_images)
+    out_sets, out_embeddings = [], []
+    dim = encoded.caption_features.shape[1]
+    for cs in subsets:
+        present = np.array([item.key in encoded.image_rows for item in cs.images], dtype=bool)
+        if not present.all():
+            bad_edge = ~present[cs.edge_image]
+            bad = np.zeros(cs.n_comparisons, dtype=bool)
+            bad[cs.edge_comparison[bad_edge]] = True
+            # The whole item goes: a Winoground block or an ARO case is scored complete or not at all.
+            bad_items = {cs.item_ids[c] for c in np.flatnonzero(bad).tolist()}
+            bad = np.array([item in bad_items for item in cs.item_ids], dtype=bool)
+            if bad.all():
+                raise ValueError(f"subset {cs.name!r}: every item touches an unreadable image "
+                                 f"(first: {next(i.key for i, p in zip(cs.images, present) if not p)!r})")
+            cs = cs.restrict(~bad, "comparison_of_item_with_bad_image")
+        phi = np.zeros((len(cs.images), dim), dtype=np.float64)
+        for i, item in enumerate(cs.images):
+            row = encoded.image_rows.get(item.key)
+            if row is not None:
+                phi[i] = encoded.image_features[row]
+        psi = encoded.caption_features[[encoded.caption_rows[fmt(text)] for text in cs.captions]].astype(np.float64)
+        out_sets.append(cs)
+        out_embeddings.append(Embeddings(phi, psi))
+    return out_sets, out_embeddings, encoded.stats
+
+
+def audit_benchmark(name: str, root: str | Path, spec: ModelSpec | None = None, cache_dir: str | Path | None = None,
+                    subsets: Sequence[str] | None = None, settings: AuditSettings | None = None, batch_size: int = 64,
+                    num_workers: int | None = None, skip_bad_images: bool = False,
+                    caption_format: Callable[[str], str] | None = None) -> BenchmarkAudit:
+    """Read benchmark ``name`` at ``root`` and audit every subset; ``spec=None`` audits the design and length rules only."""
+    from tqdm import tqdm
+
+    settings = settings or AuditSettings()
+    sets = load_benchmark(name, root, subsets)
+    embeddings: list[Embeddings | None] = [None] * len(sets)
+    stats = None
+    model: dict[str, Any] = {}
+    if spec is not None:
+        sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images,
+                                                  caption_format)
+        embeddings = list(found)
+        stats = encode_stats.to_dict()
+        model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend}
+    audits = [audit_subset(cs, emb, settings)
+              for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=None)]
+    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model)
