@@ -32,6 +32,7 @@ from clip_cycles.concepts import (
     load_embeddings_npz,
     load_things,
 )
+from clip_cycles.split_model import add_split_model_arguments, split_embeddings_from_model
 from clip_cycles.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
 
 PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
@@ -260,8 +261,9 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
             raise ValueError(f"model {name}: embeddings with NaN changed the attribute set; fix the file")
     groups = tuple(tuple(g) for g in load_concept_groups(args.groups)) if args.groups else None
     split_embeddings = None
-    if args.split_embeddings:
-        ids, matrix = load_embeddings_npz(args.split_embeddings)
+    if args.split_embeddings or getattr(args, "split_model", None):  # issue 18: or from an image model
+        ids, matrix = (split_embeddings_from_model(args, data) if getattr(args, "split_model", None)
+                       else load_embeddings_npz(args.split_embeddings))
         _, split_embeddings = align_embeddings(data, ids, matrix, args.min_concepts)
     context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings)
     return data, models, context
@@ -324,6 +326,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     source.add_argument("--groups", help="near-duplicate concept groups for the llm split (JSON list of lists)")
     source.add_argument("--split-embeddings", help="npz to cluster / measure similarity on for every model")
+    add_split_model_arguments(source)  # issue 18: --split-model-type/--split-model/--split-pretrained
     source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
     source.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic world")
     model = parser.add_argument_group("model (embed the THINGS root's concepts with any backend, through the cache)")

@@ -371,6 +371,10 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     for task in tasks:
         audit = ("additive_audit" in task.metric_names) if with_audit is None else with_audit
         loaded.append(load_task_data(task, folders[task.name], seeds, audit))
+    from clip_cycles.vlm_scores import score_tasks, uses_pair_scores
+
+    if uses_pair_scores(spec):  # issue 18: generative VLMs score each unique (image, caption) pair instead
+        return loaded, score_tasks(loaded, spec, cache_dir, batch_size, skip_bad_images)  # type: ignore[return-value]
     images: list[ImageItem] = []
     captions: list[str] = []
     for data in loaded:
@@ -429,8 +433,10 @@ def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
     if data.unavailable is not None:
         return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0,
                 "tie_tolerance": task.tie_tolerance}
-    phi = encoded.image_features.astype(np.float64)
-    psi = encoded.caption_features.astype(np.float64)
+    pair_blocks = getattr(encoded, "block_scores", None)  # issue 18: pair scorers (clip_cycles.vlm_scores)
+    if pair_blocks is None:
+        phi = encoded.image_features.astype(np.float64)
+        psi = encoded.caption_features.astype(np.float64)
     per_seed: dict[str, dict[str, Any]] = {}
     dropped_total = 0
     audits: dict[str, Any] = {}
@@ -439,10 +445,10 @@ def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
         dropped_total += dropped
         if index.shape[0] == 0:
             raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
-        blocks = block_scores_from_embeddings(phi, psi, index)
+        blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
-        if "additive_audit" in task.metric_names:
+        if "additive_audit" in task.metric_names and pair_blocks is None:
             audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi)
     metrics: dict[str, Any] = {}
     for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
@@ -458,6 +464,8 @@ def score_task(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
     metrics["per_seed"] = per_seed
     if audits:
         metrics["additive_audit"] = {"passed": all(a["passed"] for a in audits.values()), "per_seed": audits}
+    elif pair_blocks and "additive_audit" in task.metric_names:
+        metrics["additive_audit"] = encoded.audit_unavailable()  # type: ignore[attr-defined]
     metrics["dropped_cycles"] = dropped_total
     bad = encoded.stats.bad_images
     metrics["skipped_bad_images"] = len(bad)
