@@ -122,7 +122,10 @@ def load_timm(model_name: str, pretrained: str | None = None, cache_dir: str | N
         raise ValueError(f"timm cannot create {name!r} with pretrained={use_weights}: {error}") from error
     if checkpoint is not None:
         state = load_weights_only(checkpoint)
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as error:  # shape mismatches
+            raise ValueError(f"checkpoint {checkpoint} does not fit timm model {name}: {error}") from error
         head = ("head.", "fc.", "classifier.", "head_dist.")
         missing = [k for k in missing if not k.startswith(head)]  # a classifier head is not used for embeddings
         unexpected = [k for k in unexpected if not k.startswith(head)]

@@ -29,6 +29,7 @@ the sign.
 from __future__ import annotations
 
 import argparse
+import ast
 import io
 import json
 import shutil
@@ -110,7 +111,7 @@ class TaskFunctions:
 
     def process_results(self, doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
         """Keep both caption scores of this image row with the cycle id, for every metric."""
-        scores = [self.sign * float(r[0] if isinstance(r, (tuple, list)) else r) for r in results]
+        scores = [self.sign * _loglikelihood(r) for r in results]
         if len(scores) != 2:
             raise ValueError(f"cycle {doc['cycle_id']} row {doc['row']}: expected 2 log-likelihoods, got {len(scores)}")
         item = {"cycle_id": doc["cycle_id"], "row": int(doc["row"]), "scores": scores}
@@ -134,6 +135,18 @@ class TaskFunctions:
         if name == "n_cycles":
             return float(blocks.shape[0])
         return float(getattr(winoground_scores(blocks), name))
+
+
+def _loglikelihood(result: Any) -> float:
+    """The log-likelihood of one lmms-eval response: ``(ll, is_greedy)``, its string form, or a bare number."""
+    if isinstance(result, str):  # some lmms-eval versions hand process_results the repr of the tuple
+        try:
+            result = ast.literal_eval(result.strip())
+        except (ValueError, SyntaxError) as error:
+            raise ValueError(f"cannot read a log-likelihood from the model response {result!r}") from error
+    if isinstance(result, (tuple, list)):
+        result = result[0]
+    return float(result)
 
 
 # --------------------------------------------------------------------------- writing a task folder
