@@ -32,6 +32,7 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
+    from tiny_vision_models import write_tiny_vlm
 
     from clip_cycles.build import build_coco_folder
     from clip_cycles.encoder import ModelSpec
@@ -39,7 +40,6 @@ def main() -> None:
     from clip_cycles.shapes_world import write_shapes_world
     from clip_cycles.tasks import get_task
     from clip_cycles.vlm_scores import PromptConfig, load_hf_vlm, score_tasks
-    from tiny_vision_models import write_tiny_vlm
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     with tempfile.TemporaryDirectory() as tmp:

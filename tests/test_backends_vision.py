@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_task_runners import write_things_root
 from tiny_vision_models import write_tiny_hf_vision, write_tiny_timm_vit
 

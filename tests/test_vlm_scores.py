@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from tiny_vision_models import write_tiny_vlm
 
 TASK = "cycles/shapes_box_left_right"
