@@ -331,6 +331,7 @@ def _make_model_class() -> type:
             raise NotImplementedError(f"{MODEL_ID} only answers log-likelihood requests (cycle tasks)")
 
     ClipCyclesVLM.__module__ = __name__
+    ClipCyclesVLM.__qualname__ = "ClipCyclesVLM"
     return ClipCyclesVLM
 
 
