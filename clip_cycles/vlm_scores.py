@@ -507,6 +507,10 @@ def score_pairs(pairs: Iterable[tuple[ImageItem, str]], spec: ModelSpec, configs
     stats.encoded_captions = len({c for _, c in scored})
     stats.cached_images = stats.unique_image_contents - stats.encoded_images
     stats.cached_captions = stats.unique_captions - stats.encoded_captions
+    bad_hashes = {key_hash[k] for k in stats.bad_images if k in key_hash}
+    for key in items:
+        if key in key_hash and key_hash[key] in bad_hashes and key not in stats.bad_images:
+            stats.bad_images[key] = "same file content as an image that cannot be decoded"
     good_images = [k for k in items if k in key_hash and k not in stats.bad_images]
     image_rows = {k: i for i, k in enumerate(good_images)}
     captions = list(caption_order)

@@ -169,3 +169,41 @@ def test_lmms_eval_bridge_gives_the_native_cycle_acc(native: Any, vlm: str, shap
         assert result["cycle_acc,none"] == per_seed[str(seed)]["cycle_acc"]
         assert result["text_acc,none"] == per_seed[str(seed)]["text_acc"]
     json.dumps(out["results"], default=str)
+
+
+def test_pair_score_cache_round_trips_float64_and_drops_corrupt_shards(tmp_path: Path) -> None:
+    from clip_cycles.vlm_scores import PairScoreCache
+
+    description = {"model": {"content_sha256": "abc"}, "prompt": "{image} Caption:"}
+    scores = np.array([[-12.345678901234567, 5.0], [-0.1, 1.0]])
+    PairScoreCache(tmp_path, description).put(["p1", "p2"], scores)
+    PairScoreCache(tmp_path, description).put(["p3"], np.array([[-3.0, 2.0]]))
+    table = PairScoreCache(tmp_path, description).load()
+    assert table["p1"].tolist() == scores[0].tolist() and table["p3"].tolist() == [-3.0, 2.0]
+    assert PairScoreCache(tmp_path, {**description, "prompt": "other {image}"}).load() == {}
+    shard = sorted((tmp_path / "pair_scores").rglob("*.safetensors"))[0]
+    from safetensors import safe_open
+
+    with safe_open(str(shard), framework="numpy") as handle:
+        lost = set(json.loads(handle.metadata()["items"]))
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF  # flip a bit of the scores: the checksum no longer matches
+    shard.write_bytes(bytes(data))
+    cache = PairScoreCache(tmp_path, description)
+    with pytest.warns(UserWarning, match="corrupt shard"):
+        table = cache.load()
+    assert cache.corrupt == [str(shard)] and not shard.exists()
+    assert set(table) == {"p1", "p2", "p3"} - lost  # the intact shard is kept
+
+
+def test_prompt_settings_are_validated_with_the_file_and_field(tmp_path: Path) -> None:
+    from clip_cycles.vlm_scores import PromptConfig, prompt_config_from_yaml
+
+    assert prompt_config_from_yaml({}, "t.yaml") == PromptConfig("{image} Caption:", "sum")
+    data = {"lmms_eval_specific_kwargs": {"default": {"prompt": "A {image} B:", "score": "mean"},
+                                          "hf_vlm": {"prompt": "C {image}:"}}}
+    assert prompt_config_from_yaml(data, "t.yaml") == PromptConfig("C {image}:", "mean")
+    with pytest.raises(ValueError, match=r"t.yaml: field lmms_eval_specific_kwargs: .*must contain \{image\}"):
+        prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"prompt": "no image"}}}, "t.yaml")
+    with pytest.raises(ValueError, match="score must be one of"):
+        prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"score": "max"}}}, "t.yaml")
