@@ -40,6 +40,7 @@ from clip_cycles.concepts import (
     load_embeddings_npz,
     load_things,
 )
+from clip_cycles.split_model import add_split_model_arguments, split_embeddings_from_model
 from clip_cycles.splitters import (
     FOLD_ASSIGNMENTS,
     STRATEGIES,
@@ -327,6 +328,10 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
         # A model name given with --embeddings/--model, or an npz file of its own.
         split_raw = raw[split_source] if split_source in raw else load_embeddings_npz(split_source)
         common &= set(split_raw[0])
+    if getattr(args, "split_model", None):  # paper 2: one image model (Swin-V2) makes the splits for all
+        split_raw = split_embeddings_from_model(args, data)
+        split_source = f"{args.split_model_type}:{args.split_model}"
+        common &= set(split_raw[0])
     data = data.restrict(
         np.array([c in common for c in data.concepts]), args.min_concepts, reason="concept_without_embedding"
     )
@@ -432,6 +437,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
              "(attribute -> {train_idxs, test_idxs}, or {features, splits}) or a text file of concept indices "
              "moved from test to train (similarity/LLM); indices into the concept list; repeatable",
     )
+    add_split_model_arguments(source)  # --split-model-type/--split-model/--split-pretrained
     source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
     source.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic world")
     model = parser.add_argument_group("model (embed the THINGS root's concepts with any backend, through the cache)")

@@ -40,6 +40,9 @@ _BUILTIN: dict[str, Loader | str] = {
     "open_clip": "clip_cycles.backends:load_open_clip",
     "hf": "clip_cycles.backends:load_hf",
     "features": "clip_cycles.backends:load_features",
+    "timm": "clip_cycles.backends_vision:load_timm",  # image-only (clip_cycles.backends_vision)
+    "hf_vision": "clip_cycles.backends_vision:load_hf_vision",
+    "hf_vlm": "clip_cycles.vlm_scores:load_hf_vlm",  # pair scores (clip_cycles.vlm_scores)
 }
 _REGISTERED: dict[str, Loader | str] = {}
 
@@ -106,6 +109,12 @@ def get_backend(name: str) -> Loader:
     if name not in table:
         raise ValueError(f"unknown model backend {name!r}; available: {', '.join(sorted(table))}")
     return _resolve(table[name])
+
+
+def backend_capabilities(name: str) -> frozenset[str]:
+    """What backend ``name`` gives: ``image``/``text`` embeddings or ``pair_scores`` (loader's ``capabilities``)."""
+    target = {**_entry_points(), **_BUILTIN, **_REGISTERED}.get(name)  # clip_benchmark's types embed both
+    return frozenset(getattr(_resolve(target), "capabilities", ("image", "text")) if target else ("image", "text"))
 
 
 def load_model(backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None,

@@ -458,6 +458,10 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
     for i, caption in enumerate(unique_captions):
         if not isinstance(caption, str) or not caption.strip():
             raise ValueError(f"caption {i} is empty or not a string: {caption!r}")
+    if spec.loader is None:  # image-only (timm, hf_vision) and pair-scoring (hf_vlm) backends: a clear error
+        from clip_cycles.backends_vision import require_embeddings
+
+        require_embeddings(spec.backend, spec.model, need_text=bool(unique_captions))
     stats.unique_images = len(unique_images)
     stats.unique_captions = len(unique_captions)
     cache_root = Path(feature_cache_dir) if feature_cache_dir is not None else None

@@ -641,6 +641,10 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     for task in tasks:
         audit = ("additive_audit" in task.metric_names) if with_audit is None else with_audit
         loaded.append(load_task_data(task, folders[task.name], seeds, audit))
+    from clip_cycles.vlm_scores import score_tasks, uses_pair_scores
+
+    if uses_pair_scores(spec):  # generative VLMs score each unique (image, caption) pair instead
+        return loaded, score_tasks(loaded, spec, cache_dir, batch_size, skip_bad_images)  # type: ignore[return-value]
     images, captions = unique_items(loaded)
     encoded = encode_sharded(images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers,
                              skip_bad_images=skip_bad_images)
@@ -762,8 +766,10 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
     if data.unavailable is not None:
         return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0,
                 "tie_tolerance": task.tie_tolerance}
-    phi = encoded.image_features.astype(np.float64)
-    psi = encoded.caption_features.astype(np.float64)
+    pair_blocks = getattr(encoded, "block_scores", None)  # issue 18: pair scorers (clip_cycles.vlm_scores)
+    if pair_blocks is None:
+        phi = encoded.image_features.astype(np.float64)
+        psi = encoded.caption_features.astype(np.float64)
     per_seed: dict[str, dict[str, Any]] = {}
     dropped_total = 0
     audits: dict[str, Any] = {}
@@ -772,10 +778,10 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
         dropped_total += dropped
         if index.shape[0] == 0:
             raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
-        blocks = block_scores_from_embeddings(phi, psi, index)
+        blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
-        if "additive_audit" in task.metric_names and data.audit_unavailable is None:
+        if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
             audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
     metrics: dict[str, Any] = {}
     for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
@@ -791,6 +797,8 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
     metrics["per_seed"] = per_seed
     if audits:
         metrics["additive_audit"] = {"passed": all(a["passed"] for a in audits.values()), "per_seed": audits}
+    elif pair_blocks and "additive_audit" in task.metric_names:
+        metrics["additive_audit"] = encoded.audit_unavailable()  # type: ignore[attr-defined]
     elif "additive_audit" in task.metric_names and data.audit_unavailable is not None:
         metrics["additive_audit"] = {"passed": None, "available": False, "unavailable_reason": data.audit_unavailable}
     metrics["dropped_cycles"] = dropped_total

@@ -149,6 +149,7 @@ _TASK_KEYS = {
     "description",
     "tag",
     "experiment_kwargs",
+    "lmms_eval_specific_kwargs",  # prompt of pair-scoring backends, read by clip_cycles.vlm_scores
 }
 _GROUP_KEYS = {"group", "task", "description"}
 
