@@ -47,6 +47,7 @@ balanced by construction), not gates.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 from collections import Counter
@@ -556,11 +557,40 @@ def _card_paths(folder: Path) -> set[str] | None:
     return set(re.findall(r"path: (\S+\.parquet)", header))
 
 
-#: Checks that plug in from elsewhere: (name, fn(folder, info) -> list of problems).
-#: LEAD, after merging i13: add
-#:     ("file integrity", lambda folder, info: <problems from dataset_folder.verify_folder_files(folder, info)>)
-#: and, if i13's read_build_info(folder) validates more than read_build_info_checked, call it in audit_folder.
-EXTRA_CHECKS: list[tuple[str, Callable[[Path, Mapping[str, Any]], list[str]]]] = []
+def _file_integrity(folder: Path, info: Mapping[str, Any], expected: set[str]) -> list[str]:
+    """Each data file against the ``files`` record of build_info.json: listed, same rows, same sha256.
+
+    Recomputed here (hashlib, pyarrow metadata) rather than through the builder's
+    verification, so a bug there cannot hide an edited file from the audit.
+    """
+    import pyarrow.parquet as pq
+
+    record = info.get("files")
+    if not isinstance(record, dict):
+        return ["build_info.json has no `files` record (row counts and sha256 per Parquet file); "
+                "rebuild the folder with this version of clip-cycles"]
+    found: list[str] = []
+    for rel in sorted(set(record) - expected):
+        found.append(f"{rel}: listed in build_info.json `files` but not a file of an available split")
+    for rel in sorted(expected):
+        path = folder / rel
+        entry = record.get(rel)
+        if not path.is_file():
+            continue  # reported as a missing file by the row checks
+        if not isinstance(entry, dict):
+            found.append(f"{rel}: not listed in build_info.json `files`")
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != entry.get("sha256"):
+            found.append(f"{rel}: sha256 {digest.hexdigest()[:12]}... differs from build_info.json "
+                         f"({str(entry.get('sha256'))[:12]}...): the file was changed after the build")
+        rows = pq.ParquetFile(path).metadata.num_rows
+        if rows != entry.get("rows"):
+            found.append(f"{rel}: {rows} rows but build_info.json `files` records {entry.get('rows')}")
+    return found
 
 
 def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> dict[str, Any]:
@@ -635,8 +665,7 @@ def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> d
     repeated = sorted(c for c, n in seen_ids.items() if n > 1)
     if repeated:
         problems.append(f"{len(repeated)} cycle id(s) repeat in the folder, e.g. {repeated[0]!r}")
-    for check_name, check in EXTRA_CHECKS:
-        problems.extend(f"{check_name}: {p}" for p in check(folder, info))
+    problems.extend(f"file integrity: {p}" for p in _file_integrity(folder, info, expected_files))
     if result.checked_rows == 0:
         problems.append("nothing was checked: no available family has rows in this folder")
     return result.to_dict()

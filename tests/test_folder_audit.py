@@ -52,10 +52,12 @@ def set_count(folder: Path, family: str, split: str, n: int, seed: int = 0) -> N
     (folder / "build_info.json").write_text(json.dumps(info))
 
 
-def problems(folder: Path, source_root: Path | None = None) -> list[str]:
+def problems(folder: Path, source_root: Path | None = None, integrity: bool = False) -> list[str]:
+    """The audit's problems; those of the file-integrity check only with ``integrity`` (crafted
+    edits below rewrite Parquet files, which that check reports too: it has tests of its own)."""
     result = audit_folder(folder, source_root)
     assert result["ok"] is (not result["problems"] and result["checked_rows"] > 0)
-    return result["problems"]
+    return [p for p in result["problems"] if integrity or not p.startswith("file integrity: ")]
 
 
 def only(found: list[str], needle: str) -> None:
@@ -493,3 +495,44 @@ def test_the_full_shapes_folder_passes(shapes_cycles, capsys):
     families = {row["family"] for row in result["table"]}
     assert len(families) == 14
     assert result["ok"], sorted({p.split(":")[0] for p in result["problems"]})
+
+
+# --- file integrity (recomputed digests, not the builder's verification) -----------------------------------------
+
+
+def _record(folder: Path) -> dict:
+    return json.loads((folder / "build_info.json").read_text())
+
+
+def test_an_edited_file_with_the_same_rows_fails_the_digest(coco_folder, tmp_path):
+    target = copy(coco_folder, tmp_path)
+    path = target / "data" / "strict_left_right" / "seed0" / "test.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table, path, compression="gzip")  # same rows and values, different bytes
+    assert pq.read_table(path).equals(table)
+    found = problems(target, integrity=True)
+    only(found, "file integrity: data/strict_left_right/seed0/test.parquet: sha256")
+
+
+def test_row_counts_and_listing_in_the_files_record_are_checked(coco_folder, tmp_path):
+    target = copy(coco_folder, tmp_path)
+    info = _record(target)
+    rel = "data/strict_left_right/seed0/train.parquet"
+    info["files"][rel]["rows"] += 1
+    info["files"]["data/strict_left_right/seed0/extra.parquet"] = {"rows": 1, "sha256": "0" * 64}
+    del info["files"]["data/coarse_object/seed1/test.parquet"]
+    (target / "build_info.json").write_text(json.dumps(info))
+    found = problems(target, integrity=True)
+    rows = pq.ParquetFile(target / rel).metadata.num_rows  # the count on disk, read independently
+    assert f"file integrity: {rel}: {rows} rows but build_info.json `files` records {rows + 1}" in found
+    assert any("extra.parquet: listed in build_info.json `files`" in p for p in found)
+    assert "file integrity: data/coarse_object/seed1/test.parquet: not listed in build_info.json `files`" in found
+    assert len(found) == 3, found
+
+
+def test_a_folder_without_a_files_record_is_reported(coco_folder, tmp_path):
+    target = copy(coco_folder, tmp_path)
+    info = _record(target)
+    del info["files"]
+    (target / "build_info.json").write_text(json.dumps(info))
+    only(problems(target, integrity=True), "no `files` record")
