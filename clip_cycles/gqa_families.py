@@ -15,7 +15,8 @@ more: ``"true"``, ``"false"`` (false beyond doubt) or why the caption is undecid
 swapped caption must be false beyond doubt: a named object is absent, or EVERY instance
 of the named object carries a different value of the attribute type (a value of one type
 excludes the others), or, for a spatial relation, every instance pair is annotated with
-the opposite direction. A missing edge or a missing attribute in a sparse scene graph is
+the opposite direction. A matched spatial relation holds for every instance pair (the
+same rule as ``clip-cycles audit``). A missing edge or a missing attribute in a sparse scene graph is
 never falsity. Candidates rejected on these grounds are counted per reason
 (``excluded`` in build_info.json).
 
@@ -378,24 +379,33 @@ def attribute_verdict(graph: SceneGraph, name: str, attribute_type: str, value: 
 
 
 def relation_verdict(graph: SceneGraph, subject: str, relation: str, obj: str) -> str:
-    """'<subject> <relation> <object>': true when an edge says so; false when a named object is
-    absent, or (spatial relations) every instance pair is annotated with the opposite direction
-    and none with the stated one; otherwise undecided (a missing edge is not falsity)."""
-    if _has_named_relation(graph, subject, relation, obj):
-        return "true"
+    """'<subject> <relation> <object>' from the scene graph alone.
+
+    False when a named object is absent. A spatial relation (opposite pairs in
+    ``SPATIAL_OPPOSITES``) is true when EVERY (subject, object) instance pair is annotated
+    with it (the edge, or the opposite edge the other way), false when every pair is
+    annotated with the opposite; pairs that disagree are ``multi_instance_ambiguous`` and a
+    pair annotated both ways ``contradictory_annotation``. Other relations are true when
+    an edge says so. Anything else is ``relation_unannotated`` (a missing edge is not falsity).
+    """
     subjects = [o for o in graph.objects if o.name == subject]
     objects = [o for o in graph.objects if o.name == obj]
     if not subjects or not objects:
         return "false"
     opposite = SPATIAL_OPPOSITES.get(relation)
-    if opposite is not None and subject != obj:
-        def opposed(s: SceneObject, o: SceneObject) -> bool:
-            return (opposite, o.object_id) in s.relations or (relation, s.object_id) in o.relations
-
-        if all(opposed(s_, o_) for s_ in subjects for o_ in objects):
-            return "false"
-        if len(subjects) * len(objects) > 1 and any(opposed(s_, o_) for s_ in subjects for o_ in objects):
-            return "multi_instance_ambiguous"
+    if opposite is None:
+        return "true" if _has_named_relation(graph, subject, relation, obj) else "relation_unannotated"
+    pairs = [(s_, o_) for s_ in subjects for o_ in objects if s_.object_id != o_.object_id]
+    stated = [(relation, o_.object_id) in s_.relations or (opposite, s_.object_id) in o_.relations for s_, o_ in pairs]
+    against = [(opposite, o_.object_id) in s_.relations or (relation, s_.object_id) in o_.relations for s_, o_ in pairs]
+    if any(x and y for x, y in zip(stated, against)):
+        return "contradictory_annotation"
+    if pairs and all(stated):
+        return "true"
+    if pairs and all(against):
+        return "false"
+    if any(stated) or any(against):
+        return "multi_instance_ambiguous"
     return "relation_unannotated"
 
 
@@ -477,7 +487,16 @@ def _relation_caption(meaning: Mapping[str, Any]) -> str:
 
 
 def _relation_holds(index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
-    return _has_named_relation(index.graph(image_id), meaning["subject"], meaning["relation"], meaning["object"])
+    return relation_verdict(index.graph(image_id), meaning["subject"], meaning["relation"], meaning["object"]) == "true"
+
+
+def _matched_exclusion(graph: SceneGraph, meaning: Mapping[str, Any]) -> Excluded | None:
+    """Why a candidate's own caption is not true for every instance pair (spatial relations), or None."""
+    verdict = relation_verdict(graph, meaning["subject"], meaning["relation"], meaning["object"])
+    if verdict == "true":
+        return None
+    return Excluded("matched_contradictory_annotation" if verdict == "contradictory_annotation"
+                    else "matched_not_all_instances")
 
 
 class _RelationArgumentFamily(GqaFamily):
@@ -506,7 +525,8 @@ class _RelationArgumentFamily(GqaFamily):
     "an object named <subject> with relation <relation> to an object named <object>. A cycle "
     "pairs two images with the same <subject> and <relation> and different objects o1, o2: "
     "each image has EXACTLY ONE <subject>, whose <relation> edges all point to objects of one "
-    "single name (o1 in image 0, o2 in image 1, o1 != subject name). Strict swap rule: image 0 "
+    "single name (o1 in image 0, o2 in image 1, o1 != subject name); a spatial <relation> must "
+    "be annotated towards EVERY object named o1 (o2). Strict swap rule: image 0 "
     "contains NO object named o2 and image 1 none named o1, so the swapped triple is false "
     "even where GQA's relation annotation is incomplete (absence of an edge alone is never "
     "taken as falsity).",
@@ -526,6 +546,11 @@ class RelationObject(_RelationArgumentFamily):
                 if obj == subject.name:
                     continue
                 meaning = {"subject": subject.name, "relation": relation, "object": obj}
+                # A spatial relation must hold towards every instance of the object name, not one.
+                excluded = _matched_exclusion(graph, meaning)
+                if excluded is not None:
+                    yield excluded
+                    continue
                 details = {"subject_id": subject.object_id, "subject_box": _box(subject)}
                 yield Statement((subject.name, relation), obj, meaning, details)
 
@@ -537,7 +562,8 @@ class RelationObject(_RelationArgumentFamily):
     "an object named <subject> with relation <relation> to an object named <object>. A cycle "
     "pairs two images with the same <relation> and <object> and different subjects s1, s2: "
     "each image has EXACTLY ONE <object>, and the objects with a <relation> edge to it all "
-    "share one single name (s1 in image 0, s2 in image 1, != object name). Strict swap rule: "
+    "share one single name (s1 in image 0, s2 in image 1, != object name); a spatial <relation> "
+    "must be annotated for EVERY object named s1 (s2). Strict swap rule: "
     "image 0 contains NO object named s2 and image 1 none named s1.",
 )
 class RelationSubject(_RelationArgumentFamily):
@@ -558,6 +584,11 @@ class RelationSubject(_RelationArgumentFamily):
             if subject == target.name:
                 continue
             meaning = {"subject": subject, "relation": relation, "object": target.name}
+            # A spatial relation must hold for every instance of the subject name, not one.
+            excluded = _matched_exclusion(graph, meaning)
+            if excluded is not None:
+                yield excluded
+                continue
             details = {"object_id": target.object_id, "object_box": _box(target)}
             yield Statement((relation, target.name), subject, meaning, details)
 

@@ -39,6 +39,8 @@ GRAPHS = {
     "2354811": {"3003": o("cup", relations=[("to the right of", "3004")]), "3004": o("plate")},
     "2354812": {"3005": o("cup", relations=[("to the left of", "3007")]),
                 "3006": o("cup", relations=[("to the right of", "3007")]), "3007": o("plate")},
+    "2354813": {"3010": o("star", relations=[("to the left of", "3011")]), "3011": o("ring"), "3012": o("ring")},
+    "2354814": {"3013": o("star", relations=[("to the left of", "3014")]), "3014": o("ring")},
 }
 
 
@@ -113,4 +115,23 @@ def test_relation_spatial_multi_instance_is_excluded_and_the_swap_is_opposite_fo
     right = {**left, "relation": "to the right of"}
     assert family.verdict(index, 2354811, left) == "false"  # the only cup is annotated right of the plate
     assert family.verdict(index, 2354812, {**left, "relation": "above"}) == "relation_unannotated"
-    assert family.holds(index, 2354812, right) and not family.refutes(index, 2354812, left)
+    # One cup on each side of the plate (the fixture): neither direction holds for every instance pair.
+    assert family.verdict(index, 2354812, right) == "multi_instance_ambiguous"
+    assert not family.holds(index, 2354812, right) and not family.refutes(index, 2354812, left)
+
+
+def test_relation_object_spatial_edge_to_one_of_two_objects_is_not_a_true_caption(gqa):
+    index, data = gqa
+    # 2354813: the only star is left of one ring; a second ring has no edge: "a star to the left
+    # of a ring" is not known for every (star, ring) pair, so the candidate is excluded.
+    rings = _raw_objects(data, 2354813, "ring")
+    assert len(rings) == 2 and sum(1 for ob in data["2354813"]["objects"].values() if ob.get("relations")) == 1
+    meaning = {"subject": "star", "relation": "to the left of", "object": "ring"}
+    family = get_family("gqa", "relation_object")
+    assert family.verdict(index, 2354813, meaning) == "multi_instance_ambiguous"
+    assert not family.holds(index, 2354813, meaning)
+    build = _build(index, "relation_object", ["2354813", "2354814"])
+    assert build.excluded.get("matched_not_all_instances") == 1
+    # The single-ring image keeps its candidate (no partner to pair with here, so no cycle).
+    assert build.counts[0]["train"] == 0
+    assert family.verdict(index, 2354814, meaning) == "true"
