@@ -10,9 +10,30 @@ Both are read-only for the tests: copy before modifying.
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+
+_HF_CACHE: str | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A private Hugging Face datasets cache per session: ``load_dataset`` of a local folder caches by
+    path, so two sessions (or a user's own cache) sharing one cache could read each other's entries."""
+    global _HF_CACHE
+    if "datasets" not in sys.modules:  # datasets reads the variable when first imported
+        _HF_CACHE = tempfile.mkdtemp(prefix="clip_cycles_test_hf_")
+        os.environ["HF_DATASETS_CACHE"] = _HF_CACHE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _HF_CACHE is not None:
+        shutil.rmtree(_HF_CACHE, ignore_errors=True)
+
 
 SHAPES_WORLD_PARAMS = {"n_images": 300, "seed": 0, "image_size": 64}
 SHAPES_CYCLES_MIN_CYCLES = 5
