@@ -639,7 +639,9 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
         folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
     loaded = []
     for task in tasks:
-        audit = ("additive_audit" in task.metric_names) if with_audit is None else with_audit
+        # Train/validation are read (and encoded) only when the audit fits on the train split.
+        audit = ("additive_audit" in task.metric_names and task.audit_fit == "train") if with_audit is None \
+            else with_audit
         loaded.append(load_task_data(task, folders[task.name], seeds, audit))
     from clip_cycles.vlm_scores import score_tasks, uses_pair_scores
 
@@ -726,9 +728,14 @@ def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
     from clip_cycles.feature_cache import atomic_write_bytes
 
     splits = data.splits[seed]
-    train, _ = cycle_index(splits[task.train_split], encoded)
-    val = cycle_index(splits["validation"], encoded)[0] if "validation" in splits else None
     test, _ = cycle_index(splits[task.split], encoded)
+    if task.audit_fit == "scored":
+        # The probes fit on the scored cycles' own pairs: the features are in memory, and the
+        # audit's claim (exactly 0.5 on balanced comparisons) holds for any fit, wherever it came from.
+        train, val = test, None
+    else:
+        train, _ = cycle_index(splits[task.train_split], encoded)
+        val = cycle_index(splits["validation"], encoded)[0] if "validation" in splits else None
     parts = [train, test] if val is None else [train, test, val]
     phi_c, psi_c, indexed = _compact(phi, psi, parts)
     train, test = indexed[0], indexed[1]
@@ -738,7 +745,7 @@ def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
         h = hashlib.sha256()
         for array in (phi_c, psi_c, *indexed):
             h.update(repr((array.dtype.str, array.shape)).encode("utf-8") + array.tobytes())
-        settings = {"version": AUDIT_CACHE_VERSION, "code": _code_digest(), "arrays": h.hexdigest(),
+        settings = {"version": AUDIT_CACHE_VERSION, "code": _code_digest(), "arrays": h.hexdigest(), "fit": task.audit_fit,
                     "has_validation": val is not None, "seed": seed, "tie_tolerance": repr(task.tie_tolerance)}
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
         path = cache_dir / "audits" / f"{key}.json"
@@ -751,6 +758,7 @@ def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
             pass  # absent or unreadable: compute (and rewrite) it
     report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed,
                             tie_tol=task.tie_tolerance).to_dict()
+    report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
         payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)
         atomic_write_bytes(path, payload.encode("utf-8"))

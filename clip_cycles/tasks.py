@@ -145,6 +145,7 @@ _TASK_KEYS = {
     "output_type",
     "metric_list",
     "tie_tolerance",
+    "audit_fit",
     "doc_to_text",
     "description",
     "tag",
@@ -152,6 +153,10 @@ _TASK_KEYS = {
     "lmms_eval_specific_kwargs",  # prompt of pair-scoring backends, read by clip_cycles.vlm_scores
 }
 _GROUP_KEYS = {"group", "task", "description"}
+
+#: ``audit_fit`` values: fit the additive audit's probes on the scored split's cycles
+#: (default: zero-shot scoring then reads and encodes nothing else) or on ``train_split``.
+AUDIT_FITS: tuple[str, ...] = ("scored", "train")
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,9 @@ class TaskSpec:
     path: Path
     description: str = ""
     train_split: str = "train"
+    #: Where the additive audit fits its shortcut probes: ``"scored"`` (the scored split's
+    #: cycles, features already encoded) or ``"train"`` (``train_split``, early stop on validation).
+    audit_fit: str = "scored"
     tags: tuple[str, ...] = field(default_factory=tuple)
     output_type: str = "cycle_selection"
     #: Settings of the experiment (``ProbeSettings``, ``TransferSettings``, ``OESettings`` fields).
@@ -413,6 +421,9 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
     train_split = kwargs.get("train_split", "train")
     if train_split not in SPLITS:
         raise _bad(path, "dataset_kwargs.train_split", f"{train_split!r} is not one of {list(SPLITS)}")
+    audit_fit = data.get("audit_fit", "scored")
+    if audit_fit not in AUDIT_FITS:
+        raise _bad(path, "audit_fit", f"{audit_fit!r} is not one of {list(AUDIT_FITS)}")
     tol = data.get("tie_tolerance", DEFAULT_TIE_TOL)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
         raise _bad(path, "tie_tolerance", f"must be a finite non-negative number, got {tol!r}")
@@ -437,6 +448,7 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
         path=path,
         description=str(data.get("description", "")),
         train_split=train_split,
+        audit_fit=audit_fit,
         tags=_parse_tags(path, data),
         output_type=output.name,
         experiment_kwargs=_parse_experiment_kwargs(path, data, output.name),

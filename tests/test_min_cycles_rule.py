@@ -4,6 +4,7 @@ probe experiments need train, validation and test."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.build import build_coco_folder
 from clip_cycles.encoder import ModelSpec
-from clip_cycles.evaluate import evaluate, load_task_data, open_built_folder
+from clip_cycles.evaluate import evaluate_tasks, load_task_data, open_built_folder
 from clip_cycles.experiment_data import screen_families
 from clip_cycles.tasks import expand_tasks
 
@@ -41,12 +42,35 @@ def test_short_validation_leaves_the_test_split_usable(folder: Path) -> None:
     assert "split 'validation' is unavailable" in audited.audit_unavailable
 
 
-def test_zero_shot_scores_the_test_split_and_reports_the_audit_unavailable(folder: Path, tmp_path: Path) -> None:
+def _tiny(tmp_path: Path) -> ModelSpec:
     config = tmp_path / "tiny"
-    config.mkdir()
+    config.mkdir(exist_ok=True)
     (config / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
-    (record,), _ = evaluate(["cycles/shapes_strict_size"], ModelSpec("open_clip", f"local-dir:{config}", None, seed=0),
-                            folder, tmp_path / "cache", num_workers=0, seeds=[0])  # fmt: skip
+    return ModelSpec("open_clip", f"local-dir:{config}", None, seed=0)
+
+
+def test_zero_shot_audit_fits_on_the_scored_split_and_needs_nothing_else(folder: Path, tmp_path: Path) -> None:
+    (task,) = expand_tasks(["cycles/shapes_strict_size"])
+    assert task.audit_fit == "scored"
+    (record,), encoded = evaluate_tasks([task], _tiny(tmp_path), folder, tmp_path / "cache", tmp_path / "data",
+                                        num_workers=0, seeds=[0])  # fmt: skip
+    metrics = record["metrics"]
+    counts = json.loads((folder / "build_info.json").read_text())["families"]["strict_size"]["counts"]["0"]
+    assert metrics["n_cycles"] == counts["test"] and 0.0 <= metrics["cycle_acc"] <= 1.0
+    audit = metrics["additive_audit"]["per_seed"]["0"]
+    assert metrics["additive_audit"]["passed"] is True and audit["fit_split"] == "test"
+    # Only the test split's items were encoded: its unique images, counted from the Parquet file by hand.
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(folder / "data" / "strict_size" / "seed0" / "test.parquet").to_pydict()
+    assert len(encoded.image_rows) == len(set(table["image_0"]) | set(table["image_1"]))
+
+
+def test_an_audit_fit_on_a_short_train_split_is_reported_unavailable(folder: Path, tmp_path: Path) -> None:
+    (task,) = expand_tasks(["cycles/shapes_strict_size"])
+    task = replace(task, audit_fit="train")
+    (record,), _ = evaluate_tasks([task], _tiny(tmp_path), folder, tmp_path / "cache", tmp_path / "data",
+                                  num_workers=0, seeds=[0])  # fmt: skip
     metrics = record["metrics"]
     counts = json.loads((folder / "build_info.json").read_text())["families"]["strict_size"]["counts"]["0"]
     assert metrics["n_cycles"] == counts["test"] and 0.0 <= metrics["cycle_acc"] <= 1.0

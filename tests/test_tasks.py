@@ -68,6 +68,9 @@ def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.Monk
     assert spec.seeds == (0, 2) and spec.metric_names == ("cycle_acc", "text_acc")
     assert spec.format_caption("a red circle") == "a photo: a red circle"
     assert spec.config_name(2) == "strict_left_right_seed2"
+    assert spec.audit_fit == "scored"  # the default: the audit fits on the scored split
+    _write(tmp_path, "trained", GOOD.format(name="trained") + "audit_fit: train\n")
+    assert get_task("cycles/trained").audit_fit == "train"
     assert [t.name for t in expand_tasks(["cycles/my_group", "cycles/my_family"])] == [
         "cycles/my_family", "cycles/shapes_strict_size"]
     assert isinstance(get_task("cycles/my_group"), GroupSpec)
@@ -84,6 +87,7 @@ def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.Monk
         (("seeds: [0, 2]", "seeds: [0, 0]"), "dataset_kwargs.seeds"),
         (('doc_to_text: "a photo: {caption}"', 'doc_to_text: "a photo"'), "doc_to_text"),
         (("test_split: test", "test_split: test\nprompt: x"), "prompt"),
+        (("test_split: test", "test_split: test\naudit_fit: validation"), "audit_fit"),
     ],
 )
 def test_schema_errors_name_file_and_field(tmp_path: Path, replace: tuple[str, str], field: str) -> None:
