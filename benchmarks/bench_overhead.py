@@ -6,8 +6,9 @@ Builds a shapes world (default 3,000 images) and every COCO-builder family from 
 - floor: a plain script (imports, model load, reading the test Parquet files, decoding,
   preprocessing and encoding each unique test image and caption once, Delta and CycleAcc
   with numpy) — what the evaluation cannot beat;
-- cold: ``clip-cycles eval`` with a fresh feature cache (additive audit included, so it
-  also encodes the train and validation items the audit trains on);
+- cold: ``clip-cycles eval`` with a fresh feature cache (additive audit included; its
+  probes fit on the scored test cycles, ``audit_fit: scored``, so it encodes what the
+  floor encodes);
 - warm: the same command again, everything cached.
 
 Prints one JSON object: the three times, the ratios to the floor (targets: cold <= 1.5,

@@ -59,7 +59,7 @@ def main() -> None:
 
         for seed in sorted(data[0].splits):
             rows = data[0].splits[seed][task.split]
-            for images, captions in zip(rows.images, rows.captions):
+            for images, captions in ((rows.image_pair(i), rows.caption_pair(i)) for i in range(len(rows))):
                 block = [[float(scorer.score_batch([Image.open(i.path).convert("RGB")], [c], config)[0, 0])
                           for c in captions] for i in images]
                 loop_blocks.append(block)

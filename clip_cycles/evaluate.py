@@ -322,6 +322,30 @@ class CycleRows:
         return self.captions[a], self.captions[b]
 
     @classmethod
+    def from_pairs(cls, cycle_ids: Sequence[str], image_pairs: Sequence[tuple[ImageItem, ImageItem]],
+                   caption_pairs: Sequence[tuple[str, str]]) -> CycleRows:
+        """Rows from per-cycle pairs (items interned by key, captions by text), e.g. for data built in code."""
+        import pyarrow as pa
+
+        if not len(cycle_ids) == len(image_pairs) == len(caption_pairs):
+            raise ValueError(f"{len(cycle_ids)} cycle ids, {len(image_pairs)} image pairs and "
+                             f"{len(caption_pairs)} caption pairs: one of each per cycle")
+        images: dict[str, int] = {}
+        items: list[ImageItem] = []
+        for pair in image_pairs:
+            for item in pair:
+                if item.key not in images:
+                    images[item.key] = len(items)
+                    items.append(item)
+        captions: dict[str, int] = {}
+        for pair in caption_pairs:
+            for text in pair:
+                captions.setdefault(text, len(captions))
+        image_index = np.array([[images[a.key], images[b.key]] for a, b in image_pairs], dtype=np.int64).reshape(-1, 2)
+        caption_index = np.array([[captions[a], captions[b]] for a, b in caption_pairs], dtype=np.int64).reshape(-1, 2)
+        return cls(pa.array(list(cycle_ids), type=pa.string()), items, image_index, list(captions), caption_index)
+
+    @classmethod
     def concat(cls, parts: Sequence[CycleRows]) -> CycleRows:
         """The rows of ``parts`` one after another (items re-interned by key and text)."""
         import pyarrow as pa

@@ -112,4 +112,7 @@ def test_splits_runs_with_timm_and_hf_vision_split_embeddings(models: dict[str, 
                        for x in ("own", "model", "npz"))
     assert own["random"] == model["random"]  # the random split ignores embeddings
     assert own["clustering"] != model["clustering"]  # the clustering split follows the split model
+    # Same numbers; each result names where its split embedding came from.
+    assert model["clustering"]["0"].pop("split_embedding") == f"hf_vision:{models['hf_vision']}"
+    assert npz["clustering"]["0"].pop("split_embedding") == str(tmp_path / "dino.npz")
     assert model == npz

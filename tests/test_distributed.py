@@ -127,6 +127,27 @@ def _from_cache(tiny: str, root: Path, cache: Path) -> Any:
     return encoded
 
 
+#: Statistics of the audit's trained probes. Features from different world sizes agree to ~1e-7
+#: (batch composition changes float32 rounding), and probes that learn nothing on balanced
+#: cycles turn that into different noise in these; the verdicts and exact accuracies must agree.
+_PROBE_STATS = ("train_loss", "pair_auroc", "train_pair_auroc", "max_abs_delta")
+
+
+def _same_record(got: dict, expected: dict) -> None:
+    """Equal records, except the audit probes' training statistics, which agree within tolerance."""
+    got, expected = json.loads(json.dumps(got)), json.loads(json.dumps(expected))
+    audits = [(r["metrics"].get("additive_audit") or {}).get("per_seed", {}) for r in (got, expected)]
+    assert sorted(audits[0]) == sorted(audits[1])
+    for seed in audits[1]:
+        for name, probe in audits[1][seed]["probes"].items():
+            mine = audits[0][seed]["probes"][name]
+            assert mine["cycle_acc"] == probe["cycle_acc"] == 0.5 and mine["passed"] and probe["passed"]
+            for key in _PROBE_STATS:
+                tolerance = 1e-12 if key == "max_abs_delta" else 1e-6 if key == "train_loss" else 5e-3
+                assert abs(mine.pop(key) - probe.pop(key)) <= tolerance, (seed, name, key)
+    assert got == expected
+
+
 def _same_features(encoded: Any, reference: Any) -> None:
     assert encoded.image_rows == reference.image_rows and encoded.caption_rows == reference.caption_rows
     np.testing.assert_allclose(encoded.image_features, reference.image_features, atol=1e-6, rtol=0)
@@ -199,7 +220,7 @@ def test_two_ranks_give_the_single_process_features_and_metrics(shapes_cycles: P
     assert sorted(counts) == [0, 1] and all(i > 0 and c > 0 for i, c in counts.values())
     assert sum(i for i, _ in counts.values()) == n_images and sum(c for _, c in counts.values()) == n_captions
     assert sorted(p.name for p in tmp.glob("eval_*.json")) == ["eval_cycles_shapes_strict_left_right.json"]
-    assert json.loads((tmp / "eval_cycles_shapes_strict_left_right.json").read_text()) == record
+    _same_record(json.loads((tmp / "eval_cycles_shapes_strict_left_right.json").read_text()), record)
 
     again = _from_cache(tiny, shapes_cycles, tmp / "fresh")
     assert not again.stats.model_loaded and again.stats.cached_images == n_images
@@ -230,5 +251,5 @@ def test_plugin_under_torchrun_reruns_the_killed_run_with_the_same_world_size(
     assert sum(i for i, _ in counts.values()) == len(features.image_rows) - stored["image"]
     assert sum(c for _, c in counts.values()) == len(features.caption_rows) - stored["text"]
     ours = json.loads((combined["tmp"] / "plugin_cycles_shapes_strict_left_right.json").read_text())
-    assert ours["metrics"] == record["metrics"]
+    _same_record({"metrics": ours["metrics"]}, {"metrics": record["metrics"]})
     _same_features(_from_cache(tiny, shapes_cycles, faulted["cache"]), features)

@@ -364,8 +364,9 @@ def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Pa
 
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10000)
     items, bomb = _bomb_world(shapes_world, tmp_path)
-    rows = types.SimpleNamespace(cycle_ids=["c0", "c1"], images=[(items[0], items[1]), (items[2], items[3])],
-                                 captions=[("a", "b"), ("c", "d")])
+    from clip_cycles.evaluate import CycleRows
+
+    rows = CycleRows.from_pairs(["c0", "c1"], [(items[0], items[1]), (items[2], items[3])], [("a", "b"), ("c", "d")])
     dataset = CycleBlocksDataset(rows, None)
     assert len(dataset[0][0]) == 2  # ordinary images decode
     with pytest.raises(ValueError, match="decompression bomb") as info:

@@ -52,7 +52,7 @@ def _blocks(plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str 
     model, processor = plain
     rows = read_cycle_rows(open_built_folder(shapes_cycles), get_task(TASK), seed, "test")
     blocks, prefix_terms = [], []
-    for (a, b), (c0, c1) in list(zip(rows.images, rows.captions))[:N_CHECKED]:
+    for (a, b), (c0, c1) in [(rows.image_pair(i), rows.caption_pair(i)) for i in range(min(N_CHECKED, len(rows)))]:
         block, terms = [], []
         for item in (a, b):
             image = Image.open(item.path).convert("RGB")
@@ -133,7 +133,7 @@ def _scorer_blocks(vlm: str, shapes_cycles: Path, config: Any, prefix: str) -> n
     scorer, _, _ = load_hf_vlm(vlm)
     rows = read_cycle_rows(open_built_folder(shapes_cycles), get_task(TASK), 0, "test")
     images, captions = [], []
-    for pair, caps in list(zip(rows.images, rows.captions))[:N_CHECKED]:
+    for pair, caps in [(rows.image_pair(i), rows.caption_pair(i)) for i in range(min(N_CHECKED, len(rows)))]:
         for item in pair:
             for caption in caps:
                 images.append(Image.open(item.path).convert("RGB"))

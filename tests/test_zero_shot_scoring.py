@@ -25,16 +25,16 @@ def test_score_blocks_against_a_direct_count() -> None:
 
 def test_cycle_index_maps_rows_to_table_rows_and_counts_drops() -> None:
     items = {k: ImageItem(key=k) for k in ("a.jpg", "b.jpg", "c.jpg", "gone.jpg")}
-    rows = CycleRows(
-        cycle_ids=["c0", "c1", "c2", "c3"],
-        images=[(items["a.jpg"], items["b.jpg"]), (items["gone.jpg"], items["c.jpg"]), (items["c.jpg"], items["a.jpg"]),
-                (items["b.jpg"], items["gone.jpg"])],  # fmt: skip
-        captions=[("x", "y"), ("y", "z"), ("z", "x"), ("x", "z")],
+    rows = CycleRows.from_pairs(
+        ["c0", "c1", "c2", "c3"],
+        [(items["a.jpg"], items["b.jpg"]), (items["gone.jpg"], items["c.jpg"]), (items["c.jpg"], items["a.jpg"]),
+         (items["b.jpg"], items["gone.jpg"])],  # fmt: skip
+        [("x", "y"), ("y", "z"), ("z", "x"), ("x", "z")],
     )
     encoded = EncodedFeatures(np.zeros((3, 2), np.float32), np.zeros((3, 2), np.float32),
                               {"b.jpg": 0, "a.jpg": 1, "c.jpg": 2}, {"z": 0, "x": 1, "y": 2}, EncodeStats())  # fmt: skip
     index, dropped = cycle_index(rows, encoded)
     assert dropped == 2  # the cycles with an image the encoder skipped
     assert index.dtype == np.int64 and index.tolist() == [[1, 0, 1, 2], [2, 1, 0, 1]]
-    empty, dropped = cycle_index(CycleRows([], [], []), encoded)
+    empty, dropped = cycle_index(CycleRows.from_pairs([], [], []), encoded)
     assert empty.shape == (0, 4) and empty.dtype == np.int64 and dropped == 0
