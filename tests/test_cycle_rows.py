@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -188,12 +189,14 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
     assert len(calls) == 2  # only the new task's audit ran
     assert second[0]["metrics"] == first[0]["metrics"]
 
-    # The cached report is the audit of the full (uncompacted) tables, computed independently here.
-    data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1], with_audit=True)
-    index = {s: cycle_index(data.splits[1][s], encoded)[0] for s in ("train", "validation", "test")}
+    # The cached report is the audit of the full (uncompacted) tables, computed independently here:
+    # by default (audit_fit: scored) the probes fit on the scored test cycles themselves.
+    data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1])
+    test = cycle_index(data.splits[1]["test"], encoded)[0]
     full = real(encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64),
-                index["train"], index["test"], val_cycles=index["validation"], seed=1, tie_tol=1e-9)
-    assert first[0]["metrics"]["additive_audit"]["per_seed"]["1"] == json.loads(json.dumps(full.to_dict()))
+                test, test, seed=1, tie_tol=1e-9)
+    expected = {**json.loads(json.dumps(full.to_dict())), "fit_split": "test"}
+    assert first[0]["metrics"]["additive_audit"]["per_seed"]["1"] == expected
 
     # Different features: a different key, so the audit runs again.
     other = tmp_path / "other.npz"
@@ -204,6 +207,17 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
     # Without a cache nothing is stored and the audit runs every time.
     evaluate(TASKS[:1], spec, shapes_cycles, tmp_path / "unused", use_cache=False, seeds=[1])
     assert len(calls) == 4 and not (tmp_path / "unused").exists()
+    # audit_fit: train fits on the train split (early-stop split counted), as paper 1's probes do.
+    from clip_cycles.evaluate import evaluate_tasks
+
+    trained, encoded = evaluate_tasks([replace(specs[TASKS[0]], audit_fit="train")], spec, shapes_cycles, None,
+                                      tmp_path / "data", seeds=[1])  # fmt: skip
+    data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1], with_audit=True)
+    index = {s: cycle_index(data.splits[1][s], encoded)[0] for s in ("train", "validation", "test")}
+    full = real(encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64),
+                index["train"], index["test"], val_cycles=index["validation"], seed=1, tie_tol=1e-9)
+    expected = {**json.loads(json.dumps(full.to_dict())), "fit_split": "train"}
+    assert trained[0]["metrics"]["additive_audit"]["per_seed"]["1"] == expected
 
 
 def test_a_corrupt_cached_audit_is_recomputed(shapes_cycles: Path, features_file: Path, tmp_path: Path) -> None:
