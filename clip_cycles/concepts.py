@@ -29,7 +29,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -617,17 +617,25 @@ def load_things(
     return data
 
 
-def load_attribute_list(path: str | Path) -> tuple[str, ...]:
-    """Read attribute names: a JSON list of strings (paper 2's 211) or one name a line."""
+def read_list_file(path: str | Path, what: str) -> tuple[Path, str, Any]:
+    """Read a user's list file: ``(path, text, payload)``; ``payload`` is the parsed JSON for a
+    ``.json`` file (a named ValueError when it does not parse), else None (one entry a line)."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"attribute list {path} does not exist")
+        raise FileNotFoundError(f"{what} {path} does not exist")
     text = path.read_text(encoding="utf-8-sig")
-    if path.suffix.lower() == ".json":
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from error
+    if path.suffix.lower() != ".json":
+        return path, text, None
+    try:
+        return path, text, json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from error
+
+
+def load_attribute_list(path: str | Path) -> tuple[str, ...]:
+    """Read attribute names: a JSON list of strings (paper 2's 211) or one name a line."""
+    path, text, payload = read_list_file(path, "attribute list")
+    if payload is not None:
         if not isinstance(payload, list) or not all(isinstance(a, str) for a in payload):
             raise ValueError(f"{path}: expected a JSON list of attribute names (strings)")
         names = [a.strip() for a in payload if a.strip()]

@@ -54,7 +54,7 @@ from typing import Callable, ClassVar, Iterator, Sequence
 import numpy as np
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, StratifiedShuffleSplit
 
-from clip_cycles.concepts import _show
+from clip_cycles.concepts import _show, read_list_file
 
 #: The paper's similarity split uses 600 groups for 1,854 concepts; other sizes scale this.
 PAPER_SIMILARITY_GROUP_FRACTION: float = 600 / 1854
@@ -284,15 +284,8 @@ class RandomSplit(ConceptSplitter):
 
 def load_concept_groups(path: str | Path) -> list[list[str]]:
     """Read groups of concept ids: a JSON list of lists, or text with one comma-separated group a line."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"concept groups file {path} does not exist")
-    text = path.read_text(encoding="utf-8-sig")
-    if path.suffix.lower() == ".json":
-        try:
-            payload = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error})") from error
+    path, text, payload = read_list_file(path, "concept groups file")
+    if payload is not None:
         if not isinstance(payload, list) or not all(
             isinstance(g, list) and all(isinstance(c, str) for c in g) for g in payload
         ):
