@@ -115,12 +115,23 @@ class CacheStats:
 
 
 class FeatureNamespace:
-    """Features of one (model, preprocessing, precision, kind): content hash -> float32 vector."""
+    """Features of one (model, preprocessing, precision, kind): content hash -> float32 vector.
+
+    Subclasses store other per-item rows in the same shard format by changing the class
+    settings (folder, tensor name, dtype, row width, what a corrupt shard costs).
+    """
+
+    folder: str = "features"
+    tensor: str = "features"
+    dtype: type = np.float32
+    width: int | None = None  # None: any width, the same within a shard
+    label: str = "feature cache"
+    redo: str = "its items will be re-encoded"
 
     def __init__(self, root: str | Path, description: Mapping[str, Any]) -> None:
         self.description = dict(description)
         self.name = digest(self.description)
-        self.directory = Path(root) / "features" / self.name
+        self.directory = Path(root) / self.folder / self.name
         self.stats = CacheStats()
         self._table: dict[str, np.ndarray] | None = None
 
@@ -135,9 +146,10 @@ class FeatureNamespace:
 
         with safe_open(str(path), framework="numpy") as handle:
             meta = handle.metadata() or {}
-            features = handle.get_tensor("features")
+            features = handle.get_tensor(self.tensor)
         items = json.loads(meta["items"])
-        if features.ndim != 2 or features.dtype != np.float32 or features.shape[0] != len(items):
+        if (features.ndim != 2 or features.dtype != self.dtype or features.shape[0] != len(items)
+                or self.width not in (None, features.shape[1])):
             raise ValueError(f"shape {features.shape} / dtype {features.dtype} does not fit {len(items)} items")
         if shard_checksum(items, features) != meta["checksum"]:
             raise ValueError("checksum mismatch (header or features changed)")
@@ -163,8 +175,7 @@ class FeatureNamespace:
                 try:
                     items, features = self._read_shard(path)
                 except Exception as error:  # any parse failure means the shard is unusable
-                    warnings.warn(f"feature cache: corrupt shard {path} ({error}); its items will be re-encoded",
-                                  stacklevel=2)
+                    warnings.warn(f"{self.label}: corrupt shard {path} ({error}); {self.redo}", stacklevel=2)
                     self.stats.corrupt_shards.append(str(path))
                     path.unlink(missing_ok=True)
                     continue
@@ -192,18 +203,18 @@ class FeatureNamespace:
         """Store one encoded batch as a shard, atomically; returns the shard path."""
         from safetensors.numpy import save
 
-        features = np.ascontiguousarray(features, dtype=np.float32)
-        if features.ndim != 2 or features.shape[0] != len(items):
-            raise ValueError(f"feature batch of shape {features.shape} does not fit {len(items)} items")
+        features = np.ascontiguousarray(features, dtype=self.dtype)
+        if features.ndim != 2 or features.shape[0] != len(items) or self.width not in (None, features.shape[1]):
+            raise ValueError(f"{self.label}: batch of shape {features.shape} does not fit {len(items)} items")
         if not np.isfinite(features).all():
-            raise ValueError("refusing to cache non-finite features")
+            raise ValueError(f"{self.label}: refusing to cache non-finite values")
         self._ensure_directory()
         meta = {
             "items": json.dumps(list(items)),
             "checksum": shard_checksum(items, features),
         }
         path = self.directory / f"{digest(list(items), 32)}.safetensors"
-        atomic_write_bytes(path, save({"features": features}, metadata=meta))
+        atomic_write_bytes(path, save({self.tensor: features}, metadata=meta))
         self.stats.shards_written += 1
         if self._table is not None:
             for item, row in zip(items, features):

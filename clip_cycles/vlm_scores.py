@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import sys
-import time
-import warnings
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -40,14 +37,7 @@ import numpy as np
 import yaml
 
 from clip_cycles.contrast import block_scores_from_score_fn
-from clip_cycles.feature_cache import (
-    STALE_TMP_SECONDS,
-    atomic_write_bytes,
-    canonical_json,
-    content_hash,
-    digest,
-    text_hash,
-)
+from clip_cycles.feature_cache import FeatureNamespace, content_hash, digest, text_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoder import ImageItem, ModelSpec
@@ -263,71 +253,24 @@ def pair_key(image_hash: str, caption: str) -> str:
     return hashlib.sha256(f"{image_hash}\0{text_hash(caption)}".encode()).hexdigest()
 
 
-class PairScoreCache:
-    """Float64 ``(sum, n_tokens)`` per pair key for one (model content, prompt, precision)."""
+class PairScoreCache(FeatureNamespace):
+    """Float64 ``(sum, n_tokens)`` per pair key for one (model content, prompt, precision).
 
-    def __init__(self, root: str | Path, description: Mapping[str, Any]) -> None:
-        self.description = dict(description)
-        self.name = digest(self.description)
-        self.directory = Path(root) / "pair_scores" / self.name
-        self.corrupt: list[str] = []
-        self.shards_read = 0
-        self.shards_written = 0
-        self._table: dict[str, np.ndarray] | None = None
+    The feature cache's shard store (checksummed header and values, atomic writes, corrupt
+    shards dropped and named) with rows of two float64 under ``<cache>/pair_scores/``.
+    """
 
-    def load(self) -> dict[str, np.ndarray]:
-        if self._table is not None:
-            return self._table
-        from safetensors import safe_open
+    folder = "pair_scores"
+    tensor = "scores"
+    dtype = np.float64
+    width = 2
+    label = "pair score cache"
+    redo = "its pairs will be rescored"
 
-        table: dict[str, np.ndarray] = {}
-        if self.directory.is_dir():
-            now = time.time()
-            for path in sorted(self.directory.iterdir()):
-                if ".tmp-" in path.name:
-                    if now - path.stat().st_mtime > STALE_TMP_SECONDS:
-                        path.unlink(missing_ok=True)
-                    continue
-                if path.suffix != ".safetensors":
-                    continue
-                try:
-                    with safe_open(str(path), framework="numpy") as handle:
-                        meta = handle.metadata() or {}
-                        scores = handle.get_tensor("scores")
-                    items = json.loads(meta["items"])
-                    if scores.dtype != np.float64 or scores.shape != (len(items), 2):
-                        raise ValueError(f"shape {scores.shape} / dtype {scores.dtype} does not fit {len(items)} pairs")
-                    if hashlib.sha256(np.ascontiguousarray(scores).tobytes()).hexdigest() != meta["checksum"]:
-                        raise ValueError("checksum mismatch")
-                    if not np.isfinite(scores).all():
-                        raise ValueError("non-finite values")
-                except Exception as error:  # any parse failure means the shard is unusable
-                    warnings.warn(f"pair score cache: corrupt shard {path} ({error}); its pairs will be rescored",
-                                  stacklevel=2)
-                    self.corrupt.append(str(path))
-                    path.unlink(missing_ok=True)
-                    continue
-                self.shards_read += 1
-                for item, row in zip(items, scores):
-                    table.setdefault(item, row)
-        self._table = table
-        return table
-
-    def put(self, items: Sequence[str], scores: np.ndarray) -> None:
-        from safetensors.numpy import save
-
-        scores = np.ascontiguousarray(scores, dtype=np.float64)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        marker = self.directory / "namespace.json"
-        if not marker.exists():
-            atomic_write_bytes(marker, (canonical_json(self.description) + "\n").encode("utf-8"))
-        meta = {"items": json.dumps(list(items)), "checksum": hashlib.sha256(scores.tobytes()).hexdigest()}
-        atomic_write_bytes(self.directory / f"{digest(list(items), 32)}.safetensors",
-                           save({"scores": scores}, metadata=meta))
-        self.shards_written += 1
-        if self._table is not None:
-            for item, row in zip(items, scores):
-                self._table.setdefault(item, row)
+    @property
+    def corrupt(self) -> list[str]:
+        """Shards found corrupt (and deleted) by :meth:`load`."""
+        return self.stats.corrupt_shards
 
 
 def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
