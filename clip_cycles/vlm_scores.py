@@ -25,6 +25,7 @@ n_tokens)`` rows in safetensors shards written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import sys
@@ -187,7 +188,7 @@ class HFVLMScorer:
         except (ValueError, TypeError) as error:
             raise ValueError(f"hf_vlm model {self.name!r}: its processor rejected the prompt {prompt!r}: {error}") from error
         inputs = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in inputs.items()}
-        autocast = torch.autocast("cuda") if str(self.device).startswith("cuda") else _Null()
+        autocast = torch.autocast("cuda") if str(self.device).startswith("cuda") else contextlib.nullcontext()
         with torch.no_grad(), autocast:
             logits = self.model(**inputs).logits
         ids = inputs["input_ids"]
@@ -211,14 +212,6 @@ class HFVLMScorer:
             bad = int(np.flatnonzero(~np.isfinite(out[:, 0]))[0])
             raise ValueError(f"hf_vlm model {self.name!r} gave a non-finite log-likelihood for caption {captions[bad]!r}")
         return out
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def load_hf_vlm(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
