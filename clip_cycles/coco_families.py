@@ -455,21 +455,27 @@ def render_caption(meaning: Mapping[str, Any]) -> str:
 class _Uses:
     """Per-split bookkeeping: uses per image and pairs already made (no duplicate blocks)."""
 
+    # A plain dict with .get, not a Counter: a missing key in a Counter runs Python-level
+    # __missing__, and these run millions of times in a COCO-scale build.
     def __init__(self, max_uses: int = MAX_IMAGE_USES) -> None:
-        self.count: Counter = Counter()
+        self.count: dict[int, int] = {}
         self.pairs: set[tuple[int, int]] = set()
         self.max_uses = max_uses
 
     def free(self, image_id: int) -> bool:
-        return self.count[image_id] < self.max_uses
+        return self.count.get(image_id, 0) < self.max_uses
 
     def can_pair(self, a: int, b: int) -> bool:
-        return a != b and self.free(a) and self.free(b) and (min(a, b), max(a, b)) not in self.pairs
+        if a == b:
+            return False
+        count, limit = self.count, self.max_uses
+        return (count.get(a, 0) < limit and count.get(b, 0) < limit
+                and ((a, b) if a < b else (b, a)) not in self.pairs)
 
     def take(self, a: int, b: int) -> None:
-        self.count[a] += 1
-        self.count[b] += 1
-        self.pairs.add((min(a, b), max(a, b)))
+        self.count[a] = self.count.get(a, 0) + 1
+        self.count[b] = self.count.get(b, 0) + 1
+        self.pairs.add((a, b) if a < b else (b, a))
 
 
 def _shuffled(items: Sequence[Any], rng: np.random.Generator) -> list[Any]:
@@ -484,12 +490,15 @@ def _cross_pairs(
     if not left or not right:
         return out
     left, right = _shuffled(left, rng), _shuffled(right, rng)
+    left_keys, right_keys = [key(a) for a in left], [key(b) for b in right]
+    n_left, n_right = len(left), len(right)
     for shift in range(uses.max_uses):
-        for i in range(max(len(left), len(right))):
-            a, b = left[i % len(left)], right[(i + shift) % len(right)]
-            if uses.can_pair(key(a), key(b)):
-                uses.take(key(a), key(b))
-                out.append((a, b))
+        for i in range(max(n_left, n_right)):
+            j = (i + shift) % n_right
+            ka, kb = left_keys[i % n_left], right_keys[j]
+            if uses.can_pair(ka, kb):
+                uses.take(ka, kb)
+                out.append((left[i % n_left], right[j]))
     return out
 
 
@@ -500,14 +509,16 @@ def _greedy_pairs(
     out = []
     for _ in range(uses.max_uses):
         order = _shuffled(items, rng)
+        keys = [key(x) for x in order]
         n = len(order)
         for i, a in enumerate(order):
-            if not uses.free(key(a)):
+            ka = keys[i]
+            if not uses.free(ka):
                 continue
             for j in range(i + 1, min(n, i + 1 + PARTNER_TRIES)):
                 b = order[j]
-                if uses.can_pair(key(a), key(b)) and ok(a, b):
-                    uses.take(key(a), key(b))
+                if uses.can_pair(ka, keys[j]) and ok(a, b):
+                    uses.take(ka, keys[j])
                     out.append((a, b))
                     break
     return out
@@ -825,6 +836,7 @@ class RelationFamily(CocoFamily):
         on neither seed nor split.
         """
         strata: dict[tuple[str, str], dict[str, list[int]]] = {}
+        excluded: dict[str, int] = {}
         for image_id in image_ids:
             key = ("pair_labels", self.name, self.margin, self.ratio, image_id)
             labels = index.memo.get(key)
@@ -839,7 +851,9 @@ class RelationFamily(CocoFamily):
                 if label is not None:
                     strata.setdefault(pair, {}).setdefault(label, []).append(image_id)
                 elif reason is not None:
-                    self.exclude(reason)
+                    excluded[reason] = excluded.get(reason, 0) + 1
+        for reason, count in excluded.items():  # in first-seen order, as one call per candidate would
+            self.exclude(reason, count)
         return strata
 
     def details(self, **extra: Any) -> dict[str, Any]:

@@ -424,8 +424,12 @@ def audit_family_cycles(
     Also checks the block shape (two distinct images, two distinct captions), which the
     cycle definition requires and the algebraic audits cannot see.
     """
+    # The same (image, meaning) comes back in other cycles, splits and seeds of the build: each
+    # meaning is parsed and each truth value computed once per index (its ``memo``, where it has one).
+    memo = getattr(index, "memo", None)
+    memo = memo if isinstance(memo, dict) else {}
+    parsed: dict[str, dict[str, Any]] = memo.setdefault(("gate_meanings",), {})
     meanings: dict[tuple[str, str], dict[str, Any]] = {}
-    parsed: dict[str, dict[str, Any]] = {}
     rows = []
     for i, c in enumerate(cycles):
         v0, v1 = caption_vertex(c.caption_0, c.meaning_0), caption_vertex(c.caption_1, c.meaning_1)
@@ -438,12 +442,24 @@ def audit_family_cycles(
                     parsed[meaning] = json.loads(meaning)
                 meanings[vertex] = parsed[meaning]
         rows.append((c.image_id_0, c.image_id_1, v0, v1))
-    report = audit_cycles(
-        rows,
-        predicate=lambda image_id, vertex: bool(family.holds(index, image_id, meanings[vertex])),
-        cycle_ids=cycle_ids,
-        refutes=lambda image_id, vertex: bool(family.refutes(index, image_id, meanings[vertex])),
-    )
+    held: dict[tuple[int, str], bool] = memo.setdefault(("gate", "holds", family.source, family.name), {})
+    refuted: dict[tuple[int, str], bool] = memo.setdefault(("gate", "refutes", family.source, family.name), {})
+
+    def holds(image_id: int, vertex: tuple[str, str]) -> bool:
+        key = (image_id, vertex[1])
+        value = held.get(key)
+        if value is None:
+            value = held[key] = bool(family.holds(index, image_id, meanings[vertex]))
+        return value
+
+    def refutes(image_id: int, vertex: tuple[str, str]) -> bool:
+        key = (image_id, vertex[1])
+        value = refuted.get(key)
+        if value is None:
+            value = refuted[key] = bool(family.refutes(index, image_id, meanings[vertex]))
+        return value
+
+    report = audit_cycles(rows, predicate=holds, cycle_ids=cycle_ids, refutes=refutes)
     return report.to_dict()
 
 
