@@ -4,7 +4,7 @@ Each module is mutated in a scratch copy of the repository (the working tree is 
 touched) and every mutant runs only the fast test files that match the module, in the
 process mutmut forks per mutant. A module argument is ``clip_cycles/<name>.py``, a bare
 ``<name>``, optionally restricted to some functions (``evaluate:cycle_acc_scores,ties``;
-glob patterns allowed) and optionally given its own test files
+glob patterns allowed; a method as ``Class.method``) and optionally given its own test files
 (``evaluate=tests/test_evaluate.py+tests/test_contrast.py``)::
 
     python benchmarks/mutation_score.py contrast winoground audits evaluate:_score*
@@ -48,6 +48,9 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 #: Helper files every test run needs besides the matching test files.
 TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
 
+#: Repository folders the tests read besides the package (copied to the scratch copy and mutmut's mutants/).
+SCRATCH_EXTRAS: tuple[str, ...] = ("tasks", "hf_datasets")
+
 #: mutmut's exit codes per status (mutmut/__main__.py ``status_by_exit_code``).
 KILLED = {1, 3, 37, -11}  # -11: the tests crashed the process (SIGSEGV), which a user would notice too
 NO_TESTS = {33}
@@ -71,6 +74,14 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     return name, [f for f in functions.split(",") if f], test_files
 
 
+def _mutant_glob(name: str, function: str) -> str:
+    """mutmut's name pattern of one function's mutants: ``x_<function>``, or ``xǁ<Class>ǁ<method>`` for
+    ``Class.method`` (``Class.*`` for all of a class's methods)."""
+    owner, dot, method = function.partition(".")
+    mangled = f"x\u01c1{owner}\u01c1{method}" if dot else f"x_{function}"
+    return f"clip_cycles.{name}.{mangled}__mutmut_*"
+
+
 def _config(name: str, test_files: tuple[str, ...]) -> str:
     lines = ["[mutmut]", "source_paths = clip_cycles/", f"only_mutate = clip_cycles/{name}.py",
              "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in test_files]  # fmt: skip
@@ -80,7 +91,9 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
               "timeout_multiplier = 20.0", "timeout_constant = 60.0",
               # numba's parallel thread pool does not survive fork (workers get SIGTERM): fork each mutant
               # from a server that has only collected the tests, never run a kernel.
-              "process_isolation = forkserver", ""]
+              "process_isolation = forkserver",
+              # Tests that load a builder script (hf_datasets/*/build.py) read it next to the tests.
+              "also_copy ="] + [f"    {extra}/" for extra in SCRATCH_EXTRAS] + [""]
     return "\n".join(lines)
 
 
@@ -97,14 +110,13 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         (scratch / "tests").mkdir()
         for test in (*TEST_HELPERS, *test_files):
             shutil.copy(REPO / test, scratch / test)
-        for extra in ("tasks", "hf_datasets"):
+        for extra in SCRATCH_EXTRAS:
             if (REPO / extra).is_dir():
                 shutil.copytree(REPO / extra, scratch / extra)
         (scratch / "setup.cfg").write_text(_config(name, test_files), encoding="utf-8")
-        globs = [f"clip_cycles.{name}.x_{f}__mutmut_*" for f in functions]
+        globs = [_mutant_glob(name, f) for f in functions]
         if previous is not None:
             globs = list(previous["survivors"])
-        # A function's mangled name is x_<name>; methods are xǁClassǁmethod (kept for bare module runs).
         env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
         proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
