@@ -4,7 +4,8 @@ Each module is mutated in a scratch copy of the repository (the working tree is 
 touched) and every mutant runs only the fast test files that match the module, in the
 process mutmut forks per mutant. A module argument is ``clip_cycles/<name>.py``, a bare
 ``<name>``, optionally restricted to some functions (``evaluate:cycle_acc_scores,ties``;
-glob patterns allowed; a method as ``Class.method``) and optionally given its own test files
+glob patterns allowed; a method as ``Class.method``; ``name:all`` for the whole module where
+``DEFAULT_FUNCTIONS`` restricts it by default) and optionally given its own test files
 (``evaluate=tests/test_evaluate.py+tests/test_contrast.py``)::
 
     python benchmarks/mutation_score.py contrast winoground audits evaluate:_score*
@@ -39,10 +40,28 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
     "evaluate": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit.py",),
-    "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py"),
-    "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py"),
+    "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py", "tests/test_swap_rule.py",
+                      "tests/test_coco_predicates.py"),
+    "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py", "tests/test_gqa_swap_rule.py",
+                     "tests/test_gqa_statements.py"),
     "splitters": ("tests/test_splitters.py",),
     "attribute_probes": ("tests/test_attribute_probes.py",),
+}
+
+#: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
+#: the caption semantics of the family modules (their verdicts, and what each family reads off an image),
+#: not the pairing, I/O and CLI code around them, which would take hours of mutants.
+DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "coco_families": ("_centre", "relation_truths", "_combine", "_single_pair_verdicts", "_relation_verdicts",
+                      "relation_verdict", "position_verdict", "count_verdict", "mentions_verdict",
+                      "supercategory_verdict", "exclusion_reason", "_relation_meaning", "ImageObjects.*",
+                      "CocoFamily.verdict", "CocoFamily.holds", "RelationFamily.verdicts"),
+    "gqa_families": ("attribute_values", "_single_value", "_has_named_relation", "attribute_verdict",
+                     "relation_verdict", "_matched_exclusion", "_relation_holds", "AttributeFamily.statements",
+                     "AttributeFamily.verdict", "AttributeFamily.holds", "_RelationArgumentFamily.compatible",
+                     "_RelationArgumentFamily.holds", "_RelationArgumentFamily.verdict", "RelationObject.statements",
+                     "RelationSubject.statements", "RelationSpatial.statements", "RelationSpatial.holds",
+                     "RelationSpatial.verdict", "Binding.verdict", "Binding.statements", "Binding.holds"),
 }
 
 #: Helper files every test run needs besides the matching test files.
@@ -71,7 +90,9 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     for test in test_files:
         if not (REPO / test).is_file():
             raise SystemExit(f"mutation_score: test file {test} of module {name} does not exist")
-    return name, [f for f in functions.split(",") if f], test_files
+    if functions == "all":
+        return name, [], test_files
+    return name, [f for f in functions.split(",") if f] or list(DEFAULT_FUNCTIONS.get(name, ())), test_files
 
 
 def _mutant_glob(name: str, function: str) -> str:
