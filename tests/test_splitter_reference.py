@@ -1,0 +1,153 @@
+"""Splitters and degenerate-fold counts against scikit-learn called directly and against hand counts.
+
+Expected folds come from scikit-learn's own cross-validators (the paper's protocol names
+them: repeated stratified k-fold, stratified shuffle split with listed concepts moved to
+train); expected coverage counts are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.model_selection import RepeatedKFold, RepeatedStratifiedKFold, ShuffleSplit, StratifiedShuffleSplit
+
+from clip_cycles.splitters import (
+    DEGENERATE_RULE,
+    MovedToTrainSplit,
+    PublishedFolds,
+    RandomSplit,
+    SimilaritySplit,
+    attribute_folds,
+    coverage_report,
+    leakage_folds,
+    nearest_neighbours,
+)
+
+
+def as_lists(folds) -> list[tuple[list[int], list[int]]]:
+    return [(np.asarray(train).tolist(), np.asarray(test).tolist()) for train, test in folds]
+
+
+def test_random_split_is_repeated_stratified_k_fold_per_attribute():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3))
+    labels = np.zeros((30, 2), dtype=bool)
+    labels[rng.choice(30, 9, replace=False), 0] = True
+    labels[rng.choice(30, 14, replace=False), 1] = True
+    folds = attribute_folds(RandomSplit(n_splits=3, n_repeats=2, random_state=5), X, labels)
+    for a in range(2):
+        cv = RepeatedStratifiedKFold(n_splits=3, n_repeats=2, random_state=5)
+        expected = [(sorted(tr.tolist()), sorted(te.tolist())) for tr, te in cv.split(X, labels[:, a].astype(int))]
+        assert as_lists(folds[a]) == expected
+    shared = attribute_folds(RandomSplit(n_splits=3, n_repeats=2, random_state=5, fold_assignment="shared"), X, labels)
+    expected = [(sorted(tr.tolist()), sorted(te.tolist())) for tr, te in
+                RepeatedKFold(n_splits=3, n_repeats=2, random_state=5).split(X)]  # fmt: skip
+    assert as_lists(shared[0]) == as_lists(shared[1]) == expected
+    assert repr(RandomSplit(n_splits=3, n_repeats=1, random_state=7)) == (
+        "RandomSplit(fold_assignment='per_attribute', n_repeats=1, n_splits=3, random_state=7)"
+    )
+
+
+def test_moved_concepts_go_to_train_in_every_shuffle_split_fold():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((20, 2))
+    y = np.array([1] * 8 + [0] * 12)
+    moved = [19, 5, 0, 5]  # unsorted, repeated: rows 0, 5, 19
+    splitter = MovedToTrainSplit(moved, n_splits=4, test_size=0.25, random_state=3)
+    for folds, reference in (
+        (splitter.split(X, y), StratifiedShuffleSplit(4, test_size=0.25, random_state=3).split(X, y)),
+        (splitter.split(X), ShuffleSplit(4, test_size=0.25, random_state=3).split(X)),
+    ):
+        expected = []
+        for train, test in reference:
+            stays = [int(i) for i in test if i not in (0, 5, 19)]
+            expected.append((sorted(train.tolist() + [int(i) for i in test if i in (0, 5, 19)]), sorted(stays)))
+        assert as_lists(folds) == expected
+    assert len(expected) == 4 and any(len(e[1]) < 5 for e in expected)  # the fixture moves rows out of some test
+    with pytest.raises(ValueError, match="moved concept rows"):
+        list(MovedToTrainSplit([20], n_splits=2).split(X))
+    with pytest.raises(ValueError, match="moved concept rows"):
+        list(MovedToTrainSplit([-1], n_splits=2).split(X))
+    with pytest.raises(ValueError, match="test_size"):
+        MovedToTrainSplit([0], test_size=1.0)
+
+
+def test_coverage_counts_by_hand():
+    # 6 concepts, 4 attributes, the same 4 folds for each.
+    labels = np.array([[1, 1, 0, 0, 0, 0],   # a0
+                       [1, 1, 1, 1, 1, 0],   # a1
+                       [0, 0, 0, 0, 0, 1],   # a2
+                       [0, 1, 0, 1, 0, 1]],  # a3
+                      dtype=bool).T  # fmt: skip
+    folds = [([0, 2, 3, 4], [1, 5]), ([2, 3, 4, 5], [0, 1]), ([0, 1, 5], [2, 3, 4]), ([1, 2], [0, 3])]
+    report = coverage_report(labels, [folds] * 4, ("a0", "a1", "a2", "a3"))
+    # a0: fold 1 has no train positive, fold 2 no test positive.
+    # a1: folds 0 and 3 have only positives in train.
+    # a2: folds 0 and 3 have no train positive; folds 1, 2, 3 no test positive.
+    # a3: every fold has both classes in train and a positive in test.
+    assert report.fitted.tolist() == [[True, False, False, True], [False, True, True, False],
+                                      [False, False, False, False], [True, True, True, True]]  # fmt: skip
+    assert report.no_positive_in_train.tolist() == [1, 0, 2, 0]
+    assert report.no_negative_in_train.tolist() == [0, 2, 0, 0]
+    assert report.no_positive_in_test.tolist() == [1, 0, 3, 0]
+    assert report.summary() == {
+        "rule": DEGENERATE_RULE,
+        "n_attribute_folds": 16,
+        "n_fitted_attribute_folds": 8,
+        "n_degenerate_folds": 8,
+        "n_folds_no_positive_in_train": 3,
+        "n_folds_no_negative_in_train": 2,
+        "n_folds_no_positive_in_test": 4,
+        "n_attributes_with_degenerate_folds": 3,
+        "attributes_with_degenerate_folds": ["a0", "a1", "a2"],
+    }
+    with pytest.raises(ValueError, match="different fold counts"):
+        coverage_report(labels, [folds, folds, folds, folds[:3]], ("a0", "a1", "a2", "a3"))
+
+
+def test_leakage_folds_are_the_label_free_partition_or_the_distinct_published_folds():
+    X = np.random.default_rng(2).standard_normal((9, 2))
+    random = RandomSplit(n_splits=3, n_repeats=1, random_state=0)
+    expected = [(sorted(tr.tolist()), sorted(te.tolist())) for tr, te in
+                RepeatedKFold(n_splits=3, n_repeats=1, random_state=0).split(X)]  # fmt: skip
+    assert as_lists(leakage_folds(random, X, [])) == expected
+    one = ([0, 1, 2, 3, 4, 5], [6, 7, 8])
+    two = ([3, 4, 5, 6, 7, 8], [0, 1, 2])
+    empty = ([], [0, 1, 2, 3, 4, 5, 6, 7, 8])
+    published = PublishedFolds({"a": [one, two], "b": [two, empty]})
+    got = as_lists(leakage_folds(published, X, [[one, two], [two, empty]]))
+    # Each distinct fold once; a fold with an empty side has no nearest train concept and is left out.
+    assert sorted(got) == sorted([one, two]) and len(got) == 2
+
+
+def test_nearest_neighbours_by_hand():
+    # Cosines: (0, 1) = 9 / sqrt(82); (1, 2) = 1 / sqrt(82); (0, 2) = (2, 3) = 0; (0, 3) = -1; (1, 3) = -9 / sqrt(82).
+    E = np.array([[1.0, 0.0], [9.0, 1.0], [0.0, 2.0], [-3.0, 0.0]])
+    nearest, similarity = nearest_neighbours(E)
+    assert nearest.tolist() == [1, 0, 1, 2]  # row 3: its best is 0 (row 2), never itself
+    assert np.allclose(similarity, [9 / np.sqrt(82), 9 / np.sqrt(82), 1 / np.sqrt(82), 0.0], atol=1e-12)
+    with pytest.raises(ValueError, match=r"embedding rows \[2\] are all zero"):
+        nearest_neighbours(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
+
+
+def never_tested(folds) -> set[int]:
+    tested = set().union(*(set(np.asarray(test).tolist()) for _, test in folds))
+    return set(range(6)) - tested
+
+
+def test_similarity_split_forces_the_top_pair_of_its_own_embeddings():
+    # Split embeddings: rows 0 and 1 nearly identical, the rest spread. X: rows 4 and 5 nearly identical instead.
+    angles = np.array([0.0, 0.01, 1.0, 2.0, 3.0, 4.0])
+    E = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    X = E[[2, 3, 4, 5, 0, 1]] * np.arange(1, 7)[:, None]
+    split = SimilaritySplit(n_groups=1, embeddings=E, n_splits=2, n_repeats=1, fold_assignment="shared")
+    assert never_tested(split.split(X)) == {0, 1}
+    assert never_tested(SimilaritySplit(n_groups=1, n_splits=2, n_repeats=1, fold_assignment="shared").split(X)) == {4, 5}
+    # n_groups=0 forces nothing, whatever the default fraction would give.
+    assert never_tested(SimilaritySplit(n_groups=0, embeddings=E, n_splits=2, n_repeats=1).split(X)) == set()
+    with pytest.raises(ValueError, match="similarity embeddings have 5 rows for 6 concepts"):
+        list(SimilaritySplit(n_groups=1, embeddings=E[:5], n_splits=2).split(X))
+    bad = E.copy()
+    bad[3, 0] = np.nan
+    with pytest.raises(ValueError, match=r"similarity embeddings has NaN or inf in 1 rows \(first: \[3\]\)"):
+        list(SimilaritySplit(n_groups=1, embeddings=bad, n_splits=2).split(X))
