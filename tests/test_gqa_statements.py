@@ -65,9 +65,9 @@ def test_attribute_family_statements():
 
 def test_relation_object_statements():
     scene = graph(
-        ("man", [], [("holding", "b"), ("near", "c"), ("near", "d"), ("watching", "a")]),  # a
+        ("man", [], [("holding", "b"), ("near", "c"), ("near", "d"), ("watching", "a"), ("wearing", "p")]),  # a
         ("cup", [], []), ("dog", [], []), ("cat", [], []),  # b, c, d
-        ("bird", [], [("above", "f")]),  # e: above one of two trees only
+        ("bird", [], [("above", "f"), ("on", "q")]),  # e: above one of two trees only; on the roof
         ("tree", [], []), ("tree", [], []),  # f, g
         ("boy", [], [(LEFT, "i")]),  # h and i: each left of the other
         ("girl", [], [(LEFT, "h")]),
@@ -76,6 +76,7 @@ def test_relation_object_statements():
         ("table", [], []),  # l
         ("cloud", [], [("above", "n"), ("above", "o")]),  # m: above both houses
         ("house", [], []), ("house", [], []),  # n, o
+        ("hat", [], []), ("roof", [], []),  # p, q
     )
     rel = lambda s, r, o: {"subject": s, "relation": r, "object": o}  # noqa: E731
     assert statements("relation_object", scene) == [
@@ -83,7 +84,9 @@ def test_relation_object_statements():
         Excluded("matched_multi_instance_ambiguous"),  # (plate, on)
         Statement(("man", "holding"), "cup", rel("man", "holding", "cup"), {"subject_id": "a", "subject_box": box("a")}),
         Excluded("matched_several_objects"),  # man near a dog and a cat; "watching" himself is skipped
+        Statement(("man", "wearing"), "hat", rel("man", "wearing", "hat"), {"subject_id": "a", "subject_box": box("a")}),
         Excluded("matched_not_all_instances"),  # bird above one tree of two
+        Statement(("bird", "on"), "roof", rel("bird", "on", "roof"), {"subject_id": "e", "subject_box": box("e")}),
         Excluded("matched_contradictory_annotation"),  # boy left of girl, girl left of boy
         Excluded("matched_contradictory_annotation"),
         Statement(("cloud", "above"), "house", rel("cloud", "above", "house"),
@@ -131,10 +134,11 @@ def test_relation_spatial_statements():
         ("plate", [], [(RIGHT, "a")]),  # b: the same fact read from the plate
         ("dog", [], [("behind", "d"), ("in front of", "d")]),  # c: both directions
         ("cat", [], []),  # d
-        ("man", [], [(LEFT, "f")]),  # e: towards one of two trees
+        ("man", [], [(LEFT, "f"), (LEFT, "j")]),  # e: towards one of two trees, and the car
         ("tree", [], []), ("tree", [], []),  # f, g
         ("boy", [], [("above", "h"), ("below", "i")]),  # h: above itself (skipped), below the kite
         ("kite", [], []),  # i
+        ("car", [], []),  # j
     )
 
     def details(s: str, o: str) -> dict:
@@ -148,6 +152,7 @@ def test_relation_spatial_statements():
         Excluded("matched_contradictory_annotation"),
         Excluded("matched_contradictory_annotation"),
         Excluded("matched_multi_instance_ambiguous"),
+        Statement(("man", LEFT, "car"), LEFT, rel("man", LEFT, "car"), details("e", "j")),
         Statement(("boy", "above", "kite"), "below", rel("boy", "below", "kite"), details("h", "i")),
     ]  # fmt: skip
 
@@ -231,6 +236,7 @@ def test_family_verdicts_holds_and_swap_compatibility():
         (("cup", "red"), ("plate", "white")): ("true", True),
         (("cup", "red"), ("plate", "black")): ("false", False),  # every plate has another colour
         (("cup", "blue"), ("plate", "white")): ("attribute_unannotated", False),
+        (("plate", "white"), ("cup", "blue")): ("attribute_unannotated", False),  # the undecided one, not the first
         (("cup", "blue"), ("plate", "black")): ("false", False),  # one false binding decides
         (("bus", "red"), ("cup", "red")): ("false", False),
     }
