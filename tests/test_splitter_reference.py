@@ -7,16 +7,20 @@ train); expected coverage counts are worked out by hand in the comments.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.model_selection import RepeatedKFold, RepeatedStratifiedKFold, ShuffleSplit, StratifiedShuffleSplit
 
 from clip_cycles.splitters import (
     DEGENERATE_RULE,
+    GroupingSplit,
     MovedToTrainSplit,
     PublishedFolds,
     RandomSplit,
     SimilaritySplit,
+    SupercategorySplit,
     attribute_folds,
     coverage_report,
     leakage_folds,
@@ -151,3 +155,68 @@ def test_similarity_split_forces_the_top_pair_of_its_own_embeddings():
     bad[3, 0] = np.nan
     with pytest.raises(ValueError, match=r"similarity embeddings has NaN or inf in 1 rows \(first: \[3\]\)"):
         list(SimilaritySplit(n_groups=1, embeddings=bad, n_splits=2).split(X))
+
+
+def test_group_ids_override_and_singletons_never_join_a_category():
+    X = np.random.default_rng(3).standard_normal((6, 2))
+    # Constructor groups force 0 and 1 to train; split(groups=) replaces them: 4 and 5 instead.
+    grouping = GroupingSplit([0, 0, -1, -1, -1, -1], n_splits=2, n_repeats=1, fold_assignment="shared")
+    assert never_tested(grouping.split(X)) == {0, 1}
+    assert never_tested(grouping.split(X, groups=[-1, -1, -1, -1, 3, 3])) == {4, 5}
+    names = ["a", "a", "b", "b", None, ""]
+    splitter = SupercategorySplit(["z"] * 6, n_splits=2, n_repeats=1, fold_assignment="shared")
+    # The split's groups, not the constructor's single category (which could not be split in two at all).
+    folds = list(splitter.split(X, groups=names))
+    for _, test in folds:
+        assert {0, 1} & set(test.tolist()) in (set(), {0, 1}) and {2, 3} & set(test.tolist()) in (set(), {2, 3})
+    assert len(folds) == 2
+    group_of, forced = SupercategorySplit(names)._concept_groups(X, None)
+    # Same id exactly for the same named category: the unassigned concepts are singletons of their own.
+    same = group_of[:, None] == group_of[None, :]
+    named = np.array([n or f"_{i}" for i, n in enumerate(names)])
+    assert (same == (named[:, None] == named[None, :])).all() and not forced.any()
+
+
+def test_split_sizes_at_the_limit_and_clear_errors():
+    X6 = np.zeros((6, 1))
+    # Exactly n_splits groups or concepts is enough.
+    assert len(list(SupercategorySplit(["a", "a", "b", "b", "c", "c"], n_splits=3, n_repeats=1,
+                                       fold_assignment="shared").split(X6))) == 3  # fmt: skip
+    assert len(list(RandomSplit(n_splits=3, n_repeats=1).split(np.zeros((3, 1))))) == 3
+    with pytest.raises(ValueError, match=r"only 2 splittable groups of concepts for n_splits=3; "
+                                         r"use fewer folds, smaller groups or more concepts"):  # fmt: skip
+        list(SupercategorySplit(["a", "a", "a", "b", "b", "b"], n_splits=3, fold_assignment="shared").split(X6))
+    with pytest.raises(ValueError, match=r"^2 concepts cannot be split into n_splits=3 folds$"):
+        list(RandomSplit(n_splits=3).split(np.zeros((2, 1))))
+    with pytest.raises(ValueError, match=r"y must be one attribute's label vector of length 6, got shape \(6, 2\); "
+                                         r"split each attribute separately"):  # fmt: skip
+        list(RandomSplit(n_splits=3).split(X6, np.zeros((6, 2))))
+    with pytest.raises(ValueError, match=r"y holds the single class \[1\]: an attribute with zero positive "
+                                         r"\(or zero negative\) concepts cannot be split or probed"):  # fmt: skip
+        list(RandomSplit(n_splits=3).split(X6, np.ones(6, dtype=int)))
+    with pytest.raises(ValueError, match=r"every class has fewer members \(\[2, 2\]\) than n_splits=3"):
+        list(RandomSplit(n_splits=3).split(np.zeros((4, 1)), [0, 0, 1, 1]))
+    # One class smaller than n_splits, the other as large: split with some test folds lacking it, silently.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(RandomSplit(n_splits=3, n_repeats=1).split(np.zeros((5, 1)), [1, 1, 0, 0, 0]))) == 3
+        assert len(list(RandomSplit(n_splits=3, n_repeats=1).split(np.zeros((10, 1)), [1, 1] + [0] * 8))) == 3
+    with pytest.raises(ValueError, match=r"GroupingSplit needs concept groups \(constructor concept_groups= or "
+                                         r"split\(groups=\)\)"):  # fmt: skip
+        list(GroupingSplit().split(X6))
+    with pytest.raises(ValueError, match=r"concept groups have shape \(5,\), expected \(6,\), one per concept"):
+        list(GroupingSplit([-1] * 5).split(X6))
+    with pytest.raises(ValueError, match=r"SupercategorySplit needs supercategories \(constructor or split\(groups=\)\)"):
+        list(SupercategorySplit().split(X6))
+    with pytest.raises(ValueError, match=r"5 supercategories for 6 concepts; give one per concept"):
+        list(SupercategorySplit(["a"] * 5).split(X6))
+    with pytest.raises(ValueError, match=r"no concept has a supercategory; a supercategory split is impossible"):
+        list(SupercategorySplit([None] * 6).split(X6))
+
+
+def test_grouped_folds_are_reproducible_from_the_seed():
+    names = [f"g{i // 2}" for i in range(24)]  # 12 groups of 2
+    X = np.zeros((24, 1))
+    runs = [as_lists(SupercategorySplit(names, n_splits=3, n_repeats=2, random_state=4,
+                                        fold_assignment="shared").split(X)) for _ in range(3)]  # fmt: skip
+    assert runs[0] == runs[1] == runs[2]
