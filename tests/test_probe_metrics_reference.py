@@ -1,0 +1,120 @@
+"""Probe metrics and the probe's loss against plain numpy / scikit-learn written in the test.
+
+Expected values are computed here from the definitions: class-balanced weights as
+scikit-learn's ``compute_class_weight("balanced")``, the weighted half-binomial loss and
+its gradient from the logistic formula, F1 per column, Pearson's r, supercategory
+dominance and the nearest-train cosine leakage, each by a few lines of numpy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import f1_score
+from sklearn.utils.class_weight import compute_class_weight
+
+from clip_cycles.attribute_probes import (
+    AttributeProbeResult,
+    _balanced_weights,
+    _loss_gradient,
+    f1_scores,
+    leakage_score,
+    pearson,
+    probe_attributes,
+    supercategory_dominance,
+)
+from clip_cycles.concepts import ConceptAttributeData
+from clip_cycles.splitters import coverage_report
+
+
+def test_balanced_weights_are_sklearns_on_train_rows_and_zero_elsewhere():
+    rng = np.random.default_rng(0)
+    y = rng.random((30, 3)) < np.array([0.2, 0.5, 0.7])
+    mask = rng.random((30, 3)) < 0.7
+    weights = _balanced_weights(y, mask)
+    for k in range(3):
+        rows = mask[:, k]
+        expected = compute_class_weight("balanced", classes=np.array([False, True]), y=y[rows, k])
+        assert np.allclose(weights[rows, k], np.where(y[rows, k], expected[1], expected[0]), rtol=0, atol=1e-12)
+        assert (weights[~rows, k] == 0).all()
+    with pytest.raises(ValueError, match=r"probe columns \[1\] have a single class on their train rows"):
+        _balanced_weights(np.array([[True, True], [False, True]]), np.ones((2, 2), dtype=bool))
+
+
+def test_loss_and_gradient_are_the_weighted_logistic_ones():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((25, 3))
+    y = (rng.random((25, 2)) < 0.4).astype(np.float64)
+    weight = rng.random((25, 2)) * (rng.random((25, 2)) < 0.8)
+    W = np.array([[3.0, -2.5], [-2.0, 1.5], [1.0, 2.0], [0.0, 0.5]])  # |z| > 3 on both signs: both sigmoid branches
+    loss, grad = _loss_gradient(X, y, weight, W)
+    for k in range(2):
+        z = X @ W[:3, k] + W[3, k]
+        assert (z > 3).any() and (z < -3).any()
+        expected_loss = np.sum(weight[:, k] * (np.logaddexp(0.0, z) - y[:, k] * z)) / weight[:, k].sum()
+        residual = weight[:, k] * (1.0 / (1.0 + np.exp(-z)) - y[:, k]) / weight[:, k].sum()
+        assert loss[k] == pytest.approx(expected_loss, rel=1e-12)
+        assert np.allclose(grad[:3, k], X.T @ residual, rtol=1e-10, atol=1e-14)
+        assert grad[3, k] == pytest.approx(residual.sum(), rel=1e-10, abs=1e-14)
+
+
+def test_f1_scores_per_column_like_sklearn():
+    rng = np.random.default_rng(2)
+    truth = rng.random((40, 4)) < np.array([0.1, 0.3, 0.6, 0.0])
+    pred = rng.random((40, 4)) < np.array([0.5, 0.2, 0.6, 0.0])
+    expected = [f1_score(truth[:, k], pred[:, k], zero_division=0.0) for k in range(4)]
+    assert np.allclose(f1_scores(truth, pred), expected, rtol=0, atol=1e-12)
+
+
+def test_pearson_needs_three_finite_pairs():
+    x = np.array([1.0, 2.0, 4.0, np.nan, 5.0])
+    y = np.array([2.0, 1.0, 7.0, 3.0, np.inf])
+    assert pearson(x, y) == pytest.approx(np.corrcoef([1.0, 2.0, 4.0], [2.0, 1.0, 7.0])[0, 1], abs=1e-12)
+    assert np.isnan(pearson(x[[0, 1, 3]], y[[0, 1, 3]]))  # two finite pairs
+
+
+def test_dominance_edge_cases():
+    labels = np.array([[1, 0, 1], [1, 0, 0], [0, 0, 1], [1, 0, 0]], dtype=bool)
+    # Attribute 0: a 2 of 3 positives; attribute 1: no positive -> NaN; attribute 2: b holds 1, the None one 1 -> 1/2.
+    got = supercategory_dominance(labels, ["a", "a", None, "b"])
+    assert got[0] == pytest.approx(2 / 3) and np.isnan(got[1]) and got[2] == pytest.approx(0.5)
+    assert np.isnan(supercategory_dominance(labels, [None] * 4)).all()
+    with pytest.raises(ValueError, match=r"3 supercategories for 4 concepts"):
+        supercategory_dominance(labels, ["a", "b", "c"])
+
+
+def test_leakage_is_the_mean_over_folds_of_nearest_train_cosines():
+    X = np.array([[1.0, 0.0], [0.0, 3.0], [2.0, 2.0], [-1.0, 0.5]])
+    folds = [(np.array([0, 1]), np.array([2, 3])), (np.array([2, 3]), np.array([0]))]
+    # Fold 0: concept 2's nearest train cosine is 1/sqrt(2) (to either), concept 3's 0.5/sqrt(1.25) (to 1).
+    # Fold 1: concept 0's nearest is 2, 1/sqrt(2).
+    c2, c3 = 1 / np.sqrt(2), 0.5 / np.sqrt(1.25)
+    score = leakage_score(X, folds, threshold=0.6)
+    assert score.mean_nearest_similarity == pytest.approx(((c2 + c3) / 2 + c2) / 2, abs=1e-12)
+    assert score.share_above_threshold == pytest.approx((0.5 + 1.0) / 2)  # c2 >= 0.6 > c3
+    assert score.as_dict() == {"mean_nearest_train_similarity": score.mean_nearest_similarity,
+                               "share_above_threshold": 0.75, "threshold": 0.6}  # fmt: skip
+    with pytest.raises(ValueError, match="empty train or test side"):
+        leakage_score(X, [(np.array([], dtype=int), np.array([0, 1]))], threshold=0.5)
+
+
+def test_summary_averages_over_every_attribute():
+    labels = np.array([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=bool)
+    folds = [[(np.array([0, 1]), np.array([2, 3]))]] * 2
+    coverage = coverage_report(labels, folds, ("a", "b"))
+    result = AttributeProbeResult(("a", "b"), np.array([[0.5], [0.25]]), np.array([0.5, 0.25]),
+                                  np.array([10.0, -5.0]), np.array([1.0, np.nan]), coverage, np.ones((2, 1)))  # fmt: skip
+    summary = result.summary()
+    assert summary["f1_selectivity"] == 2.5 and summary["mean_f1"] == 37.5
+    assert np.isnan(summary["cs"])  # one finite dominance: no correlation
+    assert (summary["n_attributes"], summary["n_attributes_scored"], summary["n_attributes_cs"]) == (2, 2, 1)
+    assert summary["coverage"] == coverage.summary()
+
+
+def test_probe_attributes_rejects_bad_shapes_and_solvers():
+    data = ConceptAttributeData(("c0", "c1", "c2", "c3"), ("a",), np.array([[1], [0], [1], [0]], dtype=bool),
+                                ("x", "x", "y", "y"))  # fmt: skip
+    with pytest.raises(ValueError, match="embeddings have 3 rows for 4 concepts"):
+        probe_attributes(np.zeros((3, 2)), data, [[]])
+    with pytest.raises(ValueError, match=r"unknown probe solver 'newton'; available: \['lockstep', 'sklearn'\]"):
+        probe_attributes(np.zeros((4, 2)), data, [[]], solver="newton")
