@@ -44,8 +44,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
                       "tests/test_coco_predicates.py"),
     "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py", "tests/test_gqa_swap_rule.py",
                      "tests/test_gqa_statements.py"),
-    "splitters": ("tests/test_splitters.py",),
-    "attribute_probes": ("tests/test_attribute_probes.py",),
+    "splitters": ("tests/test_splitters.py", "tests/test_splitter_reference.py"),
+    "attribute_probes": ("tests/test_attribute_probes.py", "tests/test_probe_metrics_reference.py"),
 }
 
 #: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
@@ -62,6 +62,18 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
                      "_RelationArgumentFamily.holds", "_RelationArgumentFamily.verdict", "RelationObject.statements",
                      "RelationSubject.statements", "RelationSpatial.statements", "RelationSpatial.holds",
                      "RelationSpatial.verdict", "Binding.verdict", "Binding.statements", "Binding.holds"),
+    # Fold assignment, the group rules, degenerate-fold counts (not the file readers and the registry).
+    "splitters": ("ConceptSplitter.*", "_check_label_vector", "_BalancedStratifiedGroupKFold._find_best_fold",
+                  "_stratified_group_folds", "_grouped_folds", "RandomSplit.split", "concept_groups_to_ids",
+                  "GroupingSplit._concept_groups", "nearest_neighbours", "SimilaritySplit._concept_groups",
+                  "ClusterSplit._concept_groups", "_unassigned_singleton", "_unassigned_train", "_unassigned_group",
+                  "SupercategorySplit._concept_groups", "MovedToTrainSplit.split", "attribute_folds",
+                  "CoverageReport.*", "coverage_report", "leakage_folds"),
+    # The metrics and the probe's objective (not the L-BFGS-B workspace loop, which the lockstep-vs-sklearn
+    # test pins, nor the JSON assembly of attribute_task_metrics).
+    "attribute_probes": ("f1_selectivity", "pearson", "f1_scores", "supercategory_dominance",
+                         "AttributeProbeResult.summary", "_balanced_weights", "_loss_gradient", "leakage_score",
+                         "probe_attributes"),
 }
 
 #: Helper files every test run needs besides the matching test files.
