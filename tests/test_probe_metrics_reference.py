@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.utils.class_weight import compute_class_weight
 
@@ -118,3 +119,34 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers():
         probe_attributes(np.zeros((3, 2)), data, [[]])
     with pytest.raises(ValueError, match=r"unknown probe solver 'newton'; available: \['lockstep', 'sklearn'\]"):
         probe_attributes(np.zeros((4, 2)), data, [[]], solver="newton")
+
+
+def test_probe_attributes_fits_train_rows_and_scores_test_rows_like_sklearn():
+    rng = np.random.default_rng(5)
+    n = 24
+    X = rng.standard_normal((n, 3))
+    labels = np.zeros((n, 3), dtype=bool)
+    labels[:, 0] = X[:, 0] + 0.8 * rng.standard_normal(n) > 0.3
+    labels[:, 1] = X[:, 1] - X[:, 2] + 0.8 * rng.standard_normal(n) > 0.0
+    labels[[0, 3, 6, 9], 2] = True  # all in fold 0's test side: every fold of this attribute is degenerate
+    supers = tuple(["s0"] * 8 + ["s1"] * 8 + [None] * 8)
+    data = ConceptAttributeData(tuple(f"c{i}" for i in range(n)), ("a0", "a1", "a2"), labels, supers)
+    folds = [[(np.setdiff1d(np.arange(n), np.arange(k, n, 3)), np.arange(k, n, 3)) for k in range(3)]] * 3
+    result = probe_attributes(X, data, folds, progress=False)
+    expected = np.zeros((3, 3))
+    for a in range(3):
+        y = labels[:, a].astype(int)
+        for f, (train, test) in enumerate(folds[a]):
+            if len(np.unique(y[train])) < 2 or y[test].sum() == 0:
+                continue  # nothing to learn, or no test positive: F1 = 0
+            model = LogisticRegression(C=np.inf, class_weight="balanced", max_iter=1000).fit(X[train], y[train])
+            expected[a, f] = f1_score(y[test], model.predict(X[test]), zero_division=0.0)
+    assert (expected[:2] > 0).sum() >= 5 and (expected[2] == 0).all()  # the fixture fits real probes
+    assert np.allclose(result.f1, expected, rtol=0, atol=1e-12)
+    assert np.allclose(result.mean_f1, expected.mean(axis=1), rtol=0, atol=1e-12)
+    assert np.allclose(result.selectivity, 100 * expected.mean(axis=1) - 100 * labels.sum(axis=0) / n, atol=1e-9)
+    dominance = [max(sum(1 for i in range(n) if labels[i, a] and supers[i] == s) for s in ("s0", "s1"))
+                 / labels[:, a].sum() for a in range(3)]  # fmt: skip
+    assert np.allclose(result.dominance, dominance)
+    assert (result.n_iter[:2] > 0).all() and (result.n_iter[2] == 0).all()
+    assert result.attributes == ("a0", "a1", "a2") and result.coverage.fitted.sum() == 6
