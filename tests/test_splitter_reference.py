@@ -105,8 +105,16 @@ def test_coverage_counts_by_hand():
         "n_attributes_with_degenerate_folds": 3,
         "attributes_with_degenerate_folds": ["a0", "a1", "a2"],
     }
-    with pytest.raises(ValueError, match="different fold counts"):
+    with pytest.raises(ValueError, match=r"^attributes have different fold counts \[3, 4\]; "
+                                         r"every attribute needs the same number of folds$"):  # fmt: skip
         coverage_report(labels, [folds, folds, folds, folds[:3]], ("a0", "a1", "a2", "a3"))
+    with pytest.raises(ValueError, match=r"^4 fold lists and 3 names for 4 attributes$"):
+        coverage_report(labels, [folds] * 4, ("a0", "a1", "a2"))
+    assert coverage_report(labels[:, :0], [], ()).fitted.shape == (0, 0)
+    # Attributes with degenerate folds are named, the first 50 of them.
+    many = coverage_report(np.zeros((6, 51), dtype=bool), [folds] * 51, tuple(f"x{i}" for i in range(51)))
+    assert many.summary()["attributes_with_degenerate_folds"] == [f"x{i}" for i in range(50)]
+    assert many.summary()["n_attributes_with_degenerate_folds"] == 51
 
 
 def test_leakage_folds_are_the_label_free_partition_or_the_distinct_published_folds():
@@ -118,10 +126,11 @@ def test_leakage_folds_are_the_label_free_partition_or_the_distinct_published_fo
     one = ([0, 1, 2, 3, 4, 5], [6, 7, 8])
     two = ([3, 4, 5, 6, 7, 8], [0, 1, 2])
     empty = ([], [0, 1, 2, 3, 4, 5, 6, 7, 8])
-    published = PublishedFolds({"a": [one, two], "b": [two, empty]})
-    got = as_lists(leakage_folds(published, X, [[one, two], [two, empty]]))
+    single = ([0, 1, 2, 3, 4, 5, 6, 7], [8])
+    published = PublishedFolds({"a": [one, two, single], "b": [two, empty, one]})
+    got = as_lists(leakage_folds(published, X, [[one, two, single], [two, empty, one]]))
     # Each distinct fold once; a fold with an empty side has no nearest train concept and is left out.
-    assert sorted(got) == sorted([one, two]) and len(got) == 2
+    assert sorted(got) == sorted([one, two, single]) and len(got) == 3
 
 
 def test_nearest_neighbours_by_hand():
@@ -132,6 +141,9 @@ def test_nearest_neighbours_by_hand():
     assert np.allclose(similarity, [9 / np.sqrt(82), 9 / np.sqrt(82), 1 / np.sqrt(82), 0.0], atol=1e-12)
     with pytest.raises(ValueError, match=r"embedding rows \[2\] are all zero"):
         nearest_neighbours(np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match=r"^embedding rows \[1, 2, 3, 4, 5, 6, 7, 8, 9, 10\] are all zero; "
+                                         r"cosine undefined$"):  # fmt: skip
+        nearest_neighbours(np.vstack([[1.0, 0.0], np.zeros((11, 2))]))
 
 
 def never_tested(folds) -> set[int]:
@@ -170,11 +182,14 @@ def test_group_ids_override_and_singletons_never_join_a_category():
     for _, test in folds:
         assert {0, 1} & set(test.tolist()) in (set(), {0, 1}) and {2, 3} & set(test.tolist()) in (set(), {2, 3})
     assert len(folds) == 2
-    group_of, forced = SupercategorySplit(names)._concept_groups(X, None)
-    # Same id exactly for the same named category: the unassigned concepts are singletons of their own.
-    same = group_of[:, None] == group_of[None, :]
-    named = np.array([n or f"_{i}" for i, n in enumerate(names)])
-    assert (same == (named[:, None] == named[None, :])).all() and not forced.any()
+    # Same id exactly for the same named category: unassigned concepts (first here, where ids counted from -1 upwards
+    # would meet the categories' 0, 1) are singletons of their own, or one extra group under the "group" rule.
+    names = [None, "", "a", "a", "b", "b"]
+    for rule, unassigned in (("singleton", ["_0", "_1"]), ("group", ["_", "_"])):
+        group_of, forced = SupercategorySplit(names, unassigned=rule)._concept_groups(X, None)
+        same = group_of[:, None] == group_of[None, :]
+        named = np.array(unassigned + names[2:])
+        assert (same == (named[:, None] == named[None, :])).all() and not forced.any(), rule
 
 
 def test_split_sizes_at_the_limit_and_clear_errors():
@@ -201,16 +216,16 @@ def test_split_sizes_at_the_limit_and_clear_errors():
         warnings.simplefilter("error")
         assert len(list(RandomSplit(n_splits=3, n_repeats=1).split(np.zeros((5, 1)), [1, 1, 0, 0, 0]))) == 3
         assert len(list(RandomSplit(n_splits=3, n_repeats=1).split(np.zeros((10, 1)), [1, 1] + [0] * 8))) == 3
-    with pytest.raises(ValueError, match=r"GroupingSplit needs concept groups \(constructor concept_groups= or "
-                                         r"split\(groups=\)\)"):  # fmt: skip
+    with pytest.raises(ValueError, match=r"^GroupingSplit needs concept groups \(constructor concept_groups= or "
+                                         r"split\(groups=\)\)$"):  # fmt: skip
         list(GroupingSplit().split(X6))
     with pytest.raises(ValueError, match=r"concept groups have shape \(5,\), expected \(6,\), one per concept"):
         list(GroupingSplit([-1] * 5).split(X6))
-    with pytest.raises(ValueError, match=r"SupercategorySplit needs supercategories \(constructor or split\(groups=\)\)"):
+    with pytest.raises(ValueError, match=r"^SupercategorySplit needs supercategories \(constructor or split\(groups=\)\)$"):
         list(SupercategorySplit().split(X6))
     with pytest.raises(ValueError, match=r"5 supercategories for 6 concepts; give one per concept"):
         list(SupercategorySplit(["a"] * 5).split(X6))
-    with pytest.raises(ValueError, match=r"no concept has a supercategory; a supercategory split is impossible"):
+    with pytest.raises(ValueError, match=r"^no concept has a supercategory; a supercategory split is impossible$"):
         list(SupercategorySplit([None] * 6).split(X6))
 
 
