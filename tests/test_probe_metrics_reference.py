@@ -95,21 +95,41 @@ def test_leakage_is_the_mean_over_folds_of_nearest_train_cosines():
     assert score.share_above_threshold == pytest.approx((0.5 + 1.0) / 2)  # c2 >= 0.6 > c3
     assert score.as_dict() == {"mean_nearest_train_similarity": score.mean_nearest_similarity,
                                "share_above_threshold": 0.75, "threshold": 0.6}  # fmt: skip
-    with pytest.raises(ValueError, match="empty train or test side"):
+    with pytest.raises(ValueError, match="^a fold has an empty train or test side; leakage is undefined$"):
         leakage_score(X, [(np.array([], dtype=int), np.array([0, 1]))], threshold=0.5)
+    # Short vectors (norms below 1) and a test concept pointing exactly like a train one: cosine 1 >= threshold 1.
+    small = np.array([[0.2, 0.0], [0.0, 0.1], [0.05, 0.0], [0.03, 0.04]])
+    exact = leakage_score(small, [(np.array([0, 1]), np.array([2, 3]))], threshold=1.0)
+    assert exact.mean_nearest_similarity == pytest.approx((1.0 + 0.8) / 2, abs=1e-12)  # (0.03, 0.04): 0.8 to (0, 0.1)
+    assert exact.share_above_threshold == 0.5
+    # Without a threshold: the median over concepts of the cosine to their nearest other concept.
+    nearest_other = [max(float(small[i] @ small[j]) / np.linalg.norm(small[i]) / np.linalg.norm(small[j])
+                         for j in range(4) if j != i) for i in range(4)]  # fmt: skip
+    assert leakage_score(small, [(np.array([0, 1]), np.array([2, 3]))]).threshold == pytest.approx(
+        np.median(nearest_other), abs=1e-12)
+
+
+def summary_of(selectivity: list[float], dominance: list[float]) -> dict:
+    k = len(selectivity)
+    labels = np.ones((4, k), dtype=bool)
+    coverage = coverage_report(labels, [[(np.array([0, 1]), np.array([2, 3]))]] * k, tuple(f"a{i}" for i in range(k)))
+    mean_f1 = np.linspace(0.1, 0.5, k)
+    return AttributeProbeResult(tuple(f"a{i}" for i in range(k)), mean_f1[:, None], mean_f1, np.array(selectivity),
+                                np.array(dominance), coverage, np.ones((k, 1))).summary()  # fmt: skip
 
 
 def test_summary_averages_over_every_attribute():
-    labels = np.array([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=bool)
-    folds = [[(np.array([0, 1]), np.array([2, 3]))]] * 2
-    coverage = coverage_report(labels, folds, ("a", "b"))
-    result = AttributeProbeResult(("a", "b"), np.array([[0.5], [0.25]]), np.array([0.5, 0.25]),
-                                  np.array([10.0, -5.0]), np.array([1.0, np.nan]), coverage, np.ones((2, 1)))  # fmt: skip
-    summary = result.summary()
-    assert summary["f1_selectivity"] == 2.5 and summary["mean_f1"] == 37.5
-    assert np.isnan(summary["cs"])  # one finite dominance: no correlation
-    assert (summary["n_attributes"], summary["n_attributes_scored"], summary["n_attributes_cs"]) == (2, 2, 1)
-    assert summary["coverage"] == coverage.summary()
+    summary = summary_of([10.0, -5.0, 4.0, 3.0], [1.0, np.nan, 0.5, 0.25])
+    assert set(summary) == {"f1_selectivity", "mean_f1", "cs", "n_attributes", "n_attributes_scored",
+                            "n_attributes_cs", "averaged_over", "coverage"}  # fmt: skip
+    assert summary["f1_selectivity"] == 3.0 and summary["mean_f1"] == pytest.approx(30.0)
+    # CS over the three attributes with a finite dominance.
+    assert summary["cs"] == pytest.approx(np.corrcoef([1.0, 0.5, 0.25], [10.0, 4.0, 3.0])[0, 1], abs=1e-12)
+    assert (summary["n_attributes"], summary["n_attributes_scored"], summary["n_attributes_cs"]) == (4, 4, 3)
+    one = summary_of([7.0], [0.5])
+    assert one["f1_selectivity"] == 7.0 and one["mean_f1"] == pytest.approx(10.0) and np.isnan(one["cs"])
+    none = summary_of([], [])
+    assert np.isnan(none["f1_selectivity"]) and np.isnan(none["mean_f1"]) and none["n_attributes"] == 0
 
 
 def test_probe_attributes_rejects_bad_shapes_and_solvers():
@@ -119,6 +139,18 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers():
         probe_attributes(np.zeros((3, 2)), data, [[]])
     with pytest.raises(ValueError, match=r"unknown probe solver 'newton'; available: \['lockstep', 'sklearn'\]"):
         probe_attributes(np.zeros((4, 2)), data, [[]], solver="newton")
+    names = tuple(f"z{i}" for i in range(11)) + ("one",)
+    labels = np.zeros((4, 12), dtype=bool)
+    labels[0, 11] = True  # one positive is enough to be probed
+    many = ConceptAttributeData(data.concepts, names, labels, data.supercategories)
+    listed = ", ".join(f"'z{i}'" for i in range(10))
+    with pytest.raises(ValueError, match=rf"^attributes with zero positive concepts cannot be probed: \[{listed}\]$"):
+        probe_attributes(np.zeros((4, 2)), many, [[]] * 12)
+    single = ConceptAttributeData(data.concepts, ("one",), labels[:, 11:], data.supercategories)
+    assert probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], progress=False).f1.shape \
+        == (1, 1)
+    # No folds at all: nothing to average, NaN per attribute (not an error).
+    assert np.isnan(probe_attributes(np.eye(4)[:, :2], data, [[]], progress=False).mean_f1).all()
 
 
 def test_probe_attributes_fits_train_rows_and_scores_test_rows_like_sklearn():
@@ -150,3 +182,5 @@ def test_probe_attributes_fits_train_rows_and_scores_test_rows_like_sklearn():
     assert np.allclose(result.dominance, dominance)
     assert (result.n_iter[:2] > 0).all() and (result.n_iter[2] == 0).all()
     assert result.attributes == ("a0", "a1", "a2") and result.coverage.fitted.sum() == 6
+    # max_iter reaches the solver: one L-BFGS iteration per fitted column.
+    assert (probe_attributes(X, data, folds, max_iter=1, progress=False).n_iter[:2] == 1).all()
