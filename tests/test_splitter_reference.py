@@ -11,7 +11,13 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.model_selection import RepeatedKFold, RepeatedStratifiedKFold, ShuffleSplit, StratifiedShuffleSplit
+from sklearn.model_selection import (
+    RepeatedKFold,
+    RepeatedStratifiedKFold,
+    ShuffleSplit,
+    StratifiedGroupKFold,
+    StratifiedShuffleSplit,
+)
 
 from clip_cycles.splitters import (
     DEGENERATE_RULE,
@@ -22,6 +28,7 @@ from clip_cycles.splitters import (
     SimilaritySplit,
     SupercategorySplit,
     attribute_folds,
+    concept_groups_to_ids,
     coverage_report,
     leakage_folds,
     nearest_neighbours,
@@ -235,3 +242,49 @@ def test_grouped_folds_are_reproducible_from_the_seed():
     runs = [as_lists(SupercategorySplit(names, n_splits=3, n_repeats=2, random_state=4,
                                         fold_assignment="shared").split(X)) for _ in range(3)]  # fmt: skip
     assert runs[0] == runs[1] == runs[2]
+
+
+def test_per_attribute_group_folds_are_sklearns_stratified_group_k_fold():
+    rng = np.random.default_rng(7)
+    names = [f"g{i}" for i in rng.integers(0, 9, size=40)] + [None] * 6  # 9 categories, 6 forced to train
+    X = rng.standard_normal((46, 2))
+    labels = rng.random((46, 2)) < np.array([0.3, 0.6])
+    splitter = SupercategorySplit(names, unassigned="train", n_splits=3, n_repeats=2, random_state=11)
+    folds = attribute_folds(splitter, X, labels)
+    seeds = np.random.default_rng(11).integers(0, 2**31 - 1, size=2).tolist()  # one seed per repeat
+    free = np.arange(40)
+    for a in range(2):
+        expected = []
+        for seed in seeds:
+            cv = StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=seed)
+            for train, test in cv.split(X[:40], labels[:40, a].astype(int), np.array(names[:40])):
+                expected.append((sorted(free[train].tolist() + list(range(40, 46))), sorted(free[test].tolist())))
+        assert as_lists(folds[a]) == expected
+        assert as_lists(splitter.split(X, labels[:, a].astype(int))) == expected
+
+
+def test_concept_groups_to_ids_merges_and_names_unknown_ids():
+    concepts = ["a", "b", "c", "d", "e", "f", "g"]
+    group_of, unknown = concept_groups_to_ids([["a", "b"], ["b", "c"], ["e", "f"], ["g", "zz"], ["yy", "d", "xx"]],
+                                              concepts)  # fmt: skip
+    # {a, b, c} merged through b; {e, f}; g and d alone (their partners unknown): no group.
+    assert group_of.tolist() == [0, 0, 0, -1, 1, 1, -1]
+    assert unknown == ("xx", "yy", "zz")
+
+
+def test_splitter_parameters_and_label_vectors_are_checked():
+    with pytest.raises(ValueError, match=r"^n_splits must be at least 2, got 1$"):
+        RandomSplit(n_splits=1)
+    with pytest.raises(ValueError, match=r"^n_repeats must be at least 1, got 0$"):
+        RandomSplit(n_repeats=0)
+    with pytest.raises(ValueError, match=r"^fold_assignment='mixed' is not one of \['per_attribute', 'shared'\]$"):
+        RandomSplit(fold_assignment="mixed")
+    assert RandomSplit(n_splits=2, n_repeats=1).get_n_splits() == 2 and RandomSplit(4, 3).get_n_splits() == 12
+    splitter = SupercategorySplit(["a", "a", "b", "b", "c", "c"], n_splits=2)
+    X6 = np.zeros((6, 1))
+    with pytest.raises(ValueError, match=r"^y must be one attribute's label vector of length 6, got shape \(5,\); "):
+        list(splitter.split(X6, np.zeros(5)))
+    with pytest.raises(ValueError, match=r"^y holds the single class \[0\]: an attribute with zero positive "):
+        list(splitter.split(X6, np.zeros(6, dtype=int)))
+    with pytest.raises(ValueError, match=r"^only 2 splittable groups of concepts for n_splits=3; "):
+        list(SupercategorySplit(["a", "a", "a", "b", "b", "b"], n_splits=3).split(X6, [0, 1, 0, 1, 0, 1]))
