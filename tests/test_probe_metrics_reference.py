@@ -40,6 +40,12 @@ def test_balanced_weights_are_sklearns_on_train_rows_and_zero_elsewhere():
         assert (weights[~rows, k] == 0).all()
     with pytest.raises(ValueError, match=r"probe columns \[1\] have a single class on their train rows"):
         _balanced_weights(np.array([[True, True], [False, True]]), np.ones((2, 2), dtype=bool))
+    # One positive (or one negative) on the train rows is enough: weights 3/(2*1) and 3/(2*2).
+    one = _balanced_weights(np.array([[True, False], [False, True], [False, True]]), np.ones((3, 2), dtype=bool))
+    assert one.tolist() == [[1.5, 1.5], [0.75, 0.75], [0.75, 0.75]]
+    listed = ", ".join(str(i) for i in range(10))
+    with pytest.raises(ValueError, match=rf"^probe columns \[{listed}\] have a single class on their train rows; "):
+        _balanced_weights(np.zeros((3, 11), dtype=bool), np.ones((3, 11), dtype=bool))
 
 
 def test_loss_and_gradient_are_the_weighted_logistic_ones():
@@ -80,6 +86,7 @@ def test_dominance_edge_cases():
     got = supercategory_dominance(labels, ["a", "a", None, "b"])
     assert got[0] == pytest.approx(2 / 3) and np.isnan(got[1]) and got[2] == pytest.approx(0.5)
     assert np.isnan(supercategory_dominance(labels, [None] * 4)).all()
+    assert supercategory_dominance(labels[:, :1] & np.array([[1], [0], [0], [0]], dtype=bool), ["a"] * 4).tolist() == [1.0]
     with pytest.raises(ValueError, match=r"3 supercategories for 4 concepts"):
         supercategory_dominance(labels, ["a", "b", "c"])
 
