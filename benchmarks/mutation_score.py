@@ -4,7 +4,8 @@ Each module is mutated in a scratch copy of the repository (the working tree is 
 touched) and every mutant runs only the fast test files that match the module, in the
 process mutmut forks per mutant. A module argument is ``clip_cycles/<name>.py``, a bare
 ``<name>``, optionally restricted to some functions (``evaluate:cycle_acc_scores,ties``;
-glob patterns allowed) and optionally given its own test files
+glob patterns allowed; a method as ``Class.method``; ``name:all`` for the whole module where
+``DEFAULT_FUNCTIONS`` restricts it by default) and optionally given its own test files
 (``evaluate=tests/test_evaluate.py+tests/test_contrast.py``)::
 
     python benchmarks/mutation_score.py contrast winoground audits evaluate:_score*
@@ -39,14 +40,47 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
     "evaluate": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit.py",),
-    "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py"),
-    "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py"),
-    "splitters": ("tests/test_splitters.py",),
-    "attribute_probes": ("tests/test_attribute_probes.py",),
+    "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py", "tests/test_swap_rule.py",
+                      "tests/test_coco_predicates.py"),
+    "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py", "tests/test_gqa_swap_rule.py",
+                     "tests/test_gqa_statements.py"),
+    "splitters": ("tests/test_splitters.py", "tests/test_splitter_reference.py"),
+    "attribute_probes": ("tests/test_attribute_probes.py", "tests/test_probe_metrics_reference.py"),
+}
+
+#: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
+#: the caption semantics of the family modules (their verdicts, and what each family reads off an image),
+#: not the pairing, I/O and CLI code around them, which would take hours of mutants.
+DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    "coco_families": ("_centre", "relation_truths", "_combine", "_single_pair_verdicts", "_relation_verdicts",
+                      "relation_verdict", "position_verdict", "count_verdict", "mentions_verdict",
+                      "supercategory_verdict", "exclusion_reason", "_relation_meaning", "ImageObjects.*",
+                      "CocoFamily.verdict", "CocoFamily.holds", "RelationFamily.verdicts"),
+    "gqa_families": ("attribute_values", "_single_value", "_has_named_relation", "attribute_verdict",
+                     "relation_verdict", "_matched_exclusion", "_relation_holds", "AttributeFamily.statements",
+                     "AttributeFamily.verdict", "AttributeFamily.holds", "_RelationArgumentFamily.compatible",
+                     "_RelationArgumentFamily.holds", "_RelationArgumentFamily.verdict", "RelationObject.statements",
+                     "RelationSubject.statements", "RelationSpatial.statements", "RelationSpatial.holds",
+                     "RelationSpatial.verdict", "Binding.verdict", "Binding.statements", "Binding.holds"),
+    # Fold assignment, the group rules, degenerate-fold counts (not the file readers and the registry).
+    "splitters": ("ConceptSplitter.*", "_check_label_vector", "_BalancedStratifiedGroupKFold._find_best_fold",
+                  "_stratified_group_folds", "_grouped_folds", "RandomSplit.split", "concept_groups_to_ids",
+                  "GroupingSplit._concept_groups", "nearest_neighbours", "SimilaritySplit._concept_groups",
+                  "ClusterSplit._concept_groups", "_unassigned_singleton", "_unassigned_train", "_unassigned_group",
+                  "SupercategorySplit._concept_groups", "MovedToTrainSplit.split", "attribute_folds",
+                  "CoverageReport.*", "coverage_report", "leakage_folds"),
+    # The metrics and the probe's objective (not the L-BFGS-B workspace loop, which the lockstep-vs-sklearn
+    # test pins, nor the JSON assembly of attribute_task_metrics).
+    "attribute_probes": ("f1_selectivity", "pearson", "f1_scores", "supercategory_dominance",
+                         "AttributeProbeResult.summary", "_balanced_weights", "_loss_gradient", "leakage_score",
+                         "probe_attributes"),
 }
 
 #: Helper files every test run needs besides the matching test files.
 TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
+
+#: Repository folders the tests read besides the package (copied to the scratch copy and mutmut's mutants/).
+SCRATCH_EXTRAS: tuple[str, ...] = ("tasks", "hf_datasets")
 
 #: mutmut's exit codes per status (mutmut/__main__.py ``status_by_exit_code``).
 KILLED = {1, 3, 37, -11}  # -11: the tests crashed the process (SIGSEGV), which a user would notice too
@@ -68,7 +102,17 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     for test in test_files:
         if not (REPO / test).is_file():
             raise SystemExit(f"mutation_score: test file {test} of module {name} does not exist")
-    return name, [f for f in functions.split(",") if f], test_files
+    if functions == "all":
+        return name, [], test_files
+    return name, [f for f in functions.split(",") if f] or list(DEFAULT_FUNCTIONS.get(name, ())), test_files
+
+
+def _mutant_glob(name: str, function: str) -> str:
+    """mutmut's name pattern of one function's mutants: ``x_<function>``, or ``xǁ<Class>ǁ<method>`` for
+    ``Class.method`` (``Class.*`` for all of a class's methods)."""
+    owner, dot, method = function.partition(".")
+    mangled = f"x\u01c1{owner}\u01c1{method}" if dot else f"x_{function}"
+    return f"clip_cycles.{name}.{mangled}__mutmut_*"
 
 
 def _config(name: str, test_files: tuple[str, ...]) -> str:
@@ -80,7 +124,9 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
               "timeout_multiplier = 20.0", "timeout_constant = 60.0",
               # numba's parallel thread pool does not survive fork (workers get SIGTERM): fork each mutant
               # from a server that has only collected the tests, never run a kernel.
-              "process_isolation = forkserver", ""]
+              "process_isolation = forkserver",
+              # Tests that load a builder script (hf_datasets/*/build.py) read it next to the tests.
+              "also_copy ="] + [f"    {extra}/" for extra in SCRATCH_EXTRAS] + [""]
     return "\n".join(lines)
 
 
@@ -97,14 +143,13 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         (scratch / "tests").mkdir()
         for test in (*TEST_HELPERS, *test_files):
             shutil.copy(REPO / test, scratch / test)
-        for extra in ("tasks", "hf_datasets"):
+        for extra in SCRATCH_EXTRAS:
             if (REPO / extra).is_dir():
                 shutil.copytree(REPO / extra, scratch / extra)
         (scratch / "setup.cfg").write_text(_config(name, test_files), encoding="utf-8")
-        globs = [f"clip_cycles.{name}.x_{f}__mutmut_*" for f in functions]
+        globs = [_mutant_glob(name, f) for f in functions]
         if previous is not None:
             globs = list(previous["survivors"])
-        # A function's mangled name is x_<name>; methods are xǁClassǁmethod (kept for bare module runs).
         env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
         proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
