@@ -21,7 +21,7 @@ removed), which encodes only what the floor encodes.
     python benchmarks/bench_overhead.py --memory-images 10000   # adds the warm run's peak RSS at 10,000 images
 
 ``--memory-images N`` also builds an N-image world and runs ours cold (to fill the caches)
-and warm there, reporting the warm run's peak RSS next to the number of cycles it reads,
+and warm there, reporting the warm run's peak RSS next to the cycles per split,
 so the growth of memory with the cycles can be read off two sizes.
 """
 
@@ -123,7 +123,8 @@ def build(work: Path, n_images: int) -> tuple[Path, list[str]]:
 
 
 def count_cycles(folder: Path, families: list[str]) -> dict[str, int]:
-    """Rows of every split (all seeds) of ``families``, from the Parquet footers."""
+    """Rows of every split (all seeds) of ``families``, from the Parquet footers (the warm run
+    reads the test split; train and validation only for tasks with ``audit_fit: train``)."""
     import pyarrow.parquet as pq
 
     counts = {"test": 0, "train": 0, "validation": 0}
@@ -142,7 +143,7 @@ def eval_command(folder: Path, families: list[str], cache: Path, out: Path, batc
 
 
 def memory_at(work: Path, n_images: int, batch_size: int, env: dict[str, str]) -> dict[str, Any]:
-    """Cold then warm evaluation of an ``n_images`` world; the warm run's peak RSS and the cycles it read."""
+    """Cold then warm evaluation of an ``n_images`` world; the warm run's peak RSS and the cycles per split."""
     folder, families = build(work, n_images)
     cache = work / f"feature_cache{n_images}"
     if cache.exists():
@@ -151,7 +152,7 @@ def memory_at(work: Path, n_images: int, batch_size: int, env: dict[str, str]) -
     t_cold, rss_cold, _ = run_measured(command, env)
     t_warm, rss_warm, _ = run_measured(command, env)
     cycles = count_cycles(folder, families)
-    return {"n_images": n_images, "cycles_read": cycles, "ours_cold_s": round(t_cold, 2),
+    return {"n_images": n_images, "cycles_per_split": cycles, "ours_cold_s": round(t_cold, 2),
             "ours_warm_s": round(t_warm, 2), "peak_rss_mib": {"cold": rss_cold, "warm": rss_warm}}
 
 
@@ -202,7 +203,7 @@ def main() -> None:
     load_after = os.getloadavg()
     if args.memory_images:
         result["memory"] = [
-            {"n_images": args.n_images, "cycles_read": count_cycles(folder, families), "peak_rss_mib": {"warm": rss_warm}},
+            {"n_images": args.n_images, "cycles_per_split": count_cycles(folder, families), "peak_rss_mib": {"warm": rss_warm}},
             memory_at(work, args.memory_images, args.batch_size, env),
         ]
 
