@@ -288,3 +288,31 @@ def test_splitter_parameters_and_label_vectors_are_checked():
         list(splitter.split(X6, np.zeros(6, dtype=int)))
     with pytest.raises(ValueError, match=r"^only 2 splittable groups of concepts for n_splits=3; "):
         list(SupercategorySplit(["a", "a", "a", "b", "b", "b"], n_splits=3).split(X6, [0, 1, 0, 1, 0, 1]))
+
+
+# --- attribute_folds: shapes, names, and names reaching published folds -----------------------------------------
+
+
+def test_attribute_folds_refuses_labels_of_the_wrong_shape_and_names_of_the_wrong_count():
+    X = np.arange(12, dtype=float).reshape(6, 2)
+    labels = np.array([[1, 0], [0, 1], [1, 0], [0, 1], [1, 1], [0, 0]], dtype=bool)
+    splitter = RandomSplit(n_splits=2, n_repeats=1, random_state=0)
+    with pytest.raises(ValueError, match=r"^labels have shape \(6,\); expected \(6, n_attributes\)$"):
+        attribute_folds(splitter, X, labels[:, 0])
+    with pytest.raises(ValueError, match=r"^labels have shape \(5, 2\); expected \(6, n_attributes\)$"):
+        attribute_folds(splitter, X, labels[:5])
+    with pytest.raises(ValueError, match="^3 attribute names for 2 label columns$"):
+        attribute_folds(splitter, X, labels, attributes=["a", "b", "c"])
+
+
+def test_attribute_names_select_each_attributes_published_folds():
+    X = np.zeros((6, 2))
+    labels = np.array([[1, 0], [0, 1], [1, 0], [0, 1], [1, 1], [0, 0]], dtype=bool)
+    # Written by hand: different folds per attribute, so a swap or an index-based lookup shows.
+    by_name = {"red": [(np.array([0, 1, 2, 3]), np.array([4, 5]))],
+               "round": [(np.array([2, 3, 4, 5]), np.array([0, 1]))]}
+    folds = attribute_folds(PublishedFolds(by_name, "file.json"), X, labels, attributes=["round", "red"])
+    assert [[(tr.tolist(), te.tolist()) for tr, te in f] for f in folds] == [
+        [([2, 3, 4, 5], [0, 1])], [([0, 1, 2, 3], [4, 5])]]
+    with pytest.raises(ValueError, match="no folds for attribute 'square'"):
+        attribute_folds(PublishedFolds(by_name, "file.json"), X, labels, attributes=["red", "square"])
