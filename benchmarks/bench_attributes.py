@@ -25,10 +25,10 @@ import warnings
 
 import numpy as np
 
-from clip_cycles.attribute_probes import probe_attributes
-from clip_cycles.concept_world import ConceptWorldConfig, make_concept_world
-from clip_cycles.concepts import ConceptAttributeData
-from clip_cycles.splitters import STRATEGIES, SplitContext, attribute_folds, make_splitter
+from clip_cycles.attributes.attribute_probes import probe_attributes
+from clip_cycles.attributes.concept_world import ConceptWorldConfig, make_concept_world
+from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, attribute_folds, make_splitter
 
 STRATEGY_ORDER = ("random", "llm", "similarity", "clustering", "supercategory")
 

@@ -12,7 +12,7 @@ cycles-tiny model and the feature cache:
   2 cores): reading the files, hashing the images, design, length rules, both probes
   (5 folds by item), the model's accuracy and the exact cycles;
 - ``design_s`` vs ``reference_s``: the audit without the probes, ours against a plain
-  per-item loop (``clip_cycles.audits.signed_degrees`` on each item's edges and on the
+  per-item loop (``clip_cycles.algebra.audits.signed_degrees`` on each item's edges and on the
   subset's, then per item: witness, length rules and the model's two cosines in Python;
   per crossing pair, the cycle contrast) on the same embeddings; ``ratio`` = reference /
   ours, and ``agree`` says both give the same shares and accuracies.
@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from clip_cycles.audits import hard_negative_edges, signed_degrees
+from clip_cycles.algebra.audits import hard_negative_edges, signed_degrees
 from clip_cycles.benchmark_audit import AuditSettings, audit_benchmark, audit_subset, embed_subsets, load_benchmark
 from clip_cycles.benchmark_audit.report import markdown_table, write_figure
-from clip_cycles.encoder import ModelSpec
+from clip_cycles.encoding.encoder import ModelSpec
 
 #: SugarCrepe's published subset sizes.
 COUNTS = {"add_att": 692, "add_obj": 2062, "replace_att": 788, "replace_obj": 1652, "replace_rel": 1406,

@@ -8,7 +8,7 @@ template captions per image naming present objects), then measures, each in a fr
 
 - ``load_s``: ``pycocotools.coco.COCO`` on the four JSON files (instances and captions of
   train2017 and val2017): the reference.
-- ``build_s``: ``clip_cycles.build.build_coco_folder`` with all 14 families, seeds 0 1 2,
+- ``build_s``: ``clip_cycles.data.build.build_coco_folder`` with all 14 families, seeds 0 1 2,
   the default pools (10000 / 2744), reference mode: everything from reading the JSON
   (validated, via pycocotools) to the written folder.
 
@@ -126,7 +126,7 @@ print(json.dumps({"seconds": seconds, "peak_rss_gb": resource.getrusage(resource
 
 BUILD = """
 import json, resource, sys, time
-from clip_cycles.build import build_coco_folder
+from clip_cycles.data.build import build_coco_folder
 root, out = sys.argv[1], sys.argv[2]
 t = time.perf_counter()
 folder, builds = build_coco_folder(root, out)

@@ -62,13 +62,13 @@ def main() -> None:
     from clip_benchmark.datasets.builder import image_captions_collate_fn
     from clip_benchmark.metrics import image_caption_selection
 
-    from clip_cycles.backends import load_open_clip
-    from clip_cycles.build import build_coco_folder
-    from clip_cycles.clip_benchmark import cycle_blocks_dataset
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import evaluate
-    from clip_cycles.shapes_world import write_shapes_world
-    from clip_cycles.tasks import TASKS_PATH_ENV
+    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.encoding.backends import load_open_clip
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import evaluate
+    from clip_cycles.integrations.clip_benchmark import cycle_blocks_dataset
+    from clip_cycles.tasks.registry import TASKS_PATH_ENV
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     work = Path(tempfile.mkdtemp(prefix="bench_eval_"))

@@ -4,10 +4,10 @@
 features, as the encoder caches them) with 2,000 train / 500 validation / 1,000 test
 cycles per seed, seeds 0, 1, 2; a rank-64 probe per family and seed trained for 30
 epochs (batch 512, lr 1e-3, wd 1e-4), scored on the test cycles of all 14 families,
-plus the alignment matrix and its correlations: ``clip_cycles.transfer.run_transfer``.
+plus the alignment matrix and its correlations: ``clip_cycles.experiments.transfer.run_transfer``.
 
 Reference, measured in the same run: one probe trained with the generic
-``clip_cycles.training.train_on_cycles`` (validation from float64 logits every epoch,
+``clip_cycles.heads.training.train_on_cycles`` (validation from float64 logits every epoch,
 torch's default thread count) extrapolated to the 42 probes of the grid, and the mean
 cycle-difference matrix formed from one dense d x d outer product per cycle,
 extrapolated to the 42 G matrices. Target: the grid in under 5 minutes on 2 CPU cores.
@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from clip_cycles.experiment_data import planted_experiment_data
-from clip_cycles.transfer import TransferSettings, cycle_difference_matrix, run_transfer
+from clip_cycles.experiments.experiment_data import planted_experiment_data
+from clip_cycles.experiments.transfer import TransferSettings, cycle_difference_matrix, run_transfer
 
 
 def main() -> None:
@@ -80,8 +80,8 @@ def main() -> None:
     if not args.no_reference:
         import torch
 
-        from clip_cycles.heads import make_head
-        from clip_cycles.training import TrainConfig, train_on_cycles
+        from clip_cycles.heads.score_heads import make_head
+        from clip_cycles.heads.training import TrainConfig, train_on_cycles
 
         family = data.families["family_00"]
         phi = family.image_features.astype(np.float64)

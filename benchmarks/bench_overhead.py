@@ -48,7 +48,7 @@ import pyarrow.parquet as pq
 import torch
 from PIL import Image
 
-from clip_cycles.tiny_model import load_tiny_model
+from clip_cycles.encoding.tiny_model import load_tiny_model
 
 folder, families, image_batch, caption_batch = Path(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3]), int(sys.argv[4])
 root = Path(json.loads((folder / "build_info.json").read_text())["source_root"])
@@ -109,9 +109,9 @@ def run_measured(command: list[str], env: dict[str, str] | None = None) -> tuple
 
 def build(work: Path, n_images: int) -> tuple[Path, list[str]]:
     """The shapes world and all its COCO-builder families (reused when ``work`` already holds them)."""
-    from clip_cycles.build import build_coco_folder
-    from clip_cycles.families import list_families
-    from clip_cycles.shapes_world import write_shapes_world
+    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.data.families import list_families
+    from clip_cycles.data.shapes_world import write_shapes_world
 
     world, folder = work / f"world{n_images}", work / f"built{n_images}"
     if not (world / "shapes_world.json").is_file():
@@ -166,7 +166,7 @@ def main() -> None:
                         help="also state the warm run's peak RSS on a world of this many images (e.g. 10000)")
     args = parser.parse_args()
 
-    from clip_cycles.encoder import MIN_CAPTION_BATCH
+    from clip_cycles.encoding.encoder import MIN_CAPTION_BATCH
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench_overhead_"))
     work.mkdir(parents=True, exist_ok=True)

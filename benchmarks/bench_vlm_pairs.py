@@ -3,7 +3,7 @@
 A shapes world (cycles of one family, seeds 0, 1, 2), the tiny random-init LLaVA of
 ``tests/tiny_vision_models.py`` on CPU. The loop scores the four pairs of every block
 with one forward pass each (no batching, no dedup); the VLM path
-(:func:`clip_cycles.vlm_scores.score_tasks`, no cache) scores each unique pair once in
+(:func:`clip_cycles.encoding.vlm_scores.score_tasks`, no cache) scores each unique pair once in
 batches. Prints one JSON object: wall times, the speed ratio (target >= 3), forward
 passes of each side and the largest score difference (target <= 1e-5).
 
@@ -34,12 +34,12 @@ def main() -> None:
     import torch
     from tiny_vision_models import write_tiny_vlm
 
-    from clip_cycles.build import build_coco_folder
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import cycle_index, load_task_data, open_built_folder
-    from clip_cycles.shapes_world import write_shapes_world
-    from clip_cycles.tasks import get_task
-    from clip_cycles.vlm_scores import PromptConfig, load_hf_vlm, score_tasks
+    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, score_tasks
+    from clip_cycles.evaluation.zero_shot import cycle_index, load_task_data, open_built_folder
+    from clip_cycles.tasks.registry import get_task
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
     with tempfile.TemporaryDirectory() as tmp:

@@ -6,7 +6,7 @@ that needs torch or a model lives in submodules and is imported on first use.
 
 from __future__ import annotations
 
-from clip_cycles.audits import (
+from clip_cycles.algebra.audits import (
     BalanceReport,
     CycleAuditReport,
     MarginalReport,
@@ -21,7 +21,7 @@ from clip_cycles.audits import (
     signed_degrees,
     winoground_comparisons,
 )
-from clip_cycles.contrast import (
+from clip_cycles.algebra.contrast import (
     DEFAULT_TIE_TOL,
     bilinear_deltas,
     block_scores_from_embeddings,
@@ -35,7 +35,7 @@ from clip_cycles.contrast import (
     mean_and_sd,
     validate_cycles,
 )
-from clip_cycles.winoground import WinogroundScores, winoground_scores
+from clip_cycles.algebra.winoground import WinogroundScores, winoground_scores
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from clip_cycles.additive_audit import additive_audit, fit_additive_probe, pair_auroc
+from clip_cycles.heads.additive_audit import additive_audit, fit_additive_probe, pair_auroc
 
 
 def _planted(seed: int = 0, n: int = 300, dim: int = 8):

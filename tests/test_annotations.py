@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from clip_cycles.annotations import load_coco_split, read_json
 from clip_cycles.cli import main
+from clip_cycles.data.annotations import load_coco_split, read_json
 
 CATS = [(1, "dog", "animal"), (2, "cat", "animal")]
 
@@ -88,7 +88,7 @@ def test_counted_skips(tmp_path, write_coco):
 
 
 def test_skips_are_listed_in_card_and_build_info(tmp_path, write_coco):
-    from clip_cycles.build import build_coco_folder
+    from clip_cycles.data.build import build_coco_folder
 
     train = [{"id": i, "objects": [(1 + i % 2, [10 + 60 * (i % 3 == 0), 10, 20, 20]), (2 - i % 2, [60, 60, 20, 20])],
               "captions": ["a dog and a cat"]} for i in range(1, 41)]  # fmt: skip
@@ -102,7 +102,7 @@ def test_skips_are_listed_in_card_and_build_info(tmp_path, write_coco):
 
 
 def test_self_contained_mode_names_a_missing_image(tmp_path, write_coco):
-    from clip_cycles.build import build_coco_folder
+    from clip_cycles.data.build import build_coco_folder
 
     train = [{"id": i, "objects": [(1, [5 if i % 2 else 75, 40, 20, 20])]} for i in range(1, 31)]
     val = [dict(t, id=t["id"] + 1000) for t in train]

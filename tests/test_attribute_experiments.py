@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clip_cycles.attributes.concept_world import make_concept_world
+from clip_cycles.attributes.concepts import save_embeddings_npz
+from clip_cycles.attributes.splitters import SplitContext, attribute_folds, make_splitter
 from clip_cycles.cli import main
-from clip_cycles.concept_world import make_concept_world
-from clip_cycles.concepts import save_embeddings_npz
-from clip_cycles.splitters import SplitContext, attribute_folds, make_splitter
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -194,8 +194,8 @@ def test_published_split_files_give_exactly_their_folds(tmp_path):
     from sklearn.model_selection import StratifiedShuffleSplit
     from things_fixture import write_published_splits, write_things_root
 
-    from clip_cycles.concepts import load_concept_list, load_things
-    from clip_cycles.splitters import load_published_split
+    from clip_cycles.attributes.concepts import load_concept_list, load_things
+    from clip_cycles.attributes.splitters import load_published_split
 
     info = write_things_root(tmp_path)
     data = load_things(tmp_path, min_concepts=5, attributes="attributes.json")
@@ -230,7 +230,7 @@ def test_published_split_files_give_exactly_their_folds(tmp_path):
 def test_published_split_errors_name_the_problem(tmp_path, capsys):
     from things_fixture import write_things_root
 
-    from clip_cycles.splitters import load_published_split
+    from clip_cycles.attributes.splitters import load_published_split
 
     info = write_things_root(tmp_path)
     concepts = info["concepts"]
@@ -280,9 +280,9 @@ def test_bad_split_inputs_are_clear_errors(tmp_path, capsys, monkeypatch):
 
     from things_fixture import write_things_root
 
-    from clip_cycles.concepts import load_things
-    from clip_cycles.splitters import SupercategorySplit, load_published_split
-    from clip_cycles.task_runners import _split_embeddings
+    from clip_cycles.attributes.concepts import load_things
+    from clip_cycles.attributes.splitters import SupercategorySplit, load_published_split
+    from clip_cycles.evaluation.runners import _split_embeddings
 
     info = write_things_root(tmp_path)
     concepts = info["concepts"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.attribute_probes import (
+from clip_cycles.attributes.attribute_probes import (
     attribute_task_metrics,
     f1_scores,
     f1_selectivity,
@@ -20,9 +20,9 @@ from clip_cycles.attribute_probes import (
     probe_attributes,
     supercategory_dominance,
 )
-from clip_cycles.concept_world import make_concept_world
-from clip_cycles.concepts import ConceptAttributeData
-from clip_cycles.splitters import RandomSplit, SplitContext, SupercategorySplit, attribute_folds
+from clip_cycles.attributes.concept_world import make_concept_world
+from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.splitters import RandomSplit, SplitContext, SupercategorySplit, attribute_folds
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clip_cycles.audits import (
+from clip_cycles.algebra.audits import (
     audit_cycles,
     cycle_balance,
     hard_negative_edges,
@@ -93,7 +93,7 @@ def test_validity_and_cycle_audit_reports_by_hand():
 
 
 def test_violations_add_up_over_cycles_and_refutation_sees_both_swaps():
-    from clip_cycles.audits import DEGREE_TOL
+    from clip_cycles.algebra.audits import DEGREE_TOL
 
     cycles = [(1, 2, "p", "q"), (3, 4, "r", "s")]
     truth = {(2, "q"), (3, "r")}  # (1, p) and (4, s) fail: one matched violation in each cycle

@@ -18,7 +18,7 @@ from clip_cycles import (
     signed_degrees,
     winoground_comparisons,
 )
-from clip_cycles.audits import evaluate_comparison
+from clip_cycles.algebra.audits import evaluate_comparison
 
 ids = st.integers(min_value=0, max_value=6)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles import backends
+from clip_cycles.encoding import backends
 
 TINY_OPEN_CLIP = {
     "model_cfg": {

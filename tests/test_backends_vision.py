@@ -35,7 +35,7 @@ def test_timm_embeddings_are_the_models_pooled_features(models: dict[str, str]) 
     import torch
     from safetensors.torch import load_file, save_file
 
-    from clip_cycles.backends import load_model
+    from clip_cycles.encoding.backends import load_model
 
     model, transform, tokenizer = load_model("timm", models["timm"], None)
     assert tokenizer is None and "32" in repr(transform)
@@ -66,7 +66,7 @@ def test_hf_vision_embedding_is_the_dinov2_pooled_cls(models: dict[str, str]) ->
     import torch
     from transformers import Dinov2Model
 
-    from clip_cycles.backends import load_model
+    from clip_cycles.encoding.backends import load_model
 
     model, _, _ = load_model("hf_vision", models["hf_vision"], None)
     reference = Dinov2Model.from_pretrained(models["hf_vision"]).eval()
@@ -92,10 +92,10 @@ def test_cycle_task_with_an_image_only_model_is_a_clear_error(models: dict[str, 
 
 def test_splits_runs_with_timm_and_hf_vision_split_embeddings(models: dict[str, str], things: Path,
                                                               tmp_path: Path) -> None:
+    from clip_cycles.attributes.concepts import load_things
     from clip_cycles.cli import main
-    from clip_cycles.concepts import load_things
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.task_runners import embed_concepts
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.runners import embed_concepts
 
     common = ["splits", "--things-root", str(things), "--strategies", "random", "clustering", "--k", "20",
               "--k-values", "--num-workers", "0", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu",

@@ -27,7 +27,7 @@ from benchmark_formats import (
     write_winoground,
 )
 
-from clip_cycles.audits import hard_negative_edges, signed_degrees
+from clip_cycles.algebra.audits import hard_negative_edges, signed_degrees
 from clip_cycles.benchmark_audit import (
     ADAPTERS,
     AuditSettings,
@@ -37,7 +37,7 @@ from clip_cycles.benchmark_audit import (
     register_adapter,
 )
 from clip_cycles.benchmark_audit.adapters import hard_negative_subset
-from clip_cycles.encoder import ImageItem, ModelSpec
+from clip_cycles.encoding.encoder import ImageItem, ModelSpec
 
 TOL = 1e-9
 
@@ -71,7 +71,7 @@ def test_sugarcrepe_design_counts_degrees_and_length_artefact(tmp_path: Path) ->
         assert m["design"]["share_images_unbalanced"] == 0.0  # one image, +1 and -1: always balanced
         assert m["design"]["share_captions_unbalanced"] == np.mean([d != 0 for d in degree.values()])
         assert m["design"]["share_comparisons_caption_decidable"] == 1.0
-        # Theorem 1's witness of the subset, as clip_cycles.audits.signed_degrees picks it on the same edges.
+        # Theorem 1's witness of the subset, as clip_cycles.algebra.audits.signed_degrees picks it on the same edges.
         reference = signed_degrees(*hard_negative_edges([(r["filename"], r["caption"], r["negative_caption"])
                                                          for r in rows]))
         assert m["design"]["theorem1_witness"] == reference.to_dict()["witness"]

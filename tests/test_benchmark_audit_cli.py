@@ -75,7 +75,7 @@ def test_winoground_and_audit_through_clip_benchmark(tmp_path: Path) -> None:
     common = ["--model_type", "features", "--model", str(tmp_path / "f.npz"), "--pretrained", "none",
               "--dataset_root", str(tmp_path / "wg"), "--task", "auto", "--num_workers", "0",
               "--output", str(tmp_path / "{dataset}_{task}.json")]
-    script = ("import sys; from clip_cycles.clip_benchmark import main; a = sys.argv[1:]; "
+    script = ("import sys; from clip_cycles.integrations.clip_benchmark import main; a = sys.argv[1:]; "
               "main(['eval', '--dataset', 'cycles/winoground', *a]); main(['eval', '--dataset', 'audit/winoground', *a])\n"
               "try:\n    main(['eval', '--dataset', 'cycles/winoground', *a[:6], *a[8:]])\n"
               "except SystemExit as e:\n    print('EXIT', e.code)")

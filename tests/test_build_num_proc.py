@@ -18,10 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles import families, gqa_families
-from clip_cycles.build import build_coco_folder, build_gqa_folder
-from clip_cycles.coco_families import _top_neighbours
-from clip_cycles.families import num_processes, parallel_map
+from clip_cycles.data import families, gqa_families
+from clip_cycles.data.build import build_coco_folder, build_gqa_folder
+from clip_cycles.data.coco_families import _top_neighbours
+from clip_cycles.data.families import num_processes, parallel_map
 
 
 def _files(folder: Path) -> dict[str, bytes]:

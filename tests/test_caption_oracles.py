@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.families import get_family, load_source
+from clip_cycles.data.families import get_family, load_source
 
 W = H = 100.0  # image size; the 0.1 margin is 10 px, the size ratio 1.5
 CATS = {1: ("dog", "animal"), 2: ("cat", "animal"), 3: ("car", "vehicle"), 4: ("bus", "vehicle")}

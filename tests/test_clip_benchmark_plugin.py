@@ -1,6 +1,6 @@
 """The clip_benchmark plugin: `clip_benchmark eval --dataset cycles/<task>` in both install modes.
 
-- the explicit entry point (`python -m clip_cycles.clip_benchmark`) writes clip_benchmark's
+- the explicit entry point (`python -m clip_cycles.integrations.clip_benchmark`) writes clip_benchmark's
   JSON whose text/image/group accuracies equal clip_benchmark's own
   image_caption_selection on the same blocks, run through the same CLI;
 - the start-up hook patches only `clip_benchmark.cli`, imports nothing at start-up, is a
@@ -48,7 +48,7 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
               "--dataset_root", str(shapes_cycles), "--no_amp", "--num_workers", "0", "--batch_size", "32",
               "--output", str(tmp_path / "{dataset}_{pretrained}_{language}_{task}.json")]
     script = (
-        "import sys; from clip_cycles.clip_benchmark import main; "
+        "import sys; from clip_cycles.integrations.clip_benchmark import main; "
         "sys.exit(main(sys.argv[1:]))"
     )
     # Our metrics, then clip_benchmark's own image_caption_selection on the same blocks,
@@ -93,7 +93,7 @@ def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path
     (fake / "__init__.py").write_text("")
     (fake / "models" / "__init__.py").write_text("TYPE2FUNC = {'open_clip': None}\nMODEL_TYPES = list(TYPE2FUNC)\n")
     (fake / "cli.py").write_text(FAKE_CLI)
-    probe = ("import sys, clip_cycles._activation as hook; hook.install(); import json; "
+    probe = ("import sys, clip_cycles.integrations._activation as hook; hook.install(); import json; "
              "assert 'clip_benchmark' not in sys.modules and 'torch' not in sys.modules; "
              "import clip_benchmark.cli as cli; "
              "print(json.dumps([getattr(cli, '_clip_cycles_patched', False), cli.MODEL_TYPES, "
@@ -104,11 +104,11 @@ def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path
     cycle_groups = ["coco_all", "gqa_all", "shapes_all", "shapes_gqa_all"]
     assert collections == ["attributes/things_all", *(f"{ns}/{g}" for ns in ("cycles", "cycles_oe", "cycles_probe")
                                                       for g in cycle_groups)]
-    assert module == "clip_cycles.clip_benchmark"
+    assert module == "clip_cycles.integrations.clip_benchmark"
     off = json.loads(_run([sys.executable, "-c", probe], {**env, "CLIP_CYCLES_NO_PLUGIN": "1"}, tmp_path).stdout)
     assert off == [False, ["open_clip"], [], "clip_benchmark.cli"]
     # Without clip_benchmark the finder is inert.
-    absent = "import clip_cycles._activation as h; h.install(); import json, email.parser; print('fine')"
+    absent = "import clip_cycles.integrations._activation as h; h.install(); import json, email.parser; print('fine')"
     assert _run([sys.executable, "-c", absent], _env(tmp_path), tmp_path).stdout.strip() == "fine"
 
 
@@ -181,7 +181,7 @@ def _scratch_venv(path: Path) -> Path:
 
 def _project_copy(target: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".*")
-    for name in ("clip_cycles", "tasks"):
+    for name in ("clip_cycles",):
         shutil.copytree(REPO / name, target / name, ignore=ignore)
     for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md", "MANIFEST.in"):
         if (REPO / name).exists():
@@ -202,9 +202,10 @@ def test_console_script_in_fresh_install(editable: bool, shapes_cycles: Path, tm
     site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env,
                      tmp_path).stdout.strip())
     assert (site / "clip_cycles_plugin.pth").is_file() and (site / "_clip_cycles_hook.py").is_file()
-    where = _run([str(python), "-c", "import clip_cycles.tasks as t; print(t.shipped_tasks_dir())"], env, tmp_path)
-    expected = project / "tasks" if editable else site / "clip_cycles" / "tasks_yaml"
+    where = _run([str(python), "-c", "import clip_cycles.tasks.registry as t; print(t.shipped_tasks_dir())"], env, tmp_path)
+    expected = project / "clip_cycles" / "tasks" if editable else site / "clip_cycles" / "tasks"
     assert Path(where.stdout.strip()) == expected
+    assert (expected / "cycles" / "coco_strict_size.yaml").is_file()  # the YAMLs ship as package data
 
     # Start-up stays light: the hook imports nothing.
     imported = _run([str(python), "-X", "importtime", "-c", "pass"], env, tmp_path).stderr

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.coco_families import MentionMatcher, load_coco_index, plural, render_caption
-from clip_cycles.families import (
+from clip_cycles.data.coco_families import MentionMatcher, load_coco_index, plural, render_caption
+from clip_cycles.data.families import (
     AuditError,
     Cycle,
     Family,

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from clip_cycles.coco_families import ImageObjects, geometry, position_verdict, relation_verdict
-from clip_cycles.families import get_family
+from clip_cycles.data.coco_families import ImageObjects, geometry, position_verdict, relation_verdict
+from clip_cycles.data.families import get_family
 
 W, H = 200.0, 100.0  # margin 0.25: 50 px horizontally, 25 px vertically
 

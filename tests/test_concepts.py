@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from clip_cycles.concepts import (
+from clip_cycles.attributes.concepts import (
     ConceptAttributeData,
     align_embeddings,
     assign_supercategories,

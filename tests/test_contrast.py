@@ -118,7 +118,7 @@ def test_bilinear_factorization_matches_full_scores() -> None:
 
 
 def test_chunking_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    import clip_cycles.contrast as contrast
+    import clip_cycles.algebra.contrast as contrast
 
     rng = np.random.default_rng(2)
     phi, psi = rng.normal(size=(20, 5)), rng.normal(size=(20, 5))
@@ -169,7 +169,7 @@ def test_mean_and_sd_uses_sample_sd() -> None:
 
 
 def test_compiled_and_numpy_paths_agree_for_float32_and_float64(monkeypatch: pytest.MonkeyPatch) -> None:
-    import clip_cycles.contrast as contrast
+    import clip_cycles.algebra.contrast as contrast
 
     rng = np.random.default_rng(3)
     cycles = random_cycles(rng, 300, 50, 70)
@@ -200,7 +200,7 @@ def test_every_chunked_path_matches_the_definition_with_and_without_numba(monkey
                                                                          numba: bool, dtype: type) -> None:  # fmt: skip
     import importlib.util
 
-    import clip_cycles.contrast as contrast
+    import clip_cycles.algebra.contrast as contrast
 
     if numba and importlib.util.find_spec("numba") is None:
         pytest.skip("numba is not installed")
@@ -234,7 +234,7 @@ def test_every_chunked_path_matches_the_definition_with_and_without_numba(monkey
 
 
 def test_a_single_cycle_per_chunk_and_the_last_partial_chunk_are_placed_right(monkeypatch: pytest.MonkeyPatch) -> None:
-    import clip_cycles.contrast as contrast
+    import clip_cycles.algebra.contrast as contrast
 
     monkeypatch.setattr(contrast, "_numba_kernel", lambda: None)
     rng = np.random.default_rng(6)
@@ -267,7 +267,7 @@ def test_credits_and_acc_against_a_direct_count() -> None:
 def test_the_numba_switch_and_kernel_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 
-    import clip_cycles.contrast as contrast
+    import clip_cycles.algebra.contrast as contrast
 
     if importlib.util.find_spec("numba") is None:
         pytest.skip("numba is not installed")
@@ -325,7 +325,7 @@ def test_block_scores_name_their_bad_inputs() -> None:
 
 
 def test_every_input_error_names_its_input() -> None:
-    from clip_cycles.contrast import validate_features
+    from clip_cycles.algebra.contrast import validate_features
 
     with pytest.raises(ValueError, match=r"values has a non-finite value \(nan\) at index 1"):
         mean_and_sd([0.5, np.nan])
@@ -365,7 +365,7 @@ def test_every_input_error_names_its_input() -> None:
 
 
 def test_messages_name_the_exact_position_and_value() -> None:
-    from clip_cycles.contrast import validate_features
+    from clip_cycles.algebra.contrast import validate_features
 
     for k, name in enumerate(("s11", "s12", "s21", "s22")):
         parts = [[0.0], [0.0], [0.0], [0.0]]

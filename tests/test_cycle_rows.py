@@ -18,9 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from clip_cycles import additive_audit as audit_module
-from clip_cycles.encoder import ModelSpec, default_num_workers
-from clip_cycles.evaluate import (
+from clip_cycles.encoding.encoder import ModelSpec, default_num_workers
+from clip_cycles.evaluation.zero_shot import (
     CycleRows,
     cycle_index,
     evaluate,
@@ -29,7 +28,8 @@ from clip_cycles.evaluate import (
     read_cycle_rows,
     unique_items,
 )
-from clip_cycles.tasks import expand_tasks
+from clip_cycles.heads import additive_audit as audit_module
+from clip_cycles.tasks.registry import expand_tasks
 
 TASKS = ["cycles/shapes_strict_left_right", "cycles/shapes_coarse_object", "cycles/shapes_text_neighbor"]
 FAMILIES = ["strict_left_right", "coarse_object", "text_neighbor"]
@@ -208,7 +208,7 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
     evaluate(TASKS[:1], spec, shapes_cycles, tmp_path / "unused", use_cache=False, seeds=[1])
     assert len(calls) == 4 and not (tmp_path / "unused").exists()
     # audit_fit: train fits on the train split (early-stop split counted), as paper 1's probes do.
-    from clip_cycles.evaluate import evaluate_tasks
+    from clip_cycles.evaluation.zero_shot import evaluate_tasks
 
     trained, encoded = evaluate_tasks([replace(specs[TASKS[0]], audit_fit="train")], spec, shapes_cycles, None,
                                       tmp_path / "data", seeds=[1])  # fmt: skip

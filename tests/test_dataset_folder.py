@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from clip_cycles.build import build_coco_folder
 from clip_cycles.cli import main
+from clip_cycles.data.build import build_coco_folder
 
 FAMILIES = ["strict_size", "category_count", "text_neighbor"]
 

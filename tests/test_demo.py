@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clip_cycles.demo import DemoSettings, check_writable, run_demo
+from clip_cycles.evaluation.demo import DemoSettings, check_writable, run_demo
 
 SMALL = DemoSettings(seeds=(0,), probe_epochs=2, ranks=(1, 64), transfer_epochs=2, oe_epochs=2,
                      images_per_concept=1, attribute_seeds=(0,), world_images=300)
@@ -46,7 +46,7 @@ def test_demo_writes_every_section_and_figure(tmp_path: Path, capsys: pytest.Cap
 
 
 def _shapes_tasks() -> list[str]:
-    from clip_cycles.tasks import expand_tasks
+    from clip_cycles.tasks.registry import expand_tasks
 
     return [task.name for task in expand_tasks(["cycles/shapes_all"])]
 

@@ -24,9 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles import distributed
-from clip_cycles.distributed import DistContext, backend_for, device_for_rank, shard, world_from_env
-from clip_cycles.encoder import FAULT_ENV, FAULT_RANK_ENV, ModelSpec
+from clip_cycles.encoding import distributed
+from clip_cycles.encoding.distributed import DistContext, backend_for, device_for_rank, shard, world_from_env
+from clip_cycles.encoding.encoder import FAULT_ENV, FAULT_RANK_ENV, ModelSpec
 
 TASK = "cycles/shapes_strict_left_right"
 TINY = TINY_OPEN_CLIP
@@ -91,7 +91,7 @@ def _spec(tiny: str) -> ModelSpec:
 @pytest.fixture(scope="module")
 def reference(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Any]:
     """The single-process result record and features (no cache: nothing shared with the runs under test)."""
-    from clip_cycles.evaluate import evaluate
+    from clip_cycles.evaluation.zero_shot import evaluate
 
     records, encoded = evaluate([TASK], _spec(tiny), shapes_cycles, use_cache=False,
                                 data_cache_dir=tmp_path_factory.mktemp("ref_data"), batch_size=32, num_workers=0)
@@ -119,8 +119,8 @@ def _rank_counts(output: str) -> dict[int, tuple[int, int]]:
 
 
 def _from_cache(tiny: str, root: Path, cache: Path) -> Any:
-    from clip_cycles.evaluate import encode_tasks
-    from clip_cycles.tasks import expand_tasks
+    from clip_cycles.evaluation.zero_shot import encode_tasks
+    from clip_cycles.tasks.registry import expand_tasks
 
     _, encoded = encode_tasks(expand_tasks([TASK]), _spec(tiny), root, cache, data_cache_dir=cache / "datasets",
                               batch_size=32, num_workers=0)
@@ -162,7 +162,7 @@ def faulted(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFac
     """
     import shutil
 
-    from clip_cycles.feature_cache import FeatureNamespace
+    from clip_cycles.encoding.feature_cache import FeatureNamespace
 
     tmp = tmp_path_factory.mktemp("faulted")
     cache = tmp / "cache"
@@ -181,7 +181,7 @@ def faulted(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFac
 COMBINED = """
 import sys
 from clip_cycles.cli import main as clip_cycles_main
-from clip_cycles.clip_benchmark import main as plugin_main
+from clip_cycles.integrations.clip_benchmark import main as plugin_main
 argv = sys.argv[1:]
 split = argv.index("--")
 plugin_main(argv[:split])

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles import backends
-from clip_cycles.encoder import FAULT_ENV, ImageItem, InjectedFault, ModelSpec, encode
+from clip_cycles.encoding import backends
+from clip_cycles.encoding.encoder import FAULT_ENV, ImageItem, InjectedFault, ModelSpec, encode
 
 TINY = TINY_OPEN_CLIP
 
@@ -174,7 +174,7 @@ def test_default_workers_decode_while_captions_encode_and_change_no_feature(
         shapes_world: Path, counting: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import warnings
 
-    from clip_cycles import encoder
+    from clip_cycles.encoding import encoder
 
     items, captions = _items(shapes_world)
     monkeypatch.setattr(encoder, "available_cpus", lambda: 2)  # one decoding worker, as on a 2-core machine

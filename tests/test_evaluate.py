@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles.encoder import ModelSpec
-from clip_cycles.evaluate import evaluate
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.evaluation.zero_shot import evaluate
 
 TASK = "cycles/shapes_strict_left_right"
 TINY = TINY_OPEN_CLIP
@@ -37,8 +37,8 @@ def test_scores_equal_clip_benchmark_image_caption_selection(result: Any, shapes
     from clip_benchmark.datasets.builder import image_captions_collate_fn
     from clip_benchmark.metrics import image_caption_selection
 
-    from clip_cycles.backends import load_open_clip
-    from clip_cycles.clip_benchmark import cycle_blocks_dataset
+    from clip_cycles.encoding.backends import load_open_clip
+    from clip_cycles.integrations.clip_benchmark import cycle_blocks_dataset
 
     record, encoded, _ = result
     assert record["dataset"] == TASK and record["task"] == "cycles" and record["language"] == "en"
@@ -184,8 +184,8 @@ def test_ties_and_the_tolerance_actually_used(result: Any, shapes_cycles: Path, 
     """Features with repeated image vectors give exact ties; the task's tie_tolerance decides the rest."""
     from dataclasses import replace
 
-    from clip_cycles.evaluate import evaluate_tasks
-    from clip_cycles.tasks import get_task
+    from clip_cycles.evaluation.zero_shot import evaluate_tasks
+    from clip_cycles.tasks.registry import get_task
 
     _, encoded, _ = result
     keys = sorted(encoded.image_rows, key=encoded.image_rows.get)

@@ -48,10 +48,10 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path: Path, capsys) -> None:
-    from clip_cycles.build import build_coco_folder
-    from clip_cycles.evaluate import resolve_dataset_roots
-    from clip_cycles.shapes_world import write_shapes_world
-    from clip_cycles.tasks import get_task
+    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.evaluation.zero_shot import resolve_dataset_roots
+    from clip_cycles.tasks.registry import get_task
 
     task = get_task(TASK)
     raw = tmp_path / "world"
@@ -77,8 +77,8 @@ def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path
 
 
 def test_1_same_size_same_mtime_annotation_edit_is_still_seen(shapes_world: Path, tmp_path: Path, capsys) -> None:
-    from clip_cycles.evaluate import resolve_dataset_roots
-    from clip_cycles.tasks import get_task
+    from clip_cycles.evaluation.zero_shot import resolve_dataset_roots
+    from clip_cycles.tasks.registry import get_task
 
     task = get_task(TASK)
     raw = tmp_path / "world"
@@ -114,7 +114,7 @@ def _save_weights(folder: Path, seed: int) -> None:
 
 
 def test_2_replaced_local_dir_weights_are_never_served_from_the_cache(tiny_dir: Path, tmp_path: Path) -> None:
-    from clip_cycles.encoder import ModelSpec, encode
+    from clip_cycles.encoding.encoder import ModelSpec, encode
 
     folder = tmp_path / "model"
     shutil.copytree(tiny_dir, folder)
@@ -136,7 +136,7 @@ def test_2_replaced_local_dir_weights_are_never_served_from_the_cache(tiny_dir: 
 
 
 def test_2_hf_folder_and_checkpoint_enter_the_key_by_content(tmp_path: Path) -> None:
-    from clip_cycles.encoder import ModelSpec
+    from clip_cycles.encoding.encoder import ModelSpec
 
     hf = tmp_path / "hf"
     hf.mkdir()
@@ -178,8 +178,8 @@ def test_3_out_with_foreign_files_is_refused_and_untouched(shapes_world: Path, t
 
 
 def test_3_failed_rebuild_leaves_the_previous_build_intact(shapes_world: Path, tmp_path: Path, monkeypatch) -> None:
-    from clip_cycles import dataset_folder
-    from clip_cycles.build import build_coco_folder
+    from clip_cycles.data import dataset_folder
+    from clip_cycles.data.build import build_coco_folder
 
     out, _ = build_coco_folder(shapes_world, tmp_path / "built", families=[FAMILY], seeds=[0], min_cycles=5)
     before = _tree_digest(out)
@@ -201,7 +201,7 @@ def test_3_failed_rebuild_leaves_the_previous_build_intact(shapes_world: Path, t
 
 
 def test_3_rebuild_into_own_folder_replaces_it_whole(shapes_world: Path, tmp_path: Path) -> None:
-    from clip_cycles.build import build_coco_folder
+    from clip_cycles.data.build import build_coco_folder
 
     out, _ = build_coco_folder(shapes_world, tmp_path / "built", families=[FAMILY, "strict_size"], seeds=[0],
                                min_cycles=5)
@@ -231,7 +231,7 @@ def test_3_build_shapes_never_writes_into_a_coco_layout(write_coco, tmp_path: Pa
 
 
 def test_4_unknown_category_and_non_finite_numbers_exclude_the_image(tmp_path: Path, write_coco) -> None:
-    from clip_cycles.annotations import load_coco_split
+    from clip_cycles.data.annotations import load_coco_split
 
     cats = [(1, "bottle", "kitchen"), (2, "cup", "kitchen")]
     images = [
@@ -268,7 +268,7 @@ def test_4_unknown_category_and_non_finite_numbers_exclude_the_image(tmp_path: P
     ],
 )
 def test_5_build_info_shape_errors_name_file_and_field(tmp_path: Path, text: str, message: str) -> None:
-    from clip_cycles.dataset_folder import read_build_info
+    from clip_cycles.data.dataset_folder import read_build_info
 
     (tmp_path / "build_info.json").write_text(text)
     with pytest.raises(ValueError, match=message) as info:
@@ -289,7 +289,7 @@ def test_5_evaluation_refuses_edited_parquet(shapes_cycles: Path, tiny_dir: Path
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from clip_cycles.dataset_folder import read_build_info, verify_folder_files
+    from clip_cycles.data.dataset_folder import read_build_info, verify_folder_files
 
     folder = tmp_path / "built"
     shutil.copytree(shapes_cycles, folder)
@@ -331,7 +331,7 @@ def test_5_build_with_no_available_family_fails_unless_allowed(shapes_world: Pat
 def _bomb_world(shapes_world: Path, tmp_path: Path) -> tuple[list, Path]:
     from PIL import Image
 
-    from clip_cycles.encoder import ImageItem
+    from clip_cycles.encoding.encoder import ImageItem
 
     names = sorted(p.relative_to(shapes_world).as_posix() for p in (shapes_world / "val2017").glob("*.jpg"))[:3]
     items = [ImageItem(key=n, path=shapes_world / n) for n in names]
@@ -344,7 +344,7 @@ def test_6_decompression_bomb_is_named_and_skippable(shapes_world: Path, tiny_di
                                                      monkeypatch) -> None:
     from PIL import Image
 
-    from clip_cycles.encoder import ModelSpec, encode
+    from clip_cycles.encoding.encoder import ModelSpec, encode
 
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10000)  # 64 px images pass, 400 px is over 2x the limit
     items, bomb = _bomb_world(shapes_world, tmp_path)
@@ -360,11 +360,11 @@ def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Pa
                                                                  monkeypatch) -> None:
     from PIL import Image
 
-    from clip_cycles.clip_benchmark import CycleBlocksDataset
+    from clip_cycles.integrations.clip_benchmark import CycleBlocksDataset
 
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10000)
     items, bomb = _bomb_world(shapes_world, tmp_path)
-    from clip_cycles.evaluate import CycleRows
+    from clip_cycles.evaluation.zero_shot import CycleRows
 
     rows = CycleRows.from_pairs(["c0", "c1"], [(items[0], items[1]), (items[2], items[3])], [("a", "b"), ("c", "d")])
     dataset = CycleBlocksDataset(rows, None)
@@ -375,7 +375,7 @@ def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Pa
 
 
 def test_6_unknown_pretrained_tag_and_model_list_what_exists() -> None:
-    from clip_cycles.backends import load_open_clip
+    from clip_cycles.encoding.backends import load_open_clip
 
     with pytest.raises(ValueError, match="unknown pretrained tag 'no_such_tag'") as info:
         load_open_clip("ViT-B-32", "no_such_tag")
@@ -387,7 +387,7 @@ def test_6_unknown_pretrained_tag_and_model_list_what_exists() -> None:
 
 def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Path, tmp_path: Path, capsys,
                                                               monkeypatch) -> None:
-    from clip_cycles.clip_benchmark import main as plugin_main
+    from clip_cycles.integrations.clip_benchmark import main as plugin_main
 
     monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
     with pytest.raises(SystemExit) as exit_info:
@@ -399,8 +399,8 @@ def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Pat
 
 
 def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, capsys) -> None:
-    from clip_cycles.clip_benchmark import patch_cli
-    from clip_cycles.tasks import TASKS_PATH_ENV, TaskRegistry, get_task
+    from clip_cycles.integrations.clip_benchmark import patch_cli
+    from clip_cycles.tasks.registry import TASKS_PATH_ENV, TaskRegistry, get_task
 
     (tmp_path / "cycles").mkdir()
     bad = tmp_path / "cycles" / "mine_bad.yaml"
@@ -432,7 +432,7 @@ def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, ca
 
 
 def test_6_npz_with_object_arrays_names_the_file(tmp_path: Path) -> None:
-    from clip_cycles.backends import read_features_file
+    from clip_cycles.encoding.backends import read_features_file
 
     path = tmp_path / "features.npz"
     np.savez(path, image_features=np.ones((1, 2)), caption_features=np.ones((1, 2)),
@@ -449,7 +449,7 @@ def test_7_swapped_items_in_a_shard_header_are_detected(tmp_path: Path) -> None:
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
-    from clip_cycles.feature_cache import FeatureNamespace
+    from clip_cycles.encoding.feature_cache import FeatureNamespace
 
     ns = FeatureNamespace(tmp_path, {"kind": "text"})
     features = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
@@ -466,9 +466,9 @@ def test_7_swapped_items_in_a_shard_header_are_detected(tmp_path: Path) -> None:
 
 
 def test_7_negative_seeds_are_refused(shapes_world: Path, shapes_cycles: Path, tmp_path: Path, capsys) -> None:
-    from clip_cycles.build import build_coco_folder
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import evaluate
+    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import evaluate
 
     with pytest.raises(SystemExit):
         main(["build", "coco", "--coco-root", str(shapes_world), "--out", str(tmp_path / "o"), "--seeds", "-1"])
@@ -481,7 +481,7 @@ def test_7_negative_seeds_are_refused(shapes_world: Path, shapes_cycles: Path, t
 
 
 def test_7_cache_hits_and_misses_count_each_item_once(shapes_world: Path, tiny_dir: Path, tmp_path: Path) -> None:
-    from clip_cycles.encoder import ImageItem, ModelSpec, encode
+    from clip_cycles.encoding.encoder import ImageItem, ModelSpec, encode
 
     names = sorted(p.relative_to(shapes_world).as_posix() for p in (shapes_world / "val2017").glob("*.jpg"))[:4]
     items = [ImageItem(key=n, path=shapes_world / n) for n in names]
@@ -497,8 +497,8 @@ def test_7_cache_hits_and_misses_count_each_item_once(shapes_world: Path, tiny_d
 def test_7_zero_byte_image_is_never_embedded(shapes_world: Path, shapes_cycles: Path, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    from clip_cycles.build import build_coco_folder
-    from clip_cycles.encoder import ImageItem
+    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.encoding.encoder import ImageItem
 
     world = tmp_path / "world"
     shutil.copytree(shapes_world, world)

@@ -1,4 +1,4 @@
-"""``clip-cycles audit`` (clip_cycles.folder_audit): every check trips on a crafted violation."""
+"""``clip-cycles audit`` (clip_cycles.data.folder_audit): every check trips on a crafted violation."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from clip_cycles.build import build_coco_folder
 from clip_cycles.cli import main
-from clip_cycles.folder_audit import AMBIGUOUS, FALSE, TRUE, Image, audit_folder, coco_truth, gqa_relation_truth
-from clip_cycles.gqa_families import build_gqa_folder
+from clip_cycles.data.build import build_coco_folder
+from clip_cycles.data.folder_audit import AMBIGUOUS, FALSE, TRUE, Image, audit_folder, coco_truth, gqa_relation_truth
+from clip_cycles.data.gqa_families import build_gqa_folder
 
 COCO_FAMILIES = ["strict_left_right", "category_count", "coarse_object", "object_position", "object_variant"]
 GQA_FAMILIES = ["attribute_color", "binding", "relation_spatial"]

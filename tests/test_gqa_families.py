@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.families import audit_family_cycles, get_family, list_families
-from clip_cycles.gqa_families import build_gqa_families, build_gqa_folder, configure_parser, load_gqa_index
+from clip_cycles.data.families import audit_family_cycles, get_family, list_families
+from clip_cycles.data.gqa_families import build_gqa_families, build_gqa_folder, configure_parser, load_gqa_index
 
 
 def obj(name, attributes=(), relations=(), box=(0, 0, 10, 10)):
@@ -241,7 +241,7 @@ def test_shapes_world_builds_every_family_and_passes_audits(shapes_world):
 
 @pytest.fixture(scope="module")
 def shapes_world(tmp_path_factory):
-    from clip_cycles.shapes_world import write_shapes_world
+    from clip_cycles.data.shapes_world import write_shapes_world
 
     return write_shapes_world(tmp_path_factory.mktemp("shapes"), n_images=240, seed=3, image_size=64)
 
@@ -266,7 +266,7 @@ def test_shapes_world_folder_loads_audits_and_is_byte_identical(shapes_world, tm
         (second / "build_info.json").read_text()
     )["families"]
 
-    from clip_cycles.folder_audit import audit_folder
+    from clip_cycles.data.folder_audit import audit_folder
 
     result = audit_folder(first)
     assert result["ok"], result["problems"][:5]

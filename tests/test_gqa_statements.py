@@ -2,7 +2,7 @@
 
 Each test parses a small graph in GQA's JSON format and lists, in order, every statement
 (group, value, meaning, details) and every exclusion reason the family's rule gives for it
-(the family descriptions in ``clip_cycles.gqa_families``): unique names only, one canonical
+(the family descriptions in ``clip_cycles.data.gqa_families``): unique names only, one canonical
 value, spatial relations annotated towards every instance, contradictory annotations
 excluded, self-relations ignored. The expected lists are written out below, not computed.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 from string import ascii_lowercase
 from types import SimpleNamespace
 
-from clip_cycles.families import get_family
-from clip_cycles.gqa_families import Excluded, Statement, attribute_verdict, relation_verdict
-from clip_cycles.scene_graphs import SceneGraph, parse_scene_graph
+from clip_cycles.data.families import get_family
+from clip_cycles.data.gqa_families import Excluded, Statement, attribute_verdict, relation_verdict
+from clip_cycles.data.scene_graphs import SceneGraph, parse_scene_graph
 
 LEFT, RIGHT = "to the left of", "to the right of"
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from clip_cycles.families import build_family, get_family
-from clip_cycles.gqa_families import load_gqa_index
+from clip_cycles.data.families import build_family, get_family
+from clip_cycles.data.gqa_families import load_gqa_index
 
 COLOURS = {"red", "blue", "green", "white", "black"}  # the test's own colour list (a subset of GQA's)
 

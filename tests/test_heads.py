@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clip_cycles import DEFAULT_TIE_TOL, bilinear_deltas, cycle_acc, deltas_from_score_fn
-from clip_cycles.heads import HEADS, head_deltas, make_head, score_pairs
-from clip_cycles.losses import cycle_loss
+from clip_cycles.heads.losses import cycle_loss
+from clip_cycles.heads.score_heads import HEADS, head_deltas, make_head, score_pairs
 
 ADDITIVE = ("image_only", "text_only", "additive")
 INTERACTION = ("diagonal", "bilinear", "low_rank", "oe")
@@ -167,7 +167,7 @@ def test_scoring_rejects_bad_input():
 
 
 def test_float32_feature_tables_score_like_float64() -> None:
-    from clip_cycles.heads import head_deltas, make_head
+    from clip_cycles.heads.score_heads import head_deltas, make_head
 
     rng = np.random.default_rng(7)
     phi = rng.normal(size=(12, 6)).astype(np.float32)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clip_cycles import cycle_contrast
-from clip_cycles.interaction import (
+from clip_cycles.algebra.interaction import (
     check_pairing_identity,
     double_centering,
     exact_expected_delta,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from clip_cycles.heads import make_head
-from clip_cycles.losses import LOSSES, cycle_loss, four_entry_bce, get_loss, pairwise_bce
+from clip_cycles.heads.losses import LOSSES, cycle_loss, four_entry_bce, get_loss, pairwise_bce
+from clip_cycles.heads.score_heads import make_head
 
 
 def test_cycle_loss_is_mean_softplus_of_minus_delta():

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles.build import build_coco_folder
-from clip_cycles.encoder import ModelSpec
-from clip_cycles.evaluate import evaluate_tasks, load_task_data, open_built_folder
-from clip_cycles.experiment_data import screen_families
-from clip_cycles.tasks import expand_tasks
+from clip_cycles.data.build import build_coco_folder
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.evaluation.zero_shot import evaluate_tasks, load_task_data, open_built_folder
+from clip_cycles.experiments.experiment_data import screen_families
+from clip_cycles.tasks.registry import expand_tasks
 
 MIN = 30  # strict_size on the 300-image shapes world, seed 0: validation is short of it, test is not
 
@@ -81,7 +81,7 @@ def test_an_audit_fit_on_a_short_train_split_is_reported_unavailable(folder: Pat
 def test_probe_experiments_keep_the_rule_for_train_and_validation(folder: Path) -> None:
     import numpy as np
 
-    from clip_cycles.experiment_data import ExperimentData, FamilyFeatures
+    from clip_cycles.experiments.experiment_data import ExperimentData, FamilyFeatures
 
     (task,) = expand_tasks(["cycles/shapes_strict_size"])
     audited = load_task_data(task, open_built_folder(folder), seeds=[0], with_audit=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.experiment_data import ExperimentData, FamilyFeatures, planted_experiment_data
-from clip_cycles.oe import METHODS, OESettings, matched_pairs, oe_pairs, run_oe
+from clip_cycles.experiments.experiment_data import ExperimentData, FamilyFeatures, planted_experiment_data
+from clip_cycles.experiments.oe import METHODS, OESettings, matched_pairs, oe_pairs, run_oe
 
 FAST = {"rank": 4, "epochs": 6, "lr": 1e-2, "batch_size": 64, "seeds": (0, 1), "text_only_epochs": 15}
 

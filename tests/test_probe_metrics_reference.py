@@ -14,7 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.utils.class_weight import compute_class_weight
 
-from clip_cycles.attribute_probes import (
+from clip_cycles.attributes.attribute_probes import (
     AttributeProbeResult,
     _balanced_weights,
     _loss_gradient,
@@ -24,8 +24,8 @@ from clip_cycles.attribute_probes import (
     probe_attributes,
     supercategory_dominance,
 )
-from clip_cycles.concepts import ConceptAttributeData
-from clip_cycles.splitters import coverage_report
+from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.splitters import coverage_report
 
 
 def test_balanced_weights_are_sklearns_on_train_rows_and_zero_elsewhere():

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.contrast import bilinear_deltas
-from clip_cycles.experiment_data import (
+from clip_cycles.algebra.contrast import bilinear_deltas
+from clip_cycles.experiments.experiment_data import (
     ExperimentData,
     FamilyFeatures,
     load_experiment_data,
@@ -19,7 +19,7 @@ from clip_cycles.experiment_data import (
     planted_experiment_data,
     save_experiment_data,
 )
-from clip_cycles.probes import ProbeSettings, factorized_deltas, run_probes, train_probe
+from clip_cycles.experiments.probes import ProbeSettings, factorized_deltas, run_probes, train_probe
 
 FAST = {"epochs": 8, "lr": 1e-2, "batch_size": 64, "seeds": (0, 1)}
 

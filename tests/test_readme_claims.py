@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clip_cycles.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO
-from clip_cycles.contrast import DEFAULT_TIE_TOL
-from clip_cycles.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, PAPER_FAMILIES, list_families
-from clip_cycles.gqa_families import GQA_VALIDATION_FRACTION
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO
+from clip_cycles.data.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, PAPER_FAMILIES, list_families
+from clip_cycles.data.gqa_families import GQA_VALIDATION_FRACTION
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
@@ -27,7 +27,7 @@ def test_threshold_table_states_the_code_defaults_and_real_flags():
     assert abs(GQA_VALIDATION_FRACTION - 1 / 7) < 1e-15
     import argparse
 
-    from clip_cycles.build import configure_parser
+    from clip_cycles.data.build import configure_parser
 
     parser = argparse.ArgumentParser()
     configure_parser(parser)

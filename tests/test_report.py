@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from clip_cycles.experiment_data import planted_experiment_data
-from clip_cycles.oe import OESettings, run_oe
-from clip_cycles.probes import ProbeSettings, run_probes, write_json
-from clip_cycles.report import MixedModelsError, build_report, load_results
+from clip_cycles.experiments.experiment_data import planted_experiment_data
+from clip_cycles.experiments.oe import OESettings, run_oe
+from clip_cycles.experiments.probes import ProbeSettings, run_probes, write_json
+from clip_cycles.experiments.report import MixedModelsError, build_report, load_results
 
 STEMS = ("strict_relation_bars", "rank_sweep", "transfer_heatmap", "alignment_vs_transfer", "oe_comparison")
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from clip_cycles.transfer import TransferSettings, run_transfer
+    from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 
     data = planted_experiment_data({"strict_left_right": 0, "strict_size": 1, "strict_same_pair": 2, "coarse": 0},
                                    dim=8, n_train=40, n_validation=20, n_test=30, seeds=(0, 1), pool_size=200,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clip_cycles.scene_graphs import (
+from clip_cycles.data.scene_graphs import (
     gqa_int_id,
     gqa_str_id,
     load_gqa_scene_graphs,
@@ -159,7 +159,7 @@ def test_gqa_int_ids_round_trip_and_never_collide(number, prefixed):
 
 
 def test_ids_that_collide_as_int64_are_rejected(tmp_path):
-    from clip_cycles.gqa_families import load_gqa_index
+    from clip_cycles.data.gqa_families import load_gqa_index
 
     write(tmp_path / "train_sceneGraphs.json", {"0123": image({"a": obj("cup")})})
     write(tmp_path / "val_sceneGraphs.json", {"123": image({"a": obj("cup")})})

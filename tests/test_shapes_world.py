@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from clip_cycles.cli import main
-from clip_cycles.coco_families import MentionMatcher
-from clip_cycles.shapes_world import CATEGORIES, RELATION_MARGIN, SIZE_RATIO, generate_world, write_shapes_world
+from clip_cycles.data.coco_families import MentionMatcher
+from clip_cycles.data.shapes_world import CATEGORIES, RELATION_MARGIN, SIZE_RATIO, generate_world, write_shapes_world
 
 
 def all_bytes(folder):

@@ -19,7 +19,7 @@ from sklearn.model_selection import (
     StratifiedShuffleSplit,
 )
 
-from clip_cycles.splitters import (
+from clip_cycles.attributes.splitters import (
     DEGENERATE_RULE,
     GroupingSplit,
     MovedToTrainSplit,

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.concept_world import make_concept_world
-from clip_cycles.splitters import (
+from clip_cycles.attributes.concept_world import make_concept_world
+from clip_cycles.attributes.splitters import (
     STRATEGIES,
     ClusterSplit,
     GroupingSplit,

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.coco_families import load_coco_index
-from clip_cycles.families import build_family, get_family
+from clip_cycles.data.coco_families import load_coco_index
+from clip_cycles.data.families import build_family, get_family
 
 W, H = 200, 100  # non-square: the horizontal margin is 20 px, the vertical one 10 px
 CATEGORIES = [{"supercategory": "kitchen", "id": 44, "name": "bottle"},
@@ -227,7 +227,7 @@ def test_object_position_needs_every_instance_on_its_side(tmp_path):
 
 
 def test_the_margin_flag_changes_the_verdict(coco):
-    from clip_cycles.coco_families import geometry
+    from clip_cycles.data.coco_families import geometry
 
     index, raw = coco
     family = get_family("coco", "box_above_below")

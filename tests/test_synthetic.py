@@ -9,7 +9,14 @@ import pytest
 
 from clip_cycles import DEFAULT_TIE_TOL
 from clip_cycles.cli import main
-from clip_cycles.synthetic import QUICK, _binding_data, auroc, make_marginal_shortcut, make_pure_interaction, run_controls
+from clip_cycles.experiments.synthetic import (
+    QUICK,
+    _binding_data,
+    auroc,
+    make_marginal_shortcut,
+    make_pure_interaction,
+    run_controls,
+)
 
 ADDITIVE = ("image_only", "text_only", "additive")
 

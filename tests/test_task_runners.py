@@ -1,5 +1,5 @@
 """Task runners: paper-1 experiments and attribute splits through the task registry, the
-clip_benchmark plugin (in-process, ``python -m clip_cycles.clip_benchmark``'s ``main``),
+clip_benchmark plugin (in-process, ``python -m clip_cycles.integrations.clip_benchmark``'s ``main``),
 ``clip-cycles eval`` and ``clip-cycles splits``.
 
 Fixtures: the session's ``shapes_cycles`` folder, a THINGS-format root written here
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles.tasks import TASKS_PATH_ENV, AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, shipped_tasks_dir
+from clip_cycles.tasks.registry import TASKS_PATH_ENV, AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, shipped_tasks_dir
 
 TINY = TINY_OPEN_CLIP
 CATEGORIES = {"animal": (200, 40, 40), "food": (40, 200, 40), "tool": (40, 40, 200), "vehicle": (200, 200, 40),
@@ -112,7 +112,7 @@ def _yaml(root: Path, name: str, text: str) -> None:
 
 def clip_benchmark(dataset: str, model: str, root: Path, out: Path, *extra: str) -> dict[str, Any]:
     """``clip_benchmark eval`` with the plugin, in this process; returns the JSON it wrote."""
-    from clip_cycles.clip_benchmark import main
+    from clip_cycles.integrations.clip_benchmark import main
 
     template = str(out / "{dataset}_{task}.json")
     main(["eval", "--dataset", dataset, "--model", model, "--pretrained", "none", "--dataset_root", str(root),
@@ -192,8 +192,8 @@ def test_attribute_schema_errors_name_file_and_field(tmp_path: Path, replace: tu
 
 
 def test_unknown_experiment_setting_names_file_and_field(tmp_path: Path) -> None:
-    from clip_cycles.probes import ProbeSettings
-    from clip_cycles.task_runners import experiment_settings
+    from clip_cycles.evaluation.runners import experiment_settings
+    from clip_cycles.experiments.probes import ProbeSettings
 
     _yaml(tmp_path / "cycles_probe", "odd", "task: cycles_probe/odd\ndataset_path: shapes\n"
           "dataset_kwargs: {config: strict_size, seeds: [2]}\noutput_type: cycle_probe\nmetric_list: [cycle_acc]\n"

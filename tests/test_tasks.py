@@ -6,8 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from clip_cycles.families import list_families
-from clip_cycles.tasks import TASKS_PATH_ENV, GroupSpec, TaskRegistry, TaskSpec, expand_tasks, get_task, shipped_tasks_dir
+from clip_cycles.data.families import list_families
+from clip_cycles.tasks.registry import (
+    TASKS_PATH_ENV,
+    GroupSpec,
+    TaskRegistry,
+    TaskSpec,
+    expand_tasks,
+    get_task,
+    shipped_tasks_dir,
+)
 
 GOOD = """task: cycles/{name}
 dataset_path: shapes
@@ -29,8 +37,8 @@ def _write(root: Path, name: str, text: str) -> Path:
 
 
 def test_shipped_tasks_cover_every_registered_family() -> None:
-    import clip_cycles.coco_families  # noqa: F401  (registers the COCO families)
-    import clip_cycles.gqa_families  # noqa: F401
+    import clip_cycles.data.coco_families  # noqa: F401  (registers the COCO families)
+    import clip_cycles.data.gqa_families  # noqa: F401
 
     registry = TaskRegistry([shipped_tasks_dir()])
     coco = {f"cycles/coco_{f}" for f in list_families("coco")}

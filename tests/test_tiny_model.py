@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.tiny_model import (
+from clip_cycles.encoding.tiny_model import (
     CARD_PATH,
     REBUILD_COMMAND,
     WEIGHTS_PATH,
@@ -30,8 +30,8 @@ def test_shipped_checkpoint_matches_its_card() -> None:
 
 
 def test_shipped_checkpoint_scores_coarse_object_well_above_chance(shapes_cycles: Path, tmp_path: Path) -> None:
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import evaluate
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import evaluate
 
     spec = ModelSpec(backend="open_clip", model="cycles-tiny", pretrained="shapes")
     records, encoded = evaluate(["cycles/shapes_coarse_object", "cycles/shapes_strict_left_right"], spec,
@@ -48,7 +48,7 @@ def test_shipped_checkpoint_scores_coarse_object_well_above_chance(shapes_cycles
 def test_open_clip_resolves_the_tag_offline() -> None:
     import open_clip
 
-    from clip_cycles.tiny_model import register_tiny_model
+    from clip_cycles.encoding.tiny_model import register_tiny_model
 
     register_tiny_model()
     model, _, preprocess = open_clip.create_model_and_transforms("cycles-tiny", pretrained="shapes")

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from clip_cycles.experiment_data import ExperimentData, planted_experiment_data
-from clip_cycles.probes import ProbeSettings, run_probes
-from clip_cycles.transfer import (
+from clip_cycles.experiments.experiment_data import ExperimentData, planted_experiment_data
+from clip_cycles.experiments.probes import ProbeSettings, run_probes
+from clip_cycles.experiments.transfer import (
     TransferSettings,
     alignment_matrix,
     cycle_difference_matrix,

@@ -20,8 +20,8 @@ def vlm(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="module")
 def native(vlm: str, shapes_cycles: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import evaluate
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import evaluate
 
     cache = tmp_path_factory.mktemp("vlm_cache")
     records, scores = evaluate([TASK], ModelSpec("hf_vlm", vlm, None), shapes_cycles, cache, seeds=[0],
@@ -46,8 +46,8 @@ def _blocks(plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str 
     import torch
     from PIL import Image
 
-    from clip_cycles.evaluate import open_built_folder, read_cycle_rows
-    from clip_cycles.tasks import get_task
+    from clip_cycles.evaluation.zero_shot import open_built_folder, read_cycle_rows
+    from clip_cycles.tasks.registry import get_task
 
     model, processor = plain
     rows = read_cycle_rows(open_built_folder(shapes_cycles), get_task(TASK), seed, "test")
@@ -76,9 +76,9 @@ def _blocks(plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str 
 
 
 def test_scores_are_caption_log_likelihoods_and_cycle_acc_matches(native: Any, plain: Any, shapes_cycles: Path) -> None:
-    from clip_cycles.contrast import cycle_acc, deltas_from_blocks
-    from clip_cycles.evaluate import cycle_index, open_built_folder, read_cycle_rows
-    from clip_cycles.tasks import get_task
+    from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
+    from clip_cycles.evaluation.zero_shot import cycle_index, open_built_folder, read_cycle_rows
+    from clip_cycles.tasks.registry import get_task
 
     records, scores, _ = native
     metrics = records[0]["metrics"]
@@ -95,9 +95,9 @@ def test_scores_are_caption_log_likelihoods_and_cycle_acc_matches(native: Any, p
 
 
 def test_contrast_cancels_a_planted_caption_prior_and_a_shared_prefix(plain: Any, vlm: str, shapes_cycles: Path) -> None:
-    from clip_cycles.contrast import deltas_from_blocks
-    from clip_cycles.vlm_scores import PromptConfig
-    from clip_cycles.winoground import winoground_scores
+    from clip_cycles.algebra.contrast import deltas_from_blocks
+    from clip_cycles.algebra.winoground import winoground_scores
+    from clip_cycles.encoding.vlm_scores import PromptConfig
 
     blocks, _ = _blocks(plain, shapes_cycles, 0)
     # A caption-only term (a caption prior log p(c)) that strongly favours caption 0 of
@@ -126,9 +126,9 @@ def _scorer_blocks(vlm: str, shapes_cycles: Path, config: Any, prefix: str) -> n
     """Blocks of the first cycles of seed 0 from the hf_vlm scorer, captions with ``prefix``."""
     from PIL import Image
 
-    from clip_cycles.evaluate import open_built_folder, read_cycle_rows
-    from clip_cycles.tasks import get_task
-    from clip_cycles.vlm_scores import load_hf_vlm
+    from clip_cycles.encoding.vlm_scores import load_hf_vlm
+    from clip_cycles.evaluation.zero_shot import open_built_folder, read_cycle_rows
+    from clip_cycles.tasks.registry import get_task
 
     scorer, _, _ = load_hf_vlm(vlm)
     rows = read_cycle_rows(open_built_folder(shapes_cycles), get_task(TASK), 0, "test")
@@ -144,8 +144,8 @@ def _scorer_blocks(vlm: str, shapes_cycles: Path, config: Any, prefix: str) -> n
 def test_cache_is_keyed_by_content_not_path(native: Any, vlm: str, shapes_cycles: Path, tmp_path: Path) -> None:
     import shutil
 
-    from clip_cycles.encoder import ModelSpec
-    from clip_cycles.evaluate import evaluate
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import evaluate
 
     records, _, cache = native
     moved = tmp_path / "moved_vlm"
@@ -165,7 +165,7 @@ def test_cache_is_keyed_by_content_not_path(native: Any, vlm: str, shapes_cycles
 
 
 def test_image_only_and_pair_backends_refuse_what_they_cannot_do(vlm: str, shapes_cycles: Path, tmp_path: Path) -> None:
-    from clip_cycles.encoder import ImageItem, ModelSpec, encode
+    from clip_cycles.encoding.encoder import ImageItem, ModelSpec, encode
 
     with pytest.raises(ValueError, match="scores .image, caption. pairs and has no embeddings"):
         encode([ImageItem("x", data=b"1")], [], ModelSpec("hf_vlm", vlm, None))
@@ -177,7 +177,7 @@ def test_lmms_eval_bridge_gives_the_native_cycle_acc(native: Any, vlm: str, shap
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.tasks import TaskManager
 
-    from clip_cycles.lmms_bridge import ClipCyclesVLM, write_lmms_tasks
+    from clip_cycles.integrations.lmms_bridge import ClipCyclesVLM, write_lmms_tasks
 
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf_cache"))
     folder = tmp_path / "lmms_tasks"
@@ -197,7 +197,7 @@ def test_lmms_eval_bridge_gives_the_native_cycle_acc(native: Any, vlm: str, shap
 
 
 def test_pair_score_cache_round_trips_float64_and_drops_corrupt_shards(tmp_path: Path) -> None:
-    from clip_cycles.vlm_scores import PairScoreCache
+    from clip_cycles.encoding.vlm_scores import PairScoreCache
 
     description = {"model": {"content_sha256": "abc"}, "prompt": "{image} Caption:"}
     scores = np.array([[-12.345678901234567, 5.0], [-0.1, 1.0]])
@@ -222,7 +222,7 @@ def test_pair_score_cache_round_trips_float64_and_drops_corrupt_shards(tmp_path:
 
 
 def test_prompt_settings_are_validated_with_the_file_and_field(tmp_path: Path) -> None:
-    from clip_cycles.vlm_scores import PromptConfig, prompt_config_from_yaml
+    from clip_cycles.encoding.vlm_scores import PromptConfig, prompt_config_from_yaml
 
     assert prompt_config_from_yaml({}, "t.yaml") == PromptConfig("{image} Caption:", "sum")
     data = {"lmms_eval_specific_kwargs": {"default": {"prompt": "A {image} B:", "score": "mean"},

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clip_cycles.encoder import EncodedFeatures, EncodeStats, ImageItem
-from clip_cycles.evaluate import CycleRows, cycle_index, score_blocks
+from clip_cycles.encoding.encoder import EncodedFeatures, EncodeStats, ImageItem
+from clip_cycles.evaluation.zero_shot import CycleRows, cycle_index, score_blocks
 
 
 def test_score_blocks_against_a_direct_count() -> None:

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from clip_cycles.audits import hard_negative_edges, winoground_comparisons
+from clip_cycles.algebra.audits import hard_negative_edges, winoground_comparisons
 from clip_cycles.benchmark_audit.design import ComparisonSet, ComparisonSetBuilder, CroppedImageItem
-from clip_cycles.encoder import ImageItem
+from clip_cycles.encoding.encoder import ImageItem
 
 Reader = Callable[[Path], list[ComparisonSet]]
 

@@ -24,10 +24,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.audits import DEGREE_TOL, Witness
+from clip_cycles.algebra.audits import DEGREE_TOL, Witness
+from clip_cycles.algebra.contrast import (
+    DEFAULT_TIE_TOL,
+    block_scores_from_embeddings,
+    cycle_acc,
+    cycle_credits,
+    deltas_from_blocks,
+)
+from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
-from clip_cycles.contrast import DEFAULT_TIE_TOL, block_scores_from_embeddings, cycle_acc, cycle_credits, deltas_from_blocks
-from clip_cycles.winoground import winoground_scores
 
 #: Blind baselines, in table order.
 BLIND_SCORES: tuple[str, ...] = ("witness", "shortest_caption", "longest_caption", "caption_probe", "image_probe")
@@ -88,7 +94,7 @@ def global_degrees(cs: ComparisonSet) -> tuple[np.ndarray, np.ndarray]:
 
 
 def degree_witness(cs: ComparisonSet, image_degree: np.ndarray, caption_degree: np.ndarray) -> Witness | None:
-    """Theorem 1's witness of the whole subset, chosen as :func:`clip_cycles.audits.signed_degrees` does.
+    """Theorem 1's witness of the whole subset, chosen as :func:`clip_cycles.algebra.audits.signed_degrees` does.
 
     The vertex of largest |degree| (images first, then captions, first one on ties);
     None when every degree is zero (the subset taken as one comparison is balanced).

@@ -4,8 +4,8 @@ Every format the adapters read becomes a :class:`ComparisonSet`: comparison c is
 T_c(s) = sum_e w_e s(u_e, v_e) over its edges (image, caption, signed weight), won when
 T_c > tie_tolerance (credit 1, 0.5 on a tie, 0 when lost), exactly like a cycle's
 contrast. A one-image hard negative (u, v+) vs (u, v-) is two edges with weights +1, -1
-(:func:`clip_cycles.audits.hard_negative_edges`); a Winoground block gives its four
-directional comparisons (:func:`clip_cycles.audits.winoground_comparisons`).
+(:func:`clip_cycles.algebra.audits.hard_negative_edges`); a Winoground block gives its four
+directional comparisons (:func:`clip_cycles.algebra.audits.winoground_comparisons`).
 
 The per-comparison signed degrees (sparse matrices over image and caption vertices)
 are what every additive score sees: T_c(a(u) + b(v)) = D_img[c] . a + D_cap[c] . b.
@@ -23,8 +23,8 @@ from typing import Hashable, Sequence
 import numpy as np
 from scipy import sparse
 
-from clip_cycles.audits import DEGREE_TOL
-from clip_cycles.encoder import ImageItem
+from clip_cycles.algebra.audits import DEGREE_TOL
+from clip_cycles.encoding.encoder import ImageItem
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class ComparisonSetBuilder:
 
     def add(self, comparison_id: str, item_id: str, images: Sequence[ImageItem], captions: Sequence[str],
             weights: Sequence[float], tags: Sequence[str] = ()) -> None:
-        """One comparison from parallel edge sequences (the shape :mod:`clip_cycles.audits` uses)."""
+        """One comparison from parallel edge sequences (the shape :mod:`clip_cycles.algebra.audits` uses)."""
         c = len(self.comparison_ids)
         self.comparison_ids.append(comparison_id)
         self.item_ids.append(item_id)
@@ -293,7 +293,7 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
 
 
 def vertex_ids(cs: ComparisonSet) -> tuple[list[Hashable], list[Hashable], list[float]]:
-    """All edges as (image key, caption text, weight) lists, the input of :func:`clip_cycles.audits.signed_degrees`."""
+    """All edges as (image key, caption text, weight) lists, the input of :func:`clip_cycles.algebra.audits.signed_degrees`."""
     keys = [item.key for item in cs.images]
     return ([keys[i] for i in cs.edge_image.tolist()], [cs.captions[i] for i in cs.edge_caption.tolist()],
             cs.edge_weight.tolist())

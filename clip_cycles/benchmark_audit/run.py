@@ -18,7 +18,7 @@ from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetA
 from clip_cycles.benchmark_audit.design import ComparisonSet
 
 if TYPE_CHECKING:  # pragma: no cover
-    from clip_cycles.encoder import EncodeStats, ModelSpec
+    from clip_cycles.encoding.encoder import EncodeStats, ModelSpec
 
 #: clip_benchmark's ``task`` field of an audit result.
 RESULT_TASK = "benchmark_audit"
@@ -80,7 +80,7 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
     are dropped whole; their comparisons are counted in the subset's ``skipped`` as
     ``comparison_of_item_with_bad_image``.
     """
-    from clip_cycles.encoder import encode
+    from clip_cycles.encoding.encoder import encode
 
     fmt = caption_format or (lambda text: text)
     images = [item for cs in subsets for item in cs.images]

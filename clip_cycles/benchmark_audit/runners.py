@@ -1,4 +1,4 @@
-"""Task runners of the benchmark formats (registered in :mod:`clip_cycles.task_runners`).
+"""Task runners of the benchmark formats (registered in :mod:`clip_cycles.evaluation.runners`).
 
 - ``benchmark_cycles`` (``cycles/winoground``): the blocks of a Winoground-format root
   as exact cycles: CycleAcc beside clip_benchmark's text/image/group scores, per tag;
@@ -18,8 +18,8 @@ from clip_cycles.benchmark_audit.adapters import get_adapter, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from clip_cycles.task_runners import RunContext, RunOutcome
-    from clip_cycles.tasks import AnyTask, TaskSpec
+    from clip_cycles.evaluation.runners import RunContext, RunOutcome
+    from clip_cycles.tasks.registry import AnyTask, TaskSpec
 
 
 def _root(task: TaskSpec, context: RunContext) -> Path:
@@ -31,7 +31,7 @@ def _root(task: TaskSpec, context: RunContext) -> Path:
 
 
 def _record(task: TaskSpec, context: RunContext, metrics: dict[str, Any]) -> dict[str, Any]:
-    from clip_cycles.evaluate import result_record
+    from clip_cycles.evaluation.zero_shot import result_record
 
     missing = [m for m in task.metric_names if m not in metrics]
     if missing:
@@ -41,9 +41,9 @@ def _record(task: TaskSpec, context: RunContext, metrics: dict[str, Any]) -> dic
 
 def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, Any]:
     """CycleAcc, text/image/group and counts of a format that declares its blocks, overall and per tag."""
+    from clip_cycles.algebra.contrast import block_scores_from_embeddings
     from clip_cycles.benchmark_audit.run import embed_subsets
-    from clip_cycles.contrast import block_scores_from_embeddings
-    from clip_cycles.evaluate import score_blocks
+    from clip_cycles.evaluation.zero_shot import score_blocks
 
     root = _root(task, context)
     sets = load_benchmark(task.config, root)
@@ -80,7 +80,7 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
 
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_cycles`` runner: one record per task."""
-    from clip_cycles.task_runners import RunOutcome
+    from clip_cycles.evaluation.runners import RunOutcome
 
     return RunOutcome([_record(task, context, winoground_cycle_metrics(task, context)) for task in tasks])  # type: ignore[arg-type]
 
@@ -88,7 +88,7 @@ def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOu
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_audit`` runner: the audit of :func:`~.run.audit_benchmark` as one record per task."""
     from clip_cycles.benchmark_audit.run import audit_benchmark
-    from clip_cycles.task_runners import RunOutcome
+    from clip_cycles.evaluation.runners import RunOutcome
 
     records = []
     for task in tasks:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from clip_cycles.build import DEFAULT_POOL_TRAIN, DEFAULT_POOL_VAL, build_coco_folder
-from clip_cycles.families import DEFAULT_MIN_CYCLES
+from clip_cycles.data.build import DEFAULT_POOL_TRAIN, DEFAULT_POOL_VAL, build_coco_folder
+from clip_cycles.data.families import DEFAULT_MIN_CYCLES
 
 HERE = Path(__file__).resolve().parent
 

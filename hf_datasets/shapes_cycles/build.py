@@ -16,9 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-from clip_cycles.build import build_coco_folder
-from clip_cycles.families import DEFAULT_MIN_CYCLES
-from clip_cycles.shapes_world import write_shapes_world
+from clip_cycles.data.build import build_coco_folder
+from clip_cycles.data.families import DEFAULT_MIN_CYCLES
+from clip_cycles.data.shapes_world import write_shapes_world
 
 HERE = Path(__file__).resolve().parent
 

@@ -24,9 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
-from clip_cycles.concepts import ConceptAttributeData
-from clip_cycles.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
+from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
+from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
@@ -128,7 +128,7 @@ def build(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line of the builder (inputs as ``clip-cycles splits``)."""
-    from clip_cycles.attribute_experiments import configure_parser
+    from clip_cycles.attributes.attribute_experiments import configure_parser
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     configure_parser(parser)

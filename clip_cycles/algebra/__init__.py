@@ -1,0 +1,1 @@
+"""The cycle algebra and its audits: numpy only, no I/O."""

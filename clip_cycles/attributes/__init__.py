@@ -1,0 +1,1 @@
+"""Paper-2 attribute generalization splits: concepts, splitters, probes, experiments."""

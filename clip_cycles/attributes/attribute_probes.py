@@ -1,0 +1,513 @@
+"""Per-attribute linear probes, F1 selectivity, supercategory dominance, CS and a label-free leakage score.
+
+The probe is paper 2's: one binary ``LogisticRegression(penalty=None,
+class_weight='balanced', max_iter=1000)`` per attribute per fold (lbfgs). Fitting
+thousands of them one by one is slow, so the default solver runs scipy's own
+L-BFGS-B routine for every (attribute, fold) column *in lockstep*: each column keeps
+its own optimiser state, exactly as scikit-learn would drive it (same loss scaling,
+start at zero, ``m=10``, ``maxls=50``, ``gtol=tol``, ``ftol=64 eps``), and all columns
+that ask for a loss/gradient at the same step are evaluated together with one
+matrix-matrix product on the shared design matrix (test rows weigh zero). Same
+iterates up to float rounding, a fraction of the time. ``solver="sklearn"`` is the
+straightforward reference.
+
+Metrics (REFERENCE.md section 2):
+
+- F1 selectivity of an attribute (percent) = 100 x F1 on the test concepts (mean over
+  all its folds; a degenerate fold, where the attribute's positives could not reach
+  both sides, scores F1 = 0, see :class:`clip_cycles.attributes.splitters.CoverageReport`)
+  - 100 x n_positive_concepts / n_concepts;
+- supercategory dominance = max over supercategories of the share of the attribute's
+  concepts in it (denominator: every concept with the attribute, including those
+  without a supercategory);
+- CS = Pearson correlation, across all attributes (those with a finite dominance), of
+  dominance and F1 selectivity;
+- leakage (no labels needed): for each test concept, cosine similarity to its nearest
+  train concept; mean, and share above a threshold.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.splitters import (
+    ConceptSplitter,
+    CoverageReport,
+    Fold,
+    SplitContext,
+    _check_matrix,
+    attribute_folds,
+    coverage_report,
+    leakage_folds,
+    make_splitter,
+    nearest_neighbours,
+)
+
+#: scikit-learn's lbfgs settings for LogisticRegression (mirrored by the batched solver).
+LBFGS_MEMORY: int = 10
+LBFGS_MAXLS: int = 50
+LBFGS_FTOL: float = 64 * np.finfo(float).eps
+MAX_ITER: int = 1000
+TOL: float = 1e-4
+#: Columns evaluated per matrix product; bounds temporaries to ~n_concepts x 1024 floats.
+COLUMN_CHUNK: int = 1024
+
+
+def reference_probe(max_iter: int = MAX_ITER, tol: float = TOL) -> object:
+    """The paper's probe as a scikit-learn estimator.
+
+    ``LogisticRegression(penalty=None, class_weight='balanced', max_iter=1000)``;
+    spelled ``C=inf`` because scikit-learn >= 1.8 deprecates ``penalty=None`` (same model).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=np.inf, class_weight="balanced", max_iter=max_iter, tol=tol)
+
+
+@dataclass(frozen=True)
+class LogisticFits:
+    """Fitted columns: weights (K, d), intercepts (K,), L-BFGS iterations (K,)."""
+
+    coef: np.ndarray
+    intercept: np.ndarray
+    n_iter: np.ndarray
+
+
+def _balanced_weights(y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """scikit-learn's class_weight='balanced' on the train rows of each column; 0 on other rows."""
+    n_train = mask.sum(axis=0).astype(np.float64)
+    n_pos = (y & mask).sum(axis=0).astype(np.float64)
+    n_neg = n_train - n_pos
+    if (n_pos == 0).any() or (n_neg == 0).any():
+        bad = np.flatnonzero((n_pos == 0) | (n_neg == 0))
+        raise ValueError(f"probe columns {bad[:10].tolist()} have a single class on their train rows; cannot fit")
+    w_pos = n_train / (2.0 * n_pos)
+    w_neg = n_train / (2.0 * n_neg)
+    return np.where(mask, np.where(y, w_pos, w_neg), 0.0)
+
+
+def _loss_gradient(
+    X: np.ndarray, y: np.ndarray, weight: np.ndarray, W: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Half-binomial loss and gradient of K columns at once, scaled like scikit-learn (/ sum of weights)."""
+    d = X.shape[1]
+    z = X @ W[:d] + W[d]
+    # One exp for both softplus(z) = max(z, 0) + log1p(exp(-|z|)) and the sigmoid.
+    e = np.exp(-np.abs(z))
+    softplus = np.maximum(z, 0.0) + np.log1p(e)
+    inv = 1.0 / (1.0 + e)
+    sigmoid = np.where(z >= 0, inv, e * inv)
+    sw_sum = weight.sum(axis=0)
+    loss = (weight * (softplus - y * z)).sum(axis=0) / sw_sum
+    residual = weight * (sigmoid - y) / sw_sum
+    grad = np.empty_like(W)
+    grad[:d] = X.T @ residual
+    grad[d] = residual.sum(axis=0)
+    return loss, grad
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller() -> object:
+    """One threadpoolctl controller per process: discovering the BLAS libraries is slow."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+@functools.lru_cache(maxsize=1)
+def _lbfgsb_available() -> bool:
+    try:
+        from scipy.optimize import _lbfgsb  # noqa: F401
+    except ImportError:  # pragma: no cover - scipy layout changed
+        return False
+    import inspect
+
+    from scipy.optimize import _lbfgsb_py
+
+    # The reverse-communication call with (..., maxls, ln_task) exists since scipy 1.15.
+    return "ln_task" in inspect.getsource(_lbfgsb_py._minimize_lbfgsb)
+
+
+def fit_logistic_lockstep(
+    X: np.ndarray,
+    y: np.ndarray,
+    train_mask: np.ndarray,
+    max_iter: int = MAX_ITER,
+    tol: float = TOL,
+    progress: bool | None = None,
+) -> LogisticFits:
+    """Fit K unpenalised, class-balanced logistic regressions on shared rows, in lockstep.
+
+    Parameters
+    ----------
+    X:
+        (n, d) design matrix shared by all columns.
+    y, train_mask:
+        (n, K) bool: labels, and which rows are training rows of each column.
+    max_iter, tol:
+        scikit-learn's ``max_iter`` and ``tol`` (L-BFGS-B ``gtol``).
+
+    Returns
+    -------
+    LogisticFits with the same iterates scikit-learn's lbfgs would reach (up to rounding).
+    """
+    from tqdm.auto import tqdm
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=bool)
+    train_mask = np.asarray(train_mask, dtype=bool)
+    n, d = X.shape
+    K = y.shape[1]
+    weight = _balanced_weights(y, train_mask)
+    target = y.astype(np.float64)
+    size = d + 1
+    W = np.zeros((size, K))
+    f = np.zeros(K)
+    G = np.zeros((size, K))
+    states = [
+        {
+            "x": np.zeros(size),
+            "wa": np.zeros(2 * LBFGS_MEMORY * size + 5 * size + 11 * LBFGS_MEMORY**2 + 8 * LBFGS_MEMORY),
+            "iwa": np.zeros(3 * size, dtype=np.int32),
+            "task": np.zeros(2, dtype=np.int32),
+            "ln_task": np.zeros(2, dtype=np.int32),
+            "lsave": np.zeros(4, dtype=np.int32),
+            "isave": np.zeros(44, dtype=np.int32),
+            "dsave": np.zeros(29),
+        }
+        for _ in range(K)
+    ]
+    bounds = np.zeros(size), np.zeros(size), np.zeros(size, dtype=np.int32)
+    factr = LBFGS_FTOL / np.finfo(float).eps
+    n_iter = np.zeros(K, dtype=np.int64)
+    active = list(range(K))
+    bar = tqdm(total=K, desc="probes (lockstep L-BFGS)", disable=None if progress is None else not progress)
+    # One BLAS thread: setulb works on length-d vectors where a pool only adds wake-ups, and
+    # a fixed thread count keeps the float summation order, hence the outputs, reproducible.
+    single_thread = _blas_controller().limit(limits=1)  # type: ignore[attr-defined]
+    try:
+        _lockstep_loop(X, target, weight, states, bounds, factr, tol, max_iter, f, G, n_iter, active, bar)
+    finally:
+        single_thread.restore_original_limits()
+        bar.close()
+    for k in range(K):
+        W[:, k] = states[k]["x"]
+    return LogisticFits(coef=W[:d].T.copy(), intercept=W[d].copy(), n_iter=n_iter)
+
+
+def _lockstep_loop(
+    X: np.ndarray, target: np.ndarray, weight: np.ndarray, states: list[dict[str, np.ndarray]],
+    bounds: tuple[np.ndarray, np.ndarray, np.ndarray], factr: float, tol: float, max_iter: int,
+    f: np.ndarray, G: np.ndarray, n_iter: np.ndarray, active: list[int], bar: object,
+) -> None:
+    from scipy.optimize import _lbfgsb
+
+    while active:
+        # Advance every column's optimiser until it asks for f and g (task 3) or stops;
+        # this is scipy's _minimize_lbfgsb loop, run for all columns side by side.
+        need: list[int] = []
+        for k in active:
+            s = states[k]
+            while True:
+                _lbfgsb.setulb(
+                    LBFGS_MEMORY, s["x"], bounds[0], bounds[1], bounds[2], float(f[k]),
+                    np.ascontiguousarray(G[:, k]), factr, tol, s["wa"], s["iwa"], s["task"],
+                    s["lsave"], s["isave"], s["dsave"], LBFGS_MAXLS, s["ln_task"],
+                )
+                task = int(s["task"][0])
+                if task == 3:
+                    need.append(k)
+                    break
+                if task == 1:
+                    n_iter[k] += 1
+                    if n_iter[k] >= max_iter:
+                        s["task"][0], s["task"][1] = 5, 504
+                    continue
+                bar.update(1)  # type: ignore[attr-defined]
+                break
+        active = need
+        for start in range(0, len(need), COLUMN_CHUNK):
+            cols = np.array(need[start : start + COLUMN_CHUNK])
+            point = np.stack([states[k]["x"] for k in cols], axis=1)
+            loss, grad = _loss_gradient(X, target[:, cols], weight[:, cols], point)
+            f[cols] = loss
+            G[:, cols] = grad
+
+
+def fit_logistic_sklearn(
+    X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, max_iter: int = MAX_ITER, tol: float = TOL,
+    progress: bool | None = None,
+) -> LogisticFits:
+    """The straightforward reference: one scikit-learn fit per column, one process."""
+    from sklearn.exceptions import ConvergenceWarning
+    from tqdm.auto import tqdm
+
+    X = np.asarray(X, dtype=np.float64)
+    K = y.shape[1]
+    coef = np.zeros((K, X.shape[1]))
+    intercept = np.zeros(K)
+    n_iter = np.zeros(K, dtype=np.int64)
+    for k in tqdm(range(K), desc="probes (sklearn)", disable=None if progress is None else not progress):
+        rows = np.flatnonzero(train_mask[:, k])
+        model = reference_probe(max_iter=max_iter, tol=tol)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X[rows], y[rows, k].astype(np.int64))  # type: ignore[attr-defined]
+        coef[k] = model.coef_[0]  # type: ignore[attr-defined]
+        intercept[k] = model.intercept_[0]  # type: ignore[attr-defined]
+        n_iter[k] = int(model.n_iter_[0])  # type: ignore[attr-defined]
+    return LogisticFits(coef, intercept, n_iter)
+
+
+def _fit_lockstep_or_fallback(
+    X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, max_iter: int = MAX_ITER, tol: float = TOL,
+    progress: bool | None = None,
+) -> LogisticFits:
+    if not _lbfgsb_available():  # pragma: no cover - older scipy
+        warnings.warn("scipy lacks the L-BFGS-B interface used for lockstep fits; using one fit per column", stacklevel=2)
+        return fit_logistic_sklearn(X, y, train_mask, max_iter, tol, progress)
+    return fit_logistic_lockstep(X, y, train_mask, max_iter, tol, progress)
+
+
+#: Probe solver name -> fit function (X, y, train_mask, max_iter, tol, progress) -> LogisticFits.
+PROBE_SOLVERS: dict[str, Callable[..., LogisticFits]] = {
+    "lockstep": _fit_lockstep_or_fallback,
+    "sklearn": fit_logistic_sklearn,
+}
+
+
+# -------------------------------------------------------------------------- metrics
+
+
+def f1_selectivity(f1: np.ndarray, n_positives: np.ndarray, n_concepts: int) -> np.ndarray:
+    """100 x F1 minus the official "random" score 100 x n_positives / n_concepts (per attribute)."""
+    return 100.0 * np.asarray(f1, dtype=np.float64) - 100.0 * np.asarray(n_positives, dtype=np.float64) / n_concepts
+
+
+def supercategory_dominance(labels: np.ndarray, supercategories: Sequence[str | None]) -> np.ndarray:
+    """Per attribute: max over supercategories of |positives in it| / |positives|.
+
+    Concepts without a supercategory count in the denominator but form no category,
+    so an attribute held only by uncategorised concepts has dominance 0. NaN for an
+    attribute with no positive at all.
+    """
+    labels = np.asarray(labels, dtype=bool)
+    names = sorted({s for s in supercategories if s is not None})
+    if len(supercategories) != labels.shape[0]:
+        raise ValueError(f"{len(supercategories)} supercategories for {labels.shape[0]} concepts")
+    positives = labels.sum(axis=0).astype(np.float64)
+    if not names:
+        return np.full(labels.shape[1], np.nan)
+    member = np.array([[s == name for name in names] for s in supercategories], dtype=np.float64)
+    counts = member.T @ labels.astype(np.float64)  # (n_categories, n_attributes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(positives > 0, counts.max(axis=0) / positives, np.nan)
+
+
+def pearson(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation over the pairs where both are finite; NaN with < 3 pairs or zero variance."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    keep = np.isfinite(x) & np.isfinite(y)
+    if keep.sum() < 3:
+        return float("nan")
+    xc = x[keep] - x[keep].mean()
+    yc = y[keep] - y[keep].mean()
+    denom = np.sqrt((xc * xc).sum() * (yc * yc).sum())
+    return float((xc * yc).sum() / denom) if denom > 0 else float("nan")
+
+
+def f1_scores(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
+    """Binary F1 per column of bool arrays (n, K); 0 where there is no positive, like scikit-learn."""
+    tp = (y_true & y_pred).sum(axis=0).astype(np.float64)
+    denom = y_true.sum(axis=0) + y_pred.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, 2.0 * tp / denom, 0.0)
+
+
+@dataclass(frozen=True)
+class LeakageScore:
+    """Label-free leakage of a split: how close test concepts sit to their nearest train concept."""
+
+    mean_nearest_similarity: float
+    share_above_threshold: float
+    threshold: float
+
+    def as_dict(self) -> dict[str, float]:
+        """JSON-ready fields."""
+        return {
+            "mean_nearest_train_similarity": self.mean_nearest_similarity,
+            "share_above_threshold": self.share_above_threshold,
+            "threshold": self.threshold,
+        }
+
+
+def default_leakage_threshold(X: np.ndarray) -> float:
+    """Median over concepts of the cosine similarity to their nearest other concept.
+
+    Scale-free: a test concept counts as leaked when its nearest train concept is as
+    close as a typical concept's nearest neighbour in the whole set.
+    """
+    _, similarity = nearest_neighbours(_check_matrix(X))
+    return float(np.median(similarity))
+
+
+def leakage_score(X: np.ndarray, folds: Sequence[Fold], threshold: float | None = None) -> LeakageScore:
+    """Mean over folds of: mean nearest-train cosine similarity of test concepts, and share above ``threshold``.
+
+    ``threshold`` None means :func:`default_leakage_threshold`. Needs no labels.
+    """
+    X = _check_matrix(X)
+    if threshold is None:
+        threshold = default_leakage_threshold(X)
+    unit = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    means, shares = [], []
+    for train, test in folds:
+        if len(train) == 0 or len(test) == 0:
+            raise ValueError("a fold has an empty train or test side; leakage is undefined")
+        nearest = (unit[test] @ unit[train].T).max(axis=1)
+        means.append(float(nearest.mean()))
+        shares.append(float((nearest >= threshold).mean()))
+    return LeakageScore(float(np.mean(means)), float(np.mean(shares)), float(threshold))
+
+
+@dataclass(frozen=True)
+class AttributeProbeResult:
+    """Per-attribute probe results of one strategy and seed.
+
+    ``f1`` is (n_attributes, n_folds): test F1 of every fold, 0 for degenerate folds
+    (see :class:`clip_cycles.attributes.splitters.CoverageReport`); ``mean_f1`` and ``selectivity``
+    are per attribute, over all its folds. Every attribute is scored.
+    """
+
+    attributes: tuple[str, ...]
+    f1: np.ndarray
+    mean_f1: np.ndarray
+    selectivity: np.ndarray
+    dominance: np.ndarray
+    coverage: CoverageReport
+    n_iter: np.ndarray
+
+    def summary(self) -> dict[str, object]:
+        """Mean F1 selectivity and CS over all attributes, with the degenerate-fold counts."""
+        has = len(self.attributes) > 0
+        return {
+            "f1_selectivity": float(np.mean(self.selectivity)) if has else float("nan"),
+            "mean_f1": float(100.0 * np.mean(self.mean_f1)) if has else float("nan"),
+            "cs": pearson(self.dominance, self.selectivity),
+            "n_attributes": len(self.attributes),
+            "n_attributes_scored": len(self.attributes),
+            "n_attributes_cs": int(np.isfinite(self.dominance).sum()),
+            "averaged_over": "all attributes; every fold scored (degenerate folds: test F1 = 0); "
+                             "CS over the attributes with a finite supercategory dominance",
+            "coverage": self.coverage.summary(),
+        }
+
+
+def probe_attributes(
+    X: np.ndarray,
+    data: ConceptAttributeData,
+    folds: Sequence[Sequence[Fold]],
+    solver: str = "lockstep",
+    max_iter: int = MAX_ITER,
+    progress: bool | None = None,
+) -> AttributeProbeResult:
+    """Fit one probe per attribute per non-degenerate fold and compute F1, selectivity and dominance.
+
+    Parameters
+    ----------
+    X:
+        (n_concepts, d) embeddings in ``data.concepts`` order.
+    folds:
+        Per attribute, its (train, test) folds (:func:`clip_cycles.attributes.splitters.attribute_folds`).
+    solver:
+        A key of ``PROBE_SOLVERS``: ``"lockstep"`` (fast, same iterates) or ``"sklearn"``.
+    """
+    X = _check_matrix(X)
+    if X.shape[0] != len(data.concepts):
+        raise ValueError(f"embeddings have {X.shape[0]} rows for {len(data.concepts)} concepts")
+    if solver not in PROBE_SOLVERS:
+        raise ValueError(f"unknown probe solver {solver!r}; available: {sorted(PROBE_SOLVERS)}")
+    labels = data.labels
+    zero = [a for a, p in zip(data.attributes, data.n_positives) if p == 0]
+    if zero:
+        raise ValueError(f"attributes with zero positive concepts cannot be probed: {zero[:10]}")
+    coverage = coverage_report(labels, folds, data.attributes)
+    n_attr, n_folds = coverage.fitted.shape
+    columns = [(a, f) for a in range(n_attr) for f in range(n_folds) if coverage.fitted[a, f]]
+    n = X.shape[0]
+    # Degenerate folds keep F1 = 0: nothing to learn means negative everywhere.
+    f1 = np.zeros((n_attr, n_folds))
+    n_iter = np.zeros((n_attr, n_folds), dtype=np.int64)
+    if columns:
+        mask = np.zeros((n, len(columns)), dtype=bool)
+        test_mask = np.zeros((n, len(columns)), dtype=bool)
+        for k, (a, f) in enumerate(columns):
+            train, test = folds[a][f]
+            mask[train, k] = True
+            test_mask[test, k] = True
+        y = labels[:, [a for a, _ in columns]]
+        fits = PROBE_SOLVERS[solver](X, y, mask, max_iter=max_iter, tol=TOL, progress=progress)
+        predicted = (X @ fits.coef.T + fits.intercept) > 0
+        scores = f1_scores(y & test_mask, predicted & test_mask)
+        for k, (a, f) in enumerate(columns):
+            f1[a, f] = scores[k]
+            n_iter[a, f] = fits.n_iter[k]
+    mean_f1 = f1.mean(axis=1) if n_folds else np.full(n_attr, np.nan)
+    selectivity = f1_selectivity(mean_f1, data.n_positives, n)
+    dominance = supercategory_dominance(labels, data.supercategories)
+    return AttributeProbeResult(data.attributes, f1, mean_f1, selectivity, dominance, coverage, n_iter)
+
+
+def attribute_task_metrics(
+    embeddings: np.ndarray,
+    data: ConceptAttributeData,
+    strategy: str,
+    seed: int = 0,
+    *,
+    split_params: dict[str, object] | None = None,
+    context: SplitContext | None = None,
+    solver: str = "lockstep",
+    leakage_threshold: float | None = None,
+    progress: bool | None = None,
+) -> dict[str, object]:
+    """One strategy, one seed: F1 selectivity, CS, degenerate folds and leakage as a JSON-ready dict.
+
+    The entry point for harness plugins (clip_benchmark): embeddings in
+    ``data.concepts`` order, a strategy name from ``clip_cycles.attributes.splitters.STRATEGIES``
+    or from ``context.published``.
+    """
+    X = _check_matrix(embeddings, "embeddings")
+    if context is None:
+        context = SplitContext(concepts=data.concepts, supercategories=data.supercategories)
+    splitter = make_splitter(strategy, context, seed, **(split_params or {}))
+    folds = attribute_folds(splitter, X, data.labels, attributes=data.attributes)
+    result = probe_attributes(X, data, folds, solver=solver, progress=progress)
+    metrics = result.summary()
+    metrics.update(
+        {
+            "strategy": strategy,
+            "seed": seed,
+            "splitter": type(splitter).__name__,
+            "fold_assignment": splitter.fold_assignment,
+            "split_embedding": context.split_embedding_for(strategy),
+            "n_folds": splitter.get_n_splits(),
+            "leakage": leakage_score(X, leakage_folds(splitter, X, folds), leakage_threshold).as_dict(),
+        }
+    )
+    if strategy in context.published:
+        metrics["published_split"] = {"path": context.published[strategy].path, **context.published[strategy].summary}
+    return metrics
+
+
+def strategy_folds(
+    splitter: ConceptSplitter, X: np.ndarray, data: ConceptAttributeData
+) -> list[list[Fold]]:
+    """Folds per attribute for ``splitter`` on ``data`` (thin alias of :func:`attribute_folds`)."""
+    return attribute_folds(splitter, X, data.labels, attributes=data.attributes)

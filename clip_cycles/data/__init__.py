@@ -1,0 +1,1 @@
+"""Cycle families, their sources (coco, gqa, shapes), the built folder format and the builders."""

@@ -1,0 +1,204 @@
+"""``clip-cycles build``: the shapes world, and COCO or GQA cycle families into a dataset folder.
+
+Sub-commands form a registry (:data:`BUILDERS`), each a ``configure(parser)`` that sets
+``func``::
+
+    clip-cycles build shapes --out DIR [--n-images N] [--seed S] [--image-size PX]
+    clip-cycles build coco --coco-root DIR --out DIR [--families ...] [--seeds 0 1 2]
+        [--min-cycles N] [--pool-train 10000 --pool-val 2744] [--validation-fraction 0.2]
+        [--margin 0.1] [--size-ratio 1.5] [--self-contained] [--num-proc N]
+    clip-cycles build gqa --gqa-root DIR --out DIR [--families ...] [--seeds 0 1 2]
+        [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--validation-fraction 0.142857...]
+        [--self-contained] [--num-proc N]
+
+``--num-proc`` runs the heavy per-image steps (text-neighbour search, candidate indexing)
+on that many processes; the written folder is byte-identical for any count, so the
+count is recorded nowhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from clip_cycles.data.dataset_folder import seed_argument
+from clip_cycles.data.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families, num_processes
+
+DEFAULT_POOL_TRAIN: int = 10000
+DEFAULT_POOL_VAL: int = 2744
+
+
+def build_coco_folder(
+    coco_root: str | Path,
+    out: str | Path,
+    families: Sequence[str] | None = None,
+    seeds: Sequence[int] = (0, 1, 2),
+    min_cycles: int = DEFAULT_MIN_CYCLES,
+    pool_train: int | None = DEFAULT_POOL_TRAIN,
+    pool_val: int | None = DEFAULT_POOL_VAL,
+    self_contained: bool = False,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    num_proc: int = 1,
+    margin: float | None = None,
+    size_ratio: float | None = None,
+    overwrite: bool = False,
+    allow_empty: bool = False,
+) -> tuple[Path, list[Any]]:
+    """Load COCO under ``coco_root`` (standard layout), build, audit and write the families to ``out``.
+
+    ``num_proc`` processes share the heavy steps (same output for any count). ``margin`` and
+    ``size_ratio`` are the geometric thresholds (None: the defaults 0.1 and 1.5).
+    ``overwrite`` lets ``out`` hold files no build wrote (only the project's own are
+    replaced); ``allow_empty`` writes a folder in which no family has an available split.
+    Returns the folder and the :class:`~clip_cycles.data.families.FamilyBuild` list.
+    """
+    from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
+    from clip_cycles.data.dataset_folder import build_folder, check_seeds
+
+    margin = DEFAULT_MARGIN if margin is None else margin
+    size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
+
+    check_seeds(seeds)
+    names = list(families) if families else list_families("coco")
+    index = load_coco_index(coco_root)
+    train_pool, val_pool = coco_pools(index, pool_train, pool_val)
+    if not train_pool or not val_pool:
+        raise ValueError(f"COCO root {index.root}: train2017 or val2017 has no valid annotated image "
+                         f"(skipped: {dict(index.skipped)})")  # fmt: skip
+    command = ["clip-cycles", "build", "coco", "--coco-root", str(index.root), "--out", str(out), "--families", *names,
+               "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train),
+               "--pool-val", str(pool_val), "--validation-fraction", repr(validation_fraction), "--margin", repr(margin),
+               "--size-ratio", repr(size_ratio)] + (["--self-contained"] if self_contained else [])  # fmt: skip
+    with num_processes(num_proc), geometry(margin, size_ratio):
+        return build_folder(
+            index, names, train_pool, val_pool, out, seeds=seeds, min_cycles=min_cycles,
+            validation_fraction=validation_fraction, mode="self_contained" if self_contained else "reference",
+            rebuild_command=shlex.join(command), skipped=dict(index.skipped),
+            extra_info={"pool_requested": {"train": pool_train, "val": pool_val},
+                        "thresholds": {"margin": margin, "size_ratio": size_ratio}},
+            overwrite=overwrite, allow_empty=allow_empty,
+        )  # fmt: skip
+
+
+def build_gqa_folder(
+    gqa_root: str | Path,
+    out: str | Path,
+    families: Sequence[str] | None = None,
+    seeds: Sequence[int] = (0, 1, 2),
+    min_cycles: int = DEFAULT_MIN_CYCLES,
+    pool_train: int | None = None,
+    pool_test: int | None = None,
+    self_contained: bool = False,
+    num_proc: int = 1,
+    validation_fraction: float | None = None,
+    overwrite: bool = False,
+    allow_empty: bool = False,
+) -> tuple[Path, list[Any]]:
+    """Build the GQA families (:func:`clip_cycles.data.gqa_families.build_gqa_folder`) with ``num_proc`` processes.
+
+    ``None`` pool sizes take the GQA builder's defaults; the output is the same for any
+    process count. ``overwrite`` and ``allow_empty`` as for :func:`build_coco_folder`.
+    """
+    from clip_cycles.data import gqa_families
+    from clip_cycles.data.dataset_folder import check_seeds, folder_options
+
+    check_seeds(seeds)
+    pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test),
+                                           ("validation_fraction", validation_fraction)) if size is not None}
+    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
+        return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles,
+                                             self_contained=self_contained, **pools)  # fmt: skip
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, help="output dataset folder")
+    parser.add_argument("--families", nargs="+", default=None, help="family names (default: all of the source)")
+    parser.add_argument("--seeds", nargs="+", type=seed_argument, default=[0, 1, 2],
+                        help="split seeds, non-negative integers (default 0 1 2)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="let --out hold other files; only the card, build_info.json and data/ Parquet are replaced")
+    parser.add_argument("--allow-empty", action="store_true",
+                        help="write the folder even when no family has an available split (otherwise an error)")
+    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
+                        help=f"minimum cycles per split and seed (default {DEFAULT_MIN_CYCLES}); a short split is not "
+                        "available (zero-shot scoring needs its scored split, probe experiments all three)")
+    parser.add_argument("--self-contained", action="store_true", help="embed images (datasets.Image) in Parquet")
+    parser.add_argument("--num-proc", type=int, default=1,
+                        help="processes for text-neighbour search and candidate indexing (same output for any count)")
+
+
+def _configure_shapes(parser: argparse.ArgumentParser) -> None:
+    from clip_cycles.data import shapes_world
+
+    shapes_world.configure_parser(parser)
+
+
+def _configure_coco(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--coco-root", required=True, help="folder with annotations/, train2017/, val2017/")
+    _common(parser)
+    parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN, help="train2017 pool size (10000)")
+    parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL, help="val2017 pool size (2744)")
+    parser.add_argument("--validation-fraction", type=float, default=DEFAULT_VALIDATION_FRACTION,
+                        help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})")
+    parser.add_argument("--margin", type=float, default=0.1,
+                        help="spatial margin of relation/position captions, fraction of width/height (default 0.1)")
+    parser.add_argument("--size-ratio", type=float, default=1.5,
+                        help="area ratio of 'larger than'/'smaller than' captions (default 1.5)")
+    parser.set_defaults(func=_run_coco)
+
+
+def _run_coco(args: argparse.Namespace) -> int:
+    out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
+                                    args.pool_train, args.pool_val, args.self_contained,
+                                    validation_fraction=args.validation_fraction, num_proc=args.num_proc,
+                                    margin=args.margin, size_ratio=args.size_ratio, overwrite=args.overwrite,
+                                    allow_empty=args.allow_empty)  # fmt: skip
+    _summary(out, builds)
+    return 0
+
+
+def _configure_gqa(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--gqa-root", required=True, help="folder with train_sceneGraphs.json, val_sceneGraphs.json")
+    _common(parser)
+    parser.add_argument("--pool-train", type=int, default=None, help="train-file pool size (GQA default)")
+    parser.add_argument("--pool-test", type=int, default=None, help="val-file pool size for test (GQA default)")
+    parser.add_argument("--validation-fraction", type=float, default=None,
+                        help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)")
+    parser.set_defaults(func=_run_gqa)
+
+
+def _run_gqa(args: argparse.Namespace) -> int:
+    out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
+                                   args.pool_train, args.pool_test, args.self_contained,
+                                   num_proc=args.num_proc, validation_fraction=args.validation_fraction,
+                                   overwrite=args.overwrite, allow_empty=args.allow_empty)  # fmt: skip
+    _summary(out, builds)
+    return 0
+
+
+def _summary(out: Path, builds: Sequence[Any]) -> None:
+    for build in builds:
+        if build.available:
+            counts = ", ".join(f"seed {s}: " + "/".join(str(c[k]) for k in ("train", "validation", "test"))
+                               for s, c in sorted(build.counts.items()))  # fmt: skip
+            print(f"{build.name:<24} {counts}")
+        else:
+            print(f"{build.name:<24} unavailable: {build.reason}")
+    print(f"written to {out}")
+
+
+#: Sub-command name -> (help, configure function).
+BUILDERS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "shapes": ("generate the synthetic shapes world (COCO layout + GQA scene graphs)", _configure_shapes),
+    "coco": ("build the COCO families from the standard COCO layout", _configure_coco),
+    "gqa": ("build the GQA families from train/val scene graphs", _configure_gqa),
+}
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``clip-cycles build``: one sub-command per source."""
+    sub = parser.add_subparsers(dest="source", required=True, metavar="{" + ",".join(BUILDERS) + "}")
+    for name, (help_text, configure) in BUILDERS.items():
+        configure(sub.add_parser(name, help=help_text, description=help_text))

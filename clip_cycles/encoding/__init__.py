@@ -1,0 +1,1 @@
+"""Model specs and flags, backends, the cached encoder, feature cache, distributed encoding."""

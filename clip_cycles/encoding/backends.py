@@ -1,0 +1,425 @@
+"""Model backends: a registry of loaders in clip_benchmark's convention.
+
+A loader is ``loader(model_name, pretrained, cache_dir, device) -> (model, transform,
+tokenizer)`` where ``model`` has ``encode_image(pixels)`` and ``encode_text(tokens)``,
+``transform`` maps a PIL image to a tensor and ``tokenizer`` maps a list of strings to
+a token tensor. Built in:
+
+- ``open_clip``: any OpenCLIP config (or ``local-dir:``/``hf-hub:`` name) with a
+  pretrained tag, a checkpoint path (loaded weights-only) or none (random init);
+- every model type clip_benchmark registers (``clip_benchmark.models.TYPE2FUNC``);
+- ``hf``: Hugging Face transformers CLIP/SigLIP models via their auto classes;
+- ``features``: precomputed embeddings (safetensors or npz) keyed by image file and
+  caption text.
+
+A third-party package adds one through the entry-point group ``clip_cycles.encoding.backends``
+(``name = package.module:loader``). Backends are resolved lazily: listing names imports
+nothing heavy except clip_benchmark's model table, and only when asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+ENTRY_POINT_GROUP = "clip_cycles.backends"
+
+#: Values of ``pretrained`` that mean "no weights: random init from the seed".
+NO_WEIGHTS = frozenset({"", "none", "random", "scratch"})
+
+Loader = Callable[..., tuple[Any, Any, Any]]
+
+#: name -> loader or "module:attribute" resolved on first use.
+_BUILTIN: dict[str, Loader | str] = {
+    "open_clip": "clip_cycles.encoding.backends:load_open_clip",
+    "hf": "clip_cycles.encoding.backends:load_hf",
+    "features": "clip_cycles.encoding.backends:load_features",
+    "timm": "clip_cycles.encoding.backends_vision:load_timm",  # image-only (clip_cycles.encoding.backends_vision)
+    "hf_vision": "clip_cycles.encoding.backends_vision:load_hf_vision",
+    "hf_vlm": "clip_cycles.encoding.vlm_scores:load_hf_vlm",  # pair scores (clip_cycles.encoding.vlm_scores)
+}
+_REGISTERED: dict[str, Loader | str] = {}
+
+
+def register_backend(name: str, loader: Loader | str, replace: bool = False) -> None:
+    """Register ``loader`` (a callable or ``"module:attribute"``) under ``name``."""
+    if not replace and (name in _BUILTIN or name in _REGISTERED):
+        raise ValueError(f"backend {name!r} is already registered; pass replace=True to override it")
+    _REGISTERED[name] = loader
+
+
+def is_random_init(pretrained: str | None) -> bool:
+    """Whether ``pretrained`` asks for no weights (random init, seeded by the caller)."""
+    return pretrained is None or pretrained.strip().lower() in NO_WEIGHTS
+
+
+def _resolve(target: Loader | str) -> Loader:
+    if callable(target):
+        return target
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name)
+    obj: Any = module
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    found: dict[str, str] = {}
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        found.setdefault(ep.name, ep.value)
+    return found
+
+
+def clip_benchmark_model_types() -> dict[str, Loader]:
+    """clip_benchmark's own loaders (``TYPE2FUNC``), without the ones clip_cycles added to it."""
+    try:
+        from clip_benchmark.models import TYPE2FUNC
+    except ImportError:
+        return {}
+    return {k: v for k, v in TYPE2FUNC.items() if not getattr(v, "_clip_cycles_backend", False)}
+
+
+def _table(include_clip_benchmark: bool = True) -> dict[str, Loader | str]:
+    table: dict[str, Loader | str] = {}
+    if include_clip_benchmark:
+        table.update(clip_benchmark_model_types())
+    table.update(_entry_points())
+    table.update(_BUILTIN)
+    table.update(_REGISTERED)
+    return table
+
+
+def available_backends(include_clip_benchmark: bool = True) -> list[str]:
+    """Names of every backend: built in, clip_benchmark's model types, entry points, registered."""
+    return sorted(_table(include_clip_benchmark))
+
+
+def get_backend(name: str) -> Loader:
+    """The loader of backend ``name``; an unknown name is an error listing the available ones."""
+    table = _table()
+    if name not in table:
+        raise ValueError(f"unknown model backend {name!r}; available: {', '.join(sorted(table))}")
+    return _resolve(table[name])
+
+
+def backend_capabilities(name: str) -> frozenset[str]:
+    """What backend ``name`` gives: ``image``/``text`` embeddings or ``pair_scores`` (loader's ``capabilities``)."""
+    target = {**_entry_points(), **_BUILTIN, **_REGISTERED}.get(name)  # clip_benchmark's types embed both
+    return frozenset(getattr(_resolve(target), "capabilities", ("image", "text")) if target else ("image", "text"))
+
+
+def load_model(backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None,
+               device: str = "cpu") -> tuple[Any, Any, Any]:
+    """Load ``(model, transform, tokenizer)`` through backend ``backend``; the model is put in eval mode."""
+    loader = get_backend(backend)
+    model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir,
+                                         device=device)
+    if hasattr(model, "eval"):
+        model.eval()
+    return model, transform, tokenizer
+
+
+# --------------------------------------------------------------------------- open_clip
+
+
+def load_weights_only(path: str | Path) -> dict[str, Any]:
+    """A state dict from a safetensors file or a torch checkpoint read with ``weights_only=True``."""
+    import torch
+
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(path), device="cpu")
+    else:
+        try:
+            state = torch.load(str(path), map_location="cpu", weights_only=True)
+        except Exception as error:  # torch raises UnpicklingError subclasses and RuntimeError
+            raise ValueError(
+                f"checkpoint {path} cannot be read weights-only ({type(error).__name__}: {error}); "
+                "convert it to a plain state dict or safetensors"
+            ) from error
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict) or not state:
+        raise ValueError(f"checkpoint {path} holds no state dict")
+    if all(k.startswith("module.") for k in state):
+        state = {k[len("module."):]: v for k, v in state.items()}
+    return state
+
+
+def _clean_tag(tag: str) -> str:
+    # OpenCLIP matches tags case-insensitively with '-' and '_' alike.
+    return tag.lower().replace("-", "_")
+
+
+def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
+    """Refuse an unknown OpenCLIP model or pretrained tag with a message listing what exists.
+
+    A ``pretrained`` that is an existing file is a checkpoint and is not checked here;
+    ``local-dir:``/``hf-hub:`` models bring their own weights.
+    """
+    import open_clip
+
+    if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
+        raise ValueError(f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
+                         "(or local-dir:<folder>, hf-hub:<repo>)")
+    if is_random_init(pretrained) or os.path.isfile(pretrained or "") or model_name.startswith(("local-dir:", "hf-hub:")):
+        return
+    assert pretrained is not None
+    tags = open_clip.list_pretrained_tags_by_model(model_name)
+    if _clean_tag(pretrained) not in {_clean_tag(t) for t in tags}:
+        raise ValueError(
+            f"unknown pretrained tag {pretrained!r} for OpenCLIP model {model_name!r} (and no such checkpoint file); "
+            f"available tags: {', '.join(tags) if tags else 'none (pass a checkpoint path or none)'}"
+        )
+
+
+def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
+                   device: str = "cpu") -> tuple[Any, Any, Any]:
+    """OpenCLIP config + (tag | checkpoint path | none); checkpoints load weights-only."""
+    import open_clip
+
+    from clip_cycles.encoding.tiny_model import register_tiny_model
+
+    register_tiny_model()  # the embedded default, cycles-tiny / shapes: offline like any tag
+    checkpoint = None
+    tag: str | None = None
+    if not is_random_init(pretrained):
+        assert pretrained is not None
+        if os.path.isfile(pretrained):
+            checkpoint = pretrained
+        else:
+            tag = pretrained
+    check_open_clip_request(model_name, pretrained)
+    model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
+    if checkpoint is not None:
+        missing, unexpected = model.load_state_dict(load_weights_only(checkpoint), strict=False)
+        if missing or unexpected:
+            raise ValueError(
+                f"checkpoint {checkpoint} does not fit {model_name}: missing keys {sorted(missing)[:5]}, "
+                f"unexpected keys {sorted(unexpected)[:5]}"
+            )
+    model = model.to(device)
+    tokenizer = open_clip.get_tokenizer(model_name)
+    return model, transform, tokenizer
+
+
+# --------------------------------------------------------------------------- hf
+
+
+class _HFModel:
+    """``encode_image``/``encode_text`` over a transformers model with ``get_*_features``."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def eval(self) -> _HFModel:
+        self.model.eval()
+        return self
+
+    def to(self, device: Any) -> _HFModel:
+        self.model.to(device)
+        return self
+
+    @staticmethod
+    def _tensor(out: Any) -> Any:
+        # transformers >= 5 may return a model output object instead of a tensor.
+        return out if not hasattr(out, "pooler_output") else out.pooler_output
+
+    def encode_image(self, pixels: Any) -> Any:
+        return self._tensor(self.model.get_image_features(pixel_values=pixels))
+
+    def encode_text(self, tokens: Any) -> Any:
+        return self._tensor(self.model.get_text_features(input_ids=tokens))
+
+
+class _HFTransform:
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+
+    def __call__(self, image: Any) -> Any:
+        return self.processor(images=image, return_tensors="pt")["pixel_values"][0]
+
+    def __repr__(self) -> str:
+        return f"HFImageProcessor({json.dumps(self.processor.to_dict(), sort_keys=True, default=str)})"
+
+
+class _HFTokenizer:
+    def __init__(self, tokenizer: Any, max_length: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        # Fixed-length padding: a caption's tokens never depend on the rest of its batch
+        # (SigLIP is trained this way; CLIP pools at EOS, so padding after it is inert).
+        return self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=self.max_length,
+                              return_tensors="pt")["input_ids"]
+
+
+def load_hf(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
+            device: str = "cpu") -> tuple[Any, Any, Any]:
+    """A transformers CLIP/SigLIP model by hub id or local folder (``pretrained`` may name a revision)."""
+    from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
+
+    revision = None if is_random_init(pretrained) else pretrained
+    kwargs = {"cache_dir": cache_dir, "revision": revision}
+    model = AutoModel.from_pretrained(model_name, **kwargs)
+    if not (hasattr(model, "get_image_features") and hasattr(model, "get_text_features")):
+        raise ValueError(f"hf model {model_name!r} ({type(model).__name__}) has no get_image_features/get_text_features")
+    processor = AutoImageProcessor.from_pretrained(model_name, **kwargs)
+    tokenizer = AutoTokenizer.from_pretrained(model_name, **kwargs)
+    max_length = int(getattr(model.config.text_config, "max_position_embeddings", 77))
+    wrapped = _HFModel(model).to(device).eval()
+    return wrapped, _HFTransform(processor), _HFTokenizer(tokenizer, max_length)
+
+
+# --------------------------------------------------------------------------- features
+
+
+@dataclass
+class PrecomputedFeatures:
+    """Embeddings computed elsewhere: rows looked up by image file key and caption text.
+
+    The encoder recognises this model (``lookup_images``/``lookup_captions``) and skips
+    decoding and the feature cache.
+    """
+
+    path: Path
+    image_keys: dict[str, int]
+    caption_keys: dict[str, int]
+    image_features: np.ndarray
+    caption_features: np.ndarray
+
+    def eval(self) -> PrecomputedFeatures:
+        return self
+
+    def _lookup(self, keys: Iterable[str], index: dict[str, int], table: np.ndarray, what: str) -> np.ndarray:
+        rows = []
+        for key in keys:
+            if key not in index:
+                raise ValueError(f"features file {self.path} has no {what} {key!r} (it has {len(index)} {what}s)")
+            rows.append(index[key])
+        return table[np.asarray(rows, dtype=np.int64)]
+
+    def lookup_images(self, keys: Iterable[str]) -> np.ndarray:
+        """Feature rows of images by key (file name relative to the source root)."""
+        return self._lookup(keys, self.image_keys, self.image_features, "image")
+
+    def lookup_captions(self, texts: Iterable[str]) -> np.ndarray:
+        """Feature rows of captions by text."""
+        return self._lookup(texts, self.caption_keys, self.caption_features, "caption")
+
+    def encode_image(self, pixels: Any) -> Any:
+        raise ValueError("the features backend has no image encoder: it serves cycles/ tasks from its table only")
+
+    encode_text = encode_image
+
+
+def _key_index(keys: Sequence[str], path: Path, name: str) -> dict[str, int]:
+    index: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if not isinstance(key, str):
+            raise ValueError(f"features file {path}: {name}[{i}] is not a string")
+        if key in index:
+            raise ValueError(f"features file {path}: {name} repeats {key!r} (rows {index[key]} and {i})")
+        index[key] = i
+    return index
+
+
+def _check_table(table: np.ndarray, keys: dict[str, int], path: Path, name: str) -> np.ndarray:
+    table = np.asarray(table)
+    if table.ndim != 2:
+        raise ValueError(f"features file {path}: {name} must be 2-D (rows x dims), got shape {table.shape}")
+    if not np.issubdtype(table.dtype, np.floating):
+        raise ValueError(f"features file {path}: {name} must be floating point, got {table.dtype}")
+    if table.shape[0] != len(keys):
+        raise ValueError(f"features file {path}: {name} has {table.shape[0]} rows but {len(keys)} keys")
+    bad = ~np.isfinite(table).all(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        key = next(k for k, i in keys.items() if i == row)
+        raise ValueError(f"features file {path}: {name} row {row} ({key!r}) has a NaN or infinite value")
+    return table.astype(np.float32)
+
+
+def read_features_file(path: str | Path) -> PrecomputedFeatures:
+    """Read a features file.
+
+    safetensors: tensors ``image_features`` and ``caption_features``; metadata
+    ``image_keys`` and ``caption_keys`` as JSON lists of strings. npz: arrays
+    ``image_features``, ``caption_features``, ``image_keys``, ``caption_keys`` (string
+    arrays), read with ``allow_pickle=False``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"features file {path} does not exist")
+    if path.suffix == ".safetensors":
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(path), framework="numpy") as handle:
+                meta = handle.metadata() or {}
+                names = set(handle.keys())
+                missing = {"image_features", "caption_features"} - names
+                if missing:
+                    raise ValueError(f"features file {path} lacks tensors {sorted(missing)}")
+                images = handle.get_tensor("image_features")
+                captions = handle.get_tensor("caption_features")
+        except (OSError, RuntimeError) as error:
+            raise ValueError(f"features file {path} is not a readable safetensors file: {error}") from error
+        try:
+            image_keys = json.loads(meta["image_keys"])
+            caption_keys = json.loads(meta["caption_keys"])
+        except (KeyError, json.JSONDecodeError) as error:
+            raise ValueError(f"features file {path}: metadata needs JSON lists image_keys and caption_keys") from error
+    elif path.suffix == ".npz":
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                missing = {"image_features", "caption_features", "image_keys", "caption_keys"} - set(data.files)
+                if missing:
+                    raise ValueError(f"features file {path} lacks arrays {sorted(missing)}")
+                images, captions = data["image_features"], data["caption_features"]
+                image_keys = [str(k) for k in data["image_keys"].tolist()]
+                caption_keys = [str(k) for k in data["caption_keys"].tolist()]
+        except (OSError, EOFError) as error:
+            raise ValueError(f"features file {path} is not a readable npz file: {error}") from error
+        except ValueError as error:
+            if str(error).startswith(f"features file {path}"):
+                raise
+            # numpy refuses object arrays under allow_pickle=False ("Object arrays cannot be loaded ...").
+            raise ValueError(
+                f"features file {path}: an array holds Python objects ({error}); save keys as string arrays "
+                "(np.array(keys, dtype=str)) and features as floats"
+            ) from error
+    else:
+        raise ValueError(f"features file {path}: expected a .safetensors or .npz file")
+    image_index = _key_index(image_keys, path, "image_keys")
+    caption_index = _key_index(caption_keys, path, "caption_keys")
+    image_table = _check_table(images, image_index, path, "image_features")
+    caption_table = _check_table(captions, caption_index, path, "caption_features")
+    if image_table.shape[1] != caption_table.shape[1]:
+        raise ValueError(
+            f"features file {path}: image_features have {image_table.shape[1]} dims but caption_features "
+            f"{caption_table.shape[1]}"
+        )
+    return PrecomputedFeatures(path, image_index, caption_index, image_table, caption_table)
+
+
+def load_features(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
+                  device: str = "cpu") -> tuple[Any, Any, Any]:
+    """The ``features`` backend: ``model_name`` is the path of the features file."""
+    return read_features_file(model_name), None, None
+
+
+for _loader in (load_open_clip, load_hf, load_features):
+    _loader._clip_cycles_backend = True  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""Zero-shot scoring, the task runners, the eval/encode commands and the demo."""

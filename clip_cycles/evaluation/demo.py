@@ -1,0 +1,286 @@
+"""``clip-cycles demo``: the whole pipeline offline on the embedded default.
+
+1. Generate the shapes world and build its COCO-builder and GQA-builder cycle families
+   (seeds 0, 1, 2) into the cache directory, once (``cycles/shapes_all``).
+2. Evaluate the shipped cycles-tiny model zero-shot on every family (CycleAcc,
+   Winoground text/image/group, the additive audit), through the cached encoder.
+3. On the cached features: the probe rank sweep, the family-to-family transfer grid
+   and the Cycle OE vs Shortcut OE experiment.
+4. Attribute splits on a concept world rendered by the same renderer and embedded with
+   cycles-tiny: the five split strategies, F1 selectivity and CS.
+5. Write ``results/`` (JSON per experiment, ``report.md``, PNG and SVG figures) and
+   print a compact table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, mean_and_sd
+
+#: The demo's shapes world (evaluation data). cycles-tiny was trained on another seed.
+DEMO_WORLD = {"n_images": 1000, "seed": 0, "image_size": 64}
+DEMO_SEEDS = (0, 1, 2)
+OE_FAMILY = "shapes_object_variant"
+COLLECTION = "cycles/shapes_all"
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoSettings:
+    """Sizes of the demo's experiments (the full protocols are the `probe`/`transfer`/`oe` commands)."""
+
+    seeds: tuple[int, ...] = DEMO_SEEDS
+    probe_epochs: int = 10
+    ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    transfer_epochs: int = 10
+    oe_epochs: int = 8
+    images_per_concept: int = 3
+    attribute_seeds: tuple[int, ...] = (0, 1, 2)
+    world_images: int = DEMO_WORLD["n_images"]
+
+
+QUICK = DemoSettings(seeds=(0,), probe_epochs=3, ranks=(1, 8, 64), transfer_epochs=3, oe_epochs=3,
+                     images_per_concept=2, attribute_seeds=(0,))
+
+
+def check_writable(path: Path) -> Path:
+    """Create ``path`` if needed and prove it is writable, or raise a ValueError that says what to do."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(
+            f"cache directory {path} is not writable ({error.strerror or error}); "
+            "choose another with --cache-dir DIR or the CLIP_CYCLES_CACHE environment variable"
+        ) from error
+    return path
+
+
+def _build_once(target: Path, build: Callable[[Path], Any]) -> Path:
+    """Build into a staging folder and rename, so an interrupted build is never mistaken for a done one."""
+    if (target / "build_info.json").is_file():
+        return target
+    staging = target.with_name(target.name + f".building-{os.getpid()}")
+    if staging.exists():
+        shutil.rmtree(staging)
+    build(staging)
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(staging, target)
+    return target
+
+
+def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
+    """The demo's shapes world under ``cache/demo`` (generated once); families are built from it on demand."""
+    from clip_cycles.data.shapes_world import write_shapes_world
+
+    params = {**DEMO_WORLD, "n_images": n_images}
+    world = cache / "demo" / f"shapes_world-{n_images}-{params['seed']}"
+    if not (world / "shapes_world.json").is_file():
+        print(f"generating the shapes world in {world}", file=sys.stderr)
+        staging = world.with_name(world.name + f".building-{os.getpid()}")
+        if staging.exists():
+            shutil.rmtree(staging)
+        write_shapes_world(staging, **params)
+        if world.exists():
+            shutil.rmtree(world)
+        os.replace(staging, world)
+    return world
+
+
+def model_spec() -> Any:
+    """cycles-tiny with its shipped ``shapes`` weights, through the open_clip backend."""
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
+
+    register_tiny_model(check_shipped_checkpoint())
+    return ModelSpec(backend="open_clip", model=MODEL_NAME, pretrained=PRETRAINED_TAG)
+
+
+def zero_shot(spec: Any, world: Path, cache: Path, seeds: Sequence[int]) -> dict[str, Any]:
+    """Zero-shot records of every shapes family (``cycles/shapes_all``) as one experiment record.
+
+    The same evaluation as ``clip_benchmark eval --dataset cycles/shapes_all --model cycles-tiny
+    --pretrained shapes --dataset_root WORLD``: families are built from the raw world into
+    the cache's ``datasets/`` folder once and reused.
+    """
+    from clip_cycles.evaluation.zero_shot import evaluate
+
+    families: dict[str, Any] = {}
+    unavailable: dict[str, str] = {}
+    records, _ = evaluate([COLLECTION], spec, dataset_root=world, cache_dir=cache, seeds=seeds)
+    for record in records:
+        name = record["dataset"].removeprefix("cycles_").removeprefix("cycles/")
+        metrics = record["metrics"]
+        if metrics.get("available") is False:
+            unavailable[name] = str(metrics.get("unavailable_reason") or metrics.get("reason") or "unavailable")
+            continue
+        families[name] = metrics
+    return {
+        "experiment": "zero_shot",
+        "model": spec.model,
+        "pretrained": spec.pretrained,
+        "tie_tol": DEFAULT_TIE_TOL,
+        "seeds": list(seeds),
+        "families": families,
+        "unavailable": dict(sorted(unavailable.items())),
+    }
+
+
+def attribute_splits(spec: Any, cache: Path, settings: DemoSettings) -> dict[str, Any]:
+    """The five split strategies on the rendered shape-concept world, embedded with ``spec``."""
+    from clip_cycles.attributes.attribute_probes import attribute_task_metrics
+    from clip_cycles.attributes.concept_features import concept_image_embeddings
+    from clip_cycles.attributes.shape_concepts import make_shape_concepts
+    from clip_cycles.attributes.splitters import STRATEGIES, SplitContext
+
+    root = cache / "demo" / f"shape_concepts-{settings.images_per_concept}"
+    world = make_shape_concepts(root, images_per_concept=settings.images_per_concept)
+    concepts, X = concept_image_embeddings(world.images, spec, cache_dir=cache, root=root)
+    if concepts != world.data.concepts:
+        raise ValueError(f"concept embeddings came back for {len(concepts)} of {len(world.data.concepts)} concepts")
+    context = SplitContext(concepts=world.data.concepts, supercategories=world.data.supercategories,
+                           concept_groups=world.concept_groups)
+    # k-means with k ~ concepts / 7 keeps clusters about the size of a supercategory, as k=100 does on THINGS.
+    params = {"clustering": {"n_clusters": max(2, len(world.data.concepts) // 7)}}
+    strategies: dict[str, Any] = {}
+    for name in STRATEGIES:
+        runs = [attribute_task_metrics(X, world.data, name, seed, context=context, split_params=params.get(name))
+                for seed in settings.attribute_seeds]
+        strategies[name] = {
+            "f1_selectivity": mean_and_sd([r["f1_selectivity"] for r in runs]),
+            "cs": mean_and_sd([r["cs"] for r in runs]) if all(r["cs"] is not None for r in runs) else None,
+            "n_attributes_scored": runs[0]["n_attributes_scored"],
+            "per_seed": {str(r["seed"]): {"f1_selectivity": r["f1_selectivity"], "cs": r["cs"]} for r in runs},
+        }
+    return {
+        "experiment": "attributes",
+        "model": spec.model,
+        "pretrained": spec.pretrained,
+        "tie_tol": DEFAULT_TIE_TOL,
+        "seeds": list(settings.attribute_seeds),
+        "world": {"concepts": len(world.data.concepts), "attributes": list(world.data.attributes),
+                  "images_per_concept": settings.images_per_concept, "supercategory": "shape",
+                  "concept_groups": len(world.concept_groups)},
+        "strategies": strategies,
+    }
+
+
+def write_json(record: dict[str, Any], path: Path) -> Path:
+    """Write a result record with sorted keys (equal results, equal bytes)."""
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return path
+
+
+def _fmt(summary: Any) -> str:
+    if isinstance(summary, dict) and summary.get("mean") is not None:
+        return f"{summary['mean']:.3f}±{summary['sd']:.3f}"
+    if isinstance(summary, (int, float)):
+        return f"{summary:.3f}"
+    return "n/a"
+
+
+def summary_table(results: dict[str, dict[str, Any]]) -> str:
+    """The compact table printed at the end of the demo."""
+    zero, probe = results["zero_shot"], results.get("probe", {})
+    lines = [f"{'family':<30} {'zero-shot':>13} {'rank-64 probe':>14} {'additive audit':>15}"]
+    for name in sorted(zero["families"]) + sorted(zero["unavailable"]):
+        metrics = zero["families"].get(name)
+        if metrics is None:
+            lines.append(f"{name:<30} {'unavailable':>13}")
+            continue
+        zs = {"mean": metrics["cycle_acc"], "sd": metrics.get("cycle_acc_sd", 0.0)}
+        fam = probe.get("families", {}).get(name, {})
+        rank = fam.get("probes", {}).get("low_rank_r64") if fam.get("available") else None
+        audit = metrics.get("additive_audit")
+        passed = audit.get("passed") if isinstance(audit, dict) else audit
+        lines.append(f"{name:<30} {_fmt(zs):>13} {_fmt(rank):>14} {('0.5 exact' if passed else str(passed)):>15}")
+    transfer = results.get("transfer")
+    if transfer:
+        corr = transfer["correlation"]
+        lines.append(f"transfer: alignment vs transfer Pearson {_fmt(corr['pearson'])}, Spearman {_fmt(corr['spearman'])}"
+                     f" over {transfer['n_pairs']} ordered pairs")
+    oe = results.get("oe", {}).get("families", {}).get(OE_FAMILY)
+    if oe and oe.get("available"):
+        methods = oe["methods"]
+        lines.append("OE (exact test CycleAcc): " + ", ".join(f"{m} {_fmt(v['test_cycle_acc'])}" for m, v in methods.items()))
+    attributes = results.get("attributes")
+    if attributes:
+        lines.append("attribute splits (F1 selectivity / CS): " + ", ".join(
+            f"{name} {_fmt(s['f1_selectivity'])} / {_fmt(s['cs'])}" for name, s in attributes["strategies"].items()))
+    return "\n".join(lines)
+
+
+def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
+             settings: DemoSettings | None = None) -> dict[str, dict[str, Any]]:
+    """Run the demo and return its result records (also written, with the report, under ``out``)."""
+    from clip_cycles.evaluation.zero_shot import resolve_cache_dir
+    from clip_cycles.experiments.experiment_data import load_from_tasks
+    from clip_cycles.experiments.oe import OESettings, run_oe
+    from clip_cycles.experiments.probes import ProbeSettings, run_probes
+    from clip_cycles.experiments.report import build_report
+    from clip_cycles.experiments.transfer import TransferSettings, run_transfer
+
+    settings = settings or DemoSettings()
+    cache = check_writable(resolve_cache_dir(cache_dir))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = round(now - clock, 1)
+        clock = now
+        print(f"demo: {name} done in {timings[name]} s", file=sys.stderr)
+
+    spec = model_spec()
+    world = prepare_world(cache, settings.world_images)
+    lap("shapes world")
+    results: dict[str, dict[str, Any]] = {"zero_shot": zero_shot(spec, world, cache, settings.seeds)}
+    lap("family builds and zero-shot evaluation")
+    features = load_from_tasks([COLLECTION], spec, dataset_root=world, cache_dir=cache, seeds=settings.seeds,
+                               with_markers=True)
+    results["probe"] = run_probes(features, ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks,
+                                                          seeds=settings.seeds))
+    lap("probe rank sweep")
+    results["transfer"] = run_transfer(features, TransferSettings(epochs=settings.transfer_epochs, seeds=settings.seeds))
+    lap("transfer grid")
+    oe_data = dataclasses.replace(features, families={k: v for k, v in features.families.items() if k == OE_FAMILY},
+                                  unavailable={k: v for k, v in features.unavailable.items() if k == OE_FAMILY})
+    results["oe"] = run_oe(oe_data, OESettings(epochs=settings.oe_epochs, seeds=settings.seeds))
+    lap("OE experiment")
+    results["attributes"] = attribute_splits(spec, cache, settings)
+    lap("attribute splits")
+    for name, record in results.items():
+        write_json(record, out / f"{name}.json")
+    paths = build_report(out)
+    lap("report")
+    print(summary_table(results))
+    print(f"report: {paths.markdown} ({len(paths.figures)} figure files); timings (s): {json.dumps(timings)}")
+    return results
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``clip-cycles demo``."""
+    parser.add_argument("--out", default="results", help="results folder (JSON, report.md, figures)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="cache for data and features (default $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)")
+    parser.add_argument("--quick", action="store_true", help="one seed and fewer epochs (a smoke run)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    run_demo(args.out, args.cache_dir, QUICK if args.quick else None)
+    return 0

@@ -1,0 +1,503 @@
+"""Runners of task output types: one function per ``output_type``, registered by decorator.
+
+A task YAML (:mod:`clip_cycles.tasks.registry`) says *what* to compute through its
+``output_type``; this module says *how*. ``clip-cycles eval`` and the clip_benchmark
+plugin both call :func:`run_tasks`, which expands the names, groups the tasks by
+output type (keeping their order) and hands each group to the registered runner:
+
+- ``cycle_selection``: zero-shot CycleAcc and Winoground scores (:mod:`clip_cycles.evaluation.zero_shot`),
+  all tasks encoded in one pass, sharded under torchrun;
+- ``cycle_probe``, ``cycle_transfer``, ``cycle_oe``: the paper-1 experiments on features
+  from :func:`clip_cycles.experiments.experiment_data.load_from_tasks` (the same dataset roots and
+  feature cache), settings from the task's ``experiment_kwargs``;
+- ``attribute_splits``: paper 2 on a THINGS-format root: concept embeddings from the
+  model through the feature cache (:func:`embed_concepts`), then per-attribute probes
+  for every seed of the task's split strategy.
+
+Every record is clip_benchmark's ``{dataset, model, pretrained, task, metrics, language}``.
+Adding an output type is adding an entry to ``tasks.OUTPUT_TYPES`` and a function here
+decorated with :func:`register_runner`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec, TaskSpec, expand_tasks
+
+if TYPE_CHECKING:  # pragma: no cover
+    from clip_cycles.attributes.concepts import ConceptAttributeData
+    from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
+
+
+@dataclass
+class RunContext:
+    """Where a run reads and caches: model, dataset root, caches, encoder settings, seed override.
+
+    ``cache_dir`` is the feature cache root (None: encode without storing);
+    ``data_cache_dir`` keeps dataset folders built from raw roots.
+    """
+
+    spec: ModelSpec
+    dataset_root: str | Path | None = None
+    cache_dir: Path | None = None
+    data_cache_dir: Path | None = None
+    batch_size: int = 64
+    num_workers: int | None = None
+    skip_bad_images: bool = False
+    seeds: Sequence[int] | None = None
+    language: str = "en"
+
+    @classmethod
+    def create(cls, spec: ModelSpec, dataset_root: str | Path | None = None, cache_dir: str | Path | None = None,
+               use_cache: bool = True, data_cache_dir: str | Path | None = None, **kwargs: Any) -> RunContext:
+        """Resolve the caches the way ``clip-cycles eval`` does (``$CLIP_CYCLES_CACHE`` by default)."""
+        from clip_cycles.evaluation.zero_shot import resolve_cache_dir
+
+        root = resolve_cache_dir(cache_dir)
+        return cls(spec=spec, dataset_root=dataset_root, cache_dir=root if use_cache else None,
+                   data_cache_dir=Path(data_cache_dir) if data_cache_dir else root / "datasets", **kwargs)
+
+
+@dataclass
+class RunOutcome:
+    """Result records in task order; ``encoded`` is the cycle_selection encoder pass (its stats).
+
+    ``main`` is False on torchrun ranks other than 0, which report nothing.
+    """
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    encoded: EncodedFeatures | None = None
+    main: bool = True
+
+
+RunnerFunc = Callable[[Sequence[AnyTask], RunContext], RunOutcome]
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A registered runner: the output type it serves and clip_benchmark's ``task`` field of its results.
+
+    ``sharded`` runners handle torchrun themselves; the others run on rank 0 only.
+    """
+
+    output_type: str
+    result_task: str
+    func: RunnerFunc
+    sharded: bool = False
+
+
+RUNNERS: dict[str, Runner] = {}
+
+
+def register_runner(output_type: str, result_task: str, sharded: bool = False) -> Callable[[RunnerFunc], RunnerFunc]:
+    """Decorator: register ``func(tasks, context) -> RunOutcome`` for ``output_type``."""
+
+    def decorate(func: RunnerFunc) -> RunnerFunc:
+        if output_type in RUNNERS:
+            raise ValueError(f"a runner for output type {output_type!r} is already registered")
+        RUNNERS[output_type] = Runner(output_type, result_task, func, sharded)
+        return func
+
+    return decorate
+
+
+def runner_for(output_type: str) -> Runner:
+    """The runner of ``output_type``; ValueError listing the registered ones."""
+    if output_type not in RUNNERS:
+        raise ValueError(f"no runner for output type {output_type!r}; registered: {sorted(RUNNERS)}")
+    return RUNNERS[output_type]
+
+
+def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome:
+    """Run tasks (names are expanded, collections included) through their runners; records keep the task order."""
+    items = list(tasks)
+    names = [t for t in items if isinstance(t, str)]
+    if names and len(names) != len(items):
+        raise ValueError("run_tasks takes task names or task specs, not a mix")
+    specs: list[AnyTask] = expand_tasks(names) if names else items  # type: ignore[assignment]
+    by_type: dict[str, list[AnyTask]] = {}
+    for spec in specs:
+        runner_for(spec.output_type)
+        by_type.setdefault(spec.output_type, []).append(spec)
+    from clip_cycles.encoding.distributed import current
+
+    is_main = current().is_main
+    outcome = RunOutcome(main=is_main)
+    records: dict[str, dict[str, Any]] = {}
+    for output_type, members in by_type.items():
+        runner = RUNNERS[output_type]
+        if not runner.sharded and not is_main:
+            continue  # rank 0 runs the unsharded experiments and writes their results
+        result = runner.func(members, context)
+        if not result.main:
+            outcome.main = False
+            continue
+        if result.encoded is not None:
+            outcome.encoded = result.encoded
+        for record in result.records:
+            record["task"] = runner.result_task
+            record["language"] = context.language
+            records[record["dataset"]] = record
+    outcome.records = [records[s.name] for s in specs if s.name in records]
+    return outcome
+
+
+def _record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
+    from clip_cycles.evaluation.zero_shot import result_record
+
+    available = metrics.get("available", True)
+    missing = [m for m in task.metric_names if m not in metrics] if available else []
+    if missing:
+        raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
+    return result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- cycle_selection
+
+
+@register_runner("cycle_selection", "cycles", sharded=True)
+def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Zero-shot scores of every task from one encoder pass (``clip_cycles.evaluation.zero_shot``)."""
+    from clip_cycles.evaluation.zero_shot import evaluate_tasks
+
+    records, encoded = evaluate_tasks(
+        tasks, context.spec, context.dataset_root, context.cache_dir, context.data_cache_dir,  # type: ignore[arg-type]
+        batch_size=context.batch_size, num_workers=context.num_workers, skip_bad_images=context.skip_bad_images,
+        seeds=context.seeds,
+    )
+    return RunOutcome(records, encoded, main=encoded is not None)
+
+
+# --------------------------------------------------------------------------- paper-1 experiments
+
+
+def experiment_settings(settings_class: type, task: TaskSpec, seeds: Sequence[int]) -> Any:
+    """``settings_class`` from the task's ``experiment_kwargs`` and ``seeds``; errors name the file and field."""
+    names = [f.name for f in dataclasses.fields(settings_class) if f.name != "seeds"]
+    kwargs: dict[str, Any] = {}
+    for key, value in task.experiment_kwargs.items():
+        if key not in names:
+            raise ValueError(f"{task.path}: field 'experiment_kwargs.{key}': unknown setting for {task.output_type} "
+                             f"(allowed: {', '.join(names)})")
+        kwargs[key] = tuple(value) if isinstance(value, list) else value
+    try:
+        return settings_class(**kwargs, seeds=tuple(seeds))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{task.path}: field 'experiment_kwargs': {error}") from error
+
+
+def _experiment_data(task: TaskSpec, context: RunContext, seeds: Sequence[int], with_markers: bool = False) -> Any:
+    from clip_cycles.experiments.experiment_data import load_from_tasks
+
+    return load_from_tasks(list(task.members) or [task.name], context.spec, context.dataset_root, context.cache_dir,
+                           context.data_cache_dir, seeds, with_markers, context.batch_size, context.num_workers,
+                           context.skip_bad_images)
+
+
+def _run_experiment(tasks: Sequence[AnyTask], context: RunContext, settings_class: type,
+                    metrics: Callable[[Any, Any], dict[str, Any]], with_markers: bool = False) -> RunOutcome:
+    records = []
+    for task in tasks:
+        assert isinstance(task, TaskSpec)
+        seeds = list(context.seeds) if context.seeds else list(task.seeds)
+        settings = experiment_settings(settings_class, task, seeds)
+        data = _experiment_data(task, context, seeds, with_markers)
+        records.append(_record(task, context.spec, metrics(data, settings)))
+    return RunOutcome(records)
+
+
+@register_runner("cycle_probe", "cycle_probe")
+def run_probe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Probe rank sweep of each task's family (``probes.probe_metrics``)."""
+    from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
+
+    return _run_experiment(tasks, context, ProbeSettings, probe_metrics)
+
+
+@register_runner("cycle_transfer", "cycle_transfer")
+def run_transfer(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Transfer grid and alignment over each task's families (``transfer.transfer_metrics``)."""
+    from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
+
+    return _run_experiment(tasks, context, TransferSettings, transfer_metrics)
+
+
+@register_runner("cycle_oe", "cycle_oe")
+def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Cycle OE vs Shortcut OE on each task's family, marker captions through the same encoder (``oe.oe_metrics``)."""
+    from clip_cycles.experiments.oe import OESettings, oe_metrics
+
+    return _run_experiment(tasks, context, OESettings, oe_metrics, with_markers=True)
+
+
+# --------------------------------------------------------------------------- benchmark formats
+
+
+@register_runner("benchmark_cycles", "cycles")
+def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Blocks of a benchmark's own format (``cycles/winoground``) as cycles (``benchmark_audit.runners``)."""
+    from clip_cycles.benchmark_audit.runners import run_benchmark_cycles as run
+
+    return run(tasks, context)
+
+
+@register_runner("benchmark_audit", "benchmark_audit")
+def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Blind baselines vs the model on a benchmark's own format (``audit/<format>``, ``benchmark_audit.runners``)."""
+    from clip_cycles.benchmark_audit.runners import run_benchmark_audit as run
+
+    return run(tasks, context)
+
+
+# --------------------------------------------------------------------------- attribute splits
+
+
+def _in_root(root: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else root / path
+
+
+def embed_concepts(
+    root: str | Path,
+    data: ConceptAttributeData,
+    spec: ModelSpec,
+    cache_dir: str | Path | None = None,
+    source: str = "image",
+    categories: str | Path | None = None,
+    min_concepts: int = 10,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+) -> tuple[ConceptAttributeData, np.ndarray, dict[str, Any]]:
+    """Concept embeddings of a THINGS root for the model ``spec``, through the feature cache.
+
+    ``source`` is ``image`` (mean image embedding over ``object_images/<concept>/*.jpg``),
+    ``name`` (text embedding of "a photo of a <name>") or ``definition`` (the same plus
+    the definition from the category TSV; concepts without one keep the name only).
+    Concepts without images (``concept_without_images``) or whose images all failed
+    (``concept_without_embedding``) are dropped and recorded in the returned data's
+    ``skipped``; attributes falling below ``min_concepts`` positives are dropped the same way.
+
+    Returns
+    -------
+    (data restricted to embedded concepts, (n, d) float64 matrix in data order, info for the report)
+    """
+    from clip_cycles.attributes.concept_features import concept_image_embeddings, concept_text_embeddings
+    from clip_cycles.attributes.concepts import (
+        CATEGORY_TSV_NAMES,
+        align_embeddings,
+        assign_supercategories,
+        concept_texts,
+        find_concept_images,
+        load_supercategory_tsv,
+    )
+
+    root = Path(root)
+    info: dict[str, Any] = {"embedding": source}
+    if source == "image":
+        images = find_concept_images(root, data.concepts)
+        if images.missing:
+            keep = np.array([c in images.paths for c in data.concepts])
+            data = data.restrict(keep, min_concepts, reason="concept_without_images")
+            if not data.attributes:
+                raise ValueError(f"{root}: after dropping {len(images.missing)} concepts without images under "
+                                 f"object_images/, no attribute keeps {min_concepts} positive concepts")
+        paths = {c: images.paths[c] for c in data.concepts}
+        info["n_images"] = int(sum(len(p) for p in paths.values()))
+        ids, matrix = concept_image_embeddings(paths, spec, cache_dir, root=root, batch_size=batch_size,
+                                               num_workers=num_workers, skip_bad_images=skip_bad_images)
+    elif source in ("name", "definition"):
+        definitions = None
+        if source == "definition":
+            candidates = [_in_root(root, categories)] if categories else [root / n for n in CATEGORY_TSV_NAMES]
+            tsv = next((p for p in candidates if p.is_file()), None)
+            if tsv is None:
+                raise FileNotFoundError(f"concept definitions need the category TSV; none of "
+                                        f"{[str(p) for p in candidates]} exists")
+            definitions = assign_supercategories(data.concepts, load_supercategory_tsv(tsv)).definitions
+            info["n_concepts_without_definition"] = int(sum(not d for d in definitions))
+        texts = concept_texts(data.concepts, definitions)
+        ids, matrix = concept_text_embeddings(texts, spec, cache_dir, batch_size=batch_size)
+    else:
+        raise ValueError(f"unknown concept embedding source {source!r}; use image, name or definition")
+    data, X = align_embeddings(data, ids, matrix, min_concepts)
+    info["dim"] = int(X.shape[1])
+    return data, X, info
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf -> None and numpy scalars -> Python, so the JSON is valid and stable."""
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _mean_sd(values: Sequence[Any]) -> tuple[float | None, float | None]:
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not finite:
+        return None, None
+    return float(np.mean(finite)), float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
+
+
+def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np.ndarray, root: Path,
+                      seeds: Sequence[int]) -> dict[str, Any]:
+    """One attribute task on embedded concepts: every seed, then mean and sd of the headline metrics.
+
+    A strategy that cannot run on this data (no groups file, no supercategories) gives
+    ``{"available": False, "unavailable_reason": ...}``; every attribute is scored,
+    degenerate folds score F1 = 0 (:class:`clip_cycles.attributes.splitters.CoverageReport`) and are
+    counted per seed. ``split_embedding`` says which embedding made the split.
+    """
+    from clip_cycles.attributes.attribute_probes import attribute_task_metrics
+    from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
+
+    if task.strategy not in STRATEGIES:
+        raise ValueError(f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
+                         f"(available: {sorted(STRATEGIES)})")
+    base: dict[str, Any] = {"strategy": task.strategy, "seeds": list(seeds), "n_concepts": len(data.concepts),
+                            "n_attributes": len(data.attributes), "data": data.summary()}
+    params = dict(task.split_params)
+    if task.k is not None:
+        if task.k > len(data.concepts):
+            raise ValueError(f"{task.path}: field 'dataset_kwargs.k': k={task.k} clusters for {len(data.concepts)} "
+                             f"concepts; lower k to at most the number of concepts")
+        params["n_clusters"] = task.k
+        base["k"] = task.k
+    groups = None
+    if task.groups is not None:
+        groups_path = _in_root(root, task.groups)
+        if not groups_path.is_file():
+            reason = f"concept groups file {groups_path} does not exist (dataset_kwargs.groups of {task.path})"
+            if task.strategy == "llm":
+                return {**base, "available": False, "unavailable_reason": reason}
+            raise FileNotFoundError(reason)
+        groups = tuple(tuple(g) for g in load_concept_groups(groups_path))
+    split_embeddings, split_name = _split_embeddings(task, data, root)
+    if split_name is not None:
+        base["split_embeddings"] = split_name
+    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
+                           split_embedding_name=split_name)
+    solver = task.experiment_kwargs.get("solver", "lockstep")
+    threshold = task.experiment_kwargs.get("leakage_threshold")
+    per_seed: dict[str, dict[str, Any]] = {}
+    try:
+        for seed in seeds:
+            per_seed[str(seed)] = attribute_task_metrics(X, data, task.strategy, seed, split_params=params,
+                                                         context=context, solver=solver, leakage_threshold=threshold)
+    except StrategyUnavailable as reason:
+        return {**base, "available": False, "unavailable_reason": str(reason)}
+    runs = [per_seed[s] for s in per_seed]
+    metrics: dict[str, Any] = {**base, "available": True}
+    for name, values in (
+        ("f1_selectivity", [r["f1_selectivity"] for r in runs]),
+        ("cs", [r["cs"] for r in runs]),
+        ("mean_f1", [r["mean_f1"] for r in runs]),
+        ("leakage", [r["leakage"]["mean_nearest_train_similarity"] for r in runs]),
+        ("leakage_share_above_threshold", [r["leakage"]["share_above_threshold"] for r in runs]),
+    ):
+        metrics[name], metrics[f"{name}_sd"] = _mean_sd(values)
+    metrics["n_attributes_scored"] = int(min(r["n_attributes_scored"] for r in runs))
+    metrics["n_degenerate_folds"] = {s: r["coverage"]["n_degenerate_folds"] for s, r in per_seed.items()}
+    metrics["split_embedding"] = runs[0]["split_embedding"]
+    metrics["per_seed"] = per_seed
+    return metrics
+
+
+#: Environment override of ``dataset_kwargs.split_embeddings`` (e.g. for clip_benchmark runs).
+SPLIT_EMBEDDINGS_ENV: str = "CLIP_CYCLES_SPLIT_EMBEDDINGS"
+
+
+def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
+                      root: Path) -> tuple[np.ndarray | None, str | None]:
+    """One split embedding for every model: ``$CLIP_CYCLES_SPLIT_EMBEDDINGS`` or the task's key (root-relative).
+
+    Returns the matrix in ``data`` order and the file that made it, or (None, None) for
+    each model's own embeddings. Every concept needs a row; missing ones are an error.
+    """
+    from clip_cycles.attributes.concepts import load_embeddings_npz
+
+    name = os.environ.get(SPLIT_EMBEDDINGS_ENV) or task.split_embeddings
+    if not name:
+        return None, None
+    path = _in_root(root, name)
+    ids, matrix = load_embeddings_npz(path)
+    row = {c: i for i, c in enumerate(ids)}
+    missing = [c for c in data.concepts if c not in row]
+    if missing:
+        raise ValueError(f"split embeddings {path} lack {len(missing)} concepts (first: {missing[:5]}); "
+                         "embed every concept of the THINGS root with the split model")
+    return matrix[[row[c] for c in data.concepts]], str(path)
+
+
+@dataclass
+class _Embedded:
+    data: ConceptAttributeData
+    X: np.ndarray
+    info: dict[str, Any]
+
+
+@register_runner("attribute_splits", "attribute_splits")
+def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Attribute tasks on the THINGS root ``context.dataset_root``; tasks with the same inputs share one embedding."""
+    from clip_cycles.attributes.concepts import load_things
+
+    if context.dataset_root is None:
+        raise ValueError(f"task {tasks[0].name} needs a THINGS root (--dataset_root / --dataset-root): a folder with "
+                         "unique_id.txt, concept_attribute_pairs.json (or .csv), category53_wideFormat.tsv and "
+                         "object_images/<concept>/*.jpg")
+    root = Path(context.dataset_root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"THINGS root {root} does not exist")
+    embedded: dict[tuple[Any, ...], _Embedded] = {}
+    records = []
+    for task in tasks:
+        assert isinstance(task, AttributeTaskSpec)
+        key = (task.pairs, task.concept_list, task.categories, task.min_concepts, task.embedding)
+        if key not in embedded:
+            data = load_things(root, task.pairs, task.concept_list, task.categories, task.min_concepts)
+            data, X, info = embed_concepts(root, data, context.spec, context.cache_dir, task.embedding, task.categories,
+                                           task.min_concepts, context.batch_size, context.num_workers,
+                                           context.skip_bad_images)
+            embedded[key] = _Embedded(data, X, info)
+        prepared = embedded[key]
+        seeds = list(context.seeds) if context.seeds else list(task.seeds)
+        print(f"{task.name}: {len(prepared.data.concepts)} concepts, {len(prepared.data.attributes)} attributes, "
+              f"strategy {task.strategy}, seeds {seeds}", file=sys.stderr)
+        metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
+        metrics["concept_embedding"] = prepared.info
+        records.append(_record(task, context.spec, _clean(metrics)))
+    return RunOutcome(records)
+
+
+__all__ = [
+    "RUNNERS",
+    "RunContext",
+    "RunOutcome",
+    "Runner",
+    "attribute_metrics",
+    "embed_concepts",
+    "experiment_settings",
+    "register_runner",
+    "run_attributes",
+    "run_oe",
+    "run_probe",
+    "run_selection",
+    "run_tasks",
+    "run_transfer",
+    "runner_for",
+]

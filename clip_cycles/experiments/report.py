@@ -1,0 +1,521 @@
+"""The markdown report and figures of a results directory (``clip-cycles report RESULTS_DIR``).
+
+Reads the experiment JSONs that ``clip-cycles probe``, ``transfer`` and ``oe`` write
+(``probe.json``, ``transfer.json``, ``oe.json``; each section is optional) and writes
+``report.md`` plus PNG and SVG figures (matplotlib, Agg backend):
+
+- ``strict_relation_bars``: zero-shot cosine vs the rank-64 probe per family (strict
+  families when present), error bars = sample sd over seeds;
+- ``rank_sweep``: test CycleAcc of the low-rank probe against rank, per family;
+- ``transfer_heatmap``: mean transfer CycleAcc, trained-on rows x tested-on columns;
+- ``alignment_vs_transfer``: alignment against transfer over ordered off-diagonal pairs;
+- ``oe_comparison``: Cycle OE, Shortcut OE and four-entry BCE per family.
+
+A family without results (unavailable, too few cycles) is never silently left out: it
+keeps its place in every figure, drawn hatched and labelled "n/a", and the markdown
+lists it with its reason. Every JSON in the directory that names a model must name the
+same ``model`` and ``pretrained``; otherwise :class:`MixedModelsError` names the files.
+Same JSONs give the same bytes (sorted keys, no timestamps, fixed SVG hash salt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPORT_FILE = "report.md"
+FIGURE_FORMATS: tuple[str, ...] = ("png", "svg")
+NA_COLOR = "#d9d9d9"
+
+
+class MixedModelsError(ValueError):
+    """A results directory holds results of more than one model."""
+
+
+@dataclass
+class ReportPaths:
+    """What :func:`build_report` wrote."""
+
+    markdown: Path
+    figures: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class Section:
+    """A report section: the JSON it reads and how it renders (markdown lines, figure stems written)."""
+
+    file_name: str
+    title: str
+    render: Callable[[dict[str, Any], Path], tuple[list[str], list[Path]]]
+
+
+SECTIONS: dict[str, Section] = {}
+
+
+def register_section(name: str, file_name: str, title: str):
+    """Decorator registering a section renderer for the experiment ``name`` read from ``file_name``."""
+
+    def decorate(fn: Callable[[dict[str, Any], Path], tuple[list[str], list[Path]]]):
+        if name in SECTIONS:
+            raise ValueError(f"report section {name!r} is already registered")
+        SECTIONS[name] = Section(file_name, title, fn)
+        return fn
+
+    return decorate
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is not valid JSON: {error}") from error
+
+
+def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The experiment records of a results directory, keyed by section name; checks they share one model.
+
+    Raises FileNotFoundError for a missing directory, ValueError when no experiment JSON
+    is present or a record is malformed, MixedModelsError when JSONs name different
+    models (``model`` + ``pretrained``), naming each file and its model.
+    """
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"results directory {root} does not exist")
+    identities: dict[str, tuple[str, str]] = {}
+    for path in sorted(root.glob("*.json")):
+        data = _read_json(path)
+        if isinstance(data, dict) and "model" in data:
+            identities[path.name] = (str(data["model"]), str(data.get("pretrained") or ""))
+    if len(set(identities.values())) > 1:
+        listing = "; ".join(f"{name}: model {m!r} pretrained {p!r}" for name, (m, p) in sorted(identities.items()))
+        raise MixedModelsError(f"results directory {root} mixes models ({listing}); keep one model per directory")
+    records: dict[str, dict[str, Any]] = {}
+    for name, section in SECTIONS.items():
+        path = root / section.file_name
+        if not path.is_file():
+            continue
+        record = _read_json(path)
+        if not isinstance(record, dict) or record.get("experiment") != name:
+            raise ValueError(f"{path}: field 'experiment' must be {name!r}")
+        for key in ("model", "pretrained", "tie_tol", "seeds"):
+            if key not in record:
+                raise ValueError(f"{path}: field {key!r} is missing")
+        records[name] = record
+    if not records:
+        expected = ", ".join(s.file_name for s in SECTIONS.values())
+        raise ValueError(f"results directory {root} holds no experiment results (expected any of {expected})")
+    return records
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "clip_cycles"
+    return plt
+
+
+def _save(fig: Any, out: Path, stem: str) -> list[Path]:
+    paths = []
+    for fmt in FIGURE_FORMATS:
+        path = out / f"{stem}.{fmt}"
+        # No dates or software versions inside the files: same results, same bytes.
+        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+        fig.savefig(path, format=fmt, bbox_inches="tight", metadata=metadata)
+        paths.append(path)
+    fig.clf()
+    _pyplot().close(fig)
+    return paths
+
+
+def _na_bar(ax: Any, x: float, width: float, label: str = "n/a") -> None:
+    ax.bar([x], [1.0], width=width, color="none", edgecolor="#999999", hatch="//", linewidth=0.8)
+    ax.text(x, 0.5, label, ha="center", va="center", rotation=90, fontsize=8, color="#555555")
+
+
+def _unavailable_note(ax: Any, unavailable: dict[str, str]) -> None:
+    if unavailable:
+        ax.text(0.01, 0.01, "unavailable (n/a): " + ", ".join(sorted(unavailable)), transform=ax.transAxes,
+                fontsize=7, color="#aa0000", va="bottom")
+
+
+def _order(record: dict[str, Any], available: list[str]) -> list[str]:
+    order = list(record.get("family_order") or [])
+    for name in list(available) + sorted(record.get("unavailable", {})):
+        if name not in order:
+            order.append(name)
+    return order
+
+
+def strict_relation_figure(probe: dict[str, Any], out: Path) -> list[Path]:
+    """Zero-shot vs rank-64 probe bars per family (strict families when present); n/a families hatched."""
+    plt = _pyplot()
+    rank = _headline_rank(probe)
+    order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
+    strict = [n for n in order if "strict" in n]
+    names = strict or order
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.0 + 0.9 * len(names)), 3.6))
+    width = 0.38
+    labelled = False
+    for i, name in enumerate(names):
+        fam = probe["families"].get(name, {"available": False})
+        if not fam.get("available"):
+            _na_bar(ax, i, 2 * width)
+            continue
+        probe_stats = fam["probes"][f"low_rank_r{rank}"]
+        ax.bar(i - width / 2, fam["zero_shot"]["mean"], width, yerr=fam["zero_shot"]["sd"], color="#7f9fbf", capsize=3,
+               label=None if labelled else "zero-shot cosine")
+        ax.bar(i + width / 2, probe_stats["mean"], width, yerr=probe_stats["sd"], color="#d9822b", capsize=3,
+               label=None if labelled else f"rank-{rank} probe")
+        labelled = True
+    ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([n if probe["families"].get(n, {}).get("available") else f"{n}\n(n/a)" for n in names],
+                       rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("exact test CycleAcc")
+    ax.set_title(f"{probe['model']} ({probe['pretrained']}): zero-shot vs rank-{rank} probe, mean ± sd over seeds",
+                 fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper right")
+    _unavailable_note(ax, {n: "" for n in names if not probe["families"].get(n, {}).get("available")})
+    return _save(fig, out, "strict_relation_bars")
+
+
+def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
+    """Low-rank probe test CycleAcc against rank, one line per available family; n/a families noted."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 4.0))
+    order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
+    missing = {}
+    for name in order:
+        fam = probe["families"].get(name, {"available": False, "reason": "no result"})
+        if not fam.get("available"):
+            missing[name] = fam.get("reason", "")
+            ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{name} (n/a)")
+            continue
+        sweep = fam["rank_sweep"]
+        ax.errorbar(sweep["ranks"], sweep["mean"], yerr=sweep["sd"], marker="o", markersize=3, capsize=2,
+                    linewidth=1, label=name)
+    ax.set_xscale("log", base=2)
+    ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("probe rank")
+    ax.set_ylabel("exact test CycleAcc")
+    ax.set_title(f"{probe['model']} ({probe['pretrained']}): rank sweep, mean ± sd over seeds", fontsize=9)
+    ax.legend(fontsize=6, ncol=2, loc="best")
+    _unavailable_note(ax, missing)
+    return _save(fig, out, "rank_sweep")
+
+
+def _full_matrix(transfer: dict[str, Any], key: str) -> tuple[list[str], np.ndarray]:
+    names = transfer["families"]
+    order = _order(transfer, names)
+    matrix = np.full((len(order), len(order)), np.nan)
+    position = {n: order.index(n) for n in names}
+    values = np.asarray(transfer["mean"][key], dtype=np.float64)
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            matrix[position[a], position[b]] = values[i, j]
+    return order, matrix
+
+
+def transfer_heatmap_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
+    """Mean transfer CycleAcc (rows: trained on, columns: tested on); unavailable rows/columns hatched n/a."""
+    plt = _pyplot()
+    order, matrix = _full_matrix(transfer, "transfer")
+    k = len(order)
+    fig, ax = plt.subplots(figsize=(1.6 + 0.55 * k, 1.2 + 0.5 * k))
+    masked = np.ma.masked_invalid(matrix)
+    cmap = plt.get_cmap("viridis").with_extremes(bad=NA_COLOR)
+    image = ax.imshow(masked, cmap=cmap, vmin=0.0, vmax=1.0)
+    for i in range(k):
+        for j in range(k):
+            if np.isnan(matrix[i, j]):
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#999999",
+                                           linewidth=0))
+                ax.text(j, i, "n/a", ha="center", va="center", fontsize=6, color="#555555")
+            elif k <= 16:
+                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=6,
+                        color="white" if matrix[i, j] < 0.6 else "black")
+    labels = [n if n in transfer["families"] else f"{n} (n/a)" for n in order]
+    ax.set_xticks(range(k))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+    ax.set_yticks(range(k))
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.set_xlabel("tested on")
+    ax.set_ylabel(f"trained on (rank-{transfer['settings']['rank']} probe)")
+    ax.set_title(f"{transfer['model']} ({transfer['pretrained']}): transfer CycleAcc, mean over seeds", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.046)
+    return _save(fig, out, "transfer_heatmap")
+
+
+def alignment_scatter_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
+    """Alignment against transfer over ordered off-diagonal pairs, one colour per seed."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 4.0))
+    for seed, res in sorted(transfer["per_seed"].items(), key=lambda kv: int(kv[0])):
+        a, t = np.asarray(res["alignment"]), np.asarray(res["transfer"])
+        off = ~np.eye(a.shape[0], dtype=bool)
+        ax.scatter(a[off], t[off], s=10, alpha=0.7, label=f"seed {seed}")
+    corr = transfer["correlation"]
+
+    def fmt(summary: dict[str, Any]) -> str:
+        return "undefined" if summary["mean"] is None else f"{summary['mean']:.3f} ± {summary['sd']:.3f}"
+
+    ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("alignment <G_i, G_j> / (|G_i| |G_j|)")
+    ax.set_ylabel("transfer CycleAcc (train i, test j)")
+    ax.set_title(f"{transfer['model']}: Pearson {fmt(corr['pearson'])}, Spearman {fmt(corr['spearman'])}", fontsize=9)
+    if transfer["per_seed"]:
+        ax.legend(fontsize=7)
+    _unavailable_note(ax, transfer.get("unavailable", {}))
+    return _save(fig, out, "alignment_vs_transfer")
+
+
+def oe_figure(oe: dict[str, Any], out: Path) -> list[Path]:
+    """Exact test CycleAcc of Cycle OE, Shortcut OE and four-entry BCE per family (sd over seeds)."""
+    from clip_cycles.experiments.oe import METHODS
+
+    plt = _pyplot()
+    order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.5 + 1.6 * len(order)), 3.6))
+    width = 0.8 / len(METHODS)
+    colors = ("#d9822b", "#7f9fbf", "#8fb573")
+    labelled = False
+    for i, name in enumerate(order):
+        fam = oe["families"].get(name, {"available": False})
+        if not fam.get("available"):
+            _na_bar(ax, i, 0.8)
+            continue
+        for m, method in enumerate(METHODS):
+            stats = fam["methods"][method]["test_cycle_acc"]
+            ax.bar(i + (m - 1) * width, stats["mean"], width, yerr=stats["sd"], capsize=3, color=colors[m],
+                   label=None if labelled else method)
+        labelled = True
+    ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels([n if oe["families"].get(n, {}).get("available") else f"{n}\n(n/a)" for n in order], fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("exact test CycleAcc")
+    ax.set_title(f"{oe['model']} ({oe['pretrained']}): OE methods, mean ± sd over seeds", fontsize=9)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="upper right")
+    return _save(fig, out, "oe_comparison")
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _pm(summary: dict[str, Any] | None) -> str:
+    if not summary or summary.get("mean") is None:
+        return "n/a"
+    return f"{summary['mean']:.4f} ± {summary['sd']:.4f}"
+
+
+def _headline_rank(probe: dict[str, Any]) -> int:
+    ranks = probe["settings"]["ranks"]
+    return 64 if 64 in ranks else max(ranks)
+
+
+def _figure_links(paths: list[Path]) -> list[str]:
+    return [f"![{p.stem}]({p.name})" for p in paths if p.suffix == ".png"]
+
+
+@register_section("zero_shot", "zero_shot.json", "Zero-shot CycleAcc")
+def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Zero-shot section: per family CycleAcc, Winoground scores, the additive audit; one bar figure."""
+    plt = _pyplot()
+    names = sorted(zero["families"]) + sorted(zero.get("unavailable", {}))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names)), 3.6))
+    for i, name in enumerate(names):
+        metrics = zero["families"].get(name)
+        if metrics is None:
+            _na_bar(ax, i, 0.7)
+            continue
+        ax.bar(i, metrics["cycle_acc"], 0.7, yerr=metrics.get("cycle_acc_sd", 0.0), color="#4c72b0", capsize=2)
+    ax.axhline(0.5, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("exact CycleAcc")
+    ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
+    figures = _save(fig, out, "zero_shot")
+    header = ["family", "CycleAcc", "text", "image", "group", "cycles (test)", "additive audit"]
+    lines = [f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tol']}.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name in names:
+        m = zero["families"].get(name)
+        if m is None:
+            lines.append(f"| {name} | unavailable: {zero['unavailable'][name]} |" + " |" * (len(header) - 2))
+            continue
+        audit = m.get("additive_audit")
+        passed = audit.get("passed") if isinstance(audit, dict) else audit
+        cells = [_pm({"mean": m["cycle_acc"], "sd": m.get("cycle_acc_sd", 0.0)})]
+        cells += [_pm({"mean": m[k], "sd": m.get(f"{k}_sd", 0.0)}) for k in ("text_acc", "image_acc", "group_acc")]
+        cells += [str(m.get("n_cycles")), "passed (0.5)" if passed is True else f"{passed}"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines + [""] + _figure_links(figures), figures
+
+
+@register_section("probe", "probe.json", "Probes and rank sweeps")
+def render_probe(probe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Probe section: per-family table (zero-shot, diagonal, bilinear, every rank, audit) and two figures."""
+    rank = _headline_rank(probe)
+    figures = strict_relation_figure(probe, out) + rank_sweep_figure(probe, out)
+    ranks = probe["settings"]["ranks"]
+    heads = list(probe["settings"]["full_heads"])
+    header = ["family", "zero-shot", *heads, *[f"r{r}" for r in ranks], "additive audit"]
+    lines = [f"Settings: {json.dumps(probe['settings'], sort_keys=True)}", "",
+             f"Headline probe: rank {rank}. Cells: exact test CycleAcc, mean ± sd over seeds {probe['seeds']}.", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
+    for name in order:
+        fam = probe["families"].get(name, {"available": False, "reason": "no result"})
+        if not fam.get("available"):
+            lines.append(f"| {name} | unavailable: {fam.get('reason', '')} |" + " |" * (len(header) - 2))
+            continue
+        cells = [_pm(fam["zero_shot"])]
+        cells += [_pm(fam["probes"].get(h)) for h in heads]
+        cells += [_pm(fam["probes"].get(f"low_rank_r{r}")) for r in ranks]
+        audit = fam.get("additive_audit")
+        cells.append("not run" if audit is None else ("passed (0.5)" if audit["passed"] else "FAILED"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines + [""] + _figure_links(figures), figures
+
+
+@register_section("transfer", "transfer.json", "Family-to-family transfer and alignment")
+def render_transfer(transfer: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Transfer section: correlations per seed and summary, the mean matrix, two figures."""
+    figures = transfer_heatmap_figure(transfer, out) + alignment_scatter_figure(transfer, out)
+    corr = transfer["correlation"]
+    lines = [f"Settings: {json.dumps(transfer['settings'], sort_keys=True)}", "",
+             f"{len(transfer['families'])} families, {transfer['n_pairs']} ordered off-diagonal pairs.", "",
+             "| correlation (alignment vs transfer) | " + " | ".join(f"seed {s}" for s in transfer["per_seed"])
+             + " | mean ± sd |", "|---|" + "---|" * (len(transfer["per_seed"]) + 1)]
+    for kind in ("pearson", "spearman"):
+        values = [corr[kind]["per_seed"][s] for s in transfer["per_seed"]]
+        lines.append(f"| {kind} | " + " | ".join("undefined" if v is None else f"{v:.4f}" for v in values)
+                     + f" | {_pm(corr[kind])} |")
+    order, matrix = _full_matrix(transfer, "transfer")
+    lines += ["", "Mean transfer CycleAcc (rows: trained on; columns: tested on):", "",
+              "| trained on \\ tested on | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
+    for i, name in enumerate(order):
+        lines.append(f"| {name} | " + " | ".join("n/a" if np.isnan(v) else f"{v:.3f}" for v in matrix[i]) + " |")
+    return lines + [""] + _figure_links(figures), figures
+
+
+@register_section("oe", "oe.json", "Cycle OE vs Shortcut OE")
+def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """OE section: per-seed table, mean ± sd, per-seed differences, the text-only probe; one figure."""
+    from clip_cycles.experiments.oe import METHODS
+
+    figures = oe_figure(oe, out)
+    lines = [f"Settings: {json.dumps(oe['settings'], sort_keys=True)}", "",
+             f"Shortcut-OE negatives: `{oe['marker_caption_example']}` (train and validation only).", ""]
+    order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
+    for name in order:
+        fam = oe["families"].get(name, {"available": False, "reason": "no result"})
+        lines.append(f"### {name}")
+        if not fam.get("available"):
+            lines += [f"unavailable: {fam.get('reason', '')}", ""]
+            continue
+        header = ["seed", *METHODS, "text-only CycleAcc", "text-only OE-val acc"]
+        lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in fam["per_seed_table"]:
+            cells = [str(row["seed"])] + [f"{row[m]:.4f}" for m in METHODS]
+            cells += [f"{row['text_only_test_cycle_acc']:.4f}", f"{row['text_only_oe_val_acc']:.4f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        summary = [_pm(fam["methods"][m]["test_cycle_acc"]) for m in METHODS]
+        text = fam["text_only_probe"]
+        lines.append("| mean ± sd | " + " | ".join(summary) + f" | {_pm(text['test_cycle_acc'])} | "
+                     f"{_pm(text['oe_val_acc'])} |")
+        lines += ["", "Per-seed differences (exact test CycleAcc):", ""]
+        for diff_name, diff in fam["differences"].items():
+            per = ", ".join(f"seed {s}: {v:+.4f}" for s, v in diff["per_seed"].items())
+            lines.append(f"- {diff_name}: {per}; mean ± sd {_pm(diff)}")
+        lines.append("")
+    return lines + _figure_links(figures), figures
+
+
+@register_section("attributes", "attributes.json", "Attribute splits: F1 selectivity and CS")
+def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Attribute-split section: F1 selectivity and CS per strategy (mean ± sd over seeds); one figure."""
+    plt = _pyplot()
+    names = list(attributes["strategies"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2))
+    for i, name in enumerate(names):
+        entry = attributes["strategies"][name]
+        f1, cs = entry["f1_selectivity"], entry["cs"]
+        left.bar(i, f1["mean"], 0.7, yerr=f1["sd"], color="#55a868", capsize=2)
+        if cs is None:
+            _na_bar(right, i, 0.7)
+        else:
+            right.bar(i, cs["mean"], 0.7, yerr=cs["sd"], color="#c44e52", capsize=2)
+    for ax, label in ((left, "F1 selectivity (points)"), (right, "CS (Pearson)")):
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel(label)
+        ax.axhline(0.0, color="black", linewidth=0.8)
+    fig.suptitle("Attribute generalization splits")
+    figures = _save(fig, out, "attribute_splits")
+    world = attributes.get("world", {})
+    lines = [f"World: {json.dumps(world, sort_keys=True)}", "",
+             "| strategy | F1 selectivity | CS | attributes scored |", "|---|---|---|---|"]
+    for name in names:
+        entry = attributes["strategies"][name]
+        lines.append(f"| {name} | {_pm(entry['f1_selectivity'])} | {_pm(entry['cs'])} | {entry['n_attributes_scored']} |")
+    return lines + [""] + _figure_links(figures), figures
+
+
+def build_report(results_dir: str | Path) -> ReportPaths:
+    """Write ``report.md`` and the figures of every present experiment into ``results_dir``."""
+    root = Path(results_dir)
+    records = load_results(root)
+    first = next(iter(records.values()))
+    lines = [
+        "# clip_cycles experiment report",
+        "",
+        f"- model: `{first['model']}`",
+        f"- pretrained: `{first['pretrained']}`",
+        f"- tie tolerance: {first['tie_tol']}",
+        f"- source: {first.get('source', '')}",
+        f"- experiments: {', '.join(records)}",
+        "",
+    ]
+    paths = ReportPaths(root / REPORT_FILE)
+    for name, record in records.items():
+        section = SECTIONS[name]
+        body, figures = section.render(record, root)
+        paths.figures.extend(figures)
+        lines += [f"## {section.title}", "", f"Seeds: {record['seeds']}. Source file: `{section.file_name}`.", ""]
+        unavailable = record.get("unavailable", {})
+        if unavailable:
+            lines += ["Unavailable families (kept in every table and figure, marked n/a):", ""]
+            lines += [f"- {n}: {r}" for n, r in sorted(unavailable.items())] + [""]
+        lines += [*body, ""]
+    paths.markdown.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return paths
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """``clip-cycles report RESULTS_DIR``."""
+    parser.add_argument("results_dir", help="directory holding probe.json / transfer.json / oe.json")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Rebuild the report and print what was written."""
+    paths = build_report(args.results_dir)
+    print(f"wrote {paths.markdown} and {len(paths.figures)} figure files")
+    return 0

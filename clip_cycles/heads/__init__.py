@@ -1,0 +1,1 @@
+"""Score heads, losses, the one training loop and the additive audit."""

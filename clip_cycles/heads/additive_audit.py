@@ -1,0 +1,370 @@
+"""The additive audit: shortcut probes that learn, then score exactly 0.5 on exact cycles.
+
+Theorem 1: a comparison cancels every additive score a(u) + b(v) iff every image and
+caption has signed degree zero in it. The audit makes that claim testable on the real
+features of a split:
+
+1. It trains three additive probes, image-only ``a(u) = w.phi(u) + c``, text-only
+   ``b(v) = w.psi(v) + c`` and additive (both), with binary cross-entropy on *pairs*
+   (label 1 for a valid pair, 0 for an invalid one). Pairs carry absolute scores, so the
+   probes really learn whatever marginal cue the pairs hold (unlike the cycle loss,
+   whose gradient for an additive head is exactly zero). By default the pairs are the
+   two matched (1) and two swapped (0) pairs of every training comparison; an
+   unblocked pair set (``train_pairs``) may be given instead, e.g. a marker planted on
+   negatives.
+2. It reports what they learned: pair AUROC of valid vs invalid pairs, pooled without
+   blocks (``eval_pairs``, default: the four pairs of every test comparison).
+3. It scores each probe's float64 logits on the test comparisons with the exact half-tie
+   rule and checks every comparison's signed degrees (Theorem 1) one by one.
+
+It passes iff every test comparison is balanced and every probe's accuracy on them is
+exactly 0.5. On a design of cycles both hold by construction; on a design that is not
+made of cycles (hard negatives: one image, a true and a false caption) the balance check
+fails and names the witness: the vertex whose signed degree is nonzero, and the value
+the additive score that is 1 on it alone gets on that comparison.
+
+The fits are vectorised numpy (float64 Adam on mini-batches of the features already in
+memory): the audit runs once per (model, family, seed) in evaluation and must be cheap.
+Epochs follow paper 1 (5 for the audit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from clip_cycles.algebra.audits import signed_degrees
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_credits, validate_features
+
+#: The probes of the audit, in report order (names as in clip_cycles.heads.score_heads.HEADS).
+ADDITIVE_PROBES = ("image_only", "text_only", "additive")
+
+#: Test designs the audit accepts: rows (u1, u2, v1, v2) of cycles, or (u, v_true, v_false) of hard negatives.
+DESIGNS = ("cycles", "hard_negatives")
+
+#: Audit epochs (paper 1, Appendix E).
+AUDIT_EPOCHS: int = 5
+
+
+@dataclass(frozen=True)
+class Comparisons:
+    """A linear test design: comparison i is sum_j weights[j] * s(images[i, j], captions[i, j])."""
+
+    design: str
+    images: np.ndarray  # (N, k) feature rows
+    captions: np.ndarray  # (N, k) feature rows
+    weights: np.ndarray  # (k,) signed weights
+
+    def __len__(self) -> int:
+        return int(self.images.shape[0])
+
+    def pairs(self) -> np.ndarray:
+        """The evaluated pairs as (image, caption, label) rows: label 1 for positive weight, 0 for negative."""
+        labels = np.broadcast_to((self.weights > 0).astype(np.int64), self.images.shape)
+        return np.stack([self.images.ravel(), self.captions.ravel(), labels.ravel()], axis=1)
+
+    def values(self, image_logit: np.ndarray, caption_logit: np.ndarray) -> np.ndarray:
+        """T_i(s) for the additive score s(u, v) = image_logit[u] + caption_logit[v], in float64."""
+        scores = image_logit[self.images] + caption_logit[self.captions]
+        return scores @ self.weights
+
+
+def comparisons(rows: object, design: str, n_images: int, n_captions: int, name: str) -> Comparisons:
+    """Validate a test or train design and return its :class:`Comparisons`.
+
+    ``cycles``: (N, 4) rows (u1, u2, v1, v2), weights +1, -1, -1, +1 on (u1,v1), (u1,v2),
+    (u2,v1), (u2,v2). ``hard_negatives``: (N, 3) rows (u, v_true, v_false), weights +1, -1.
+    """
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    width = 4 if design == "cycles" else 3
+    array = np.asarray(rows)
+    if array.ndim != 2 or array.shape[1] != width or array.shape[0] == 0:
+        what = "(u1, u2, v1, v2)" if design == "cycles" else "(u, v_true, v_false)"
+        raise ValueError(f"{name}: empty cycle set or wrong shape {array.shape}; need (N, {width}) rows {what}")
+    if not np.issubdtype(array.dtype, np.integer):
+        raise ValueError(f"{name}: indices must be integers, got dtype {array.dtype}")
+    array = array.astype(np.int64)
+    if design == "cycles":
+        images = array[:, [0, 0, 1, 1]]
+        captions = array[:, [2, 3, 2, 3]]
+        weights = np.array([1.0, -1.0, -1.0, 1.0])
+    else:
+        images = array[:, [0, 0]]
+        captions = array[:, [1, 2]]
+        weights = np.array([1.0, -1.0])
+    for what, index, bound in (("image", images, n_images), ("caption", captions, n_captions)):
+        bad = (index < 0) | (index >= bound)
+        if bad.any():
+            i = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise ValueError(f"{name}: row {i} has a {what} index outside [0, {bound})")
+    return Comparisons(design, images, captions, weights)
+
+
+def _validate_pairs(pairs: object, n_images: int, n_captions: int, name: str) -> np.ndarray:
+    array = np.asarray(pairs)
+    if array.ndim != 2 or array.shape[1] != 3 or array.shape[0] == 0:
+        raise ValueError(f"{name}: need (N, 3) rows (image, caption, label), got shape {array.shape}")
+    array = array.astype(np.int64)
+    if not np.isin(array[:, 2], (0, 1)).all():
+        raise ValueError(f"{name}: labels must be 0 or 1")
+    if len(np.unique(array[:, 2])) < 2:
+        raise ValueError(f"{name}: needs both labels (valid 1 and invalid 0) to train or to compute an AUROC")
+    if (array[:, 0] < 0).any() or (array[:, 0] >= n_images).any() or (array[:, 1] < 0).any() \
+            or (array[:, 1] >= n_captions).any():
+        raise ValueError(f"{name}: an image or caption index is out of range")
+    return array
+
+
+def pair_auroc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """AUROC of label-1 scores over label-0 scores (Mann-Whitney; ties count one half)."""
+    from scipy.stats import rankdata
+
+    scores = np.asarray(scores, dtype=np.float64)
+    positive = np.asarray(labels) == 1
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    ranks = rankdata(scores)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+@dataclass
+class ProbeFit:
+    """A fitted additive probe: image and caption logit tables (zero for the side it does not see)."""
+
+    image_logit: np.ndarray
+    caption_logit: np.ndarray
+    steps: int
+    final_loss: float
+
+
+def fit_additive_probe(
+    head: str,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    pairs: np.ndarray,
+    epochs: int = AUDIT_EPOCHS,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+    batch_size: int = 512,
+    seed: int = 0,
+) -> ProbeFit:
+    """BCE on (image, caption, label) pairs for an additive head, with numpy Adam in float64.
+
+    Weights start at zero, so the first step moves along the mean feature difference of
+    valid and invalid pairs: whatever marginal cue the pairs carry is picked up at once.
+    The bias lives on the image side (any split of a constant gives the same logits).
+    """
+    if head not in ADDITIVE_PROBES:
+        raise ValueError(f"unknown additive probe {head!r}; known: {ADDITIVE_PROBES}")
+    if epochs < 1 or batch_size < 1:
+        raise ValueError(f"epochs and batch_size must be positive, got {epochs} and {batch_size}")
+    use_image, use_text = head in ("image_only", "additive"), head in ("text_only", "additive")
+    w_image, w_text = np.zeros(phi.shape[1]), np.zeros(psi.shape[1])
+    params = [w_image, w_text, np.zeros(1)]
+    first = [np.zeros_like(p) for p in params]
+    second = [np.zeros_like(p) for p in params]
+    beta1, beta2, eps = 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(seed)
+    labels = pairs[:, 2].astype(np.float64)
+    steps, loss = 0, float("nan")
+    for _ in range(epochs):
+        order = rng.permutation(len(pairs))
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            x_image = phi[pairs[batch, 0]] if use_image else None
+            x_text = psi[pairs[batch, 1]] if use_text else None
+            logit = np.full(len(batch), params[2][0])
+            if x_image is not None:
+                logit += x_image @ w_image
+            if x_text is not None:
+                logit += x_text @ w_text
+            residual = (1.0 / (1.0 + np.exp(-logit)) - labels[batch]) / len(batch)  # d mean BCE / d logit
+            grads = [
+                x_image.T @ residual if x_image is not None else np.zeros_like(w_image),
+                x_text.T @ residual if x_text is not None else np.zeros_like(w_text),
+                np.array([residual.sum()]),
+            ]
+            steps += 1
+            for i, (p, g) in enumerate(zip(params, grads)):
+                g = g + weight_decay * p  # Adam with L2, as torch.optim.Adam(weight_decay=...)
+                first[i] = beta1 * first[i] + (1 - beta1) * g
+                second[i] = beta2 * second[i] + (1 - beta2) * g * g
+                m_hat = first[i] / (1 - beta1**steps)
+                v_hat = second[i] / (1 - beta2**steps)
+                p -= lr * m_hat / (np.sqrt(v_hat) + eps)
+    image_logit = (phi @ w_image if use_image else np.zeros(phi.shape[0])) + params[2][0]
+    caption_logit = psi @ w_text if use_text else np.zeros(psi.shape[0])
+    logit = image_logit[pairs[:, 0]] + caption_logit[pairs[:, 1]]
+    loss = float(np.mean(np.logaddexp(0.0, logit) - labels * logit))
+    return ProbeFit(image_logit=image_logit, caption_logit=caption_logit, steps=steps, final_loss=loss)
+
+
+@dataclass
+class ProbeAudit:
+    """One additive probe: steps taken, what it learned (pair AUROC) and its exact test accuracy."""
+
+    head: str
+    cycle_acc: float
+    max_abs_delta: float
+    steps_taken: int
+    train_loss: float
+    pair_auroc: float
+    train_pair_auroc: float
+
+    @property
+    def passed(self) -> bool:
+        """True iff the exact accuracy on the test comparisons is exactly 0.5."""
+        return self.cycle_acc == 0.5
+
+
+@dataclass
+class AdditiveAuditReport:
+    """Every additive probe on the test comparisons; ``passed`` iff the design is balanced and all score 0.5."""
+
+    probes: dict[str, ProbeAudit]
+    design: str
+    n_train_pairs: int
+    n_eval_pairs: int
+    eval_pairs: str
+    n_test: int
+    n_unbalanced: int
+    witness: dict[str, Any] | None
+    epochs: int
+    seed: int
+    tie_tol: float
+    n_val: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True iff every test comparison is balanced and every probe scored exactly 0.5."""
+        return self.n_unbalanced == 0 and all(p.passed for p in self.probes.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready report."""
+        return {
+            "passed": self.passed,
+            "design": self.design,
+            "probes": {
+                name: {
+                    "cycle_acc": p.cycle_acc,
+                    "max_abs_delta": p.max_abs_delta,
+                    "passed": p.passed,
+                    "steps_taken": p.steps_taken,
+                    "train_loss": p.train_loss,
+                    "pair_auroc": p.pair_auroc,
+                    "train_pair_auroc": p.train_pair_auroc,
+                }
+                for name, p in self.probes.items()
+            },
+            "pair_auroc_over": self.eval_pairs,
+            "n_train_pairs": self.n_train_pairs,
+            "n_eval_pairs": self.n_eval_pairs,
+            "n_test": self.n_test,
+            "n_val": self.n_val,
+            "n_unbalanced_comparisons": self.n_unbalanced,
+            "witness": self.witness,
+            "epochs": self.epochs,
+            "seed": self.seed,
+            "tie_tol": self.tie_tol,
+            "failures": list(self.failures),
+        }
+
+
+def unbalanced_comparisons(test: Comparisons) -> np.ndarray:
+    """Indices of test comparisons with a nonzero signed degree (Theorem 1), vectorised over comparisons."""
+    w = test.weights
+    same_image = test.images[:, :, None] == test.images[:, None, :]
+    same_caption = test.captions[:, :, None] == test.captions[:, None, :]
+    image_degree = same_image @ w  # degree of the image of edge j, within its comparison
+    caption_degree = same_caption @ w
+    return np.flatnonzero((np.abs(image_degree) > 1e-12).any(axis=1) | (np.abs(caption_degree) > 1e-12).any(axis=1))
+
+
+def additive_audit(
+    image_features: object,
+    caption_features: object,
+    train_cycles: object,
+    test_cycles: object,
+    val_cycles: object | None = None,
+    epochs: int = AUDIT_EPOCHS,
+    seed: int = 0,
+    lr: float = 1e-3,
+    weight_decay: float = 1e-4,
+    batch_size: int = 512,
+    tie_tol: float = DEFAULT_TIE_TOL,
+    *,
+    design: str = "cycles",
+    train_pairs: object | None = None,
+    eval_pairs: object | None = None,
+) -> AdditiveAuditReport:
+    """Train image-only, text-only and additive probes with pair BCE; audit them on the test design.
+
+    Parameters
+    ----------
+    image_features, caption_features:
+        Frozen feature tables; the designs index their rows.
+    train_cycles, test_cycles:
+        Rows of ``design``: (u1, u2, v1, v2) cycles or (u, v_true, v_false) hard negatives.
+        The training pairs are their evaluated pairs (positive weight: label 1).
+    val_cycles:
+        Optional; only counted (an additive probe has nothing to select on exact cycles).
+    epochs, seed, lr, weight_decay, batch_size:
+        Training settings (paper 1: 5 epochs).
+    train_pairs, eval_pairs:
+        Optional (N, 3) (image, caption, label) rows of an unblocked design to train on and to
+        compute the pair AUROC on, instead of the pairs of ``train_cycles`` / ``test_cycles``.
+
+    Returns
+    -------
+    AdditiveAuditReport; ``passed`` iff every test comparison is balanced and every probe's
+    exact accuracy on them is 0.5. When some comparison is unbalanced the report names the
+    Theorem 1 witness of the first one.
+    """
+    phi = validate_features(image_features, "image_features")
+    psi = validate_features(caption_features, "caption_features")
+    n_images, n_captions = phi.shape[0], psi.shape[0]
+    train = comparisons(train_cycles, design, n_images, n_captions, "train design")
+    test = comparisons(test_cycles, design, n_images, n_captions, "test design")
+    n_val = 0 if val_cycles is None else len(comparisons(val_cycles, design, n_images, n_captions, "validation design"))
+    fit_pairs = train.pairs() if train_pairs is None else _validate_pairs(train_pairs, n_images, n_captions, "train_pairs")
+    scored_pairs = test.pairs() if eval_pairs is None else _validate_pairs(eval_pairs, n_images, n_captions, "eval_pairs")
+    eval_label = f"the {len(scored_pairs)} evaluated pairs of the test {design}, pooled" if eval_pairs is None \
+        else f"{len(scored_pairs)} given unblocked pairs"
+    failures: list[str] = []
+    unbalanced = unbalanced_comparisons(test)
+    witness = None
+    if unbalanced.size:
+        i = int(unbalanced[0])
+        found = signed_degrees(test.images[i].tolist(), test.captions[i].tolist(), test.weights.tolist()).witness
+        assert found is not None  # the vectorised check and signed_degrees agree on imbalance
+        witness = {"comparison": i, "side": found.side, "vertex": int(found.vertex), "value": found.value,
+                   "score": f"the additive score that is 1 on {found.side} row {found.vertex} and 0 elsewhere"}
+        failures.append(f"{unbalanced.size} of {len(test)} test comparisons are unbalanced (Theorem 1); witness: "
+                        f"{found.side} row {found.vertex} has signed degree {found.value:g} in comparison {i}")
+    probes: dict[str, ProbeAudit] = {}
+    for name in ADDITIVE_PROBES:
+        fit = fit_additive_probe(name, phi, psi, fit_pairs, epochs, lr, weight_decay, batch_size, seed)
+        values = test.values(fit.image_logit, fit.caption_logit)
+        audit = ProbeAudit(
+            head=name,
+            cycle_acc=float(cycle_credits(values, tie_tol).mean()),
+            max_abs_delta=float(np.max(np.abs(values))),
+            steps_taken=fit.steps,
+            train_loss=fit.final_loss,
+            pair_auroc=pair_auroc(fit.image_logit[scored_pairs[:, 0]] + fit.caption_logit[scored_pairs[:, 1]],
+                                  scored_pairs[:, 2]),
+            train_pair_auroc=pair_auroc(fit.image_logit[fit_pairs[:, 0]] + fit.caption_logit[fit_pairs[:, 1]],
+                                        fit_pairs[:, 2]),
+        )
+        probes[name] = audit
+        if not audit.passed:
+            failures.append(f"{name}: accuracy {audit.cycle_acc!r} != 0.5 on the test {design} "
+                            f"(max |T| {audit.max_abs_delta:.3g})")
+    return AdditiveAuditReport(
+        probes=probes, design=design, n_train_pairs=int(len(fit_pairs)), n_eval_pairs=int(len(scored_pairs)),
+        eval_pairs=eval_label, n_test=len(test), n_unbalanced=int(unbalanced.size), witness=witness,
+        epochs=epochs, seed=seed, tie_tol=tie_tol, n_val=n_val, failures=failures,
+    )  # fmt: skip

@@ -1,0 +1,361 @@
+"""lmms-eval bridge: cycle tasks scored by any lmms-eval model's log-likelihood requests.
+
+``python -m clip_cycles.integrations.lmms_bridge --dataset-root <built folder> --task cycles/<name> ...
+--out <folder>`` writes an lmms-eval task folder for lmms-eval's external-task mechanism
+(``--include_path``): one task per (cycle task, seed) named ``clip_cycles_<family>_seed<k>``
+and one group per cycle task, ``clip_cycles_<family>``, whose CycleAcc is the unweighted
+mean over seeds like ``clip-cycles eval``. Then::
+
+    lmms-eval --model clip_cycles_hf_vlm --model_args pretrained=<folder or hub id> \\
+        --tasks clip_cycles_box_left_right --include_path <folder> --output_path results/
+
+Each cycle becomes two documents, one per image; each asks for the log-likelihood of
+both captions after the prompt (lmms-eval's ``multiple_choice`` requests with the
+captions as choices). ``process_results`` keeps the two scores with the cycle id and
+row, and the aggregations rebuild the (N, 2, 2) blocks to report CycleAcc (float64,
+the task's tie tolerance, half ties) and Winoground's text/image/group accuracy through
+:mod:`clip_cycles.algebra.contrast` and :mod:`clip_cycles.algebra.winoground`, the same code as the
+native path.
+
+Models: ``clip_cycles_hf_vlm`` (this module's :class:`ClipCyclesVLM`, registered through
+the ``lmms_eval.models`` entry point) scores exactly like the native ``hf_vlm`` backend,
+so both give the same CycleAcc on the same blocks. Any other lmms-eval model works too;
+it places the image itself, so the bridge passes it the prompt without ``{image}``.
+Several lmms-eval models return the caption's mean *loss* instead of its log-likelihood
+(llava_hf does): write their folder with ``--loglikelihood-is-loss`` so the bridge flips
+the sign.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import json
+import shutil
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import yaml
+
+from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
+from clip_cycles.algebra.winoground import winoground_scores
+from clip_cycles.encoding.vlm_scores import PromptConfig, prompt_config_for_task
+
+MODEL_ID = "clip_cycles_hf_vlm"
+TASK_PREFIX = "clip_cycles_"
+METRICS: tuple[str, ...] = ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles")
+#: The shipped lmms-eval task template and utils (copied into every written folder).
+TEMPLATE_DIR = Path(__file__).with_name("lmms_tasks")
+
+
+# --------------------------------------------------------------------------- task functions
+
+
+class TaskFunctions:
+    """The functions a written task folder's ``utils.py`` exposes to lmms-eval's YAML ``!function``."""
+
+    def __init__(self, source_root: str | None, tie_tolerance: float, sign: float = 1.0) -> None:
+        self.source_root = Path(source_root) if source_root else None
+        self.tie_tolerance = float(tie_tolerance)
+        self.sign = float(sign)
+
+    def process_docs(self, dataset: Any) -> Any:
+        """One document per (cycle, image row): the image and both captions."""
+        def explode(batch: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
+            out: dict[str, list[Any]] = {"image": [], "row": [], "cycle_id": [], "caption_0": [], "caption_1": []}
+            for i, cycle_id in enumerate(batch["cycle_id"]):
+                for row in (0, 1):
+                    out["image"].append(batch[f"image_{row}"][i])
+                    out["row"].append(row)
+                    out["cycle_id"].append(cycle_id)
+                    out["caption_0"].append(batch["caption_0"][i])
+                    out["caption_1"].append(batch["caption_1"][i])
+            return out
+
+        return dataset.map(explode, batched=True, remove_columns=dataset.column_names)
+
+    def doc_to_visual(self, doc: Mapping[str, Any], kwargs: Mapping[str, Any] | None = None) -> list[Any]:
+        """The document's image as a PIL image (reference-mode file names resolve against the source root)."""
+        from PIL import Image
+
+        value = doc["image"]
+        if isinstance(value, str):
+            if self.source_root is None:
+                raise ValueError(f"cycle {doc['cycle_id']}: image {value!r} is a file name but the task folder "
+                                 "names no source root; rewrite it with clip_cycles.integrations.lmms_bridge")
+            path = self.source_root / value
+            if not path.is_file():
+                raise FileNotFoundError(f"cycle {doc['cycle_id']}: image {path} does not exist")
+            with Image.open(path) as image:
+                return [image.convert("RGB")]
+        if isinstance(value, dict):
+            data = value.get("bytes")
+            source = io.BytesIO(data) if data is not None else value.get("path")
+            with Image.open(source) as image:
+                return [image.convert("RGB")]
+        return [value.convert("RGB")]
+
+    def doc_to_text(self, doc: Mapping[str, Any], kwargs: Mapping[str, Any] | None = None) -> str:
+        """The prompt (lmms_eval_specific_kwargs ``prompt``); the captions follow as the continuation."""
+        return str((kwargs or {}).get("prompt", PromptConfig().prompt))
+
+    def doc_to_choice(self, doc: Mapping[str, Any]) -> list[str]:
+        return [doc["caption_0"], doc["caption_1"]]
+
+    def doc_to_target(self, doc: Mapping[str, Any]) -> int:
+        return int(doc["row"])
+
+    def process_results(self, doc: Mapping[str, Any], results: Sequence[Any]) -> dict[str, Any]:
+        """Keep both caption scores of this image row with the cycle id, for every metric."""
+        scores = [self.sign * _loglikelihood(r) for r in results]
+        if len(scores) != 2:
+            raise ValueError(f"cycle {doc['cycle_id']} row {doc['row']}: expected 2 log-likelihoods, got {len(scores)}")
+        item = {"cycle_id": doc["cycle_id"], "row": int(doc["row"]), "scores": scores}
+        return {name: item for name in METRICS}
+
+    def blocks(self, items: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """(N, 2, 2) float64 blocks from the per-row items, cycles in sorted id order."""
+        rows: dict[str, dict[int, list[float]]] = defaultdict(dict)
+        for item in items:
+            rows[item["cycle_id"]][int(item["row"])] = list(item["scores"])
+        incomplete = sorted(c for c, r in rows.items() if set(r) != {0, 1})
+        if incomplete:
+            raise ValueError(f"cycles {incomplete[:5]} lack the scores of one image (run without --limit)")
+        ids = sorted(rows)
+        return np.asarray([[rows[c][0], rows[c][1]] for c in ids], dtype=np.float64).reshape(-1, 2, 2)
+
+    def metric(self, name: str, items: Sequence[Mapping[str, Any]]) -> float:
+        blocks = self.blocks(items)
+        if name == "cycle_acc":
+            return cycle_acc(deltas_from_blocks(blocks), self.tie_tolerance)
+        if name == "n_cycles":
+            return float(blocks.shape[0])
+        return float(getattr(winoground_scores(blocks), name))
+
+
+def _loglikelihood(result: Any) -> float:
+    """The log-likelihood of one lmms-eval response: ``(ll, is_greedy)``, its string form, or a bare number."""
+    if isinstance(result, str):  # some lmms-eval versions hand process_results the repr of the tuple
+        try:
+            result = ast.literal_eval(result.strip())
+        except (ValueError, SyntaxError) as error:
+            raise ValueError(f"cannot read a log-likelihood from the model response {result!r}") from error
+    if isinstance(result, (tuple, list)):
+        result = result[0]
+    return float(result)
+
+
+# --------------------------------------------------------------------------- writing a task folder
+
+
+UTILS_TEMPLATE = '''"""Generated by clip_cycles.integrations.lmms_bridge for {root}: do not edit, rewrite instead."""
+
+from clip_cycles.integrations.lmms_bridge import TaskFunctions
+
+_functions = TaskFunctions(source_root={source_root!r}, tie_tolerance={tie!r}, sign={sign!r})
+process_docs = _functions.process_docs
+doc_to_visual = _functions.doc_to_visual
+doc_to_text = _functions.doc_to_text
+doc_to_choice = _functions.doc_to_choice
+doc_to_target = _functions.doc_to_target
+process_results = _functions.process_results
+
+
+def cycle_acc(items):
+    return _functions.metric("cycle_acc", items)
+
+
+def text_acc(items):
+    return _functions.metric("text_acc", items)
+
+
+def image_acc(items):
+    return _functions.metric("image_acc", items)
+
+
+def group_acc(items):
+    return _functions.metric("group_acc", items)
+
+
+def n_cycles(items):
+    return _functions.metric("n_cycles", items)
+'''
+
+
+def _other_model_prompt(config: PromptConfig) -> str:
+    """The prompt for lmms-eval models that place the image themselves: the template without ``{image}``."""
+    return " ".join(config.prompt.replace("{image}", " ").split())
+
+
+def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequence[str],
+                     seeds: Sequence[int] | None = None, loglikelihood_is_loss: bool = False) -> list[str]:
+    """Write an lmms-eval task folder for cycle tasks on a built dataset folder; returns the task and group names.
+
+    The folder is written to a temporary sibling and moved into place when complete.
+    """
+    from clip_cycles.evaluation.zero_shot import open_built_folder
+    from clip_cycles.tasks.registry import TaskSpec, expand_tasks
+
+    root = Path(dataset_root).expanduser().resolve()
+    folder = open_built_folder(root)
+    tasks = expand_tasks(task_names)
+    bad = [t.name for t in tasks if not isinstance(t, TaskSpec) or t.output_type != "cycle_selection" or t.members]
+    if bad:
+        raise ValueError(f"tasks {bad} are not zero-shot cycle tasks (output_type cycle_selection)")
+    tolerances = {t.tie_tolerance for t in tasks}
+    if len(tolerances) != 1:
+        raise ValueError(f"tasks {[t.name for t in tasks]} use different tie tolerances {sorted(tolerances)}; "
+                         "write them into separate folders")
+    out = Path(out)
+    staging = out.with_name(out.name + ".writing")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    source_root = str(folder.source_root) if str(folder.source_root) not in ("", ".") else None
+    (staging / "utils.py").write_text(UTILS_TEMPLATE.format(root=root, source_root=source_root,
+                                                            tie=tolerances.pop(),
+                                                            sign=-1.0 if loglikelihood_is_loss else 1.0))
+    shutil.copyfile(TEMPLATE_DIR / "_default_template_yaml", staging / "_default_template_yaml")
+    names: list[str] = []
+    for task in tasks:
+        family = task.config
+        if family not in folder.info.get("families", {}):
+            raise ValueError(f"task {task.name}: family {family!r} is not in {root / 'build_info.json'}")
+        if task.caption_template != "{caption}":
+            raise ValueError(f"task {task.name}: caption template {task.caption_template!r} is not supported by the "
+                             "bridge (lmms-eval passes the dataset's captions)")
+        config = prompt_config_for_task(task)
+        members = []
+        for seed in seeds if seeds is not None else task.seeds:
+            name = f"{TASK_PREFIX}{family}_seed{seed}"
+            body = {
+                "include": "_default_template_yaml",
+                "task": name,
+                "dataset_path": str(root),
+                "dataset_name": task.config_name(seed),
+                "test_split": task.split,
+                "lmms_eval_specific_kwargs": {"default": {"prompt": _other_model_prompt(config)},
+                                              MODEL_ID: {"prompt": config.prompt}},
+                "metadata": {"clip_cycles_task": task.name, "seed": int(seed), "score": config.score},
+            }
+            (staging / f"{name}.yaml").write_text(yaml.safe_dump(body, sort_keys=True))
+            members.append(name)
+            names.append(name)
+        group = {"group": f"{TASK_PREFIX}{family}", "task": members,
+                 "aggregate_metric_list": [{"metric": m, "aggregation": "mean", "weight_by_size": False}
+                                           for m in METRICS]}
+        (staging / f"{TASK_PREFIX}{family}.yaml").write_text(yaml.safe_dump(group, sort_keys=False))
+        names.append(group["group"])
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+    return names
+
+
+# --------------------------------------------------------------------------- the lmms-eval model
+
+
+def _lmms_base() -> type:
+    try:
+        from lmms_eval.api.model import lmms
+    except ImportError as error:  # pragma: no cover - optional extra
+        raise ImportError("the lmms-eval bridge needs lmms-eval: pip install clip-cycles[lmms]") from error
+    return lmms
+
+
+def lmms_manifest() -> Any:
+    """Entry point ``lmms_eval.models``: registers :class:`ClipCyclesVLM` as ``clip_cycles_hf_vlm``."""
+    from lmms_eval.models.registry_v2 import ModelManifest
+
+    return ModelManifest(model_id=MODEL_ID, simple_class_path="clip_cycles.integrations.lmms_bridge.ClipCyclesVLM")
+
+
+def __getattr__(name: str) -> Any:
+    # The model class subclasses lmms-eval's base, so it exists only when lmms-eval does.
+    if name == "ClipCyclesVLM":
+        cls = _make_model_class()
+        globals()["ClipCyclesVLM"] = cls
+        return cls
+    raise AttributeError(name)
+
+
+def _make_model_class() -> type:
+    base = _lmms_base()
+
+    class ClipCyclesVLM(base):  # type: ignore[misc, valid-type]
+        """lmms-eval model scoring like the ``hf_vlm`` backend: summed (or mean) caption log-likelihood."""
+
+        def __init__(self, pretrained: str, device: str = "cpu", batch_size: int | str = 16, score: str = "sum",
+                     revision: str | None = None, **kwargs: Any) -> None:
+            super().__init__()
+            from clip_cycles.encoding.vlm_scores import load_hf_vlm
+
+            self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
+            self.batch_size_per_gpu = int(batch_size)
+            self.score = PromptConfig(score=score).score
+
+        def loglikelihood(self, requests: list[Any]) -> list[tuple[float, bool]]:
+            from tqdm import tqdm
+
+            work = []
+            for request in requests:
+                context, continuation, doc_to_visual, doc_id, task, split = request.args
+                visuals = doc_to_visual(self.task_dict[task][split][doc_id])
+                if len(visuals) != 1:
+                    raise ValueError(f"{task} doc {doc_id}: {MODEL_ID} scores one image per request, got {len(visuals)}")
+                prompt = context if "{image}" in context else "{image} " + context
+                caption = continuation[1:] if continuation.startswith(" ") else continuation
+                work.append((prompt, visuals[0], caption))
+            out: list[tuple[float, bool]] = []
+            starts = range(0, len(work), self.batch_size_per_gpu)
+            for start in tqdm(starts, desc="clip_cycles pair scores", disable=None):
+                batch = work[start:start + self.batch_size_per_gpu]
+                for prompt in dict.fromkeys(p for p, _, _ in batch):
+                    members = [(i, image, caption) for i, (p, image, caption) in enumerate(batch) if p == prompt]
+                    scores = self.scorer.score_batch([m[1] for m in members], [m[2] for m in members],
+                                                     PromptConfig(prompt=prompt, score=self.score))
+                    for (i, _, _), row in zip(members, scores):
+                        value = row[0] / row[1] if self.score == "mean" else row[0]
+                        out.append((start + i, float(value)))  # type: ignore[arg-type]
+            ordered = sorted(out)
+            return [(float(v), False) for _, v in ordered]
+
+        def generate_until(self, requests: list[Any]) -> list[str]:
+            raise NotImplementedError(f"{MODEL_ID} only answers log-likelihood requests (cycle tasks)")
+
+        def generate_until_multi_round(self, requests: list[Any]) -> list[str]:
+            raise NotImplementedError(f"{MODEL_ID} only answers log-likelihood requests (cycle tasks)")
+
+    ClipCyclesVLM.__module__ = __name__
+    ClipCyclesVLM.__qualname__ = "ClipCyclesVLM"
+    return ClipCyclesVLM
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m clip_cycles.integrations.lmms_bridge``: write the lmms-eval task folder and print its task names."""
+    parser = argparse.ArgumentParser(prog="python -m clip_cycles.integrations.lmms_bridge", description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset-root", required=True, help="built dataset folder (clip-cycles build)")
+    parser.add_argument("--task", nargs="+", required=True, help="cycle task or collection names, e.g. cycles/coco_all")
+    parser.add_argument("--out", required=True, help="task folder to write (pass it to lmms-eval --include_path)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
+    parser.add_argument("--loglikelihood-is-loss", action="store_true",
+                        help="the lmms-eval model returns a loss (lower = better): flip the sign")
+    args = parser.parse_args(argv)
+    try:
+        names = write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"clip_cycles.integrations.lmms_bridge: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({"include_path": str(Path(args.out).resolve()), "tasks": names}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

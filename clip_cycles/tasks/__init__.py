@@ -1,0 +1,1 @@
+"""The task registry and the shipped task YAMLs."""
