@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from clip_cycles import cycle_acc, deltas_from_embeddings
+from clip_cycles.algebra.contrast import cycle_acc, deltas_from_embeddings
 
 
 def main() -> None:

@@ -31,8 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from clip_cycles.algebra.audits import hard_negative_edges, signed_degrees
-from clip_cycles.benchmark_audit import AuditSettings, audit_benchmark, audit_subset, embed_subsets, load_benchmark
+from clip_cycles.benchmark_audit.adapters import load_benchmark
+from clip_cycles.benchmark_audit.audit import AuditSettings, audit_subset
 from clip_cycles.benchmark_audit.report import markdown_table, write_figure
+from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
 from clip_cycles.encoding.encoder import ModelSpec
 
 #: SugarCrepe's published subset sizes.

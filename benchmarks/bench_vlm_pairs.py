@@ -35,10 +35,12 @@ def main() -> None:
     from tiny_vision_models import write_tiny_vlm
 
     from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.data.folder_reader import open_built_folder
     from clip_cycles.data.shapes_world import write_shapes_world
     from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.encoding.task_encoding import cycle_index
     from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, score_tasks
-    from clip_cycles.evaluation.zero_shot import cycle_index, load_task_data, open_built_folder
+    from clip_cycles.tasks.loading import load_task_data
     from clip_cycles.tasks.registry import get_task
 
     torch.set_num_threads(max(1, torch.get_num_threads()))

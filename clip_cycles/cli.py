@@ -1,8 +1,9 @@
 """The ``clip-cycles`` command line: a registry of subcommands, imported lazily.
 
 Each subcommand lives in the module that owns its concept. The module exposes
-``configure_parser(parser: argparse.ArgumentParser) -> None`` which adds its
-arguments and sets ``parser.set_defaults(func=callable)``; the callable takes the
+``configure_parser(parser: argparse.ArgumentParser) -> None`` (or the function named
+after a colon, ``module:function``) which adds its arguments and sets
+``parser.set_defaults(func=callable)``; the callable takes the
 parsed namespace and returns an exit code (or None for 0). Only the module of the
 command being run is imported, so ``clip-cycles --help`` stays fast and a broken
 optional dependency of one command never breaks the others.
@@ -29,7 +30,7 @@ COMMANDS: dict[str, Command] = {}
 
 
 def register_command(name: str, module: str, help: str) -> None:
-    """Register subcommand ``name`` implemented by ``module.configure_parser``."""
+    """Register subcommand ``name`` configured by ``module.configure_parser`` (or ``module:function``)."""
     if name in COMMANDS:
         raise ValueError(f"clip-cycles command {name!r} is already registered by {COMMANDS[name].module}")
     COMMANDS[name] = Command(module=module, help=help)
@@ -41,15 +42,15 @@ register_command("build", "clip_cycles.data.build",
                  "Build cycle families (shapes world, COCO, GQA) into a dataset folder.")
 register_command("audit", "clip_cycles.data.folder_audit",
                  "Re-check a built dataset folder; non-zero exit on any violation.")
-register_command("eval", "clip_cycles.evaluation.zero_shot",
+register_command("eval", "clip_cycles.evaluation.eval_command",
                  "Zero-shot CycleAcc and Winoground scores of a model on a task.")
-register_command("encode", "clip_cycles.encoding.encoder",
+register_command("encode", "clip_cycles.evaluation.encode_command",
                  "Encode the unique images and captions of tasks into the feature cache.")
-register_command("probe", "clip_cycles.experiments.probes",
+register_command("probe", "clip_cycles.experiments.commands:configure_probe_parser",
                  "Probe rank sweeps per family (cycle loss, seeds 0,1,2).")
-register_command("transfer", "clip_cycles.experiments.transfer",
+register_command("transfer", "clip_cycles.experiments.commands:configure_transfer_parser",
                  "Family-to-family probe transfer and cycle-difference alignment.")
-register_command("oe", "clip_cycles.experiments.oe",
+register_command("oe", "clip_cycles.experiments.commands:configure_oe_parser",
                  "Cycle OE vs Shortcut OE vs four-entry BCE.")
 register_command("report", "clip_cycles.experiments.report",
                  "Rebuild the markdown report and figures from a results directory.")
@@ -57,7 +58,7 @@ register_command("splits", "clip_cycles.attributes.attribute_experiments",
                  "Attribute generalization splits: F1 selectivity and CS.")
 register_command("train-tiny", "clip_cycles.encoding.tiny_model",
                  "Train the cycles-tiny CLIP on the shapes world.")
-register_command("audit-benchmark", "clip_cycles.benchmark_audit.cli",
+register_command("audit-benchmark", "clip_cycles.evaluation.benchmark_audit_command",
                  "Audit a benchmark: blind scores vs the model.")
 register_command("demo", "clip_cycles.evaluation.demo",
                  "The whole pipeline offline on the embedded default.")
@@ -84,9 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in COMMANDS:
         top.error(f"unknown command {name!r}; available: {', '.join(sorted(COMMANDS))}")
     command = COMMANDS[name]
-    module = importlib.import_module(command.module)
+    module_name, _, function = command.module.partition(":")
+    module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"clip-cycles {name}", description=command.help)
-    module.configure_parser(parser)
+    getattr(module, function or "configure_parser")(parser)
     namespace = parser.parse_args(rest)
     try:
         code = namespace.func(namespace)

@@ -7,10 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles import (
+from clip_cycles.algebra.audits import (
     audit_cycles,
     cycle_balance,
     cycle_edges,
+    evaluate_comparison,
     hard_negative_edges,
     marginal_tv,
     pair_measure_tv,
@@ -18,7 +19,6 @@ from clip_cycles import (
     signed_degrees,
     winoground_comparisons,
 )
-from clip_cycles.algebra.audits import evaluate_comparison
 
 ids = st.integers(min_value=0, max_value=6)
 

@@ -92,10 +92,10 @@ def test_cycle_task_with_an_image_only_model_is_a_clear_error(models: dict[str, 
 
 def test_splits_runs_with_timm_and_hf_vision_split_embeddings(models: dict[str, str], things: Path,
                                                               tmp_path: Path) -> None:
+    from clip_cycles.attributes.concept_features import embed_concepts
     from clip_cycles.attributes.concepts import load_things
     from clip_cycles.cli import main
     from clip_cycles.encoding.encoder import ModelSpec
-    from clip_cycles.evaluation.runners import embed_concepts
 
     common = ["splits", "--things-root", str(things), "--strategies", "random", "clustering", "--k", "20",
               "--k-values", "--num-workers", "0", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu",

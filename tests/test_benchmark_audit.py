@@ -28,16 +28,12 @@ from benchmark_formats import (
 )
 
 from clip_cycles.algebra.audits import hard_negative_edges, signed_degrees
-from clip_cycles.benchmark_audit import (
-    ADAPTERS,
-    AuditSettings,
-    CroppedImageItem,
-    audit_benchmark,
-    load_benchmark,
-    register_adapter,
-)
-from clip_cycles.benchmark_audit.adapters import hard_negative_subset
-from clip_cycles.encoding.encoder import ImageItem, ModelSpec
+from clip_cycles.benchmark_audit.adapters import ADAPTERS, hard_negative_subset, load_benchmark, register_adapter
+from clip_cycles.benchmark_audit.audit import AuditSettings
+from clip_cycles.benchmark_audit.design import CroppedImageItem
+from clip_cycles.benchmark_audit.run import audit_benchmark
+from clip_cycles.data.images import ImageItem
+from clip_cycles.encoding.encoder import ModelSpec
 
 TOL = 1e-9
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from clip_cycles import (
+from clip_cycles.algebra.contrast import (
     DEFAULT_TIE_TOL,
     bilinear_deltas,
     block_scores_from_embeddings,

@@ -18,17 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from clip_cycles.data.folder_reader import CycleRows, open_built_folder, read_cycle_rows
 from clip_cycles.encoding.encoder import ModelSpec, default_num_workers
-from clip_cycles.evaluation.zero_shot import (
-    CycleRows,
-    cycle_index,
-    evaluate,
-    load_task_data,
-    open_built_folder,
-    read_cycle_rows,
-    unique_items,
-)
+from clip_cycles.encoding.task_encoding import cycle_index
+from clip_cycles.evaluation.zero_shot import evaluate
 from clip_cycles.heads import additive_audit as audit_module
+from clip_cycles.tasks.loading import load_task_data, unique_items
 from clip_cycles.tasks.registry import expand_tasks
 
 TASKS = ["cycles/shapes_strict_left_right", "cycles/shapes_coarse_object", "cycles/shapes_text_neighbor"]

@@ -119,7 +119,7 @@ def _rank_counts(output: str) -> dict[int, tuple[int, int]]:
 
 
 def _from_cache(tiny: str, root: Path, cache: Path) -> Any:
-    from clip_cycles.evaluation.zero_shot import encode_tasks
+    from clip_cycles.encoding.task_encoding import encode_tasks
     from clip_cycles.tasks.registry import expand_tasks
 
     _, encoded = encode_tasks(expand_tasks([TASK]), _spec(tiny), root, cache, data_cache_dir=cache / "datasets",

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
+from clip_cycles.data.images import ImageItem
 from clip_cycles.encoding import backends
-from clip_cycles.encoding.encoder import FAULT_ENV, ImageItem, InjectedFault, ModelSpec, encode
+from clip_cycles.encoding.encoder import FAULT_ENV, InjectedFault, ModelSpec, encode
 
 TINY = TINY_OPEN_CLIP
 

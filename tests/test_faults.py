@@ -50,7 +50,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path: Path, capsys) -> None:
     from clip_cycles.data.build import build_coco_folder
     from clip_cycles.data.shapes_world import write_shapes_world
-    from clip_cycles.evaluation.zero_shot import resolve_dataset_roots
+    from clip_cycles.tasks.loading import resolve_dataset_roots
     from clip_cycles.tasks.registry import get_task
 
     task = get_task(TASK)
@@ -77,7 +77,7 @@ def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path
 
 
 def test_1_same_size_same_mtime_annotation_edit_is_still_seen(shapes_world: Path, tmp_path: Path, capsys) -> None:
-    from clip_cycles.evaluation.zero_shot import resolve_dataset_roots
+    from clip_cycles.tasks.loading import resolve_dataset_roots
     from clip_cycles.tasks.registry import get_task
 
     task = get_task(TASK)
@@ -331,7 +331,7 @@ def test_5_build_with_no_available_family_fails_unless_allowed(shapes_world: Pat
 def _bomb_world(shapes_world: Path, tmp_path: Path) -> tuple[list, Path]:
     from PIL import Image
 
-    from clip_cycles.encoding.encoder import ImageItem
+    from clip_cycles.data.images import ImageItem
 
     names = sorted(p.relative_to(shapes_world).as_posix() for p in (shapes_world / "val2017").glob("*.jpg"))[:3]
     items = [ImageItem(key=n, path=shapes_world / n) for n in names]
@@ -364,7 +364,7 @@ def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Pa
 
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 10000)
     items, bomb = _bomb_world(shapes_world, tmp_path)
-    from clip_cycles.evaluation.zero_shot import CycleRows
+    from clip_cycles.data.folder_reader import CycleRows
 
     rows = CycleRows.from_pairs(["c0", "c1"], [(items[0], items[1]), (items[2], items[3])], [("a", "b"), ("c", "d")])
     dataset = CycleBlocksDataset(rows, None)
@@ -481,7 +481,8 @@ def test_7_negative_seeds_are_refused(shapes_world: Path, shapes_cycles: Path, t
 
 
 def test_7_cache_hits_and_misses_count_each_item_once(shapes_world: Path, tiny_dir: Path, tmp_path: Path) -> None:
-    from clip_cycles.encoding.encoder import ImageItem, ModelSpec, encode
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.encoding.encoder import ModelSpec, encode
 
     names = sorted(p.relative_to(shapes_world).as_posix() for p in (shapes_world / "val2017").glob("*.jpg"))[:4]
     items = [ImageItem(key=n, path=shapes_world / n) for n in names]
@@ -498,7 +499,7 @@ def test_7_zero_byte_image_is_never_embedded(shapes_world: Path, shapes_cycles: 
     import pyarrow.parquet as pq
 
     from clip_cycles.data.build import build_coco_folder
-    from clip_cycles.encoding.encoder import ImageItem
+    from clip_cycles.data.images import ImageItem
 
     world = tmp_path / "world"
     shutil.copytree(shapes_world, world)

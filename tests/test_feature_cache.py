@@ -8,14 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.encoding.feature_cache import (
-    FeatureNamespace,
-    namespaces_for,
-    read_manifest,
-    stable_repr,
-    text_hash,
-    write_manifest,
-)
+from clip_cycles.encoding.feature_cache import FeatureNamespace, namespaces_for, read_manifest, write_manifest
+from clip_cycles.fingerprints import stable_repr, text_hash
 
 DESC = {"kind": "image", "model": {"backend": "test", "model": "m"}, "preprocessing": "p", "precision": "fp32"}
 

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles import DEFAULT_TIE_TOL, bilinear_deltas, cycle_acc, deltas_from_score_fn
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, bilinear_deltas, cycle_acc, deltas_from_score_fn
 from clip_cycles.heads.losses import cycle_loss
 from clip_cycles.heads.score_heads import HEADS, head_deltas, make_head, score_pairs
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles import cycle_contrast
+from clip_cycles.algebra.contrast import cycle_contrast
 from clip_cycles.algebra.interaction import (
     check_pairing_identity,
     double_centering,

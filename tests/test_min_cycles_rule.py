@@ -11,9 +11,11 @@ import pytest
 from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.data.build import build_coco_folder
+from clip_cycles.data.folder_reader import open_built_folder
 from clip_cycles.encoding.encoder import ModelSpec
-from clip_cycles.evaluation.zero_shot import evaluate_tasks, load_task_data, open_built_folder
+from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.experiments.experiment_data import screen_families
+from clip_cycles.tasks.loading import load_task_data
 from clip_cycles.tasks.registry import expand_tasks
 
 MIN = 30  # strict_size on the 300-image shapes world, seed 0: validation is short of it, test is not

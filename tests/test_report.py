@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from clip_cycles.experiments.commands import write_json
 from clip_cycles.experiments.experiment_data import planted_experiment_data
 from clip_cycles.experiments.oe import OESettings, run_oe
-from clip_cycles.experiments.probes import ProbeSettings, run_probes, write_json
+from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import MixedModelsError, build_report, load_results
 
 STEMS = ("strict_relation_bars", "rank_sweep", "transfer_heatmap", "alignment_vs_transfer", "oe_comparison")

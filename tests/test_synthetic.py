@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from clip_cycles import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
 from clip_cycles.cli import main
 from clip_cycles.experiments.synthetic import (
     QUICK,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from clip_cycles import cycle_acc
+from clip_cycles.algebra.contrast import cycle_acc
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.heads.score_heads import head_deltas, make_head
 from clip_cycles.heads.training import TrainConfig, cycle_acc_validator, train_on_cycles, train_on_pairs

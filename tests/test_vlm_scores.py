@@ -46,7 +46,7 @@ def _blocks(plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str 
     import torch
     from PIL import Image
 
-    from clip_cycles.evaluation.zero_shot import open_built_folder, read_cycle_rows
+    from clip_cycles.data.folder_reader import open_built_folder, read_cycle_rows
     from clip_cycles.tasks.registry import get_task
 
     model, processor = plain
@@ -77,7 +77,8 @@ def _blocks(plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str 
 
 def test_scores_are_caption_log_likelihoods_and_cycle_acc_matches(native: Any, plain: Any, shapes_cycles: Path) -> None:
     from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
-    from clip_cycles.evaluation.zero_shot import cycle_index, open_built_folder, read_cycle_rows
+    from clip_cycles.data.folder_reader import open_built_folder, read_cycle_rows
+    from clip_cycles.encoding.task_encoding import cycle_index
     from clip_cycles.tasks.registry import get_task
 
     records, scores, _ = native
@@ -126,8 +127,8 @@ def _scorer_blocks(vlm: str, shapes_cycles: Path, config: Any, prefix: str) -> n
     """Blocks of the first cycles of seed 0 from the hf_vlm scorer, captions with ``prefix``."""
     from PIL import Image
 
+    from clip_cycles.data.folder_reader import open_built_folder, read_cycle_rows
     from clip_cycles.encoding.vlm_scores import load_hf_vlm
-    from clip_cycles.evaluation.zero_shot import open_built_folder, read_cycle_rows
     from clip_cycles.tasks.registry import get_task
 
     scorer, _, _ = load_hf_vlm(vlm)
@@ -165,7 +166,8 @@ def test_cache_is_keyed_by_content_not_path(native: Any, vlm: str, shapes_cycles
 
 
 def test_image_only_and_pair_backends_refuse_what_they_cannot_do(vlm: str, shapes_cycles: Path, tmp_path: Path) -> None:
-    from clip_cycles.encoding.encoder import ImageItem, ModelSpec, encode
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.encoding.encoder import ModelSpec, encode
 
     with pytest.raises(ValueError, match="scores .image, caption. pairs and has no embeddings"):
         encode([ImageItem("x", data=b"1")], [], ModelSpec("hf_vlm", vlm, None))

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles import block_scores_from_embeddings, winoground_scores
+from clip_cycles.algebra.contrast import block_scores_from_embeddings
+from clip_cycles.algebra.winoground import winoground_scores
 
 
 def test_tie_semantics_follow_first_index_argmax() -> None:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clip_cycles.encoding.encoder import EncodedFeatures, EncodeStats, ImageItem
-from clip_cycles.evaluation.zero_shot import CycleRows, cycle_index, score_blocks
+from clip_cycles.data.folder_reader import CycleRows
+from clip_cycles.data.images import ImageItem
+from clip_cycles.encoding.encoder import EncodedFeatures, EncodeStats
+from clip_cycles.encoding.task_encoding import cycle_index
+from clip_cycles.evaluation.zero_shot import score_blocks
 
 
 def test_score_blocks_against_a_direct_count() -> None:

@@ -365,8 +365,9 @@ def _embed_with_model(
     args: argparse.Namespace, data: ConceptAttributeData
 ) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
     """Embed the THINGS root's concepts with the ``--model`` backend through the feature cache."""
-    from clip_cycles.evaluation.runners import embed_concepts
-    from clip_cycles.evaluation.zero_shot import model_spec_from_args, resolve_cache_dir
+    from clip_cycles.attributes.concept_features import embed_concepts
+    from clip_cycles.encoding.flags import model_spec_from_args
+    from clip_cycles.settings import resolve_cache_dir
 
     spec = model_spec_from_args(args)
     cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)

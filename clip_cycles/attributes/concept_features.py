@@ -13,7 +13,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.concepts import ConceptImages, concept_embeddings_from_images, concept_embeddings_from_texts
+from clip_cycles.attributes.concepts import (
+    ConceptAttributeData,
+    ConceptImages,
+    concept_embeddings_from_images,
+    concept_embeddings_from_texts,
+)
+from clip_cycles.encoding.encoder import ModelSpec
 
 
 def _image_key(path: Path, root: Path | None) -> str:
@@ -49,7 +55,8 @@ def concept_image_embeddings(
     -------
     (concept ids with at least one usable image, their mean embeddings in float64).
     """
-    from clip_cycles.encoding.encoder import ImageItem, encode
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.encoding.encoder import encode
 
     paths = images.paths if isinstance(images, ConceptImages) else images
     root_path = Path(root) if root is not None else None
@@ -84,3 +91,76 @@ def concept_text_embeddings(
         return table[[encoded.caption_rows[t] for t in batch]]
 
     return concept_embeddings_from_texts(texts, lookup, batch_size=max(1, len(texts)))
+
+
+def _in_root(root: Path, name: str) -> Path:
+    path = Path(name)
+    return path if path.is_absolute() else root / path
+
+
+def embed_concepts(
+    root: str | Path,
+    data: ConceptAttributeData,
+    spec: ModelSpec,
+    cache_dir: str | Path | None = None,
+    source: str = "image",
+    categories: str | Path | None = None,
+    min_concepts: int = 10,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+) -> tuple[ConceptAttributeData, np.ndarray, dict[str, Any]]:
+    """Concept embeddings of a THINGS root for the model ``spec``, through the feature cache.
+
+    ``source`` is ``image`` (mean image embedding over ``object_images/<concept>/*.jpg``),
+    ``name`` (text embedding of "a photo of a <name>") or ``definition`` (the same plus
+    the definition from the category TSV; concepts without one keep the name only).
+    Concepts without images (``concept_without_images``) or whose images all failed
+    (``concept_without_embedding``) are dropped and recorded in the returned data's
+    ``skipped``; attributes falling below ``min_concepts`` positives are dropped the same way.
+
+    Returns
+    -------
+    (data restricted to embedded concepts, (n, d) float64 matrix in data order, info for the report)
+    """
+    from clip_cycles.attributes.concept_features import concept_image_embeddings, concept_text_embeddings
+    from clip_cycles.attributes.concepts import (
+        CATEGORY_TSV_NAMES,
+        align_embeddings,
+        assign_supercategories,
+        concept_texts,
+        find_concept_images,
+        load_supercategory_tsv,
+    )
+
+    root = Path(root)
+    info: dict[str, Any] = {"embedding": source}
+    if source == "image":
+        images = find_concept_images(root, data.concepts)
+        if images.missing:
+            keep = np.array([c in images.paths for c in data.concepts])
+            data = data.restrict(keep, min_concepts, reason="concept_without_images")
+            if not data.attributes:
+                raise ValueError(f"{root}: after dropping {len(images.missing)} concepts without images under "
+                                 f"object_images/, no attribute keeps {min_concepts} positive concepts")
+        paths = {c: images.paths[c] for c in data.concepts}
+        info["n_images"] = int(sum(len(p) for p in paths.values()))
+        ids, matrix = concept_image_embeddings(paths, spec, cache_dir, root=root, batch_size=batch_size,
+                                               num_workers=num_workers, skip_bad_images=skip_bad_images)
+    elif source in ("name", "definition"):
+        definitions = None
+        if source == "definition":
+            candidates = [_in_root(root, categories)] if categories else [root / n for n in CATEGORY_TSV_NAMES]
+            tsv = next((p for p in candidates if p.is_file()), None)
+            if tsv is None:
+                raise FileNotFoundError(f"concept definitions need the category TSV; none of "
+                                        f"{[str(p) for p in candidates]} exists")
+            definitions = assign_supercategories(data.concepts, load_supercategory_tsv(tsv)).definitions
+            info["n_concepts_without_definition"] = int(sum(not d for d in definitions))
+        texts = concept_texts(data.concepts, definitions)
+        ids, matrix = concept_text_embeddings(texts, spec, cache_dir, batch_size=batch_size)
+    else:
+        raise ValueError(f"unknown concept embedding source {source!r}; use image, name or definition")
+    data, X = align_embeddings(data, ids, matrix, min_concepts)
+    info["dim"] = int(X.shape[1])
+    return data, X, info

@@ -28,9 +28,9 @@ def add_split_model_arguments(group: Any) -> None:
 
 def split_embeddings_from_model(args: argparse.Namespace, data: Any) -> tuple[tuple[str, ...], np.ndarray]:
     """Concept ids and mean image embeddings of ``data``'s concepts under ``--split-model``."""
+    from clip_cycles.attributes.concept_features import embed_concepts
     from clip_cycles.encoding.encoder import ModelSpec
-    from clip_cycles.evaluation.runners import embed_concepts
-    from clip_cycles.evaluation.zero_shot import resolve_cache_dir
+    from clip_cycles.settings import resolve_cache_dir
 
     if getattr(args, "split_embeddings", None):
         raise ValueError("give either --split-embeddings or --split-model, not both")

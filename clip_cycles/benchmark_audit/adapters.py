@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from clip_cycles.algebra.audits import hard_negative_edges, winoground_comparisons
 from clip_cycles.benchmark_audit.design import ComparisonSet, ComparisonSetBuilder, CroppedImageItem
-from clip_cycles.encoding.encoder import ImageItem
+from clip_cycles.data.images import ImageItem
 
 Reader = Callable[[Path], list[ComparisonSet]]
 

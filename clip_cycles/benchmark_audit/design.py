@@ -24,7 +24,7 @@ import numpy as np
 from scipy import sparse
 
 from clip_cycles.algebra.audits import DEGREE_TOL
-from clip_cycles.encoding.encoder import ImageItem
+from clip_cycles.data.images import ImageItem
 
 
 @dataclass(frozen=True)

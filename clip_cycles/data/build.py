@@ -23,8 +23,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from clip_cycles.data.dataset_folder import seed_argument
 from clip_cycles.data.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families, num_processes
+from clip_cycles.tasks.registry import seed_argument
 
 DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
@@ -55,7 +55,8 @@ def build_coco_folder(
     Returns the folder and the :class:`~clip_cycles.data.families.FamilyBuild` list.
     """
     from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
-    from clip_cycles.data.dataset_folder import build_folder, check_seeds
+    from clip_cycles.data.dataset_folder import build_folder
+    from clip_cycles.tasks.registry import check_seeds
 
     margin = DEFAULT_MARGIN if margin is None else margin
     size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
@@ -102,7 +103,8 @@ def build_gqa_folder(
     process count. ``overwrite`` and ``allow_empty`` as for :func:`build_coco_folder`.
     """
     from clip_cycles.data import gqa_families
-    from clip_cycles.data.dataset_folder import check_seeds, folder_options
+    from clip_cycles.data.dataset_folder import folder_options
+    from clip_cycles.tasks.registry import check_seeds
 
     check_seeds(seeds)
     pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test),

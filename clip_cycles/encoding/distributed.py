@@ -61,7 +61,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 if TYPE_CHECKING:
-    from clip_cycles.encoding.encoder import EncodedFeatures, ImageItem, ModelSpec
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 
 #: torchrun's variables: (name, default when absent).
 RANK_ENV, WORLD_SIZE_ENV, LOCAL_RANK_ENV = "RANK", "WORLD_SIZE", "LOCAL_RANK"

@@ -18,7 +18,6 @@ Under ``torchrun`` the CLI shards the work across ranks (:mod:`clip_cycles.encod
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from contextlib import nullcontext
@@ -29,19 +28,10 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from clip_cycles.data.images import ImageItem
 from clip_cycles.encoding.backends import is_random_init
-from clip_cycles.encoding.feature_cache import (
-    CacheStats,
-    FeatureNamespace,
-    content_hash,
-    local_weights_path,
-    namespaces_for,
-    read_manifest,
-    stable_repr,
-    text_hash,
-    weights_fingerprint,
-    write_manifest,
-)
+from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
+from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
 
 FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
 FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
@@ -77,31 +67,6 @@ class InjectedFault(RuntimeError):
     """Raised by the fault-injection switch to simulate a run killed halfway."""
 
 
-@dataclass(frozen=True)
-class ImageItem:
-    """One image: ``key`` names it (file relative to the source root), ``path`` or ``data`` holds it."""
-
-    key: str
-    path: Path | None = None
-    data: bytes | None = None
-
-    def read_bytes(self) -> bytes:
-        if self.data is not None:
-            data = self.data
-        elif self.path is None:
-            raise ValueError(f"image {self.key!r} has neither a path nor bytes")
-        else:
-            try:
-                data = self.path.read_bytes()
-            except FileNotFoundError as error:
-                raise FileNotFoundError(f"image {self.key!r} not found at {self.path}") from error
-            except OSError as error:
-                raise ValueError(f"image {self.key!r} at {self.path} is unreadable: {error}") from error
-        if not data:
-            where = f" at {self.path}" if self.path is not None else " (embedded)"
-            raise ValueError(f"image {self.key!r}{where} is an empty (0-byte) file; restore it or pass "
-                             "--skip-bad-images to count and skip it")
-        return data
 
 
 @dataclass
@@ -582,51 +547,7 @@ def _from_precomputed(session: _Session, images: list[ImageItem], captions: list
 # --------------------------------------------------------------------------- CLI
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments shared by ``clip-cycles encode`` and ``clip-cycles eval``."""
-    parser.add_argument("--task", nargs="+", required=True, help="task or collection names, e.g. cycles/coco_all")
-    parser.add_argument("--model-type", default="open_clip", help="backend name (see clip_cycles.encoding.backends)")
-    parser.add_argument("--model", required=True, help="model name (backend-specific; a file for 'features')")
-    parser.add_argument("--pretrained", default=None, help="pretrained tag or checkpoint path; none = random init")
-    parser.add_argument("--dataset-root", default=None,
-                        help="built dataset folder or raw COCO/GQA root (shapes tasks build their own if omitted)")
-    parser.add_argument("--data-cache-dir", default=None,
-                        help="where families built from a raw root are kept (default: <cache-dir>/datasets)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="feature cache root (default: $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)")
-    parser.add_argument("--no-cache", action="store_true", help="encode everything and store nothing")
-    parser.add_argument("--model-cache-dir", default=None, help="where the backend keeps downloaded weights")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    parser.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
-    parser.add_argument("--seed", type=int, default=0, help="torch seed before loading (random-init models)")
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE)
-    parser.add_argument("--num-workers", type=int, default=None,
-                        help="image decoding workers (default: min(4, CPUs - 1); none for jobs of at most two batches)")
-    parser.add_argument("--skip-bad-images", action="store_true",
-                        help="count and report missing or undecodable images (and drop their cycles) instead of failing")
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """``clip-cycles encode``: fill the feature cache for tasks without scoring them."""
-    add_model_arguments(parser)
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
-    import json
-
-    from clip_cycles.encoding.distributed import process_group
-    from clip_cycles.evaluation.zero_shot import encode_tasks, model_spec_from_args, resolve_cache_dir
-    from clip_cycles.tasks.registry import expand_tasks
-
-    tasks = expand_tasks(args.task)
-    spec = model_spec_from_args(args)
-    with process_group(spec):
-        _, encoded = encode_tasks(tasks, spec, args.dataset_root,
-                                  None if args.no_cache else resolve_cache_dir(args.cache_dir),
-                                  data_cache_dir=args.data_cache_dir, batch_size=args.batch_size,
-                                  num_workers=args.num_workers, skip_bad_images=args.skip_bad_images)
-    if encoded is not None:  # None on the ranks other than 0
-        print(json.dumps(encoded.stats.to_dict(), indent=2, sort_keys=True))
-    return 0

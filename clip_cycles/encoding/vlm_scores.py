@@ -38,11 +38,13 @@ import numpy as np
 import yaml
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
-from clip_cycles.encoding.feature_cache import FeatureNamespace, content_hash, digest, text_hash
+from clip_cycles.encoding.feature_cache import FeatureNamespace
+from clip_cycles.fingerprints import content_hash, digest, text_hash
 
 if TYPE_CHECKING:  # pragma: no cover
-    from clip_cycles.encoding.encoder import ImageItem, ModelSpec
-    from clip_cycles.evaluation.zero_shot import TaskData
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.tasks.loading import TaskData
     from clip_cycles.tasks.registry import TaskSpec
 
 #: The default prompt: the image, then a cue; the caption follows after one space.

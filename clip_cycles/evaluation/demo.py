@@ -224,12 +224,12 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
 def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
              settings: DemoSettings | None = None) -> dict[str, dict[str, Any]]:
     """Run the demo and return its result records (also written, with the report, under ``out``)."""
-    from clip_cycles.evaluation.zero_shot import resolve_cache_dir
     from clip_cycles.experiments.experiment_data import load_from_tasks
     from clip_cycles.experiments.oe import OESettings, run_oe
     from clip_cycles.experiments.probes import ProbeSettings, run_probes
     from clip_cycles.experiments.report import build_report
     from clip_cycles.experiments.transfer import TransferSettings, run_transfer
+    from clip_cycles.settings import resolve_cache_dir
 
     settings = settings or DemoSettings()
     cache = check_writable(resolve_cache_dir(cache_dir))

@@ -25,58 +25,23 @@ import dataclasses
 import math
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from clip_cycles.attributes.concept_features import _in_root, embed_concepts
+from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec, TaskSpec, expand_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.attributes.concepts import ConceptAttributeData
-    from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
+    from clip_cycles.encoding.encoder import ModelSpec
 
 
-@dataclass
-class RunContext:
-    """Where a run reads and caches: model, dataset root, caches, encoder settings, seed override.
-
-    ``cache_dir`` is the feature cache root (None: encode without storing);
-    ``data_cache_dir`` keeps dataset folders built from raw roots.
-    """
-
-    spec: ModelSpec
-    dataset_root: str | Path | None = None
-    cache_dir: Path | None = None
-    data_cache_dir: Path | None = None
-    batch_size: int = 64
-    num_workers: int | None = None
-    skip_bad_images: bool = False
-    seeds: Sequence[int] | None = None
-    language: str = "en"
-
-    @classmethod
-    def create(cls, spec: ModelSpec, dataset_root: str | Path | None = None, cache_dir: str | Path | None = None,
-               use_cache: bool = True, data_cache_dir: str | Path | None = None, **kwargs: Any) -> RunContext:
-        """Resolve the caches the way ``clip-cycles eval`` does (``$CLIP_CYCLES_CACHE`` by default)."""
-        from clip_cycles.evaluation.zero_shot import resolve_cache_dir
-
-        root = resolve_cache_dir(cache_dir)
-        return cls(spec=spec, dataset_root=dataset_root, cache_dir=root if use_cache else None,
-                   data_cache_dir=Path(data_cache_dir) if data_cache_dir else root / "datasets", **kwargs)
 
 
-@dataclass
-class RunOutcome:
-    """Result records in task order; ``encoded`` is the cycle_selection encoder pass (its stats).
-
-    ``main`` is False on torchrun ranks other than 0, which report nothing.
-    """
-
-    records: list[dict[str, Any]] = field(default_factory=list)
-    encoded: EncodedFeatures | None = None
-    main: bool = True
 
 
 RunnerFunc = Callable[[Sequence[AnyTask], RunContext], RunOutcome]
@@ -245,7 +210,7 @@ def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
 @register_runner("benchmark_cycles", "cycles")
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Blocks of a benchmark's own format (``cycles/winoground``) as cycles (``benchmark_audit.runners``)."""
-    from clip_cycles.benchmark_audit.runners import run_benchmark_cycles as run
+    from clip_cycles.evaluation.benchmark_runners import run_benchmark_cycles as run
 
     return run(tasks, context)
 
@@ -253,7 +218,7 @@ def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOu
 @register_runner("benchmark_audit", "benchmark_audit")
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Blind baselines vs the model on a benchmark's own format (``audit/<format>``, ``benchmark_audit.runners``)."""
-    from clip_cycles.benchmark_audit.runners import run_benchmark_audit as run
+    from clip_cycles.evaluation.benchmark_runners import run_benchmark_audit as run
 
     return run(tasks, context)
 
@@ -261,77 +226,8 @@ def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOut
 # --------------------------------------------------------------------------- attribute splits
 
 
-def _in_root(root: Path, name: str) -> Path:
-    path = Path(name)
-    return path if path.is_absolute() else root / path
 
 
-def embed_concepts(
-    root: str | Path,
-    data: ConceptAttributeData,
-    spec: ModelSpec,
-    cache_dir: str | Path | None = None,
-    source: str = "image",
-    categories: str | Path | None = None,
-    min_concepts: int = 10,
-    batch_size: int = 64,
-    num_workers: int | None = None,
-    skip_bad_images: bool = False,
-) -> tuple[ConceptAttributeData, np.ndarray, dict[str, Any]]:
-    """Concept embeddings of a THINGS root for the model ``spec``, through the feature cache.
-
-    ``source`` is ``image`` (mean image embedding over ``object_images/<concept>/*.jpg``),
-    ``name`` (text embedding of "a photo of a <name>") or ``definition`` (the same plus
-    the definition from the category TSV; concepts without one keep the name only).
-    Concepts without images (``concept_without_images``) or whose images all failed
-    (``concept_without_embedding``) are dropped and recorded in the returned data's
-    ``skipped``; attributes falling below ``min_concepts`` positives are dropped the same way.
-
-    Returns
-    -------
-    (data restricted to embedded concepts, (n, d) float64 matrix in data order, info for the report)
-    """
-    from clip_cycles.attributes.concept_features import concept_image_embeddings, concept_text_embeddings
-    from clip_cycles.attributes.concepts import (
-        CATEGORY_TSV_NAMES,
-        align_embeddings,
-        assign_supercategories,
-        concept_texts,
-        find_concept_images,
-        load_supercategory_tsv,
-    )
-
-    root = Path(root)
-    info: dict[str, Any] = {"embedding": source}
-    if source == "image":
-        images = find_concept_images(root, data.concepts)
-        if images.missing:
-            keep = np.array([c in images.paths for c in data.concepts])
-            data = data.restrict(keep, min_concepts, reason="concept_without_images")
-            if not data.attributes:
-                raise ValueError(f"{root}: after dropping {len(images.missing)} concepts without images under "
-                                 f"object_images/, no attribute keeps {min_concepts} positive concepts")
-        paths = {c: images.paths[c] for c in data.concepts}
-        info["n_images"] = int(sum(len(p) for p in paths.values()))
-        ids, matrix = concept_image_embeddings(paths, spec, cache_dir, root=root, batch_size=batch_size,
-                                               num_workers=num_workers, skip_bad_images=skip_bad_images)
-    elif source in ("name", "definition"):
-        definitions = None
-        if source == "definition":
-            candidates = [_in_root(root, categories)] if categories else [root / n for n in CATEGORY_TSV_NAMES]
-            tsv = next((p for p in candidates if p.is_file()), None)
-            if tsv is None:
-                raise FileNotFoundError(f"concept definitions need the category TSV; none of "
-                                        f"{[str(p) for p in candidates]} exists")
-            definitions = assign_supercategories(data.concepts, load_supercategory_tsv(tsv)).definitions
-            info["n_concepts_without_definition"] = int(sum(not d for d in definitions))
-        texts = concept_texts(data.concepts, definitions)
-        ids, matrix = concept_text_embeddings(texts, spec, cache_dir, batch_size=batch_size)
-    else:
-        raise ValueError(f"unknown concept embedding source {source!r}; use image, name or definition")
-    data, X = align_embeddings(data, ids, matrix, min_concepts)
-    info["dim"] = int(X.shape[1])
-    return data, X, info
 
 
 def _clean(value: Any) -> Any:

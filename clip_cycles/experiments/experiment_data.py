@@ -307,13 +307,9 @@ def load_from_tasks(
     folder declares unavailable are recorded in ``unavailable`` with the reason.
     """
     from clip_cycles.encoding.encoder import encode
-    from clip_cycles.evaluation.zero_shot import (
-        cycle_index,
-        load_task_data,
-        resolve_cache_dir,
-        resolve_dataset_roots,
-        unique_items,
-    )
+    from clip_cycles.encoding.task_encoding import cycle_index
+    from clip_cycles.settings import resolve_cache_dir
+    from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
     from clip_cycles.tasks.registry import expand_tasks
 
     tasks = expand_tasks(task_names)
@@ -469,38 +465,5 @@ def _planted_cycles(rng: np.random.Generator, images: np.ndarray, captions: np.n
 # --------------------------------------------------------------------------- CLI inputs
 
 
-def add_input_arguments(parser: Any) -> None:
-    """Where an experiment's features come from: ``--features FILE.npz`` or tasks + a model (as ``clip-cycles eval``)."""
-    group = parser.add_argument_group("input (either --features, or --task with --model)")
-    group.add_argument("--features", default=None, help="an .npz written by save_experiment_data (skips encoding)")
-    group.add_argument("--task", nargs="+", default=None, help="task or collection names, e.g. cycles/coco_all")
-    group.add_argument("--model-type", default="open_clip", help="backend name (see clip_cycles.encoding.backends)")
-    group.add_argument("--model", default=None, help="model name (backend-specific; a file for 'features')")
-    group.add_argument("--pretrained", default=None, help="pretrained tag or checkpoint path; none = random init")
-    group.add_argument("--dataset-root", default=None, help="built dataset folder or raw COCO/GQA/shapes root")
-    group.add_argument("--data-cache-dir", default=None, help="where families built from a raw root are kept")
-    group.add_argument("--cache-dir", default=None, help="feature cache root (default: $CLIP_CYCLES_CACHE)")
-    group.add_argument("--no-cache", action="store_true", help="encode everything and store nothing")
-    group.add_argument("--model-cache-dir", default=None, help="where the backend keeps downloaded weights")
-    group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    group.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
-    group.add_argument("--model-seed", dest="seed", type=int, default=0, help="torch seed before loading (random init)")
-    group.add_argument("--encode-batch-size", type=int, default=64)
-    group.add_argument("--num-workers", type=int, default=None, help="image decoding workers")
-    group.add_argument("--skip-bad-images", action="store_true", help="count and drop cycles with unreadable images")
 
 
-def data_from_args(args: Any, seeds: Sequence[int] | None = None, with_markers: bool = False) -> ExperimentData:
-    """ExperimentData from parsed :func:`add_input_arguments` arguments."""
-    if args.features is not None:
-        if args.task or args.model:
-            raise ValueError("give either --features or --task/--model, not both")
-        return load_experiment_data(args.features)
-    if not args.task or not args.model:
-        raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
-    from clip_cycles.evaluation.zero_shot import model_spec_from_args, resolve_cache_dir
-
-    spec = model_spec_from_args(args)
-    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
-    return load_from_tasks(args.task, spec, args.dataset_root, cache, args.data_cache_dir, seeds, with_markers,
-                           args.encode_batch_size, args.num_workers, args.skip_bad_images)

@@ -24,7 +24,6 @@ encoded through the same backend and cache as every other caption.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -242,30 +241,5 @@ def oe_metrics(data: ExperimentData, settings: OESettings | None = None) -> dict
     return metrics
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
-    from clip_cycles.experiments.probes import add_experiment_arguments
-
-    add_experiment_arguments(parser, epochs=8)
-    parser.add_argument("--rank", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=512, help="training batch size")
-    parser.add_argument("--text-only-epochs", type=int, default=50,
-                        help="epochs of the text-only and image-only shortcut probes (paper 1: 50)")
-    parser.add_argument("--text-only-lr", type=float, default=1e-2,
-                        help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)")
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the OE experiment and write ``oe.json`` (+ report)."""
-    from clip_cycles.experiments.experiment_data import data_from_args
-    from clip_cycles.experiments.probes import finish
-
-    settings = OESettings(rank=args.rank, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                          weight_decay=args.weight_decay, seeds=tuple(args.seeds),
-                          text_only_epochs=args.text_only_epochs, text_only_lr=args.text_only_lr,
-                          min_cycles=args.min_cycles)
-    data = data_from_args(args, seeds=settings.seeds, with_markers=True)
-    return finish(run_oe(data, settings), args, RESULT_FILE)

@@ -17,12 +17,9 @@ transfer experiment so its diagonal reproduces these numbers exactly.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
@@ -404,62 +401,14 @@ def probe_metrics(data: ExperimentData, settings: ProbeSettings | None = None) -
 # --------------------------------------------------------------------------- CLI
 
 
-def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
-    """Arguments shared by the experiment commands: input, output, seeds, epochs, minimum cycles."""
-    from clip_cycles.experiments.experiment_data import add_input_arguments
-
-    add_input_arguments(parser)
-    parser.add_argument("--out", required=True, help="results directory (JSON, report.md and figures go here)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds), help="cycle-split seeds")
-    parser.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
-    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
-                        help="families with fewer cycles in any seed/split are reported unavailable")
-    parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """``clip-cycles probe``: rank sweeps per family."""
-    add_experiment_arguments(parser, epochs=30)
-    parser.add_argument("--ranks", type=int, nargs="+", default=list(PROBE_RANKS), help="low-rank probe ranks")
-    parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
-    parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
-    parser.set_defaults(func=run)
 
 
-def write_json(record: dict[str, Any], path: Path) -> Path:
-    """Write a result JSON with sorted keys (equal results, equal bytes)."""
-    import json
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    return path
 
 
-def finish(record: dict[str, Any], args: argparse.Namespace, file_name: str) -> int:
-    """Write the JSON into ``--out`` and (unless ``--no-report``) rebuild report.md and the figures there."""
-    out = Path(args.out)
-    path = write_json(record, out / file_name)
-    print(f"wrote {path}", file=sys.stderr)
-    if not args.no_report:
-        from clip_cycles.experiments.report import build_report
-
-        report = build_report(out)
-        print(f"wrote {report.markdown} and {len(report.figures)} figure files", file=sys.stderr)
-    return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the probe sweep and write ``probe.json`` (+ report)."""
-    from clip_cycles.experiments.experiment_data import data_from_args
-
-    settings = ProbeSettings(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
-                             ranks=tuple(args.ranks), full_heads=tuple(args.full_heads), seeds=tuple(args.seeds),
-                             min_cycles=args.min_cycles, audit=not args.no_audit)
-    data = data_from_args(args, seeds=settings.seeds)
-    return finish(run_probes(data, settings), args, RESULT_FILE)
 
 
 __all__ = [

@@ -14,7 +14,6 @@ Spearman correlations between A[i, j] and T[i, j] over the ordered off-diagonal 
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
@@ -206,24 +205,5 @@ def transfer_metrics(data: ExperimentData, settings: TransferSettings | None = N
     }
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """``clip-cycles transfer``: the transfer grid and alignment."""
-    from clip_cycles.experiments.probes import add_experiment_arguments
-
-    add_experiment_arguments(parser, epochs=30)
-    parser.add_argument("--rank", type=int, default=REFERENCE_RANK, help="probe rank (paper: 64)")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
-    parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the transfer grid and write ``transfer.json`` (+ report)."""
-    from clip_cycles.experiments.experiment_data import data_from_args
-    from clip_cycles.experiments.probes import finish
-
-    settings = TransferSettings(rank=args.rank, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
-                                batch_size=args.batch_size, seeds=tuple(args.seeds), min_cycles=args.min_cycles)
-    data = data_from_args(args, seeds=settings.seeds)
-    return finish(run_transfer(data, settings), args, RESULT_FILE)

@@ -78,7 +78,9 @@ class CycleBlocksDataset:
 def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: Any, split: str = "test",
                          seeds: Any = None) -> CycleBlocksDataset:
     """The blocks of a task's split, seeds concatenated in order (for clip_benchmark's own metrics)."""
-    from clip_cycles.evaluation.zero_shot import CycleRows, load_task_data, resolve_cache_dir, resolve_dataset_roots
+    from clip_cycles.data.folder_reader import CycleRows
+    from clip_cycles.settings import resolve_cache_dir
+    from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
     from clip_cycles.tasks.registry import TaskSpec, get_task
 
     task = get_task(task_name)
@@ -114,7 +116,8 @@ def run_cycles(args: Any) -> int:
 
     from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
     from clip_cycles.encoding.encoder import ModelSpec
-    from clip_cycles.evaluation.runners import RunContext, run_tasks, runner_for
+    from clip_cycles.encoding.run_context import RunContext
+    from clip_cycles.evaluation.runners import run_tasks, runner_for
     from clip_cycles.evaluation.zero_shot import output_path, write_record
     from clip_cycles.tasks.registry import get_task
 

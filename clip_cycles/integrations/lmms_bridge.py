@@ -197,7 +197,7 @@ def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequ
 
     The folder is written to a temporary sibling and moved into place when complete.
     """
-    from clip_cycles.evaluation.zero_shot import open_built_folder
+    from clip_cycles.data.folder_reader import open_built_folder
     from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
     root = Path(dataset_root).expanduser().resolve()

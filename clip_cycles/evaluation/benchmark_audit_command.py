@@ -24,7 +24,7 @@ _NOT_HERE = {"--task", "--dataset-root", "--data-cache-dir"}
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     """The model and cache flags exactly as ``clip-cycles eval`` defines them, ``--model`` optional."""
-    from clip_cycles.encoding.encoder import add_model_arguments
+    from clip_cycles.encoding.flags import add_model_arguments
 
     shared = argparse.ArgumentParser(add_help=False)
     add_model_arguments(shared)
@@ -52,7 +52,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from clip_cycles.benchmark_audit.report import markdown_table, write_figure
     from clip_cycles.benchmark_audit.run import audit_benchmark
-    from clip_cycles.evaluation.zero_shot import model_spec_from_args, resolve_cache_dir
+    from clip_cycles.encoding.flags import model_spec_from_args
+    from clip_cycles.settings import resolve_cache_dir
 
     if args.name not in ADAPTERS:
         raise ValueError(f"unknown benchmark format {args.name!r}; registered: {', '.join(sorted(ADAPTERS))}")

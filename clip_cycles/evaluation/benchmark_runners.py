@@ -18,7 +18,7 @@ from clip_cycles.benchmark_audit.adapters import get_adapter, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings
 
 if TYPE_CHECKING:  # pragma: no cover
-    from clip_cycles.evaluation.runners import RunContext, RunOutcome
+    from clip_cycles.encoding.run_context import RunContext, RunOutcome
     from clip_cycles.tasks.registry import AnyTask, TaskSpec
 
 
@@ -80,7 +80,7 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
 
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_cycles`` runner: one record per task."""
-    from clip_cycles.evaluation.runners import RunOutcome
+    from clip_cycles.encoding.run_context import RunOutcome
 
     return RunOutcome([_record(task, context, winoground_cycle_metrics(task, context)) for task in tasks])  # type: ignore[arg-type]
 
@@ -88,7 +88,7 @@ def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOu
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_audit`` runner: the audit of :func:`~.run.audit_benchmark` as one record per task."""
     from clip_cycles.benchmark_audit.run import audit_benchmark
-    from clip_cycles.evaluation.runners import RunOutcome
+    from clip_cycles.encoding.run_context import RunOutcome
 
     records = []
     for task in tasks:

@@ -1,0 +1,354 @@
+"""Reading a built dataset folder column-wise: ``BuiltFolder``, ``CycleRows``, ``read_cycle_rows``.
+
+The writer and the verification of a folder's files are in :mod:`clip_cycles.data.dataset_folder`;
+the format is DEVELOPING.md's "Built dataset folders" and "Reading a built folder".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+from clip_cycles.data.dataset_folder import read_build_info, verify_folder_files
+from clip_cycles.data.images import ImageItem
+
+
+class FamilyTask(Protocol):
+    """What reading a family's rows needs of a task: its name, its family (``config``) and caption format."""
+
+    name: str
+    config: str
+
+    def format_caption(self, caption: str) -> str: ...
+
+ROW_FIELDS = ("image_0", "image_1", "caption_0", "caption_1", "cycle_id")
+
+
+@dataclass
+class BuiltFolder:
+    """A built dataset folder (DEVELOPING.md "Built dataset folders")."""
+
+    root: Path
+    info: dict[str, Any]
+    #: file name -> its ImageItem, so each distinct image is resolved once per folder
+    image_items: dict[str, ImageItem] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def source(self) -> str:
+        return str(self.info.get("source", ""))
+
+    @property
+    def source_root(self) -> Path:
+        return Path(self.info.get("source_root", ""))
+
+    def is_shapes_world(self) -> bool:
+        return self.source == "shapes" or (self.source_root / "shapes_world.json").is_file()
+
+
+def open_built_folder(root: str | Path, families: Sequence[str] | None = None, verify: bool = True) -> BuiltFolder:
+    """Read and validate ``build_info.json`` of a built folder, then verify its Parquet files.
+
+    Errors name the file and field; with ``verify`` every Parquet file of ``families``
+    (default: all) must have the row count and sha256 recorded at build time, else a
+    ValueError names each mismatching file: an edited folder is never scored.
+    """
+
+    root = Path(root)
+    info = read_build_info(root)
+    if verify:
+        problems = verify_folder_files(root, info, families=families)
+        if problems:
+            raise ValueError(
+                f"{root} does not match its build_info.json, refusing to score it: " + "; ".join(problems)
+                + f". Rebuild it: {info.get('rebuild_command', 'clip-cycles build ...')}"
+            )
+    return BuiltFolder(root, info)
+
+
+class UnavailableFamily(ValueError):
+    """The family was built but declared unavailable (minimum-cycle rule); reported, not scored."""
+
+
+@dataclass
+class CycleRows:
+    """The cycles of one (task, seed, split), column-wise.
+
+    Row ``i`` pairs images ``image_items[image_index[i, 0]]`` and ``image_items[image_index[i, 1]]``
+    with captions ``captions[caption_index[i, 0]]`` and ``captions[caption_index[i, 1]]``.
+    ``image_items`` and ``captions`` (formatted by the task) are unique, in order of first
+    appearance (row by row, ``_0`` before ``_1``); ``cycle_ids`` is a pyarrow string array.
+    """
+
+    cycle_ids: Any
+    image_items: list[ImageItem]
+    image_index: np.ndarray
+    captions: list[str]
+    caption_index: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.image_index.shape[0])
+
+    def image_pair(self, i: int) -> tuple[ImageItem, ImageItem]:
+        """The two image items of row ``i``."""
+        a, b = self.image_index[i]
+        return self.image_items[a], self.image_items[b]
+
+    def caption_pair(self, i: int) -> tuple[str, str]:
+        """The two (formatted) captions of row ``i``."""
+        a, b = self.caption_index[i]
+        return self.captions[a], self.captions[b]
+
+    @classmethod
+    def from_pairs(cls, cycle_ids: Sequence[str], image_pairs: Sequence[tuple[ImageItem, ImageItem]],
+                   caption_pairs: Sequence[tuple[str, str]]) -> CycleRows:
+        """Rows from per-cycle pairs (items interned by key, captions by text), e.g. for data built in code."""
+        import pyarrow as pa
+
+        if not len(cycle_ids) == len(image_pairs) == len(caption_pairs):
+            raise ValueError(f"{len(cycle_ids)} cycle ids, {len(image_pairs)} image pairs and "
+                             f"{len(caption_pairs)} caption pairs: one of each per cycle")
+        images: dict[str, int] = {}
+        items: list[ImageItem] = []
+        for pair in image_pairs:
+            for item in pair:
+                if item.key not in images:
+                    images[item.key] = len(items)
+                    items.append(item)
+        captions: dict[str, int] = {}
+        for pair in caption_pairs:
+            for text in pair:
+                captions.setdefault(text, len(captions))
+        image_index = np.array([[images[a.key], images[b.key]] for a, b in image_pairs], dtype=np.int64).reshape(-1, 2)
+        caption_index = np.array([[captions[a], captions[b]] for a, b in caption_pairs], dtype=np.int64).reshape(-1, 2)
+        return cls(pa.array(list(cycle_ids), type=pa.string()), items, image_index, list(captions), caption_index)
+
+    @classmethod
+    def concat(cls, parts: Sequence[CycleRows]) -> CycleRows:
+        """The rows of ``parts`` one after another (items re-interned by key and text)."""
+        import pyarrow as pa
+
+        images: dict[str, int] = {}
+        items: list[ImageItem] = []
+        captions: dict[str, int] = {}
+        image_index, caption_index = [], []
+        for part in parts:
+            image_map = np.empty(len(part.image_items), dtype=np.int64)
+            for k, item in enumerate(part.image_items):
+                if item.key not in images:
+                    images[item.key] = len(items)
+                    items.append(item)
+                image_map[k] = images[item.key]
+            caption_map = np.array([captions.setdefault(c, len(captions)) for c in part.captions], dtype=np.int64)
+            image_index.append(image_map[part.image_index])
+            caption_index.append(caption_map[part.caption_index])
+        ids = pa.concat_arrays([pa.array(p.cycle_ids, type=pa.string()) for p in parts]) if parts else pa.array(
+            [], type=pa.string())
+        return cls(ids, items, np.concatenate(image_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
+                   list(captions), np.concatenate(caption_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64))
+
+
+def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
+    """The item of one image value (interned per folder for file names); ValueError says what is wrong."""
+    if isinstance(value, str):
+        item = folder.image_items.get(value)
+        if item is None:
+            if not value or Path(value).is_absolute() or ".." in Path(value).parts:
+                raise ValueError(f"image file name {value!r} must be relative to the source root")
+            item = folder.image_items[value] = ImageItem(key=value, path=folder.source_root / value)
+        return item
+    if isinstance(value, dict) and (value.get("bytes") or value.get("path")):
+        data = value.get("bytes")
+        name = value.get("path") or ""
+        if data is None:
+            return ImageItem(key=name, path=(folder.root / name))
+        from clip_cycles.fingerprints import content_hash
+
+        return ImageItem(key=name or f"sha256:{content_hash(data)}", data=bytes(data))
+    raise ValueError(f"image value must be a file name or a datasets.Image struct, got {type(value).__name__}")
+
+
+def _where(path: Path, cycle_ids: Any, row: int) -> str:
+    cid = cycle_ids[row].as_py() if row < len(cycle_ids) else None
+    return f"{path} row {row} (cycle_id {cid!r})"
+
+
+def _stringlike(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _interleaved(path: Path, table: Any, first: str, second: str) -> Any:
+    """``first[0], second[0], first[1], second[1], ...`` as one array (the row order of the values)."""
+    import pyarrow as pa
+
+    a, b = table.column(first).combine_chunks(), table.column(second).combine_chunks()
+    if pa.types.is_null(a.type) != pa.types.is_null(b.type):  # an all-null column: nulls of the other type
+        a, b = (a.cast(b.type), b) if pa.types.is_null(a.type) else (a, b.cast(a.type))
+    if a.type != b.type:
+        if not (_stringlike(a.type) and _stringlike(b.type)):
+            raise ValueError(f"{path}: columns {first} ({a.type}) and {second} ({b.type}) must have the same type")
+        a, b = a.cast(pa.large_string()), b.cast(pa.large_string())
+    n = len(a)
+    order = np.empty(2 * n, dtype=np.int64)
+    order[0::2] = np.arange(n)
+    order[1::2] = np.arange(n, 2 * n)
+    return pa.concat_arrays([a, b]).take(pa.array(order))
+
+
+def _codes(values: Any) -> tuple[list[Any], np.ndarray]:
+    """Unique values (first appearance) and the (N, 2) int64 codes of an interleaved string array."""
+    encoded = values.dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return encoded.dictionary.to_pylist(), codes.reshape(-1, 2)
+
+
+def _first_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_cycle_ids(path: Path, table: Any) -> Any:
+    """The cycle_id column, after checking every value is a unique non-empty string."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = table.column("cycle_id").combine_chunks()
+    message = "cycle_id must be a unique non-empty string"
+    if not _stringlike(ids.type) and not pa.types.is_null(ids.type):
+        raise ValueError(f"{path}: column cycle_id holds {ids.type}; {message}")
+    nulls = ids.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any():
+        raise ValueError(f"{_where(path, ids, _first_row(nulls))}: {message}")
+    empty = pc.utf8_length(ids).to_numpy(zero_copy_only=False) == 0
+    if empty.any():
+        raise ValueError(f"{_where(path, ids, _first_row(empty))}: {message}")
+    encoded = ids.dictionary_encode()
+    if len(encoded.dictionary) != len(ids):
+        _, first = np.unique(encoded.indices.to_numpy(zero_copy_only=False), return_index=True)
+        repeated = np.ones(len(ids), dtype=bool)
+        repeated[first] = False
+        raise ValueError(f"{_where(path, ids, _first_row(repeated))}: {message}")
+    return ids
+
+
+def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tuple[list[str], np.ndarray]:
+    """Unique formatted captions and (N, 2) codes, after checking every caption."""
+    import pyarrow as pa
+
+    values = _interleaved(path, table, "caption_0", "caption_1")
+    if not _stringlike(values.type) and not pa.types.is_null(values.type):
+        raise ValueError(f"{path}: columns caption_0 and caption_1 hold {values.type}; captions must be strings")
+    nulls = values.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any():
+        k = _first_row(nulls)
+        raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
+    unique, codes = _codes(values)
+    for code, caption in enumerate(unique):
+        if not caption.strip():
+            k = _first_row(codes.ravel() == code)
+            raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
+    same = codes[:, 0] == codes[:, 1]
+    if same.any():
+        raise ValueError(f"{_where(path, ids, _first_row(same))}: caption_0 equals caption_1; "
+                         "a cycle needs two distinct captions")
+    formatted = [task.format_caption(c) for c in unique]
+    position: dict[str, int] = {}
+    remap = np.array([position.setdefault(text, len(position)) for text in formatted], dtype=np.int64)
+    return list(position), remap[codes]
+
+
+def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
+    """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
+
+    values = _interleaved(path, table, "image_0", "image_1")
+    nulls = values.is_null().to_numpy(zero_copy_only=False)
+    if nulls.any():
+        k = _first_row(nulls)
+        raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a "
+                         "datasets.Image struct, got NoneType")
+    if _stringlike(values.type):
+        unique, codes = _codes(values)
+    else:  # datasets.Image structs (self-contained folders): one Python value per row
+        unique, flat = [], []
+        seen: dict[Any, int] = {}
+        for value in values.to_pylist():
+            marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
+            if marker not in seen:
+                seen[marker] = len(unique)
+                unique.append(value)
+            flat.append(seen[marker])
+        codes = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+    items: list[ImageItem] = []
+    for code, value in enumerate(unique):
+        try:
+            items.append(_image_item(value, folder))
+        except ValueError as error:
+            k = _first_row(codes.ravel() == code)
+            raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: {error}") from None
+    position: dict[str, int] = {}
+    keep: list[ImageItem] = []
+    remap = np.empty(len(items), dtype=np.int64)
+    for code, item in enumerate(items):
+        if item.key not in position:
+            position[item.key] = len(keep)
+            keep.append(item)
+        remap[code] = position[item.key]
+    codes = remap[codes]
+    same = codes[:, 0] == codes[:, 1]
+    if same.any():
+        raise ValueError(f"{_where(path, ids, _first_row(same))}: image_0 equals image_1; "
+                         "a cycle needs two distinct images")
+    return keep, codes
+
+
+def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str, Any]:
+    """The family's entry in build_info.json; UnavailableFamily when ``split`` of it is unavailable."""
+    family = task.config
+    entry = folder.info.get("families", {}).get(family)
+    if not isinstance(entry, dict):
+        available = sorted(folder.info.get("families", {}))
+        raise ValueError(
+            f"task {task.name}: family {family!r} is not in {folder.root / 'build_info.json'} "
+            f"(families: {available}); rebuild with `clip-cycles build ... --families {family}`"
+        )
+    # The minimum-cycle rule applies to the split being read: a family short elsewhere still
+    # serves the splits that meet it (``available_splits``; older folders: all or nothing).
+    if entry.get("available") is False and split not in entry.get("available_splits", ()):
+        reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
+        raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in "
+                                f"{folder.root}: {reason}")
+    return entry
+
+
+def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str) -> CycleRows:
+    """Read ``data/<family>/seed<k>/<split>.parquet`` of the task's family column-wise, validating every row.
+
+    Each distinct image value is resolved once (per folder) and each distinct caption
+    formatted once; rows become (N, 2) index arrays. Errors name the file, row and cycle_id.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _family_entry(folder, task, split)
+    path = folder.root / "data" / task.config / f"seed{seed}" / f"{split}.parquet"
+    if not path.is_file():
+        raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
+    # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
+    try:
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            missing = [c for c in ROW_FIELDS if c not in names]
+            if missing:
+                raise ValueError(f"{path}: columns {missing} are missing (have {names})")
+            table = parquet.read(columns=list(ROW_FIELDS))
+    except pa.ArrowException as error:
+        raise ValueError(f"{path} is not a readable Parquet file ({error}); rebuild the folder") from error
+    if table.num_rows == 0:
+        raise ValueError(f"{path} holds no cycles")
+    ids = _check_cycle_ids(path, table)
+    captions, caption_index = _caption_columns(path, table, ids, task)
+    items, image_index = _image_columns(path, table, ids, folder)
+    return CycleRows(ids, items, image_index, captions, caption_index)

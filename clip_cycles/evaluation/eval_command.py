@@ -1,0 +1,60 @@
+"""``clip-cycles eval``: the same results as the clip_benchmark plugin, without its CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from clip_cycles.encoding.distributed import process_group
+from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.evaluation.runners import run_tasks
+from clip_cycles.evaluation.zero_shot import DEFAULT_OUTPUT, output_path, write_record
+from clip_cycles.tasks.registry import seed_argument
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """``clip-cycles eval``: the same results as the clip_benchmark plugin, without its CLI."""
+    add_model_arguments(parser)
+    parser.add_argument("--output", default=DEFAULT_OUTPUT,
+                        help="result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
+                             "{task} {language} {pretrained_full_path}); '-' prints to stdout")
+    parser.add_argument("--seeds", type=seed_argument, nargs="+", default=None,
+                        help="restrict to these seeds (non-negative integers)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
+    from clip_cycles.encoding.run_context import RunContext
+
+    spec = model_spec_from_args(args)
+    context = RunContext.create(spec, args.dataset_root, args.cache_dir, not args.no_cache, args.data_cache_dir,
+                                batch_size=args.batch_size, num_workers=args.num_workers,
+                                skip_bad_images=args.skip_bad_images, seeds=args.seeds)
+    with process_group(spec):
+        outcome = run_tasks(args.task, context)
+    if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
+        return 0
+    if outcome.encoded is not None:
+        stats = outcome.encoded.stats
+        print(f"encoded {stats.encoded_images} images and {stats.encoded_captions} captions "
+              f"({stats.cached_images} + {stats.cached_captions} from the cache; "
+              f"{len(stats.bad_images)} bad images skipped)", file=sys.stderr)
+    for record in outcome.records:
+        if args.output == "-":
+            print(json.dumps(record, sort_keys=True, indent=2))
+        else:
+            path = write_record(record, output_path(args.output, record["dataset"], spec.model, spec.pretrained,
+                                                    task=record["task"]))
+            print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}", file=sys.stderr)
+    return 0
+
+
+def _headline(metrics: dict[str, Any]) -> str:
+    """The first headline number of a result, for the one-line summary."""
+    for name in ("cycle_acc", "pearson", "f1_selectivity"):
+        if name in metrics:
+            return f"{name} {metrics[name]}"
+    return f"available {metrics.get('available')}"

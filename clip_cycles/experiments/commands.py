@@ -1,0 +1,159 @@
+"""``clip-cycles probe | transfer | oe``: the paper-1 experiments as commands.
+
+The experiments themselves (:mod:`probes`, :mod:`transfer`, :mod:`oe`) are library
+functions on :class:`~clip_cycles.experiments.experiment_data.ExperimentData`; this module
+adds their flags, loads the features and writes the JSON and the report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from clip_cycles.experiments import oe, probes, transfer
+from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, load_experiment_data, load_from_tasks
+from clip_cycles.experiments.oe import OESettings
+from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
+from clip_cycles.experiments.transfer import TransferSettings
+
+
+def add_input_arguments(parser: Any) -> None:
+    """Where an experiment's features come from: ``--features FILE.npz`` or tasks + a model (as ``clip-cycles eval``)."""
+    group = parser.add_argument_group("input (either --features, or --task with --model)")
+    group.add_argument("--features", default=None, help="an .npz written by save_experiment_data (skips encoding)")
+    group.add_argument("--task", nargs="+", default=None, help="task or collection names, e.g. cycles/coco_all")
+    group.add_argument("--model-type", default="open_clip", help="backend name (see clip_cycles.encoding.backends)")
+    group.add_argument("--model", default=None, help="model name (backend-specific; a file for 'features')")
+    group.add_argument("--pretrained", default=None, help="pretrained tag or checkpoint path; none = random init")
+    group.add_argument("--dataset-root", default=None, help="built dataset folder or raw COCO/GQA/shapes root")
+    group.add_argument("--data-cache-dir", default=None, help="where families built from a raw root are kept")
+    group.add_argument("--cache-dir", default=None, help="feature cache root (default: $CLIP_CYCLES_CACHE)")
+    group.add_argument("--no-cache", action="store_true", help="encode everything and store nothing")
+    group.add_argument("--model-cache-dir", default=None, help="where the backend keeps downloaded weights")
+    group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    group.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
+    group.add_argument("--model-seed", dest="seed", type=int, default=0, help="torch seed before loading (random init)")
+    group.add_argument("--encode-batch-size", type=int, default=64)
+    group.add_argument("--num-workers", type=int, default=None, help="image decoding workers")
+    group.add_argument("--skip-bad-images", action="store_true", help="count and drop cycles with unreadable images")
+
+
+def data_from_args(args: Any, seeds: Sequence[int] | None = None, with_markers: bool = False) -> ExperimentData:
+    """ExperimentData from parsed :func:`add_input_arguments` arguments."""
+    if args.features is not None:
+        if args.task or args.model:
+            raise ValueError("give either --features or --task/--model, not both")
+        return load_experiment_data(args.features)
+    if not args.task or not args.model:
+        raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
+    from clip_cycles.encoding.flags import model_spec_from_args
+    from clip_cycles.settings import resolve_cache_dir
+
+    spec = model_spec_from_args(args)
+    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
+    return load_from_tasks(args.task, spec, args.dataset_root, cache, args.data_cache_dir, seeds, with_markers,
+                           args.encode_batch_size, args.num_workers, args.skip_bad_images)
+
+
+def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
+    """Arguments shared by the experiment commands: input, output, seeds, epochs, minimum cycles."""
+
+    add_input_arguments(parser)
+    parser.add_argument("--out", required=True, help="results directory (JSON, report.md and figures go here)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds), help="cycle-split seeds")
+    parser.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
+    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
+                        help="families with fewer cycles in any seed/split are reported unavailable")
+    parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
+
+
+def write_json(record: dict[str, Any], path: Path) -> Path:
+    """Write a result JSON with sorted keys (equal results, equal bytes)."""
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def finish(record: dict[str, Any], args: argparse.Namespace, file_name: str) -> int:
+    """Write the JSON into ``--out`` and (unless ``--no-report``) rebuild report.md and the figures there."""
+    out = Path(args.out)
+    path = write_json(record, out / file_name)
+    print(f"wrote {path}", file=sys.stderr)
+    if not args.no_report:
+        from clip_cycles.experiments.report import build_report
+
+        report = build_report(out)
+        print(f"wrote {report.markdown} and {len(report.figures)} figure files", file=sys.stderr)
+    return 0
+
+
+def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
+    """``clip-cycles probe``: rank sweeps per family."""
+    add_experiment_arguments(parser, epochs=30)
+    parser.add_argument("--ranks", type=int, nargs="+", default=list(PROBE_RANKS), help="low-rank probe ranks")
+    parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
+    parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
+    parser.set_defaults(func=probe_command)
+
+
+def probe_command(args: argparse.Namespace) -> int:
+    """Run the probe sweep and write ``probe.json`` (+ report)."""
+
+    settings = ProbeSettings(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
+                             ranks=tuple(args.ranks), full_heads=tuple(args.full_heads), seeds=tuple(args.seeds),
+                             min_cycles=args.min_cycles, audit=not args.no_audit)
+    data = data_from_args(args, seeds=settings.seeds)
+    return finish(run_probes(data, settings), args, probes.RESULT_FILE)
+
+
+def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
+    """``clip-cycles transfer``: the transfer grid and alignment."""
+
+    add_experiment_arguments(parser, epochs=30)
+    parser.add_argument("--rank", type=int, default=REFERENCE_RANK, help="probe rank (paper: 64)")
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
+    parser.set_defaults(func=transfer_command)
+
+
+def transfer_command(args: argparse.Namespace) -> int:
+    """Run the transfer grid and write ``transfer.json`` (+ report)."""
+
+    settings = TransferSettings(rank=args.rank, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
+                                batch_size=args.batch_size, seeds=tuple(args.seeds), min_cycles=args.min_cycles)
+    data = data_from_args(args, seeds=settings.seeds)
+    return finish(transfer.run_transfer(data, settings), args, transfer.RESULT_FILE)
+
+
+def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
+    """``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
+
+    add_experiment_arguments(parser, epochs=8)
+    parser.add_argument("--rank", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--batch-size", type=int, default=512, help="training batch size")
+    parser.add_argument("--text-only-epochs", type=int, default=50,
+                        help="epochs of the text-only and image-only shortcut probes (paper 1: 50)")
+    parser.add_argument("--text-only-lr", type=float, default=1e-2,
+                        help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)")
+    parser.set_defaults(func=oe_command)
+
+
+def oe_command(args: argparse.Namespace) -> int:
+    """Run the OE experiment and write ``oe.json`` (+ report)."""
+
+    settings = OESettings(rank=args.rank, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                          weight_decay=args.weight_decay, seeds=tuple(args.seeds),
+                          text_only_epochs=args.text_only_epochs, text_only_lr=args.text_only_lr,
+                          min_cycles=args.min_cycles)
+    data = data_from_args(args, seeds=settings.seeds, with_markers=True)
+    return finish(oe.run_oe(data, settings), args, oe.RESULT_FILE)

@@ -1,0 +1,194 @@
+"""A task's data: its built folder (given, or built once from a raw root into the cache) and its cycle rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from clip_cycles.data.folder_reader import (
+    BuiltFolder,
+    CycleRows,
+    UnavailableFamily,
+    _family_entry,
+    open_built_folder,
+    read_cycle_rows,
+)
+from clip_cycles.data.images import ImageItem
+from clip_cycles.data.sources import (
+    _fingerprint_changes,
+    build_from_raw,
+    family_builder_source,
+    raw_root_fingerprint,
+    raw_source_kind,
+)
+from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest
+from clip_cycles.tasks.registry import TaskSpec
+
+#: Default size of the shapes world generated when a shapes task gets no --dataset-root.
+DEFAULT_SHAPES_IMAGES = 400
+
+
+def _expected_roots_message(task: TaskSpec, root: Path | None) -> str:
+    where = f"--dataset_root {root}" if root is not None else "no --dataset_root"
+    return (
+        f"task {task.name}: {where} is neither a built dataset folder (a folder with build_info.json and "
+        f"data/<family>/seed<k>/<split>.parquet, made by `clip-cycles build {task.source if task.source != 'shapes' else 'coco'} "
+        f"--{task.source if task.source != 'shapes' else 'coco'}-root <raw root> --out <folder>`) nor a raw source root "
+        f"(COCO: annotations/instances_val2017.json and val2017/; GQA: val_sceneGraphs.json; shapes world: "
+        f"shapes_world.json, made by `clip-cycles build shapes --out <folder>`)"
+    )
+
+
+def _check_source(task: TaskSpec, folder: BuiltFolder) -> None:
+    have = "shapes" if folder.is_shapes_world() else folder.source
+    if have != task.source:
+        raise ValueError(
+            f"task {task.name} needs {task.source} cycles but {folder.root / 'build_info.json'} holds "
+            f"{'shapes-world' if have == 'shapes' else have} cycles (source {folder.source!r}, source_root "
+            f"{str(folder.source_root)!r}); pass a {task.source} folder or raw root"
+        )
+
+
+def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[str, Path]:
+    if root is None:
+        if task.source != "shapes":
+            raise ValueError(_expected_roots_message(task, None))
+        raw = data_cache_dir / "shapes_world"
+        if not (raw / "shapes_world.json").is_file():
+            from clip_cycles.data.shapes_world import write_shapes_world
+
+            print(f"generating the shapes world ({DEFAULT_SHAPES_IMAGES} images) in {raw}", file=sys.stderr)
+            write_shapes_world(raw, n_images=DEFAULT_SHAPES_IMAGES)
+        return "shapes", raw
+    kind = raw_source_kind(root)
+    if kind is None:
+        raise ValueError(_expected_roots_message(task, root))
+    if kind != task.source and not (kind == "shapes" and task.source in ("coco", "gqa")):
+        raise ValueError(f"task {task.name} needs {task.source} data but {root} is a raw {kind} root")
+    return kind, root
+
+
+def resolve_dataset_roots(tasks: Sequence[TaskSpec], dataset_root: str | Path | None, data_cache_dir: Path,
+                          build: Callable[[str, Path, Sequence[str], Path], Path] = build_from_raw
+                          ) -> dict[str, BuiltFolder]:
+    """The built folder of each task: the given one, or one built from a raw root into ``data_cache_dir``.
+
+    Families needed from the same raw root and builder are built together, once; the
+    folder is reused by later runs and rebuilt (with the union of families) only when a
+    task needs a family it lacks.
+    """
+    root = Path(dataset_root).expanduser() if dataset_root else None
+    if root is not None and not root.exists():
+        raise FileNotFoundError(f"--dataset_root {root} does not exist")
+    out: dict[str, BuiltFolder] = {}
+    if root is not None and (root / "build_info.json").is_file():
+        folder = open_built_folder(root, families=sorted({t.config for t in tasks if t.config}))
+        for task in tasks:
+            _check_source(task, folder)
+            out[task.name] = folder
+        return out
+
+    groups: dict[tuple[str, Path, str], list[TaskSpec]] = {}
+    for task in tasks:
+        kind, raw = _raw_root(task, root, data_cache_dir)
+        groups.setdefault((kind, raw, family_builder_source(task.config)), []).append(task)
+    for (kind, raw, builder), members in groups.items():
+        target = data_cache_dir / f"{kind}-{builder}-{digest(str(raw.resolve()), 16)}"
+        # The fingerprint of the raw root the cached build was made from sits beside it.
+        stamp = target.with_name(target.name + ".source.json")
+        fingerprint = raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints")
+        needed = sorted({t.config for t in members})
+        have: list[str] = []
+        why = ""
+        if (target / "build_info.json").is_file():
+            try:
+                stored = json.loads(stamp.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                stored = None
+            if stored != fingerprint:
+                why = f"the raw root changed since the cached build ({_fingerprint_changes(stored, fingerprint)})"
+            else:
+                try:
+                    have = sorted(open_built_folder(target).info.get("families", {}))
+                except (ValueError, FileNotFoundError) as error:
+                    why = f"the cached build does not verify ({error})"
+        if why or not set(needed) <= set(have):
+            families = sorted(set(needed) | set(have))
+            reason = why or f"families {sorted(set(needed) - set(have))} are not in the cached build"
+            print(f"building {builder} families {families} from {raw} into {target}: {reason}", file=sys.stderr)
+            staging = target.with_name(target.name + f".building-{os.getpid()}")
+            if staging.exists():
+                shutil.rmtree(staging)
+            build(builder, raw, families, staging)
+            # Fingerprint again: a raw root edited during the build must not be stamped as its source.
+            if raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints") != fingerprint:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise ValueError(f"{raw} changed while the families were being built from it; run again")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(staging, target)
+            from clip_cycles.fingerprints import atomic_write_bytes
+
+            atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
+        folder = open_built_folder(target, families=needed)
+        for task in members:
+            out[task.name] = folder
+    return out
+
+
+@dataclass
+class TaskData:
+    """Everything one task needs from its folder: test cycles per seed (and train/validation for the audit).
+
+    ``unavailable`` holds the reason when the folder declares the family unavailable.
+    """
+
+    task: TaskSpec
+    folder: BuiltFolder
+    splits: dict[int, dict[str, CycleRows]] = field(default_factory=dict)
+    unavailable: str | None = None
+    #: Why the additive audit's train/validation splits could not be read (the scored split was).
+    audit_unavailable: str | None = None
+
+    def all_rows(self) -> list[CycleRows]:
+        return [rows for by_split in self.splits.values() for rows in by_split.values()]
+
+
+def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | None = None,
+                   with_audit: bool = False) -> TaskData:
+    """Read the task's cycles for each seed: the test split, plus train/validation for the audit."""
+    data = TaskData(task, folder)
+    wanted = (task.split, task.train_split, "validation") if with_audit else (task.split,)
+    try:
+        _family_entry(folder, task, task.split)
+    except UnavailableFamily as reason:
+        print(f"warning: {reason}", file=sys.stderr)
+        data.unavailable = str(reason)
+        return data
+    for seed in seeds if seeds is not None else task.seeds:
+        data.splits[seed] = {}
+        for split in dict.fromkeys(wanted):
+            try:
+                data.splits[seed][split] = read_cycle_rows(folder, task, seed, split)
+            except UnavailableFamily as reason:  # an audit split short of the minimum: score without the audit
+                data.audit_unavailable = str(reason)
+    if data.audit_unavailable is not None:  # nothing but the scored split is needed (or encoded) then
+        data.splits = {seed: {task.split: rows[task.split]} for seed, rows in data.splits.items()}
+    return data
+
+
+def unique_items(loaded: Sequence[TaskData]) -> tuple[list[ImageItem], list[str]]:
+    """The unique image items (by key) and captions of every split of ``loaded``, in order of first appearance."""
+    images: dict[str, ImageItem] = {}
+    captions: dict[str, None] = {}
+    for data in loaded:
+        for rows in data.all_rows():
+            for item in rows.image_items:
+                images.setdefault(item.key, item)
+            captions.update(dict.fromkeys(rows.captions))
+    return list(images.values()), list(captions)
