@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.data import families, gqa_families
+from clip_cycles.data import coco_families, families, gqa_families
 from clip_cycles.data.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.coco_families import _top_neighbours
 from clip_cycles.data.families import num_processes, parallel_map
@@ -43,6 +43,7 @@ def worker_pids(monkeypatch: pytest.MonkeyPatch) -> set[int]:
 
     monkeypatch.setattr(families, "parallel_map", spy)
     monkeypatch.setattr(gqa_families, "parallel_map", spy)
+    monkeypatch.setattr(coco_families, "parallel_map", spy)
     return pids
 
 

@@ -21,6 +21,7 @@ import pytest
 from clip_cycles.data.folder_reader import CycleRows, open_built_folder, read_cycle_rows
 from clip_cycles.encoding.encoder import ModelSpec, default_num_workers
 from clip_cycles.encoding.task_encoding import cycle_index
+from clip_cycles.evaluation import zero_shot
 from clip_cycles.evaluation.zero_shot import evaluate
 from clip_cycles.heads import additive_audit as audit_module
 from clip_cycles.tasks.loading import load_task_data, unique_items
@@ -175,7 +176,7 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(audit_module, "additive_audit", counted)
+    monkeypatch.setattr(zero_shot, "additive_audit", counted)  # where zero-shot scoring looks it up
     spec = ModelSpec("features", str(features_file), None)
     first, encoded = evaluate(TASKS[:1], spec, shapes_cycles, tmp_path, seeds=[1])
     assert len(calls) == 1 and len(list((tmp_path / "audits").glob("*.json"))) == 1

@@ -29,6 +29,8 @@ from typing import Sequence
 import numpy as np
 
 from clip_cycles.attributes.attribute_probes import PROBE_SOLVERS, attribute_task_metrics
+from clip_cycles.attributes.concept_features import embed_concepts
+from clip_cycles.attributes.concept_world import ConceptWorldConfig, make_concept_world
 from clip_cycles.attributes.concepts import (
     CONCEPT_LIST_NAMES,
     DEFAULT_MIN_CONCEPTS,
@@ -36,6 +38,7 @@ from clip_cycles.attributes.concepts import (
     ConceptAttributeData,
     _find_file,
     align_embeddings,
+    load_attribute_list,
     load_concept_list,
     load_embeddings_npz,
     load_things,
@@ -49,6 +52,8 @@ from clip_cycles.attributes.splitters import (
     load_concept_groups,
     load_published_split,
 )
+from clip_cycles.encoding.flags import model_spec_from_args
+from clip_cycles.settings import resolve_cache_dir
 
 PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
 DEFAULT_K_VALUES: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
@@ -294,9 +299,6 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
     """Data, per-model embeddings (aligned on the concepts every model has) and the split context."""
     attribute_list = getattr(args, "attributes", None)
     if args.synthetic:
-        from clip_cycles.attributes.concept_world import ConceptWorldConfig, make_concept_world
-        from clip_cycles.attributes.concepts import load_attribute_list
-
         config = ConceptWorldConfig.things_sized() if args.synthetic == "things" else ConceptWorldConfig()
         world = make_concept_world(config, seed=args.world_seed)
         data = world.data
@@ -365,9 +367,6 @@ def _embed_with_model(
     args: argparse.Namespace, data: ConceptAttributeData
 ) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
     """Embed the THINGS root's concepts with the ``--model`` backend through the feature cache."""
-    from clip_cycles.attributes.concept_features import embed_concepts
-    from clip_cycles.encoding.flags import model_spec_from_args
-    from clip_cycles.settings import resolve_cache_dir
 
     spec = model_spec_from_args(args)
     cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)

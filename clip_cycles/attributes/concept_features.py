@@ -14,12 +14,19 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.attributes.concepts import (
+    CATEGORY_TSV_NAMES,
     ConceptAttributeData,
     ConceptImages,
+    align_embeddings,
+    assign_supercategories,
     concept_embeddings_from_images,
     concept_embeddings_from_texts,
+    concept_texts,
+    find_concept_images,
+    load_supercategory_tsv,
 )
-from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.data.images import ImageItem
+from clip_cycles.encoding.encoder import ModelSpec, encode
 
 
 def _image_key(path: Path, root: Path | None) -> str:
@@ -55,8 +62,6 @@ def concept_image_embeddings(
     -------
     (concept ids with at least one usable image, their mean embeddings in float64).
     """
-    from clip_cycles.data.images import ImageItem
-    from clip_cycles.encoding.encoder import encode
 
     paths = images.paths if isinstance(images, ConceptImages) else images
     root_path = Path(root) if root is not None else None
@@ -82,7 +87,6 @@ def concept_text_embeddings(
     texts: Mapping[str, str], spec: Any, cache_dir: str | Path | None = None, batch_size: int = 64
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """Text embedding per concept (its name or definition, see ``concepts.concept_texts``) for ``spec``."""
-    from clip_cycles.encoding.encoder import encode
 
     encoded = encode([], list(texts.values()), spec, feature_cache_dir=cache_dir, batch_size=batch_size)
     table = np.asarray(encoded.caption_features, dtype=np.float64)
@@ -123,15 +127,6 @@ def embed_concepts(
     -------
     (data restricted to embedded concepts, (n, d) float64 matrix in data order, info for the report)
     """
-    from clip_cycles.attributes.concept_features import concept_image_embeddings, concept_text_embeddings
-    from clip_cycles.attributes.concepts import (
-        CATEGORY_TSV_NAMES,
-        align_embeddings,
-        assign_supercategories,
-        concept_texts,
-        find_concept_images,
-        load_supercategory_tsv,
-    )
 
     root = Path(root)
     info: dict[str, Any] = {"embedding": source}

@@ -15,6 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from clip_cycles.attributes.concept_features import embed_concepts
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.settings import resolve_cache_dir
+
 
 def add_split_model_arguments(group: Any) -> None:
     """``--split-model-type``, ``--split-model``, ``--split-pretrained`` on a parser or argument group."""
@@ -28,9 +32,6 @@ def add_split_model_arguments(group: Any) -> None:
 
 def split_embeddings_from_model(args: argparse.Namespace, data: Any) -> tuple[tuple[str, ...], np.ndarray]:
     """Concept ids and mean image embeddings of ``data``'s concepts under ``--split-model``."""
-    from clip_cycles.attributes.concept_features import embed_concepts
-    from clip_cycles.encoding.encoder import ModelSpec
-    from clip_cycles.settings import resolve_cache_dir
 
     if getattr(args, "split_embeddings", None):
         raise ValueError("give either --split-embeddings or --split-model, not both")

@@ -16,6 +16,7 @@ import numpy as np
 from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
 from clip_cycles.benchmark_audit.design import ComparisonSet
+from clip_cycles.encoding.encoder import encode
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.encoder import EncodeStats, ModelSpec
@@ -80,7 +81,6 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
     are dropped whole; their comparisons are counted in the subset's ``skipped`` as
     ``comparison_of_item_with_bad_image``.
     """
-    from clip_cycles.encoding.encoder import encode
 
     fmt = caption_format or (lambda text: text)
     images = [item for cs in subsets for item in cs.images]

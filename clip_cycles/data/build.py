@@ -23,8 +23,17 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from clip_cycles.data.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, list_families, num_processes
-from clip_cycles.tasks.registry import seed_argument
+from clip_cycles.data import gqa_families, shapes_world
+from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
+from clip_cycles.data.dataset_folder import build_folder, folder_options
+from clip_cycles.data.families import (
+    DEFAULT_MIN_CYCLES,
+    DEFAULT_VALIDATION_FRACTION,
+    check_seeds,
+    list_families,
+    num_processes,
+    seed_argument,
+)
 
 DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
@@ -54,9 +63,6 @@ def build_coco_folder(
     replaced); ``allow_empty`` writes a folder in which no family has an available split.
     Returns the folder and the :class:`~clip_cycles.data.families.FamilyBuild` list.
     """
-    from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
-    from clip_cycles.data.dataset_folder import build_folder
-    from clip_cycles.tasks.registry import check_seeds
 
     margin = DEFAULT_MARGIN if margin is None else margin
     size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
@@ -102,9 +108,6 @@ def build_gqa_folder(
     ``None`` pool sizes take the GQA builder's defaults; the output is the same for any
     process count. ``overwrite`` and ``allow_empty`` as for :func:`build_coco_folder`.
     """
-    from clip_cycles.data import gqa_families
-    from clip_cycles.data.dataset_folder import folder_options
-    from clip_cycles.tasks.registry import check_seeds
 
     check_seeds(seeds)
     pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test),
@@ -132,8 +135,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _configure_shapes(parser: argparse.ArgumentParser) -> None:
-    from clip_cycles.data import shapes_world
-
     shapes_world.configure_parser(parser)
 
 

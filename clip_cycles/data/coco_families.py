@@ -51,7 +51,17 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.data.annotations import CocoSplit, load_coco_split
-from clip_cycles.data.families import Cycle, Family, canonical_json, register_family, register_source
+from clip_cycles.data.families import (
+    Cycle,
+    Family,
+    canonical_json,
+    parallel_map,
+    register_family,
+    register_source,
+    select_pool,
+    stable_seed,
+)
+from clip_cycles.data.shapes_world import SHAPE_WORDS
 
 #: Default spatial margin (fraction of the image side) and size ratio of relation captions:
 #: this project's choices (paper 1 does not state its values); ``--margin`` / ``--size-ratio``.
@@ -145,8 +155,6 @@ class MentionMatcher:
     """
 
     def __init__(self, category_names: Iterable[str]) -> None:
-        from clip_cycles.data.shapes_world import SHAPE_WORDS
-
         self.lexicon: dict[tuple[str, ...], str] = {}
         for name in sorted(category_names):
             words = {name, *SYNONYMS.get(name, ()), *SHAPE_WORDS.get(name, ())}
@@ -663,7 +671,6 @@ class TextNeighbor(HumanCaptionFamily):
 
     def fixed_fact(self, index: CocoIndex, image_id: int) -> tuple[int, str, tuple] | None:
         """The image's caption for this family, independent of seed and split (memoised)."""
-        from clip_cycles.data.families import stable_seed
 
         key = ("text_neighbor_fact", image_id)
         if key not in index.memo:
@@ -676,8 +683,6 @@ class TextNeighbor(HumanCaptionFamily):
         import hashlib
 
         from sklearn.feature_extraction.text import TfidfVectorizer
-
-        from clip_cycles.data.families import parallel_map
 
         ids = sorted(set(image_ids))
         # A short token, not the id tuple: big tuples re-hash on every dict lookup.
@@ -1169,7 +1174,6 @@ class SupercategoryObject(CocoFamily):
 
 def coco_pools(index: CocoIndex, pool_train: int | None, pool_val: int | None) -> tuple[list[int], list[int]]:
     """The fixed image pools: ``pool_train`` of train2017 and ``pool_val`` of val2017 (images with objects)."""
-    from clip_cycles.data.families import select_pool
 
     return (select_pool(index.image_ids("train2017"), pool_train), select_pool(index.image_ids("val2017"), pool_val))
 

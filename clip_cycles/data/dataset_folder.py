@@ -48,9 +48,9 @@ from clip_cycles.data.families import (
     FamilyBuild,
     build_families,
     canonical_json,
+    check_seeds,
     family_provenance,
 )
-from clip_cycles.tasks.registry import check_seeds, seed_argument  # noqa: F401  (re-exported for the builders)
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
 

@@ -44,6 +44,7 @@ byte-identical for any process count.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import multiprocessing
@@ -636,3 +637,27 @@ def build_families(
         family.prepare(index, {"train": sorted(set(train_pool)), "val": sorted(set(val_pool))})
         builds.append(build_family(family, index, splits_by_seed, min_cycles))
     return builds
+
+
+def check_seeds(seeds: Sequence[int]) -> list[int]:
+    """Seeds must be a non-empty list of distinct non-negative integers; the error names the bad one."""
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("--seeds needs at least one seed")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"--seeds: {seed!r} is not a non-negative integer (seeds are 0, 1, 2, ...)")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds repeats a seed: {seeds}")
+    return seeds
+
+
+def seed_argument(text: str) -> int:
+    """argparse type of one ``--seeds`` value: a non-negative integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; seeds are 0, 1, 2, ...")
+    return value

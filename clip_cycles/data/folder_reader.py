@@ -14,6 +14,7 @@ import numpy as np
 
 from clip_cycles.data.dataset_folder import read_build_info, verify_folder_files
 from clip_cycles.data.images import ImageItem
+from clip_cycles.fingerprints import content_hash
 
 
 class FamilyTask(Protocol):
@@ -164,7 +165,6 @@ def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
         name = value.get("path") or ""
         if data is None:
             return ImageItem(key=name, path=(folder.root / name))
-        from clip_cycles.fingerprints import content_hash
 
         return ImageItem(key=name or f"sha256:{content_hash(data)}", data=bytes(data))
     raise ValueError(f"image value must be a file name or a datasets.Image struct, got {type(value).__name__}")

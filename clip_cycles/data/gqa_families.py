@@ -64,6 +64,7 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from clip_cycles.data.dataset_folder import build_folder
 from clip_cycles.data.families import (
     DEFAULT_MIN_CYCLES,
     Cycle,
@@ -807,7 +808,6 @@ def build_gqa_folder(
     -------
     The folder and one :class:`~clip_cycles.data.families.FamilyBuild` per family.
     """
-    from clip_cycles.data.dataset_folder import build_folder
 
     names = list(families) if families else list_families("gqa")
     index, train_pool, val_pool = _gqa_build_inputs(gqa_root, pool_train, pool_test)

@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from clip_cycles.data import build
+from clip_cycles.data import families as registry
+from clip_cycles.fingerprints import file_fingerprint, listing_fingerprint
+
 
 def raw_root_fingerprint(kind: str, root: Path, hash_cache: Path | None = None) -> dict[str, Any]:
     """Content fingerprint of a raw source root: its annotation files and its image listing.
@@ -14,7 +18,6 @@ def raw_root_fingerprint(kind: str, root: Path, hash_cache: Path | None = None) 
     ``hash_cache``); image folders by their listing with size and mtime, without reading
     the images. Any change gives a different fingerprint.
     """
-    from clip_cycles.fingerprints import file_fingerprint, listing_fingerprint
 
     root = root.resolve()
     annotation_files = sorted({*root.glob("annotations/*.json"), *root.glob("*_sceneGraphs.json"),
@@ -52,7 +55,6 @@ def raw_source_kind(root: Path) -> str | None:
 
 def family_builder_source(family: str) -> str:
     """Which builder (``coco`` or ``gqa``) registers ``family``."""
-    from clip_cycles.data import families as registry
 
     for source in ("coco", "gqa"):
         try:
@@ -69,7 +71,6 @@ def build_from_raw(source: str, raw_root: Path, families: Sequence[str], out: Pa
     Calls the builder API of :mod:`clip_cycles.data.build` (``build_coco_folder`` /
     ``build_gqa_folder``), the code behind ``clip-cycles build coco|gqa``, with its defaults.
     """
-    from clip_cycles.data import build
 
     builders = {"coco": build.build_coco_folder, "gqa": build.build_gqa_folder}
     # allow_empty: an unavailable family is reported per task (its reason), not a failed build.

@@ -28,6 +28,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from clip_cycles.encoding.tiny_model import register_tiny_model
+
 ENTRY_POINT_GROUP = "clip_cycles.backends"
 
 #: Values of ``pretrained`` that mean "no weights: random init from the seed".
@@ -188,8 +190,6 @@ def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: st
                    device: str = "cpu") -> tuple[Any, Any, Any]:
     """OpenCLIP config + (tag | checkpoint path | none); checkpoints load weights-only."""
     import open_clip
-
-    from clip_cycles.encoding.tiny_model import register_tiny_model
 
     register_tiny_model()  # the embedded default, cycles-tiny / shapes: offline like any tag
     checkpoint = None

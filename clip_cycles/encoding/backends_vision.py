@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from clip_cycles.encoding.backends import _HFTransform, is_random_init, load_weights_only
+from clip_cycles.encoding.backends import _HFTransform, backend_capabilities, is_random_init, load_weights_only
 
 IMAGE_ONLY = ("image",)
 #: Values of ``--pretrained`` that ask timm for the model's default pretrained weights.
@@ -72,7 +72,6 @@ def text_missing_message(backend: str, model: str) -> str:
 
 def require_embeddings(backend: str, model: str, need_text: bool) -> None:
     """Raise a clear ValueError when ``backend`` lacks the embeddings a run needs (images, and captions if asked)."""
-    from clip_cycles.encoding.backends import backend_capabilities
 
     capabilities = backend_capabilities(backend)
     if "pair_scores" in capabilities:

@@ -60,6 +60,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from clip_cycles.encoding.encoder import encode
+
 if TYPE_CHECKING:
     from clip_cycles.data.images import ImageItem
     from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
@@ -276,7 +278,6 @@ def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: M
     cache, all meet at a barrier, and rank 0 reads every feature back (its stats sum the
     ranks' counts and list them under ``ranks``).
     """
-    from clip_cycles.encoding.encoder import encode
 
     ctx = ctx or current()
     if not ctx.active:

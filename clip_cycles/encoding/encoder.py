@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from clip_cycles.data.images import ImageItem
-from clip_cycles.encoding.backends import is_random_init
+from clip_cycles.encoding.backends import is_random_init, load_model
+from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
 
@@ -124,8 +125,6 @@ class ModelSpec:
         if self.loader is not None:
             model, transform, tokenizer = self.loader()
         else:
-            from clip_cycles.encoding.backends import load_model
-
             model, transform, tokenizer = load_model(self.backend, self.model, self.pretrained,
                                                      self.model_cache_dir, self.device)
         if hasattr(model, "eval"):
@@ -424,7 +423,6 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
         if not isinstance(caption, str) or not caption.strip():
             raise ValueError(f"caption {i} is empty or not a string: {caption!r}")
     if spec.loader is None:  # image-only (timm, hf_vision) and pair-scoring (hf_vlm) backends: a clear error
-        from clip_cycles.encoding.backends_vision import require_embeddings
 
         require_embeddings(spec.backend, spec.model, need_text=bool(unique_captions))
     stats.unique_images = len(unique_images)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
+from clip_cycles.settings import resolve_cache_dir
 
 
 @dataclass
@@ -31,7 +32,6 @@ class RunContext:
     def create(cls, spec: ModelSpec, dataset_root: str | Path | None = None, cache_dir: str | Path | None = None,
                use_cache: bool = True, data_cache_dir: str | Path | None = None, **kwargs: Any) -> RunContext:
         """Resolve the caches the way ``clip-cycles eval`` does (``$CLIP_CYCLES_CACHE`` by default)."""
-        from clip_cycles.settings import resolve_cache_dir
 
         root = resolve_cache_dir(cache_dir)
         return cls(spec=spec, dataset_root=dataset_root, cache_dir=root if use_cache else None,

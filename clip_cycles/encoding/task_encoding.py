@@ -7,11 +7,14 @@ from typing import Sequence
 
 import numpy as np
 
+from clip_cycles.data.families import check_seeds
 from clip_cycles.data.folder_reader import CycleRows
+from clip_cycles.encoding.distributed import encode_sharded, main_process_first
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
+from clip_cycles.encoding.vlm_scores import score_tasks, uses_pair_scores
 from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.loading import TaskData, load_task_data, resolve_dataset_roots, unique_items
-from clip_cycles.tasks.registry import TaskSpec, check_seeds
+from clip_cycles.tasks.registry import TaskSpec
 
 
 def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str | Path | None,
@@ -23,7 +26,6 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     Under a process group (:func:`clip_cycles.encoding.distributed.process_group`) the encoding is
     sharded across ranks and the features come back on rank 0 only (None elsewhere).
     """
-    from clip_cycles.encoding.distributed import encode_sharded, main_process_first
 
     unsupported = [t.name for t in tasks if not isinstance(t, TaskSpec) or t.members]
     if unsupported:
@@ -40,7 +42,6 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
         audit = ("additive_audit" in task.metric_names and task.audit_fit == "train") if with_audit is None \
             else with_audit
         loaded.append(load_task_data(task, folders[task.name], seeds, audit))
-    from clip_cycles.encoding.vlm_scores import score_tasks, uses_pair_scores
 
     if uses_pair_scores(spec):  # generative VLMs score each unique (image, caption) pair instead
         return loaded, score_tasks(loaded, spec, cache_dir, batch_size, skip_bad_images)  # type: ignore[return-value]

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from clip_cycles.data.shapes_world import write_shapes_world
+
 MODEL_NAME = "cycles-tiny"
 PRETRAINED_TAG = "shapes"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -185,8 +187,6 @@ def train_tiny(
     from PIL import Image
     from safetensors.torch import save_file
     from tqdm.auto import tqdm
-
-    from clip_cycles.data.shapes_world import write_shapes_world
 
     out, work = Path(out), Path(work)
     out.mkdir(parents=True, exist_ok=True)

@@ -38,6 +38,9 @@ import numpy as np
 import yaml
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
+from clip_cycles.encoding.backends import backend_capabilities, is_random_init
+from clip_cycles.encoding.distributed import barrier, current, gather_to_main, shard
+from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
 from clip_cycles.fingerprints import content_hash, digest, text_hash
 
@@ -221,8 +224,6 @@ def load_hf_vlm(model_name: str, pretrained: str | None = None, cache_dir: str |
     """The ``hf_vlm`` backend: a hub id or local folder (``pretrained`` may name a hub revision)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from clip_cycles.encoding.backends import is_random_init
-
     revision = None if is_random_init(pretrained) else pretrained
     kwargs = {"cache_dir": cache_dir, "revision": revision}
     try:
@@ -270,8 +271,6 @@ class PairScoreCache(FeatureNamespace):
 
 def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
     """What a pair score depends on: model content, prompt, precision, library version (not the score mode)."""
-    from clip_cycles.encoding.backends import is_random_init
-    from clip_cycles.encoding.encoder import _version
 
     revision = None if is_random_init(spec.pretrained) else spec.pretrained
     return {"backend": spec.backend, "model": model_fingerprint(spec.model, revision), "prompt": config.prompt,
@@ -460,8 +459,6 @@ def score_pairs(pairs: Iterable[tuple[ImageItem, str]], spec: ModelSpec, configs
 def _score_missing(scorer: Any, missing: list[tuple[str, str]], unique: Mapping[tuple[str, str], ImageItem],
                    config: PromptConfig, batch_size: int, skip_bad_images: bool, stats: PairScoreStats,
                    table: dict[str, np.ndarray], cache: PairScoreCache | None) -> None:
-    from clip_cycles.encoding.encoder import _FaultCounter
-
     fault = _FaultCounter()
     decoded: dict[str, Any] = {}
     bad_hashes: set[str] = set()
@@ -517,7 +514,6 @@ def score_tasks(data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path
     result stands in for ``EncodedFeatures`` (same ``image_rows``/``caption_rows``/``stats``)
     and fills score blocks through ``block_scores``. None on ranks other than 0.
     """
-    from clip_cycles.encoding.distributed import barrier, current, gather_to_main, shard
 
     configs = {d.task.name: prompt_config_for_task(d.task) for d in data}
     pairs = cycle_pairs(data)
@@ -557,7 +553,6 @@ def uses_pair_scores(spec: ModelSpec) -> bool:
     """Whether ``spec``'s backend scores pairs (``capabilities`` of its loader include ``pair_scores``)."""
     if spec.loader is not None:
         return False
-    from clip_cycles.encoding.backends import backend_capabilities
 
     return "pair_scores" in backend_capabilities(spec.backend)
 

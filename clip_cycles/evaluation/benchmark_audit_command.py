@@ -17,6 +17,10 @@ from pathlib import Path
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.audit import AuditSettings
+from clip_cycles.benchmark_audit.report import markdown_table, write_figure
+from clip_cycles.benchmark_audit.run import audit_benchmark
+from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.settings import resolve_cache_dir
 
 #: Flags of ``clip-cycles eval`` that an audit does not take (it reads a benchmark root, not tasks).
 _NOT_HERE = {"--task", "--dataset-root", "--data-cache-dir"}
@@ -24,7 +28,6 @@ _NOT_HERE = {"--task", "--dataset-root", "--data-cache-dir"}
 
 def add_model_flags(parser: argparse.ArgumentParser) -> None:
     """The model and cache flags exactly as ``clip-cycles eval`` defines them, ``--model`` optional."""
-    from clip_cycles.encoding.flags import add_model_arguments
 
     shared = argparse.ArgumentParser(add_help=False)
     add_model_arguments(shared)
@@ -50,11 +53,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clip_cycles.benchmark_audit.report import markdown_table, write_figure
-    from clip_cycles.benchmark_audit.run import audit_benchmark
-    from clip_cycles.encoding.flags import model_spec_from_args
-    from clip_cycles.settings import resolve_cache_dir
-
     if args.name not in ADAPTERS:
         raise ValueError(f"unknown benchmark format {args.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
     settings = AuditSettings(tie_tolerance=args.tie_tolerance, probe_folds=args.probe_folds)

@@ -14,8 +14,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from clip_cycles.algebra.contrast import block_scores_from_embeddings
 from clip_cycles.benchmark_audit.adapters import get_adapter, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings
+from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
+from clip_cycles.encoding.run_context import RunOutcome
+from clip_cycles.evaluation.zero_shot import result_record, score_blocks
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.run_context import RunContext, RunOutcome
@@ -31,8 +35,6 @@ def _root(task: TaskSpec, context: RunContext) -> Path:
 
 
 def _record(task: TaskSpec, context: RunContext, metrics: dict[str, Any]) -> dict[str, Any]:
-    from clip_cycles.evaluation.zero_shot import result_record
-
     missing = [m for m in task.metric_names if m not in metrics]
     if missing:
         raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
@@ -41,9 +43,6 @@ def _record(task: TaskSpec, context: RunContext, metrics: dict[str, Any]) -> dic
 
 def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, Any]:
     """CycleAcc, text/image/group and counts of a format that declares its blocks, overall and per tag."""
-    from clip_cycles.algebra.contrast import block_scores_from_embeddings
-    from clip_cycles.benchmark_audit.run import embed_subsets
-    from clip_cycles.evaluation.zero_shot import score_blocks
 
     root = _root(task, context)
     sets = load_benchmark(task.config, root)
@@ -80,15 +79,12 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
 
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_cycles`` runner: one record per task."""
-    from clip_cycles.encoding.run_context import RunOutcome
 
     return RunOutcome([_record(task, context, winoground_cycle_metrics(task, context)) for task in tasks])  # type: ignore[arg-type]
 
 
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_audit`` runner: the audit of :func:`~.run.audit_benchmark` as one record per task."""
-    from clip_cycles.benchmark_audit.run import audit_benchmark
-    from clip_cycles.encoding.run_context import RunOutcome
 
     records = []
     for task in tasks:

@@ -25,6 +25,20 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, mean_and_sd
+from clip_cycles.attributes.attribute_probes import attribute_task_metrics
+from clip_cycles.attributes.concept_features import concept_image_embeddings
+from clip_cycles.attributes.shape_concepts import make_shape_concepts
+from clip_cycles.attributes.splitters import STRATEGIES, SplitContext
+from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
+from clip_cycles.evaluation.zero_shot import evaluate
+from clip_cycles.experiments.experiment_data import load_from_tasks
+from clip_cycles.experiments.oe import OESettings, run_oe
+from clip_cycles.experiments.probes import ProbeSettings, run_probes
+from clip_cycles.experiments.report import build_report
+from clip_cycles.experiments.transfer import TransferSettings, run_transfer
+from clip_cycles.settings import resolve_cache_dir
 
 #: The demo's shapes world (evaluation data). cycles-tiny was trained on another seed.
 DEMO_WORLD = {"n_images": 1000, "seed": 0, "image_size": 64}
@@ -82,7 +96,6 @@ def _build_once(target: Path, build: Callable[[Path], Any]) -> Path:
 
 def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
     """The demo's shapes world under ``cache/demo`` (generated once); families are built from it on demand."""
-    from clip_cycles.data.shapes_world import write_shapes_world
 
     params = {**DEMO_WORLD, "n_images": n_images}
     world = cache / "demo" / f"shapes_world-{n_images}-{params['seed']}"
@@ -100,8 +113,6 @@ def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
 
 def model_spec() -> Any:
     """cycles-tiny with its shipped ``shapes`` weights, through the open_clip backend."""
-    from clip_cycles.encoding.encoder import ModelSpec
-    from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
 
     register_tiny_model(check_shipped_checkpoint())
     return ModelSpec(backend="open_clip", model=MODEL_NAME, pretrained=PRETRAINED_TAG)
@@ -114,7 +125,6 @@ def zero_shot(spec: Any, world: Path, cache: Path, seeds: Sequence[int]) -> dict
     --pretrained shapes --dataset_root WORLD``: families are built from the raw world into
     the cache's ``datasets/`` folder once and reused.
     """
-    from clip_cycles.evaluation.zero_shot import evaluate
 
     families: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
@@ -139,10 +149,6 @@ def zero_shot(spec: Any, world: Path, cache: Path, seeds: Sequence[int]) -> dict
 
 def attribute_splits(spec: Any, cache: Path, settings: DemoSettings) -> dict[str, Any]:
     """The five split strategies on the rendered shape-concept world, embedded with ``spec``."""
-    from clip_cycles.attributes.attribute_probes import attribute_task_metrics
-    from clip_cycles.attributes.concept_features import concept_image_embeddings
-    from clip_cycles.attributes.shape_concepts import make_shape_concepts
-    from clip_cycles.attributes.splitters import STRATEGIES, SplitContext
 
     root = cache / "demo" / f"shape_concepts-{settings.images_per_concept}"
     world = make_shape_concepts(root, images_per_concept=settings.images_per_concept)
@@ -224,12 +230,6 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
 def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
              settings: DemoSettings | None = None) -> dict[str, dict[str, Any]]:
     """Run the demo and return its result records (also written, with the report, under ``out``)."""
-    from clip_cycles.experiments.experiment_data import load_from_tasks
-    from clip_cycles.experiments.oe import OESettings, run_oe
-    from clip_cycles.experiments.probes import ProbeSettings, run_probes
-    from clip_cycles.experiments.report import build_report
-    from clip_cycles.experiments.transfer import TransferSettings, run_transfer
-    from clip_cycles.settings import resolve_cache_dir
 
     settings = settings or DemoSettings()
     cache = check_writable(resolve_cache_dir(cache_dir))

@@ -6,7 +6,9 @@ import argparse
 import json
 
 from clip_cycles.encoding.distributed import process_group
-from clip_cycles.encoding.flags import add_model_arguments
+from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.encoding.task_encoding import encode_tasks
+from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
 
 
@@ -18,10 +20,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
-
-    from clip_cycles.encoding.flags import model_spec_from_args
-    from clip_cycles.encoding.task_encoding import encode_tasks
-    from clip_cycles.settings import resolve_cache_dir
 
     tasks = expand_tasks(args.task)
     spec = model_spec_from_args(args)

@@ -7,11 +7,12 @@ import json
 import sys
 from typing import Any
 
+from clip_cycles.data.families import seed_argument
 from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.runners import run_tasks
 from clip_cycles.evaluation.zero_shot import DEFAULT_OUTPUT, output_path, write_record
-from clip_cycles.tasks.registry import seed_argument
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
-    from clip_cycles.encoding.run_context import RunContext
 
     spec = model_spec_from_args(args)
     context = RunContext.create(spec, args.dataset_root, args.cache_dir, not args.no_cache, args.data_cache_dir,

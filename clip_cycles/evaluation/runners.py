@@ -31,8 +31,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from clip_cycles.attributes.attribute_probes import attribute_task_metrics
 from clip_cycles.attributes.concept_features import _in_root, embed_concepts
+from clip_cycles.attributes.concepts import load_embeddings_npz, load_things
+from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
+from clip_cycles.encoding.distributed import current
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
+from clip_cycles.evaluation import benchmark_runners
+from clip_cycles.evaluation.zero_shot import evaluate_tasks, result_record
+from clip_cycles.experiments.experiment_data import load_from_tasks
+from clip_cycles.experiments.oe import OESettings, oe_metrics
+from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
+from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec, TaskSpec, expand_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -93,7 +103,6 @@ def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome
     for spec in specs:
         runner_for(spec.output_type)
         by_type.setdefault(spec.output_type, []).append(spec)
-    from clip_cycles.encoding.distributed import current
 
     is_main = current().is_main
     outcome = RunOutcome(main=is_main)
@@ -117,8 +126,6 @@ def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome
 
 
 def _record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
-    from clip_cycles.evaluation.zero_shot import result_record
-
     available = metrics.get("available", True)
     missing = [m for m in task.metric_names if m not in metrics] if available else []
     if missing:
@@ -132,7 +139,6 @@ def _record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str
 @register_runner("cycle_selection", "cycles", sharded=True)
 def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Zero-shot scores of every task from one encoder pass (``clip_cycles.evaluation.zero_shot``)."""
-    from clip_cycles.evaluation.zero_shot import evaluate_tasks
 
     records, encoded = evaluate_tasks(
         tasks, context.spec, context.dataset_root, context.cache_dir, context.data_cache_dir,  # type: ignore[arg-type]
@@ -161,8 +167,6 @@ def experiment_settings(settings_class: type, task: TaskSpec, seeds: Sequence[in
 
 
 def _experiment_data(task: TaskSpec, context: RunContext, seeds: Sequence[int], with_markers: bool = False) -> Any:
-    from clip_cycles.experiments.experiment_data import load_from_tasks
-
     return load_from_tasks(list(task.members) or [task.name], context.spec, context.dataset_root, context.cache_dir,
                            context.data_cache_dir, seeds, with_markers, context.batch_size, context.num_workers,
                            context.skip_bad_images)
@@ -183,7 +187,6 @@ def _run_experiment(tasks: Sequence[AnyTask], context: RunContext, settings_clas
 @register_runner("cycle_probe", "cycle_probe")
 def run_probe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Probe rank sweep of each task's family (``probes.probe_metrics``)."""
-    from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
 
     return _run_experiment(tasks, context, ProbeSettings, probe_metrics)
 
@@ -191,7 +194,6 @@ def run_probe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
 @register_runner("cycle_transfer", "cycle_transfer")
 def run_transfer(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Transfer grid and alignment over each task's families (``transfer.transfer_metrics``)."""
-    from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
 
     return _run_experiment(tasks, context, TransferSettings, transfer_metrics)
 
@@ -199,7 +201,6 @@ def run_transfer(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
 @register_runner("cycle_oe", "cycle_oe")
 def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Cycle OE vs Shortcut OE on each task's family, marker captions through the same encoder (``oe.oe_metrics``)."""
-    from clip_cycles.experiments.oe import OESettings, oe_metrics
 
     return _run_experiment(tasks, context, OESettings, oe_metrics, with_markers=True)
 
@@ -210,17 +211,15 @@ def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
 @register_runner("benchmark_cycles", "cycles")
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Blocks of a benchmark's own format (``cycles/winoground``) as cycles (``benchmark_audit.runners``)."""
-    from clip_cycles.evaluation.benchmark_runners import run_benchmark_cycles as run
 
-    return run(tasks, context)
+    return benchmark_runners.run_benchmark_cycles(tasks, context)
 
 
 @register_runner("benchmark_audit", "benchmark_audit")
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Blind baselines vs the model on a benchmark's own format (``audit/<format>``, ``benchmark_audit.runners``)."""
-    from clip_cycles.evaluation.benchmark_runners import run_benchmark_audit as run
 
-    return run(tasks, context)
+    return benchmark_runners.run_benchmark_audit(tasks, context)
 
 
 # --------------------------------------------------------------------------- attribute splits
@@ -259,8 +258,6 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     degenerate folds score F1 = 0 (:class:`clip_cycles.attributes.splitters.CoverageReport`) and are
     counted per seed. ``split_embedding`` says which embedding made the split.
     """
-    from clip_cycles.attributes.attribute_probes import attribute_task_metrics
-    from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
 
     if task.strategy not in STRATEGIES:
         raise ValueError(f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
@@ -325,7 +322,6 @@ def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
     Returns the matrix in ``data`` order and the file that made it, or (None, None) for
     each model's own embeddings. Every concept needs a row; missing ones are an error.
     """
-    from clip_cycles.attributes.concepts import load_embeddings_npz
 
     name = os.environ.get(SPLIT_EMBEDDINGS_ENV) or task.split_embeddings
     if not name:
@@ -350,7 +346,6 @@ class _Embedded:
 @register_runner("attribute_splits", "attribute_splits")
 def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Attribute tasks on the THINGS root ``context.dataset_root``; tasks with the same inputs share one embedding."""
-    from clip_cycles.attributes.concepts import load_things
 
     if context.dataset_root is None:
         raise ValueError(f"task {tasks[0].name} needs a THINGS root (--dataset_root / --dataset-root): a folder with "

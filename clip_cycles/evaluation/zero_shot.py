@@ -36,6 +36,8 @@ from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_acc
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
+from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.loading import TaskData
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
@@ -176,8 +178,6 @@ def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]
 def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
            phi: np.ndarray, psi: np.ndarray, cache_dir: Path | None = None) -> dict[str, Any]:
     """The additive audit of one seed; cached under ``cache_dir/audits`` keyed by its inputs' content."""
-    from clip_cycles.fingerprints import atomic_write_bytes
-    from clip_cycles.heads.additive_audit import additive_audit
 
     splits = data.splits[seed]
     test, _ = cycle_index(splits[task.split], encoded)

@@ -12,11 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from clip_cycles.encoding.flags import model_spec_from_args
 from clip_cycles.experiments import oe, probes, transfer
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, load_experiment_data, load_from_tasks
 from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
+from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
+from clip_cycles.settings import resolve_cache_dir
 
 
 def add_input_arguments(parser: Any) -> None:
@@ -48,8 +51,6 @@ def data_from_args(args: Any, seeds: Sequence[int] | None = None, with_markers: 
         return load_experiment_data(args.features)
     if not args.task or not args.model:
         raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
-    from clip_cycles.encoding.flags import model_spec_from_args
-    from clip_cycles.settings import resolve_cache_dir
 
     spec = model_spec_from_args(args)
     cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
@@ -84,8 +85,6 @@ def finish(record: dict[str, Any], args: argparse.Namespace, file_name: str) -> 
     path = write_json(record, out / file_name)
     print(f"wrote {path}", file=sys.stderr)
     if not args.no_report:
-        from clip_cycles.experiments.report import build_report
-
         report = build_report(out)
         print(f"wrote {report.markdown} and {len(report.figures)} figure files", file=sys.stderr)
     return 0

@@ -29,6 +29,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, validate_cycles
+from clip_cycles.encoding.encoder import encode
+from clip_cycles.encoding.task_encoding import cycle_index
+from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
+from clip_cycles.tasks.registry import expand_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.encoder import ModelSpec
@@ -306,11 +311,6 @@ def load_from_tasks(
     so marked captions use the same backend and feature cache as the rest. Families the
     folder declares unavailable are recorded in ``unavailable`` with the reason.
     """
-    from clip_cycles.encoding.encoder import encode
-    from clip_cycles.encoding.task_encoding import cycle_index
-    from clip_cycles.settings import resolve_cache_dir
-    from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
-    from clip_cycles.tasks.registry import expand_tasks
 
     tasks = expand_tasks(task_names)
     if not tasks:

@@ -39,6 +39,7 @@ from clip_cycles.experiments.experiment_data import (
     usable_families,
 )
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, CycleSubset, float64_logits, summarize, torch_threads, train_probe
+from clip_cycles.heads.training import TrainConfig, train_on_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -115,7 +116,6 @@ def oe_validation_accuracy(family: FamilyFeatures, seed: int, split: str = "vali
 def _train_on_oe_pairs(family: FamilyFeatures, seed: int, head_name: str, rank: int | None, epochs: int, lr: float,
                        settings: OESettings, tie_tol: float) -> tuple[ScoreHead, int, float]:
     from clip_cycles.heads.score_heads import make_head
-    from clip_cycles.heads.training import TrainConfig, train_on_pairs
 
     head = make_head(head_name, family.image_dim, family.caption_dim, rank=rank, seed=seed)
     config = TrainConfig(lr=lr, weight_decay=settings.weight_decay, epochs=epochs, batch_size=settings.batch_size,

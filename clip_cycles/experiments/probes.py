@@ -36,6 +36,9 @@ from clip_cycles.experiments.experiment_data import (
     FamilyFeatures,
     usable_families,
 )
+from clip_cycles.heads.additive_audit import additive_audit
+from clip_cycles.heads.losses import get_loss
+from clip_cycles.heads.training import TrainConfig, deterministic_torch
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -200,9 +203,7 @@ def train_probe(
     import torch
     from tqdm.auto import tqdm
 
-    from clip_cycles.heads.losses import get_loss
     from clip_cycles.heads.score_heads import make_head
-    from clip_cycles.heads.training import TrainConfig, deterministic_torch
 
     config = TrainConfig(lr=lr, weight_decay=weight_decay, epochs=epochs, batch_size=batch_size, seed=seed, loss=loss,
                          tie_tol=tie_tol)
@@ -286,8 +287,6 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
 def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tol: float = DEFAULT_TIE_TOL) -> dict[str, Any]:
     """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit."""
     from tqdm.auto import tqdm
-
-    from clip_cycles.heads.additive_audit import additive_audit
 
     diagonal_ok = family.image_dim == family.caption_dim
     specs = _probe_specs(settings, diagonal_ok)

@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from clip_cycles.experiments.oe import METHODS
+
 REPORT_FILE = "report.md"
 FIGURE_FORMATS: tuple[str, ...] = ("png", "svg")
 NA_COLOR = "#d9d9d9"
@@ -287,7 +289,6 @@ def alignment_scatter_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
 
 def oe_figure(oe: dict[str, Any], out: Path) -> list[Path]:
     """Exact test CycleAcc of Cycle OE, Shortcut OE and four-entry BCE per family (sd over seeds)."""
-    from clip_cycles.experiments.oe import METHODS
 
     plt = _pyplot()
     order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
@@ -419,7 +420,6 @@ def render_transfer(transfer: dict[str, Any], out: Path) -> tuple[list[str], lis
 @register_section("oe", "oe.json", "Cycle OE vs Shortcut OE")
 def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
     """OE section: per-seed table, mean ± sd, per-seed differences, the text-only probe; one figure."""
-    from clip_cycles.experiments.oe import METHODS
 
     figures = oe_figure(oe, out)
     lines = [f"Settings: {json.dumps(oe['settings'], sort_keys=True)}", "",

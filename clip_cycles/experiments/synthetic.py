@@ -36,7 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, mean_and_sd
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, mean_and_sd
+from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
 
 #: Pass/fail thresholds of the qualitative pattern (recorded in the JSON).
 CHANCE_AUROC_MARGIN = 0.05
@@ -322,7 +323,6 @@ register_control(
 
 def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed: int) -> dict[str, float]:
     from clip_cycles.heads.score_heads import make_head, score_pairs
-    from clip_cycles.heads.training import TrainConfig, train_on_pairs
 
     train, val, test = data.train, data.val, data.test
 
@@ -344,7 +344,6 @@ def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed:
         head, train.image_features, train.caption_features, train.pairs, train_config,
         validate=lambda h: split_auroc(h, val), val_metric="auroc",
     )
-    from clip_cycles.algebra.contrast import cycle_acc
     from clip_cycles.heads.score_heads import head_deltas
 
     deltas = head_deltas(result.head, test.image_features, test.caption_features, test.cycles)
@@ -359,8 +358,6 @@ def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed:
 def run_controls(config: SyntheticConfig, seeds: tuple[int, ...], controls: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Run every (or the named) control for each seed; per-seed values plus mean and sample sd."""
     from tqdm.auto import tqdm
-
-    from clip_cycles.heads.training import torch_threads
 
     if not seeds:
         raise ValueError("at least one seed is needed")

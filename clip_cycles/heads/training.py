@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, validate_cycles
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, validate_cycles, validate_features
 from clip_cycles.heads.losses import get_loss
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -150,7 +150,6 @@ def cycle_acc_validator(
     image_features: object, caption_features: object, cycles: object, tol: float = DEFAULT_TIE_TOL
 ) -> Callable[[ScoreHead], float]:
     """A ``validate(head) -> CycleAcc`` function on fixed cycles (float64 logits, tie tolerance ``tol``)."""
-    from clip_cycles.algebra.contrast import validate_features
     from clip_cycles.heads.score_heads import head_deltas
 
     phi = validate_features(image_features, "image_features")

@@ -35,7 +35,17 @@ import sys
 from types import ModuleType
 from typing import Any, Callable
 
-from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, is_task_name
+from clip_cycles.data.folder_reader import CycleRows
+from clip_cycles.encoding.backends import available_backends, check_open_clip_request, get_backend
+from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.encoding.tiny_model import register_tiny_model
+from clip_cycles.evaluation.runners import run_tasks, runner_for
+from clip_cycles.evaluation.zero_shot import output_path, write_record
+from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
+from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, get_task, is_task_name
 
 
 class CycleBlocksDataset:
@@ -78,10 +88,6 @@ class CycleBlocksDataset:
 def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: Any, split: str = "test",
                          seeds: Any = None) -> CycleBlocksDataset:
     """The blocks of a task's split, seeds concatenated in order (for clip_benchmark's own metrics)."""
-    from clip_cycles.data.folder_reader import CycleRows
-    from clip_cycles.settings import resolve_cache_dir
-    from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
-    from clip_cycles.tasks.registry import TaskSpec, get_task
 
     task = get_task(task_name)
     if not isinstance(task, TaskSpec):
@@ -114,13 +120,6 @@ def run_cycles(args: Any) -> int:
     import torch
     from clip_benchmark.models import load_clip
 
-    from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
-    from clip_cycles.encoding.encoder import ModelSpec
-    from clip_cycles.encoding.run_context import RunContext
-    from clip_cycles.evaluation.runners import run_tasks, runner_for
-    from clip_cycles.evaluation.zero_shot import output_path, write_record
-    from clip_cycles.tasks.registry import get_task
-
     task = get_task(args.dataset)
     if isinstance(task, GroupSpec):
         raise ValueError(f"{args.dataset} is a collection; pass one of its tasks: {', '.join(task.tasks)}")
@@ -142,7 +141,6 @@ def run_cycles(args: Any) -> int:
 
     def loader() -> Any:
         if args.model_type == "open_clip":  # clip_benchmark's own loader: check the names first
-            from clip_cycles.encoding.backends import check_open_clip_request
 
             check_open_clip_request(args.model, args.pretrained)
         try:
@@ -176,8 +174,6 @@ def run_cycles(args: Any) -> int:
 
 def _lazy_loader(name: str) -> Callable[..., Any]:
     def load(model_name: str, pretrained: str, cache_dir: str | None = None, device: str = "cpu") -> Any:
-        from clip_cycles.encoding.backends import get_backend
-
         return get_backend(name)(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
 
     load._clip_cycles_backend = True  # type: ignore[attr-defined]
@@ -190,9 +186,6 @@ def patch_cli(cli: ModuleType) -> None:
     if getattr(cli, "_clip_cycles_patched", False):
         return
     from clip_benchmark import models
-
-    from clip_cycles.encoding.backends import available_backends
-    from clip_cycles.encoding.tiny_model import register_tiny_model
 
     # clip_benchmark's own open_clip loader then resolves `--model cycles-tiny --pretrained shapes`.
     register_tiny_model()
@@ -221,7 +214,6 @@ def patch_cli(cli: ModuleType) -> None:
         try:
             if args.task == "auto":
                 return run_cycles(args)
-            from clip_cycles.tasks.registry import get_task
 
             output_type = getattr(get_task(args.dataset), "output_type", None)
             if args.task == "image_caption_selection" and output_type == "cycle_selection":

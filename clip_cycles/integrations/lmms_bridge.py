@@ -43,7 +43,9 @@ import yaml
 
 from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
-from clip_cycles.encoding.vlm_scores import PromptConfig, prompt_config_for_task
+from clip_cycles.data.folder_reader import open_built_folder
+from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
+from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 MODEL_ID = "clip_cycles_hf_vlm"
 TASK_PREFIX = "clip_cycles_"
@@ -197,8 +199,6 @@ def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequ
 
     The folder is written to a temporary sibling and moved into place when complete.
     """
-    from clip_cycles.data.folder_reader import open_built_folder
-    from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
     root = Path(dataset_root).expanduser().resolve()
     folder = open_built_folder(root)
@@ -292,7 +292,6 @@ def _make_model_class() -> type:
         def __init__(self, pretrained: str, device: str = "cpu", batch_size: int | str = 16, score: str = "sum",
                      revision: str | None = None, **kwargs: Any) -> None:
             super().__init__()
-            from clip_cycles.encoding.vlm_scores import load_hf_vlm
 
             self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
             self.batch_size_per_gpu = int(batch_size)

@@ -19,6 +19,7 @@ from clip_cycles.data.folder_reader import (
     read_cycle_rows,
 )
 from clip_cycles.data.images import ImageItem
+from clip_cycles.data.shapes_world import write_shapes_world
 from clip_cycles.data.sources import (
     _fingerprint_changes,
     build_from_raw,
@@ -60,8 +61,6 @@ def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[
             raise ValueError(_expected_roots_message(task, None))
         raw = data_cache_dir / "shapes_world"
         if not (raw / "shapes_world.json").is_file():
-            from clip_cycles.data.shapes_world import write_shapes_world
-
             print(f"generating the shapes world ({DEFAULT_SHAPES_IMAGES} images) in {raw}", file=sys.stderr)
             write_shapes_world(raw, n_images=DEFAULT_SHAPES_IMAGES)
         return "shapes", raw
@@ -132,7 +131,6 @@ def resolve_dataset_roots(tasks: Sequence[TaskSpec], dataset_root: str | Path | 
             if target.exists():
                 shutil.rmtree(target)
             os.replace(staging, target)
-            from clip_cycles.fingerprints import atomic_write_bytes
 
             atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
         folder = open_built_folder(target, families=needed)

@@ -47,12 +47,11 @@ over the collection's families. A YAML file of the same name takes precedence.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 import yaml
 
@@ -713,25 +712,5 @@ def expand_tasks(names: Iterable[str]) -> list[AnyTask]:
     return TaskRegistry.default().expand(names)
 
 
-def check_seeds(seeds: Sequence[int]) -> list[int]:
-    """Seeds must be a non-empty list of distinct non-negative integers; the error names the bad one."""
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("--seeds needs at least one seed")
-    for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"--seeds: {seed!r} is not a non-negative integer (seeds are 0, 1, 2, ...)")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds repeats a seed: {seeds}")
-    return seeds
 
 
-def seed_argument(text: str) -> int:
-    """argparse type of one ``--seeds`` value: a non-negative integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; seeds are 0, 1, 2, ...")
-    return value
