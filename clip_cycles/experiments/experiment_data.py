@@ -122,13 +122,13 @@ class ExperimentData:
     model: str
     pretrained: str
     families: dict[str, FamilyFeatures]
-    tie_tol: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOL
     unavailable: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
     def identity(self) -> dict[str, Any]:
         """``model``, ``pretrained``, ``tie_tol`` and ``source`` for result JSONs."""
-        return {"model": self.model, "pretrained": self.pretrained, "tie_tol": self.tie_tol, "source": self.source}
+        return {"model": self.model, "pretrained": self.pretrained, "tie_tol": self.tie_tolerance, "source": self.source}
 
     def family_names(self) -> list[str]:
         """Every family, available or not, in a stable order (loaded ones first, as given)."""
@@ -273,7 +273,7 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         family.validate()
         families[family.name] = family
     return ExperimentData(
-        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tol=float(meta["tie_tol"]),
+        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tolerance=float(meta["tie_tol"]),
         unavailable=dict(meta.get("unavailable", {})), source=meta.get("source", ""),
     )
 
@@ -361,7 +361,7 @@ def load_from_tasks(
         families[name] = FamilyFeatures(name, encoded.image_features, encoded.caption_features, cycles, marker_rows,
                                         dropped)
     return ExperimentData(
-        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tol=tasks[0].tie_tolerance,
+        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tolerance=tasks[0].tie_tolerance,
         unavailable=unavailable, source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
     )
 
