@@ -3,9 +3,10 @@
 Each module is mutated in a scratch copy of the repository (the working tree is never
 touched) and every mutant runs only the fast test files that match the module, in the
 process mutmut forks per mutant. A module argument is a module file name (``contrast`` for
-``clip_cycles/algebra/contrast.py``; ``zero_shot``, ``coco_families``, ...),  optionally restricted to some functions (``zero_shot:score_blocks,score_task``;
-glob patterns allowed; a method as ``Class.method``; ``name:all`` for the whole module where
-``DEFAULT_FUNCTIONS`` restricts it by default) and optionally given its own test files
+``clip_cycles/algebra/contrast.py``; ``zero_shot``, ``coco_families``, ...), optionally
+restricted to some functions (``zero_shot:score_blocks,score_task``; glob patterns allowed;
+a method as ``Class.method``; ``name:all`` for the whole module where ``DEFAULT_FUNCTIONS``
+restricts it by default) and optionally given its own test files
 (``zero_shot=tests/test_evaluate.py+tests/test_contrast.py``)::
 
     python benchmarks/mutation_score.py contrast winoground audits zero_shot:score_*

@@ -43,7 +43,7 @@ def test_probe_record_structure_audit_and_unavailable(probe_record: dict) -> Non
                                                                                          [0, 1])
     assert record["family_order"] == ["strict_a", "strict_b", "small"]
     assert record["families"]["small"] == {"available": False,
-                                           "reason": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
+                                           "unavailable_reason": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
     assert record["unavailable"] == {"small": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
     assert set(record["n_cycles"]) == {"strict_a", "strict_b"}
     for name in ("strict_a", "strict_b"):
@@ -150,7 +150,7 @@ def test_probe_command_end_to_end_on_shapes_world(shapes_cycles: Path, tmp_path:
             assert fam["additive_audit"]["passed"], name
             assert set(fam["probes"]) >= {"low_rank_r1", "low_rank_r2"}
         else:
-            assert fam["reason"]
+            assert fam["unavailable_reason"]
     assert (out / "report.md").is_file()
     for stem in ("strict_relation_bars", "rank_sweep"):
         assert (out / f"{stem}.png").stat().st_size > 0 and (out / f"{stem}.svg").stat().st_size > 0

@@ -204,9 +204,9 @@ def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
     missing = {}
     for name in order:
-        fam = probe["families"].get(name, {"available": False, "reason": "no result"})
+        fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
         if not fam.get("available"):
-            missing[name] = fam.get("reason", "")
+            missing[name] = fam.get("unavailable_reason", "")
             ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{name} (n/a)")
             continue
         sweep = fam["rank_sweep"]
@@ -383,9 +383,9 @@ def render_probe(probe: dict[str, Any], out: Path) -> tuple[list[str], list[Path
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
     for name in order:
-        fam = probe["families"].get(name, {"available": False, "reason": "no result"})
+        fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
         if not fam.get("available"):
-            lines.append(f"| {name} | unavailable: {fam.get('reason', '')} |" + " |" * (len(header) - 2))
+            lines.append(f"| {name} | unavailable: {fam.get('unavailable_reason', '')} |" + " |" * (len(header) - 2))
             continue
         cells = [_pm(fam["zero_shot"])]
         cells += [_pm(fam["probes"].get(h)) for h in heads]
@@ -426,10 +426,10 @@ def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
              f"Shortcut-OE negatives: `{oe['marker_caption_example']}` (train and validation only).", ""]
     order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
     for name in order:
-        fam = oe["families"].get(name, {"available": False, "reason": "no result"})
+        fam = oe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
         lines.append(f"### {name}")
         if not fam.get("available"):
-            lines += [f"unavailable: {fam.get('reason', '')}", ""]
+            lines += [f"unavailable: {fam.get('unavailable_reason', '')}", ""]
             continue
         header = ["seed", *METHODS, "text-only CycleAcc", "text-only OE-val acc"]
         lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
