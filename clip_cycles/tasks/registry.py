@@ -24,6 +24,19 @@ A collection (``group``) names other tasks::
 YAML file: to the shipped ``tasks/`` directory, or to any directory listed in the
 environment variable ``CLIP_CYCLES_TASKS_PATH`` (``os.pathsep``-separated).
 
+Task files share keys through lmms-eval's ``include:`` (:func:`read_task_yaml`), so a
+task file holds only what differs from its template::
+
+    include: _coco_yaml                # tag, dataset_path; it includes _default_template_yaml
+    task: cycles/coco_strict_size
+    description: "COCO family `strict_size`: exact cycles, zero-shot cosine scores."
+    dataset_kwargs: {config: strict_size, seeds: [0, 1, 2]}
+
+Include paths are relative to the including file; the including file's keys win. A
+file whose name starts with ``_`` (``_default_template_yaml``, ``_coco_yaml``) is a
+template, never a task. ``dataset_path`` of a cycle task names a source registered in
+:mod:`clip_cycles.data.sources`.
+
 ``output_type`` picks what is computed (:data:`OUTPUT_TYPES`; the runner of each is
 registered in :mod:`clip_cycles.evaluation.runners`): ``cycle_selection`` (zero-shot
 scores), ``cycle_probe``, ``cycle_transfer``, ``cycle_oe`` (the paper-1 experiments,
