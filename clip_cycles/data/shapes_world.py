@@ -45,6 +45,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from clip_cycles.fingerprints import atomic_write_bytes
+
 #: (id, name, supercategory), in COCO ``categories`` order.
 CATEGORIES: tuple[tuple[int, str, str], ...] = (
     (1, "circle", "round"),
@@ -297,7 +299,8 @@ def generate_world(n_images: int = 1000, seed: int = 0, image_size: int = 96, va
 
 
 def _dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+    # Compact, as COCO and GQA ship their annotation files; atomic, so an interrupted run leaves no half file.
+    atomic_write_bytes(path, json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def write_shapes_world(

@@ -194,7 +194,7 @@ def run_oe(data: ExperimentData, settings: OESettings | None = None) -> dict[str
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     families: dict[str, Any] = {name: oe_family(family, settings, data.tie_tol) for name, family in usable.items()}
     for name, reason in unavailable.items():
-        families[name] = {"available": False, "reason": reason}
+        families[name] = {"available": False, "unavailable_reason": reason}
     return {
         "experiment": "oe",
         **data.identity(),
@@ -225,7 +225,7 @@ def oe_metrics(data: ExperimentData, settings: OESettings | None = None) -> dict
     base = {"model": data.model, "pretrained": data.pretrained, "tie_tolerance": data.tie_tol,
             "seeds": list(settings.seeds)}
     if not family["available"]:
-        return {**base, "available": False, "unavailable_reason": family["reason"], "n_cycles": 0}
+        return {**base, "available": False, "unavailable_reason": family["unavailable_reason"], "n_cycles": 0}
     metrics: dict[str, Any] = {**base, "available": True}
     for method in METHODS:
         summary = family["methods"][method]["test_cycle_acc"]

@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from clip_cycles.algebra.contrast import (
-    DEFAULT_TIE_TOL,
+    DEFAULT_TIE_TOLERANCE,
     cycle_acc,
     deltas_from_blocks,
     deltas_from_embeddings,
-    mean_and_sd,
 )
 from clip_cycles.experiments.experiment_data import (
     DEFAULT_MIN_CYCLES,
@@ -39,6 +38,7 @@ from clip_cycles.experiments.experiment_data import (
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.heads.losses import get_loss
 from clip_cycles.heads.training import TrainConfig, deterministic_torch
+from clip_cycles.results import mean_sd
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -187,7 +187,7 @@ def train_probe(
     weight_decay: float = 1e-4,
     batch_size: int = 512,
     loss: str = "cycle",
-    tie_tol: float = DEFAULT_TIE_TOL,
+    tie_tol: float = DEFAULT_TIE_TOLERANCE,
     threads: int | None = 1,
 ) -> ProbeRun:
     """Train one head on ``family``'s train cycles of ``seed``; keep the epoch with the best validation CycleAcc.
@@ -252,12 +252,12 @@ def head_cycle_deltas(head: ScoreHead, family: FamilyFeatures, cycles: np.ndarra
 
 
 def score_head(head: ScoreHead, family: FamilyFeatures, seed: int, split: str = "test",
-               tie_tol: float = DEFAULT_TIE_TOL) -> float:
+               tie_tol: float = DEFAULT_TIE_TOLERANCE) -> float:
     """Exact CycleAcc of ``head`` on ``family``'s ``split`` cycles of ``seed``."""
     return cycle_acc(head_cycle_deltas(head, family, family.split(seed, split)), tie_tol)
 
 
-def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test", tie_tol: float = DEFAULT_TIE_TOL) -> float:
+def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test", tie_tol: float = DEFAULT_TIE_TOLERANCE) -> float:
     """Exact CycleAcc of the frozen dot-product score (cosine on normalized features)."""
     return cycle_acc(deltas_from_embeddings(family.image_features, family.caption_features, family.split(seed, split)),
                      tie_tol)
@@ -265,7 +265,7 @@ def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test", 
 
 def summarize(per_seed: dict[str, float]) -> dict[str, Any]:
     """``{"per_seed": ..., "mean": ..., "sd": ...}`` over seeds (sample sd)."""
-    stats = mean_and_sd([per_seed[k] for k in per_seed])
+    stats = mean_sd([per_seed[k] for k in per_seed])
     return {"per_seed": per_seed, **stats}
 
 
@@ -284,7 +284,7 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
     return specs + [_ProbeSpec("low_rank", r) for r in settings.ranks]
 
 
-def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tol: float = DEFAULT_TIE_TOL) -> dict[str, Any]:
+def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tol: float = DEFAULT_TIE_TOLERANCE) -> dict[str, Any]:
     """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit."""
     from tqdm.auto import tqdm
 
@@ -345,7 +345,7 @@ def run_probes(data: ExperimentData, settings: ProbeSettings | None = None) -> d
     for name in tqdm(list(usable), desc="probe families", disable=None):
         families[name] = probe_family(usable[name], settings, data.tie_tol)
     for name, reason in unavailable.items():
-        families[name] = {"available": False, "reason": reason}
+        families[name] = {"available": False, "unavailable_reason": reason}
     return {
         "experiment": "probe",
         **data.identity(),
@@ -375,7 +375,7 @@ def probe_metrics(data: ExperimentData, settings: ProbeSettings | None = None) -
     base = {"tie_tolerance": data.tie_tol, "seeds": list(settings.seeds), "model": data.model,
             "pretrained": data.pretrained}
     if not family["available"]:
-        return {**base, "available": False, "unavailable_reason": family["reason"], "n_cycles": 0}
+        return {**base, "available": False, "unavailable_reason": family["unavailable_reason"], "n_cycles": 0}
     rank = REFERENCE_RANK if REFERENCE_RANK in settings.ranks else max(settings.ranks)
     headline = family["probes"][probe_key("low_rank", rank)]
     metrics = {

@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Mapping, Union
 
 import yaml
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 
 #: Environment variable with extra task directories, searched before the shipped ones.
 TASKS_PATH_ENV = "CLIP_CYCLES_TASKS_PATH"
@@ -411,7 +411,7 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
     audit_fit = data.get("audit_fit", "scored")
     if audit_fit not in AUDIT_FITS:
         raise _bad(path, "audit_fit", f"{audit_fit!r} is not one of {list(AUDIT_FITS)}")
-    tol = data.get("tie_tolerance", DEFAULT_TIE_TOL)
+    tol = data.get("tie_tolerance", DEFAULT_TIE_TOLERANCE)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
         raise _bad(path, "tie_tolerance", f"must be a finite non-negative number, got {tol!r}")
     template = data.get("doc_to_text", "{caption}")
