@@ -6,16 +6,10 @@ The tie tolerance is ``tie_tolerance`` (never ``tie_tol``) and why something is 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 #: Old spelling -> the one spelling of clip_cycles.results.
 RENAMED: dict[str, str] = {"tie_tol": "tie_tolerance", "reason": "unavailable_reason"}
-
-#: Keys still written by clip_cycles/heads (the additive audit's report), renamed on branch "training"
-#: (issue 15). Once that branch is merged nothing may match: tests/test_results.py's tripwire turns red
-#: then, and this pattern and the tripwire's xfail mark go.
-PENDING_ON_TRAINING = re.compile(r"(^|\.)additive_audit\.per_seed\.[^.]+\.tie_tol$")
 
 
 def old_spellings(record: Any, path: str = "") -> list[str]:
@@ -34,7 +28,7 @@ def old_spellings(record: Any, path: str = "") -> list[str]:
 
 
 def assert_one_vocabulary(record: Any) -> None:
-    """Fail naming each old-spelled key of ``record`` (and its new name), apart from those pending on 'training'."""
-    found = [p for p in old_spellings(record) if not PENDING_ON_TRAINING.search(p)]
+    """Fail naming each old-spelled key of ``record`` and the name to use instead."""
+    found = old_spellings(record)
     assert not found, "old key spellings in a result record: " + ", ".join(
         f"{p} (use {RENAMED[p.rsplit('.', 1)[-1]]!r})" for p in found)

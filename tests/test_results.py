@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from record_vocabulary import assert_one_vocabulary, old_spellings
 
+from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.results import (
     DEFAULT_OUTPUT,
     RESULT_TASK,
@@ -154,15 +155,10 @@ def test_the_vocabulary_check_finds_old_spellings_at_any_depth() -> None:
     assert_one_vocabulary({"tie_tolerance": 1e-9, "families": {"a": {"unavailable_reason": "too few"}}})
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="clip_cycles/heads still writes 'tie_tol' in the additive audit report; branch 'training' "
-                          "renames it: after merging it, delete this mark and PENDING_ON_TRAINING in "
-                          "tests/record_vocabulary.py")
-def test_tripwire_no_key_waits_for_the_training_branch() -> None:
-    from clip_cycles.heads.additive_audit import additive_audit
-
+def test_the_additive_audit_report_spells_the_tie_tolerance_one_way() -> None:
     rng = np.random.default_rng(0)
     phi, psi = rng.normal(size=(12, 4)), rng.normal(size=(12, 4))
     cycles = np.array([[i, (i + 1) % 12, (i + 2) % 12, (i + 5) % 12] for i in range(12)])
     report = additive_audit(phi, psi, cycles, cycles, epochs=1, seed=0).to_dict()
-    assert old_spellings({"metrics": {"additive_audit": {"per_seed": {"0": report}}}}) == []
+    assert report["tie_tolerance"] == 1e-9
+    assert_one_vocabulary({"metrics": {"additive_audit": {"per_seed": {"0": report}}}})

@@ -201,7 +201,7 @@ def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
         except (OSError, ValueError):
             pass  # absent or unreadable: compute (and rewrite) it
     report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed,
-                            tie_tol=task.tie_tolerance).to_dict()
+                            tie_tolerance=task.tie_tolerance).to_dict()
     report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
         payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)

@@ -127,13 +127,14 @@ class ExperimentData:
     model: str
     pretrained: str
     families: dict[str, FamilyFeatures]
-    tie_tol: float = DEFAULT_TIE_TOLERANCE
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     unavailable: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
     def identity(self) -> dict[str, Any]:
         """``model``, ``pretrained``, ``tie_tolerance`` and ``source`` for result JSONs."""
-        return {"model": self.model, "pretrained": self.pretrained, "tie_tolerance": self.tie_tol, "source": self.source}
+        return {"model": self.model, "pretrained": self.pretrained, "tie_tolerance": self.tie_tolerance,
+                "source": self.source}
 
     def family_names(self) -> list[str]:
         """Every family, available or not, in a stable order (loaded ones first, as given)."""
@@ -171,7 +172,6 @@ def screen_families(
         else:
             usable[name] = family
     return usable, unavailable
-
 
 
 def usable_families(
@@ -279,7 +279,7 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         family.validate()
         families[family.name] = family
     return ExperimentData(
-        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tol=float(meta["tie_tolerance"]),
+        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tolerance=float(meta["tie_tolerance"]),
         unavailable=dict(meta.get("unavailable", {})), source=meta.get("source", ""),
     )
 
@@ -358,7 +358,7 @@ def load_from_tasks(
         families[name] = FamilyFeatures(name, encoded.image_features, encoded.caption_features, cycles, marker_rows,
                                         dropped)
     return ExperimentData(
-        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tol=tasks[0].tie_tolerance,
+        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tolerance=tasks[0].tie_tolerance,
         unavailable=unavailable, source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
     )
 
@@ -461,10 +461,5 @@ def _planted_cycles(rng: np.random.Generator, images: np.ndarray, captions: np.n
         out[rows, 2] = rng.choice(by_sign_caption[sign], size=rows.size)
         out[rows, 3] = rng.choice(by_sign_caption[-sign], size=rows.size)
     return out
-
-
-# --------------------------------------------------------------------------- CLI inputs
-
-
 
 

@@ -64,7 +64,7 @@ class SyntheticConfig:
     image_noise: float = 0.5
     n_attributes: int = 8
     n_objects: int = 8
-    tie_tol: float = DEFAULT_TIE_TOLERANCE
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     #: Intra-op torch threads while training (1: the heads are tiny).
     threads: int | None = 1
 
@@ -320,7 +320,7 @@ register_control(
 
 
 def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed: int) -> dict[str, float]:
-    from clip_cycles.heads.score_heads import make_head, score_pairs
+    from clip_cycles.heads.score_heads import head_deltas, make_head, score_pairs  # imports torch
 
     train, val, test = data.train, data.val, data.test
 
@@ -336,18 +336,16 @@ def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed:
         batch_size=config.batch_size,
         seed=seed,
         loss="pairwise_bce",
-        tie_tol=config.tie_tol,
+        tie_tolerance=config.tie_tolerance,
     )
     result = train_on_pairs(
         head, train.image_features, train.caption_features, train.pairs, train_config,
         validate=lambda h: split_auroc(h, val), val_metric="auroc",
     )
-    from clip_cycles.heads.score_heads import head_deltas
-
     deltas = head_deltas(result.head, test.image_features, test.caption_features, test.cycles)
     return {
         "auroc": split_auroc(result.head, test),
-        "cycle_acc": cycle_acc(deltas, config.tie_tol),
+        "cycle_acc": cycle_acc(deltas, config.tie_tolerance),
         "val_auroc": float(result.best_val),
         "best_epoch": result.best_epoch,
     }
@@ -437,7 +435,7 @@ def run_synthetic(config: SyntheticConfig, seeds: tuple[int, ...], quick: bool =
         "table": "synthetic controls (paper 1, Table 1)",
         "quick": quick,
         "seeds": list(seeds),
-        "tie_tol": config.tie_tol,
+        "tie_tolerance": config.tie_tolerance,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
         "thresholds": {
             "chance_auroc_margin": CHANCE_AUROC_MARGIN,
@@ -461,7 +459,7 @@ def format_table(result: dict[str, Any]) -> str:
             lines.append(
                 f"{name:<18} {label:<22} {a['mean']:>11.4f} +- {a['sd']:.4f} {c['mean']:>11.4f} +- {c['sd']:.4f}"
             )
-    lines.append(f"seeds {result['seeds']}, tie tolerance {result['tie_tol']:g}, epochs {result['config']['epochs']}")
+    lines.append(f"seeds {result['seeds']}, tie tolerance {result['tie_tolerance']:g}, epochs {result['config']['epochs']}")
     for check, ok in result["checks"].items():
         lines.append(f"[{'ok' if ok else 'FAIL'}] {check}")
     return "\n".join(lines)

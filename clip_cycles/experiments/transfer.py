@@ -124,7 +124,7 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     names = list(usable)
     k = len(names)
-    tie_tol = data.tie_tol if data.tie_tol is not None else DEFAULT_TIE_TOLERANCE
+    tie_tolerance = data.tie_tolerance if data.tie_tolerance is not None else DEFAULT_TIE_TOLERANCE
     per_seed: dict[str, Any] = {}
     transfers, alignments = [], []
     pearsons: dict[str, float | None] = {}
@@ -134,10 +134,11 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
         best_val = []
         for i, name in enumerate(tqdm(names, desc=f"transfer seed {seed}", disable=None)):
             run = train_probe(usable[name], seed, "low_rank", settings.rank, settings.epochs, settings.lr,
-                              settings.weight_decay, settings.batch_size, tie_tol=tie_tol, threads=settings.threads)
+                              settings.weight_decay, settings.batch_size, tie_tolerance=tie_tolerance,
+                              threads=settings.threads)
             best_val.append(run.best_val)
             for j, target in enumerate(names):
-                transfer[i, j] = score_head(run.head, usable[target], seed, "test", tie_tol)
+                transfer[i, j] = score_head(run.head, usable[target], seed, "test", tie_tolerance)
         matrices = [cycle_difference_matrix(usable[n], usable[n].split(seed, "validation")) for n in names]
         alignment = alignment_matrix(matrices, names)
         x, y = off_diagonal(alignment), off_diagonal(transfer)
@@ -188,7 +189,7 @@ def transfer_metrics(data: ExperimentData, settings: TransferSettings | None = N
     return {
         "model": data.model,
         "pretrained": data.pretrained,
-        "tie_tolerance": data.tie_tol,
+        "tie_tolerance": data.tie_tolerance,
         "seeds": list(settings.seeds),
         "pearson": corr["pearson"]["mean"],
         "pearson_sd": corr["pearson"]["sd"],
