@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.algebra.contrast import bilinear_deltas
 from clip_cycles.experiments.experiment_data import (
@@ -39,7 +40,8 @@ def probe_record(planted: ExperimentData) -> dict:
 def test_probe_record_structure_audit_and_unavailable(probe_record: dict) -> None:
     record = probe_record
     assert record["experiment"] == "probe"
-    assert (record["model"], record["pretrained"], record["tie_tol"], record["seeds"]) == ("planted", "synthetic", 1e-9,
+    assert_one_vocabulary(record)
+    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == ("planted", "synthetic", 1e-9,
                                                                                          [0, 1])
     assert record["family_order"] == ["strict_a", "strict_b", "small"]
     assert record["families"]["small"] == {"available": False,
@@ -144,7 +146,7 @@ def test_probe_command_end_to_end_on_shapes_world(shapes_cycles: Path, tmp_path:
                  "--ranks", "1", "2", "--min-cycles", "5", "--no-cache"])
     assert code == 0
     record = json.loads((out / "probe.json").read_text())
-    assert record["model"] == str(features) and record["tie_tol"] == 1e-9
+    assert record["model"] == str(features) and record["tie_tolerance"] == 1e-9
     for name, fam in record["families"].items():
         if fam["available"]:
             assert fam["additive_audit"]["passed"], name

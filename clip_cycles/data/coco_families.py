@@ -54,7 +54,6 @@ from clip_cycles.data.annotations import CocoSplit, load_coco_split
 from clip_cycles.data.families import (
     Cycle,
     Family,
-    canonical_json,
     parallel_map,
     register_family,
     register_index_loader,
@@ -62,6 +61,7 @@ from clip_cycles.data.families import (
     stable_seed,
 )
 from clip_cycles.data.shape_vocabulary import SHAPE_WORDS
+from clip_cycles.fingerprints import canonical_json
 
 #: Default spatial margin (fraction of the image side) and size ratio of relation captions:
 #: this project's choices (paper 1 does not state its values); ``--margin`` / ``--size-ratio``.

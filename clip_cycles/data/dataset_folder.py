@@ -49,11 +49,12 @@ from clip_cycles.data.families import (
     SPLITS,
     FamilyBuild,
     build_families,
-    canonical_json,
     check_seeds,
     family_provenance,
 )
 from clip_cycles.data.sources import SourceCard, card_for
+from clip_cycles.fingerprints import canonical_json
+from clip_cycles.results import write_json
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
 
@@ -490,7 +491,7 @@ def _write_into(out: Path, folder_name: str, root: Path, index: Any, builds: Seq
         **(extra_info or {}),
         "files": _file_records(out, written),
     }
-    (out / "build_info.json").write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_json(info, out / "build_info.json")
     (out / "README.md").write_text(render_card(info, builds, card_for(index.source, root)), encoding="utf-8")
 
 

@@ -60,6 +60,7 @@ import numpy as np
 
 from clip_cycles.algebra.audits import audit_cycles
 from clip_cycles.data.sources import builder_names, get_builder
+from clip_cycles.fingerprints import canonical_json
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
@@ -119,11 +120,6 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64)
     finally:
         _task = None
     return [result for part in parts for result in part]
-
-
-def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys and no whitespace: equal objects give equal strings (and bytes)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class SourceIndex(Protocol):

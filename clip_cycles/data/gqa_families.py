@@ -70,7 +70,6 @@ from clip_cycles.data.families import (
     Family,
     FamilyBuild,
     build_families,
-    canonical_json,
     list_families,
     parallel_map,
     register_family,
@@ -83,6 +82,7 @@ from clip_cycles.data.scene_graphs import (
     gqa_int_id,
     load_gqa_scene_graphs,
 )
+from clip_cycles.fingerprints import canonical_json
 
 #: Paper 1's GQA pool: 4,800 train + 800 validation images from the train file ...
 DEFAULT_POOL_TRAIN: int = 5600

@@ -47,6 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from clip_cycles.data.shape_vocabulary import CATEGORIES, SHAPE_WORDS
+from clip_cycles.fingerprints import atomic_write_bytes
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -278,7 +279,8 @@ def generate_world(n_images: int = 1000, seed: int = 0, image_size: int = 96, va
 
 
 def _dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+    # Compact, as COCO and GQA ship their annotation files; atomic, so an interrupted run leaves no half file.
+    atomic_write_bytes(path, json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def write_shapes_world(

@@ -19,6 +19,7 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
+from clip_cycles.results import write_json
 from clip_cycles.settings import resolve_cache_dir
 
 
@@ -68,15 +69,6 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
                         help="families with fewer cycles in any seed/split are reported unavailable")
     parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
-
-
-def write_json(record: dict[str, Any], path: Path) -> Path:
-    """Write a result JSON with sorted keys (equal results, equal bytes)."""
-    import json
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    return path
 
 
 def finish(record: dict[str, Any], args: argparse.Namespace, file_name: str) -> int:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, cycle_credits
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, cycle_credits
 from clip_cycles.experiments.experiment_data import (
     DEFAULT_MIN_CYCLES,
     OE_MARKER,
@@ -98,7 +98,7 @@ def oe_pairs(family: FamilyFeatures, seed: int, split: str) -> np.ndarray:
 
 
 def oe_validation_accuracy(family: FamilyFeatures, seed: int, split: str = "validation",
-                           tie_tolerance: float = DEFAULT_TIE_TOL) -> Callable[[ScoreHead], float]:
+                           tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> Callable[[ScoreHead], float]:
     """``validate(head)``: paired accuracy of positives over their marked negatives (ties one half)."""
     positives = matched_pairs(family.split(seed, split))
     negatives = marked_negatives(family, positives, split)

@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from clip_cycles.algebra.contrast import (
-    DEFAULT_TIE_TOL,
+    DEFAULT_TIE_TOLERANCE,
     cycle_acc,
     deltas_from_blocks,
     deltas_from_embeddings,
-    mean_and_sd,
 )
 from clip_cycles.experiments.experiment_data import (
     DEFAULT_MIN_CYCLES,
@@ -37,6 +36,7 @@ from clip_cycles.experiments.experiment_data import (
 )
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.heads.training import TrainConfig, Validation, cycle_batch_loss, fit_head, loss_of_kind
+from clip_cycles.results import mean_sd
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -171,7 +171,7 @@ def train_probe(
     weight_decay: float = 1e-4,
     batch_size: int = 512,
     loss: str = "cycle",
-    tie_tolerance: float = DEFAULT_TIE_TOL,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
     threads: int | None = 1,
 ) -> ProbeRun:
     """Train one head on ``family``'s train cycles of ``seed``; keep the epoch with the best validation CycleAcc.
@@ -211,13 +211,13 @@ def head_cycle_deltas(head: ScoreHead, family: FamilyFeatures, cycles: np.ndarra
 
 
 def score_head(head: ScoreHead, family: FamilyFeatures, seed: int, split: str = "test",
-               tie_tolerance: float = DEFAULT_TIE_TOL) -> float:
+               tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
     """Exact CycleAcc of ``head`` on ``family``'s ``split`` cycles of ``seed``."""
     return cycle_acc(head_cycle_deltas(head, family, family.split(seed, split)), tie_tolerance)
 
 
 def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test",
-                        tie_tolerance: float = DEFAULT_TIE_TOL) -> float:
+                        tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
     """Exact CycleAcc of the frozen dot-product score (cosine on normalized features)."""
     return cycle_acc(deltas_from_embeddings(family.image_features, family.caption_features, family.split(seed, split)),
                      tie_tolerance)
@@ -225,7 +225,7 @@ def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test",
 
 def summarize(per_seed: dict[str, float]) -> dict[str, Any]:
     """``{"per_seed": ..., "mean": ..., "sd": ...}`` over seeds (sample sd)."""
-    stats = mean_and_sd([per_seed[k] for k in per_seed])
+    stats = mean_sd([per_seed[k] for k in per_seed])
     return {"per_seed": per_seed, **stats}
 
 
@@ -245,7 +245,7 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
 
 
 def probe_family(family: FamilyFeatures, settings: ProbeSettings,
-                 tie_tolerance: float = DEFAULT_TIE_TOL) -> dict[str, Any]:
+                 tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> dict[str, Any]:
     """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit."""
     from tqdm.auto import tqdm
 

@@ -107,7 +107,7 @@ def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
         record = _read_json(path)
         if not isinstance(record, dict) or record.get("experiment") != name:
             raise ValueError(f"{path}: field 'experiment' must be {name!r}")
-        for key in ("model", "pretrained", "tie_tol", "seeds"):
+        for key in ("model", "pretrained", "tie_tolerance", "seeds"):
             if key not in record:
                 raise ValueError(f"{path}: field {key!r} is missing")
         records[name] = record
@@ -354,7 +354,7 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
     figures = _save(fig, out, "zero_shot")
     header = ["family", "CycleAcc", "text", "image", "group", "cycles (test)", "additive audit"]
-    lines = [f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tol']}.", "",
+    lines = [f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in names:
         m = zero["families"].get(name)
@@ -488,7 +488,7 @@ def build_report(results_dir: str | Path) -> ReportPaths:
         "",
         f"- model: `{first['model']}`",
         f"- pretrained: `{first['pretrained']}`",
-        f"- tie tolerance: {first['tie_tol']}",
+        f"- tie tolerance: {first['tie_tolerance']}",
         f"- source: {first.get('source', '')}",
         f"- experiments: {', '.join(records)}",
         "",

@@ -26,18 +26,16 @@ Run as ``clip-cycles synthetic [--out results/synthetic.json] [--seeds 0 1 2] [-
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, mean_and_sd
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc
 from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
+from clip_cycles.results import mean_sd, write_json
 
 #: Pass/fail thresholds of the qualitative pattern (recorded in the JSON).
 CHANCE_AUROC_MARGIN = 0.05
@@ -66,7 +64,7 @@ class SyntheticConfig:
     image_noise: float = 0.5
     n_attributes: int = 8
     n_objects: int = 8
-    tie_tolerance: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     #: Intra-op torch threads while training (1: the heads are tiny).
     threads: int | None = 1
 
@@ -384,8 +382,8 @@ def run_controls(config: SyntheticConfig, seeds: tuple[int, ...], controls: tupl
                 "head": probe.head,
                 "rank": probe.rank,
                 "features": probe.data,
-                "auroc": {**mean_and_sd(values["auroc"]), "per_seed": values["auroc"]},
-                "cycle_acc": {**mean_and_sd(values["cycle_acc"]), "per_seed": values["cycle_acc"]},
+                "auroc": {**mean_sd(values["auroc"]), "per_seed": values["auroc"]},
+                "cycle_acc": {**mean_sd(values["cycle_acc"]), "per_seed": values["cycle_acc"]},
                 "best_epoch": values["best_epoch"],
             }
         out[name] = {"description": control.description, "probes": probes}
@@ -467,14 +465,6 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_json(result: dict[str, Any], path: Path) -> None:
-    """Write ``result`` as sorted, indented JSON atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def run(args: argparse.Namespace) -> int:
     """``clip-cycles synthetic``: run the controls, print the table, write JSON; 1 if the pattern fails."""
     config = QUICK if args.quick else SyntheticConfig()
@@ -485,7 +475,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_synthetic(config, seeds, quick=args.quick)
     elapsed = time.perf_counter() - start
     print(format_table(result), flush=True)
-    write_json(result, Path(args.out))
+    write_json(result, args.out)
     print(f"wrote {args.out} in {elapsed:.1f} s", file=sys.stderr)
     return 0 if result["passed"] else 1
 

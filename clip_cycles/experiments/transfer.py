@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOL, mean_and_sd
+from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOLERANCE
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_probe
+from clip_cycles.results import mean_sd
 
 RESULT_FILE = "transfer.json"
 
@@ -111,10 +112,8 @@ def off_diagonal(matrix: np.ndarray) -> np.ndarray:
 
 
 def _correlation_summary(per_seed: dict[str, float | None]) -> dict[str, Any]:
-    defined = [v for v in per_seed.values() if v is not None]
-    out: dict[str, Any] = {"per_seed": per_seed, "n_seeds_defined": len(defined)}
-    out.update(mean_and_sd(defined) if defined else {"mean": None, "sd": None})
-    return out
+    summary = mean_sd(per_seed.values(), skip_missing=True, count=True)
+    return {"per_seed": per_seed, "n_seeds_defined": summary.pop("n"), **summary}
 
 
 def run_transfer(data: ExperimentData, settings: TransferSettings | None = None) -> dict[str, Any]:
@@ -125,7 +124,7 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     names = list(usable)
     k = len(names)
-    tie_tolerance = data.tie_tolerance if data.tie_tolerance is not None else DEFAULT_TIE_TOL
+    tie_tolerance = data.tie_tolerance if data.tie_tolerance is not None else DEFAULT_TIE_TOLERANCE
     per_seed: dict[str, Any] = {}
     transfers, alignments = [], []
     pearsons: dict[str, float | None] = {}

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from clip_cycles.algebra.audits import signed_degrees
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_credits, validate_features
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_credits, validate_features
 from clip_cycles.heads.training import NumpyAdam, NumpyLoss, fit
 
 #: The probes of the audit, in report order (names as in clip_cycles.heads.score_heads.HEADS).
@@ -287,7 +287,7 @@ def additive_audit(
     lr: float = 1e-3,
     weight_decay: float = 1e-4,
     batch_size: int = 512,
-    tie_tolerance: float = DEFAULT_TIE_TOL,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
     *,
     design: str = "cycles",
     train_pairs: object | None = None,

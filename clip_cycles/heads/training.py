@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, S
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, validate_cycles, validate_features
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, validate_cycles, validate_features
 from clip_cycles.heads.losses import LossSpec, get_loss
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -63,7 +63,7 @@ class TrainConfig:
     batch_size: int = 512
     seed: int = 0
     loss: str = "cycle"
-    tie_tolerance: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     #: Intra-op torch threads while training; None leaves torch's setting alone.
     threads: int | None = None
 
@@ -424,7 +424,7 @@ def pair_batch_loss(
 
 
 def cycle_acc_validator(
-    image_features: object, caption_features: object, cycles: object, tie_tolerance: float = DEFAULT_TIE_TOL
+    image_features: object, caption_features: object, cycles: object, tie_tolerance: float = DEFAULT_TIE_TOLERANCE
 ) -> Callable[[ScoreHead], float]:
     """A ``validate(head) -> CycleAcc`` function on fixed cycles (float64 logits, ``tie_tolerance``)."""
     from clip_cycles.heads.score_heads import head_deltas  # imports torch

@@ -68,7 +68,7 @@ from typing import Any, Callable, Iterable, Mapping, Union
 
 import yaml
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.data.sources import source_names
 
 #: Environment variable with extra task directories, searched before the shipped ones.
@@ -511,7 +511,7 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
     audit_fit = data.get("audit_fit", "scored")
     if audit_fit not in AUDIT_FITS:
         raise _bad(path, "audit_fit", f"{audit_fit!r} is not one of {list(AUDIT_FITS)}")
-    tol = data.get("tie_tolerance", DEFAULT_TIE_TOL)
+    tol = data.get("tie_tolerance", DEFAULT_TIE_TOLERANCE)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
         raise _bad(path, "tie_tolerance", f"must be a finite non-negative number, got {tol!r}")
     template = data.get("doc_to_text", "{caption}")
