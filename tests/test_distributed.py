@@ -26,7 +26,8 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding import distributed
 from clip_cycles.encoding.distributed import DistContext, backend_for, device_for_rank, shard, world_from_env
-from clip_cycles.encoding.encoder import FAULT_ENV, FAULT_RANK_ENV, ModelSpec
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.settings import FAULT_ENV, FAULT_RANK_ENV
 
 TASK = "cycles/shapes_strict_left_right"
 TINY = TINY_OPEN_CLIP

@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from clip_cycles.encoding.encoder import encode
+from clip_cycles.settings import dist_timeout_s
 
 if TYPE_CHECKING:
     from clip_cycles.data.images import ImageItem
@@ -68,11 +69,6 @@ if TYPE_CHECKING:
 
 #: torchrun's variables: (name, default when absent).
 RANK_ENV, WORLD_SIZE_ENV, LOCAL_RANK_ENV = "RANK", "WORLD_SIZE", "LOCAL_RANK"
-#: With CLIP_CYCLES_FAULT_AFTER_BATCHES, only the rank named here fails (tests).
-FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
-#: How long a barrier waits for slow ranks (a whole shard of a large pool may be encoded meanwhile).
-TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 6 * 3600.0
 
 #: Process-group backend per device type: collective libraries, not a scheduler of our own.
 BACKENDS: dict[str, str] = {"cuda": "nccl", "cpu": "gloo"}
@@ -174,7 +170,7 @@ def init(device: str, environ: Mapping[str, str] | None = None) -> DistContext:
     if not dist.is_initialized():
         if backend == "nccl":
             torch.cuda.set_device(torch.device(device))
-        timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+        timeout = dist_timeout_s()
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
         _owned = True
     elif dist.get_world_size() != world_size or dist.get_rank() != rank:
