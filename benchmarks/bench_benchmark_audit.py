@@ -92,7 +92,7 @@ def write_benchmark(root: Path, n_images: int, seed: int = 0) -> int:
     return total
 
 
-def reference_audit(sets: list, embeddings: list, tol: float) -> dict[str, dict[str, float]]:
+def reference_audit(sets: list, embeddings: list, tie_tolerance: float) -> dict[str, dict[str, float]]:
     """The design audit of each subset as a plain per-item loop (no probes)."""
     out = {}
     for cs, emb in zip(sets, embeddings):
@@ -112,7 +112,7 @@ def reference_audit(sets: list, embeddings: list, tol: float) -> dict[str, dict[
         degrees = signed_degrees(images, captions, weights)
 
         def credit(value: float) -> float:
-            return 1.0 if value > tol else 0.0 if value < -tol else 0.5
+            return 1.0 if value > tie_tolerance else 0.0 if value < -tie_tolerance else 0.5
 
         witness, shortest, longest, model = [], [], [], []
         for u, p, n in items:

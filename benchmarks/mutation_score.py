@@ -2,13 +2,14 @@
 
 Each module is mutated in a scratch copy of the repository (the working tree is never
 touched) and every mutant runs only the fast test files that match the module, in the
-process mutmut forks per mutant. A module argument is ``clip_cycles/<name>.py``, a bare
-``<name>``, optionally restricted to some functions (``evaluate:cycle_acc_scores,ties``;
-glob patterns allowed; a method as ``Class.method``; ``name:all`` for the whole module where
-``DEFAULT_FUNCTIONS`` restricts it by default) and optionally given its own test files
-(``evaluate=tests/test_evaluate.py+tests/test_contrast.py``)::
+process mutmut forks per mutant. A module argument is a module file name (``contrast`` for
+``clip_cycles/algebra/contrast.py``; ``zero_shot``, ``coco_families``, ...), optionally
+restricted to some functions (``zero_shot:score_blocks,score_task``; glob patterns allowed;
+a method as ``Class.method``; ``name:all`` for the whole module where ``DEFAULT_FUNCTIONS``
+restricts it by default) and optionally given its own test files
+(``zero_shot=tests/test_evaluate.py+tests/test_contrast.py``)::
 
-    python benchmarks/mutation_score.py contrast winoground audits evaluate:_score*
+    python benchmarks/mutation_score.py contrast winoground audits zero_shot:score_*
     python benchmarks/mutation_score.py --show-survivors contrast   # diffs on stderr
     python benchmarks/mutation_score.py --rerun-survivors before.json contrast   # after adding tests
 
@@ -38,7 +39,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
-    "evaluate": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
+    "zero_shot": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit.py",),
     "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py", "tests/test_swap_rule.py",
                       "tests/test_coco_predicates.py"),
@@ -96,8 +97,7 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     spec, _, tests = spec.partition("=")
     spec, _, functions = spec.partition(":")
     name = Path(spec).stem if spec.endswith(".py") else spec
-    if not (REPO / "clip_cycles" / f"{name}.py").is_file():
-        raise SystemExit(f"mutation_score: no module clip_cycles/{name}.py")
+    module_file(name)  # exits naming the module when there is none
     test_files = tuple(tests.split("+")) if tests else DEFAULT_TESTS.get(name, (f"tests/test_{name}.py",))
     for test in test_files:
         if not (REPO / test).is_file():
@@ -107,16 +107,24 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     return name, [f for f in functions.split(",") if f] or list(DEFAULT_FUNCTIONS.get(name, ())), test_files
 
 
+def module_file(name: str) -> str:
+    """``clip_cycles/<layer>/<name>.py`` of a module file name; exits when none or several match."""
+    found = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "clip_cycles").rglob(f"{name}.py"))
+    if len(found) != 1:
+        raise SystemExit(f"mutation_score: {len(found)} modules named {name}.py under clip_cycles/: {found}")
+    return found[0]
+
+
 def _mutant_glob(name: str, function: str) -> str:
     """mutmut's name pattern of one function's mutants: ``x_<function>``, or ``xǁ<Class>ǁ<method>`` for
     ``Class.method`` (``Class.*`` for all of a class's methods)."""
     owner, dot, method = function.partition(".")
     mangled = f"x\u01c1{owner}\u01c1{method}" if dot else f"x_{function}"
-    return f"clip_cycles.{name}.{mangled}__mutmut_*"
+    return module_file(name).removesuffix(".py").replace("/", ".") + f".{mangled}__mutmut_*"
 
 
 def _config(name: str, test_files: tuple[str, ...]) -> str:
-    lines = ["[mutmut]", "source_paths = clip_cycles/", f"only_mutate = clip_cycles/{name}.py",
+    lines = ["[mutmut]", "source_paths = clip_cycles/", f"only_mutate = {module_file(name)}",
              "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in test_files]  # fmt: skip
     # Generous timeouts: a surviving mutant runs every matching test, and a killed-by-timeout verdict
     # (SIGTERM, "suspicious") would hide whether the tests noticed it.
@@ -153,7 +161,7 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
         proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
-        meta = scratch / "mutants" / "clip_cycles" / f"{name}.py.meta"
+        meta = scratch / "mutants" / f"{module_file(name)}.meta"
         if not meta.is_file():
             raise SystemExit(f"mutation_score: mutmut produced no results for {name}:\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -195,7 +203,7 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("modules", nargs="+", help="name[:functions][=tests], e.g. contrast or evaluate:_score*")
+    parser.add_argument("modules", nargs="+", help="name[:functions][=tests], e.g. contrast or zero_shot:score_*")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per module (default 1800)")
     parser.add_argument("--show-survivors", action="store_true", help="print each survivor's diff on stderr")
     parser.add_argument("--max-children", type=int, default=2, help="mutants run in parallel (default 2)")

@@ -22,7 +22,7 @@ from clip_cycles.algebra.audits import (
     winoground_comparisons,
 )
 from clip_cycles.algebra.contrast import (
-    DEFAULT_TIE_TOL,
+    DEFAULT_TIE_TOLERANCE,
     bilinear_deltas,
     block_scores_from_embeddings,
     block_scores_from_score_fn,
@@ -32,15 +32,15 @@ from clip_cycles.algebra.contrast import (
     deltas_from_blocks,
     deltas_from_embeddings,
     deltas_from_score_fn,
-    mean_and_sd,
     validate_cycles,
 )
 from clip_cycles.algebra.winoground import WinogroundScores, winoground_scores
+from clip_cycles.results import mean_sd
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DEFAULT_TIE_TOL",
+    "DEFAULT_TIE_TOLERANCE",
     "BalanceReport",
     "CycleAuditReport",
     "MarginalReport",
@@ -60,7 +60,7 @@ __all__ = [
     "deltas_from_score_fn",
     "hard_negative_edges",
     "marginal_tv",
-    "mean_and_sd",
+    "mean_sd",
     "pair_measure_tv",
     "predicate_validity",
     "signed_degrees",

@@ -124,3 +124,47 @@ def test_bad_designs_raise_clear_errors():
     with pytest.raises(ValueError, match="needs both labels"):
         additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 1, 2, 3]]),
                        train_pairs=np.array([[0, 0, 1], [1, 1, 1]]))
+
+
+def _reference_fit(head: str, phi, psi, pairs, epochs, lr, weight_decay, batch_size, seed):
+    """The audit's float64 Adam fit written out by hand (its loop before it moved into heads.training.fit)."""
+    use_image, use_text = head in ("image_only", "additive"), head in ("text_only", "additive")
+    params = [np.zeros(phi.shape[1]), np.zeros(psi.shape[1]), np.zeros(1)]
+    first, second = [np.zeros_like(p) for p in params], [np.zeros_like(p) for p in params]
+    rng, labels, steps = np.random.default_rng(seed), pairs[:, 2].astype(np.float64), 0
+    for _ in range(epochs):
+        order = rng.permutation(len(pairs))
+        for start in range(0, len(order), batch_size):
+            batch = order[start:start + batch_size]
+            logit = np.full(len(batch), params[2][0])
+            if use_image:
+                logit += phi[pairs[batch, 0]] @ params[0]
+            if use_text:
+                logit += psi[pairs[batch, 1]] @ params[1]
+            residual = (1.0 / (1.0 + np.exp(-logit)) - labels[batch]) / len(batch)
+            grads = [phi[pairs[batch, 0]].T @ residual if use_image else np.zeros_like(params[0]),
+                     psi[pairs[batch, 1]].T @ residual if use_text else np.zeros_like(params[1]),
+                     np.array([residual.sum()])]
+            steps += 1
+            beta1, beta2 = 0.9, 0.999  # (1 - beta1) is not the literal 0.1 in float64: spelled as Adam does
+            for i, (p, g) in enumerate(zip(params, grads)):
+                g = g + weight_decay * p
+                first[i] = beta1 * first[i] + (1 - beta1) * g
+                second[i] = beta2 * second[i] + (1 - beta2) * g * g
+                p -= lr * (first[i] / (1 - beta1**steps)) / (np.sqrt(second[i] / (1 - beta2**steps)) + 1e-8)
+    return params, steps
+
+
+@pytest.mark.parametrize("head", ["image_only", "text_only", "additive"])
+def test_fit_through_the_shared_loop_equals_the_hand_written_float64_adam(head):
+    n = 300
+    phi, psi = _planted(n=n)
+    pairs = _unblocked_pairs(np.random.default_rng(6), n, 350)
+    fit = fit_additive_probe(head, phi, psi, pairs, epochs=4, lr=1e-2, weight_decay=1e-3, batch_size=64, seed=9)
+    (w_image, w_text, bias), steps = _reference_fit(head, phi, psi, pairs, 4, 1e-2, 1e-3, 64, 9)
+    assert fit.steps == steps == 4 * math.ceil(700 / 64)
+    # Bit for bit: the same batches in the same order and the same float64 operations.
+    expected_image = (phi @ w_image if head != "text_only" else np.zeros(2 * n)) + bias[0]
+    expected_caption = psi @ w_text if head != "image_only" else np.zeros(2 * n)
+    assert fit.image_logit.tobytes() == expected_image.tobytes()
+    assert fit.caption_logit.tobytes() == expected_caption.tobytes()

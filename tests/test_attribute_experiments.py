@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.attributes.concept_world import make_concept_world
 from clip_cycles.attributes.concepts import save_embeddings_npz
@@ -89,6 +90,7 @@ def test_synthetic_grid_k_ablation_figures_and_determinism(tmp_path):
             "--k", "16", "--k-values", "8", "400"]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     results = json.loads((tmp_path / "a" / "results.json").read_text())
+    assert_one_vocabulary(results)
     table = results["grid"]["table"]["synthetic"]
     assert table["random"]["cs"]["mean"] > table["clustering"]["cs"]["mean"] > table["supercategory"]["cs"]["mean"]
     ablation = results["k_ablation"]

@@ -26,6 +26,7 @@ from benchmark_formats import (
     write_table,
     write_winoground,
 )
+from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.algebra.audits import hard_negative_edges, signed_degrees
 from clip_cycles.benchmark_audit.adapters import ADAPTERS, hard_negative_subset, load_benchmark, register_adapter
@@ -119,6 +120,7 @@ def test_sugarcrepe_model_probe_and_cycles_with_features(tmp_path: Path) -> None
              - img[a["filename"]] @ cap[a["negative_caption"]] - img[b["filename"]] @ cap[a["caption"]])
     assert subsets["swap_att"]["cycles"]["cycle_acc"] == _credit(delta)
     record = audit.record()
+    assert_one_vocabulary(record)
     assert set(record) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
     assert record["dataset"] == "audit/sugarcrepe" and record["task"] == "benchmark_audit"
     all_model = [subsets[n]["model_acc"] * subsets[n]["n_comparisons"] for n in subsets]

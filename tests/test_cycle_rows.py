@@ -190,7 +190,7 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
     data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1])
     test = cycle_index(data.splits[1]["test"], encoded)[0]
     full = real(encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64),
-                test, test, seed=1, tie_tol=1e-9)
+                test, test, seed=1, tie_tolerance=1e-9)
     expected = {**json.loads(json.dumps(full.to_dict())), "fit_split": "test"}
     assert first[0]["metrics"]["additive_audit"]["per_seed"]["1"] == expected
 
@@ -211,7 +211,7 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
     data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1], with_audit=True)
     index = {s: cycle_index(data.splits[1][s], encoded)[0] for s in ("train", "validation", "test")}
     full = real(encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64),
-                index["train"], index["test"], val_cycles=index["validation"], seed=1, tie_tol=1e-9)
+                index["train"], index["test"], val_cycles=index["validation"], seed=1, tie_tolerance=1e-9)
     expected = {**json.loads(json.dumps(full.to_dict())), "fit_split": "train"}
     assert trained[0]["metrics"]["additive_audit"]["per_seed"]["1"] == expected
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.evaluation.demo import DemoSettings, check_writable, run_demo
 
@@ -24,6 +25,9 @@ def test_demo_writes_every_section_and_figure(tmp_path: Path, capsys: pytest.Cap
                  "oe_comparison", "attribute_splits"):
         assert any(out.glob(f"{stem}*.png")), stem
         assert any(out.glob(f"{stem}*.svg")), stem
+    for name, record in results.items():
+        assert_one_vocabulary(record)
+        assert record["tie_tolerance"] == 1e-9, name  # every experiment record names its tie tolerance
     zero = json.loads((out / "zero_shot.json").read_text())
     assert zero["model"] == "cycles-tiny" and zero["pretrained"] == "shapes"
     assert zero["families"], "no family was scored"

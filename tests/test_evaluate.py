@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from record_vocabulary import assert_one_vocabulary
 from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
@@ -64,6 +65,12 @@ def test_scores_equal_clip_benchmark_image_caption_selection(result: Any, shapes
     assert metrics["n_cycles"] == sum(metrics["per_seed"][s]["n_cycles"] for s in ("0", "1"))
     assert metrics["additive_audit"]["passed"] is True
     assert metrics["tie_tolerance"] == 1e-9
+
+
+def test_record_spells_each_key_one_way(result: Any) -> None:
+    record = result[0]
+    assert_one_vocabulary(record)
+    assert record["metrics"]["tie_tolerance"] == 1e-9 and record["metrics"]["additive_audit"]["per_seed"]
 
 
 def test_features_backend_reproduces_the_model_results(result: Any, shapes_cycles: Path, tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clip_cycles.data.build import configure_parser
 from clip_cycles.data.families import audit_family_cycles, get_family, list_families
-from clip_cycles.data.gqa_families import build_gqa_families, build_gqa_folder, configure_parser, load_gqa_index
+from clip_cycles.data.gqa_families import build_gqa_families, build_gqa_folder, load_gqa_index
 
 
 def obj(name, attributes=(), relations=(), box=(0, 0, 10, 10)):
@@ -204,11 +205,11 @@ def test_binding_below_min_cycles_is_unavailable_not_an_error(tmp_path):
     assert "fewer than 2 cycles" in by_name["binding"].reason and "test seed 0: 0 cycles" in by_name["binding"].reason
     assert by_name["binding"].records == {}
     assert facts["pool_train"] == 72 and facts["pool_test"] == 20
-    # Through this module's own command-line entry (`configure_parser`/`run`).
+    # Through the one GQA command line, `clip-cycles build gqa` (derived from the source registry).
     parser = argparse.ArgumentParser()
     configure_parser(parser)
-    args = parser.parse_args(["--gqa-root", str(root), "--out", str(tmp_path / "out"), "--families", "attribute_color",
-                              "binding", "--seeds", "0", "--min-cycles", "2"])  # fmt: skip
+    args = parser.parse_args(["gqa", "--gqa-root", str(root), "--out", str(tmp_path / "out"), "--families",
+                              "attribute_color", "binding", "--seeds", "0", "--min-cycles", "2"])  # fmt: skip
     assert args.func(args) == 0
     out = tmp_path / "out"
     info = json.loads((out / "build_info.json").read_text())

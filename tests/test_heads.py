@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, bilinear_deltas, cycle_acc, deltas_from_score_fn
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, bilinear_deltas, cycle_acc, deltas_from_score_fn
 from clip_cycles.heads.losses import cycle_loss
 from clip_cycles.heads.score_heads import HEADS, head_deltas, make_head, score_pairs
 
@@ -85,7 +85,7 @@ def test_additive_heads_have_exactly_zero_contrast_and_gradient(name, seed, scal
     assert float(loss) == pytest.approx(np.log(2.0))
     # The honest path (four float64 logits per block) scores exactly 0.5 through the tie tolerance.
     deltas = head_deltas(head, phi, psi, cycles)
-    assert np.abs(deltas).max() <= DEFAULT_TIE_TOL
+    assert np.abs(deltas).max() <= DEFAULT_TIE_TOLERANCE
     assert cycle_acc(deltas) == 0.5
     # And the cycle loss on those logits has a numerically zero gradient.
     for p in head.parameters():

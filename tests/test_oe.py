@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.experiments.experiment_data import ExperimentData, FamilyFeatures, planted_experiment_data
 from clip_cycles.experiments.oe import METHODS, OESettings, matched_pairs, oe_pairs, run_oe
@@ -49,7 +50,8 @@ def test_image_only_shortcut_probe_is_reported_beside_the_text_only_one(record: 
 
 def test_oe_record_structure_table_and_per_seed_differences(record: dict) -> None:
     assert record["experiment"] == "oe"
-    assert (record["model"], record["pretrained"], record["tie_tol"], record["seeds"]) == ("planted", "synthetic", 1e-9,
+    assert_one_vocabulary(record)
+    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == ("planted", "synthetic", 1e-9,
                                                                                          [0, 1])
     assert record["marker_caption_example"] == "this is an out of distribution negative example: <caption>"
     fam = record["families"]["variant"]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.algebra.contrast import bilinear_deltas
 from clip_cycles.experiments.experiment_data import (
@@ -39,11 +40,12 @@ def probe_record(planted: ExperimentData) -> dict:
 def test_probe_record_structure_audit_and_unavailable(probe_record: dict) -> None:
     record = probe_record
     assert record["experiment"] == "probe"
-    assert (record["model"], record["pretrained"], record["tie_tol"], record["seeds"]) == ("planted", "synthetic", 1e-9,
+    assert_one_vocabulary(record)
+    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == ("planted", "synthetic", 1e-9,
                                                                                          [0, 1])
     assert record["family_order"] == ["strict_a", "strict_b", "small"]
     assert record["families"]["small"] == {"available": False,
-                                           "reason": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
+                                           "unavailable_reason": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
     assert record["unavailable"] == {"small": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
     assert set(record["n_cycles"]) == {"strict_a", "strict_b"}
     for name in ("strict_a", "strict_b"):
@@ -144,13 +146,13 @@ def test_probe_command_end_to_end_on_shapes_world(shapes_cycles: Path, tmp_path:
                  "--ranks", "1", "2", "--min-cycles", "5", "--no-cache"])
     assert code == 0
     record = json.loads((out / "probe.json").read_text())
-    assert record["model"] == str(features) and record["tie_tol"] == 1e-9
+    assert record["model"] == str(features) and record["tie_tolerance"] == 1e-9
     for name, fam in record["families"].items():
         if fam["available"]:
             assert fam["additive_audit"]["passed"], name
             assert set(fam["probes"]) >= {"low_rank_r1", "low_rank_r2"}
         else:
-            assert fam["reason"]
+            assert fam["unavailable_reason"]
     assert (out / "report.md").is_file()
     for stem in ("strict_relation_bars", "rank_sweep"):
         assert (out / f"{stem}.png").stat().st_size > 0 and (out / f"{stem}.svg").stat().st_size > 0

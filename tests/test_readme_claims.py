@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO
 from clip_cycles.data.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, PAPER_FAMILIES, list_families
 from clip_cycles.data.gqa_families import GQA_VALIDATION_FRACTION
@@ -22,7 +22,7 @@ def test_threshold_table_states_the_code_defaults_and_real_flags():
     assert _row("spatial margin")[1] == f"{DEFAULT_MARGIN:g}" and "--margin" in _row("spatial margin")[2]
     assert _row("size ratio")[1] == f"{DEFAULT_SIZE_RATIO:g}" and "--size-ratio" in _row("size ratio")[2]
     assert _row("minimum cycles")[1] == str(DEFAULT_MIN_CYCLES)
-    assert float(_row("tie tolerance")[1]) == DEFAULT_TIE_TOL
+    assert float(_row("tie tolerance")[1]) == DEFAULT_TIE_TOLERANCE
     assert _row("validation fraction")[1] == f"COCO {DEFAULT_VALIDATION_FRACTION:g}, GQA 1/7"
     assert abs(GQA_VALIDATION_FRACTION - 1 / 7) < 1e-15
     import argparse

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from clip_cycles.experiments.commands import write_json
 from clip_cycles.experiments.experiment_data import planted_experiment_data
 from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import MixedModelsError, build_report, load_results
+from clip_cycles.results import write_json
 
 STEMS = ("strict_relation_bars", "rank_sweep", "transfer_heatmap", "alignment_vs_transfer", "oe_comparison")
 
@@ -83,5 +83,5 @@ def test_empty_missing_or_malformed_results_directories(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="holds no experiment results"):
         build_report(tmp_path)
     (tmp_path / "probe.json").write_text(json.dumps({"experiment": "probe", "model": "m", "pretrained": "p"}))
-    with pytest.raises(ValueError, match=r"probe\.json: field 'tie_tol' is missing"):
+    with pytest.raises(ValueError, match=r"probe\.json: field 'tie_tolerance' is missing"):
         build_report(tmp_path)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.cli import main
 from clip_cycles.experiments.synthetic import (
     QUICK,
@@ -31,7 +31,7 @@ def quick_result(tmp_path_factory):
 def test_quick_run_shows_the_pattern(quick_result):
     code, result = quick_result
     assert code == 0 and result["passed"] and all(result["checks"].values())
-    assert result["tie_tol"] == DEFAULT_TIE_TOL and result["seeds"] == [0] and result["quick"]
+    assert result["tie_tolerance"] == DEFAULT_TIE_TOLERANCE and result["seeds"] == [0] and result["quick"]
     controls = result["controls"]
     pure, shortcut = controls["pure_interaction"]["probes"], controls["marginal_shortcut"]["probes"]
     for name in ADDITIVE:

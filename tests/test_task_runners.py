@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from record_vocabulary import assert_one_vocabulary
 from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.tasks.registry import TASKS_PATH_ENV, AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, shipped_tasks_dir
@@ -229,6 +230,8 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
     probe = clip_benchmark("cycles_probe/shapes_strict_left_right", tiny_model, shapes_cycles, tmp_path)
     zero = clip_benchmark("cycles/quick_left_right", tiny_model, shapes_cycles, tmp_path)
     assert set(probe) == RESULT_KEYS
+    for record in (probe, zero):
+        assert_one_vocabulary(record)
     assert (probe["dataset"], probe["task"], probe["pretrained"]) == ("cycles_probe/shapes_strict_left_right",
                                                                       "cycle_probe", "none")
     m = probe["metrics"]
@@ -242,6 +245,7 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
 
     oe = clip_benchmark("cycles_oe/shapes_object_variant", tiny_model, shapes_cycles, tmp_path)
     m = oe["metrics"]
+    assert_one_vocabulary(oe)
     assert (oe["task"], m["available"], m["seeds"]) == ("cycle_oe", True, [0])
     for key in ("cycle_acc", "shortcut_oe_cycle_acc", "four_entry_bce_cycle_acc", "text_only_oe_val_acc"):
         assert 0.0 <= m[key] <= 1.0, key
@@ -265,6 +269,7 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
                      "--output", str(out / "{dataset}_{task}.json")]) in (0, None)
     record = json.loads((out / "cycles_transfer_shapes_three_cycle_transfer.json").read_text())
     assert set(record) == RESULT_KEYS and record["task"] == "cycle_transfer"
+    assert_one_vocabulary(record)
     m = record["metrics"]
     grid = m["transfer"]
     assert grid["families"] == [f"shapes_{f}" for f in families] and m["n_families"] == 3 and m["n_pairs"] == 6
@@ -298,6 +303,7 @@ def test_attribute_clustering_through_clip_benchmark(things_root: Path, tiny_mod
                                                      tmp_path: Path) -> None:
     first = clip_benchmark("attributes/things_clustering", tiny_model, things_root, tmp_path / "a")
     assert set(first) == RESULT_KEYS
+    assert_one_vocabulary(first)
     assert (first["dataset"], first["task"], first["model"]) == ("attributes/things_clustering", "attribute_splits",
                                                                  tiny_model)
     m = first["metrics"]
@@ -331,6 +337,7 @@ def test_all_strategies_through_clip_cycles_eval(things_root: Path, tiny_model: 
     assert sorted(results) == ["clustering", "llm", "random", "similarity", "supercategory"]
     for strategy, m in results.items():
         assert m["available"] is True and m["seeds"] == [0], strategy
+        assert_one_vocabulary(m)
     # Whole supercategories to one side: the six category traits have no positive on one side,
     # so their folds are degenerate (F1 = 0) but every strategy scores every attribute.
     degenerate = results["supercategory"]["per_seed"]["0"]["coverage"]["attributes_with_degenerate_folds"]

@@ -102,7 +102,7 @@ def test_train_on_pairs_with_a_validation_function(task):
                             val_metric="val_cycle_acc", test_cycles=test)
     assert result.val_metric == "val_cycle_acc"
     assert result.test_cycle_acc > 0.8
-    assert result.to_dict()["tie_tol"] == config.tie_tol
+    assert result.to_dict()["tie_tolerance"] == config.tie_tolerance
 
 
 def test_bad_input_is_named(task):
@@ -139,8 +139,8 @@ def test_additive_audit_passes_on_complete_blocks(task):
     report = additive_audit(phi, psi, train, test, val_cycles=val, epochs=2, seed=0)
     assert report.passed
     assert set(report.probes) == {"image_only", "text_only", "additive"}
-    assert all(p.cycle_acc == 0.5 and p.max_abs_delta <= report.tie_tol for p in report.probes.values())
+    assert all(p.cycle_acc == 0.5 and p.max_abs_delta <= report.tie_tolerance for p in report.probes.values())
     as_dict = report.to_dict()
-    assert as_dict["passed"] is True and as_dict["n_test"] == len(test) and as_dict["tie_tol"] == report.tie_tol
+    assert as_dict["passed"] is True and as_dict["n_test"] == len(test) and as_dict["tie_tolerance"] == report.tie_tolerance
     with pytest.raises(ValueError, match="empty cycle set"):
         additive_audit(phi, psi, train, np.zeros((0, 4), dtype=int))

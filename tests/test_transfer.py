@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from record_vocabulary import assert_one_vocabulary
 from scipy import stats
 
 from clip_cycles.experiments.experiment_data import ExperimentData, planted_experiment_data
@@ -36,6 +37,7 @@ def record(planted: ExperimentData) -> dict:
 
 
 def test_planted_transfer_is_high_exactly_where_alignment_is_high(record: dict) -> None:
+    assert_one_vocabulary(record)
     names = record["families"]
     assert names == ["a1", "a2", "b1", "b2", "c"]
     assert record["unavailable"] == {"few": "seed 0 split 'test' has 3 cycles (minimum 20)"}

@@ -5,7 +5,7 @@ matched pairs are (u1, v1) and (u2, v2). Everywhere in clip_cycles a set of N
 cycles given by table indices is an integer array of shape (N, 4) with columns
 ``(u1, u2, v1, v2)``, i.e. Winoground's ``image_0, image_1, caption_0, caption_1``.
 
-All arithmetic is float64. The tie tolerance ``DEFAULT_TIE_TOL`` is one fixed
+All arithmetic is float64. The tie tolerance ``DEFAULT_TIE_TOLERANCE`` is one fixed
 absolute number for every block, model and run; it never scales with score size,
 so adding image-only or caption-only terms changes neither Delta nor the tie call.
 """
@@ -22,7 +22,7 @@ from clip_cycles.settings import numba_disabled
 #: scores live in [-1, 1] and Delta in [-4, 4]; float64 rounding of four products
 #: of unit vectors is ~1e-15, so 1e-9 separates real signal from arithmetic noise
 #: with six orders of margin while never absorbing a meaningful contrast.
-DEFAULT_TIE_TOL: float = 1e-9
+DEFAULT_TIE_TOLERANCE: float = 1e-9
 
 #: Cycles processed per chunk when gathering from embedding tables: bounds the
 #: float64 temporaries to a few hundred MB whatever N is.
@@ -76,22 +76,22 @@ def cycle_contrast(s11: object, s12: object, s21: object, s22: object) -> np.nda
     return (parts[0] - parts[1]) + (parts[3] - parts[2])
 
 
-def cycle_credits(delta: object, tol: float = DEFAULT_TIE_TOL) -> np.ndarray:
-    """Per-cycle credit: 1 if Delta > tol, 0.5 if |Delta| <= tol, 0 if Delta < -tol."""
+def cycle_credits(delta: object, tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> np.ndarray:
+    """Per-cycle credit: 1 if Delta > tie_tolerance, 0.5 if |Delta| <= tie_tolerance, 0 if Delta < -tie_tolerance."""
     d = as_float64_vector(delta, "delta")
     if d.shape[0] == 0:
         raise ValueError("empty cycle set: no cycle to score")
-    if not (np.isfinite(tol) and tol >= 0):
-        raise ValueError(f"tie tolerance must be a finite non-negative number, got {tol!r}")
+    if not (np.isfinite(tie_tolerance) and tie_tolerance >= 0):
+        raise ValueError(f"tie tolerance must be a finite non-negative number, got {tie_tolerance!r}")
     credits = np.full(d.shape, 0.5)
-    credits[d > tol] = 1.0
-    credits[d < -tol] = 0.0
+    credits[d > tie_tolerance] = 1.0
+    credits[d < -tie_tolerance] = 0.0
     return credits
 
 
-def cycle_acc(delta: object, tol: float = DEFAULT_TIE_TOL) -> float:
-    """Exact CycleAcc: mean of the per-cycle credits (1 / 0.5 / 0) with tie tolerance ``tol``."""
-    return float(cycle_credits(delta, tol).mean())
+def cycle_acc(delta: object, tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
+    """Exact CycleAcc: mean of the per-cycle credits (1 / 0.5 / 0) with tie tolerance ``tie_tolerance``."""
+    return float(cycle_credits(delta, tie_tolerance).mean())
 
 
 def validate_cycles(cycles: object, n_images: int | None = None, n_captions: int | None = None) -> np.ndarray:
@@ -299,11 +299,3 @@ def deltas_from_score_fn(score_fn: ScoreFunction, cycles: object) -> np.ndarray:
     """Delta of every cycle under a vectorized score function (see block_scores_from_score_fn)."""
     return deltas_from_blocks(block_scores_from_score_fn(score_fn, cycles))
 
-
-def mean_and_sd(values: object) -> dict[str, float]:
-    """Mean and sample standard deviation (ddof=1; 0.0 for a single value) of per-seed results."""
-    array = as_float64_vector(values, "values")
-    if array.shape[0] == 0:
-        raise ValueError("mean_and_sd needs at least one value")
-    sd = float(array.std(ddof=1)) if array.shape[0] > 1 else 0.0
-    return {"mean": float(array.mean()), "sd": sd}

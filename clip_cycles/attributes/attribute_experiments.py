@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -55,28 +54,10 @@ from clip_cycles.attributes.splitters import (
 )
 from clip_cycles.encoding.flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.results import clean, mean_sd, write_json
 
 PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
 DEFAULT_K_VALUES: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
-
-
-def _mean_sd(values: Sequence[float]) -> dict[str, float | None]:
-    finite = [v for v in values if isinstance(v, float) and math.isfinite(v)]
-    if not finite:
-        return {"mean": None, "sd": None, "n": 0}
-    sd = float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
-    return {"mean": float(np.mean(finite)), "sd": sd, "n": len(finite)}
-
-
-def _clean(value: object) -> object:
-    """NaN -> None so the JSON is valid and stable."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def run_grid(
@@ -119,10 +100,11 @@ def run_grid(
     table = {
         model: {
             strategy: {
-                metric: _mean_sd([per_seed[s][metric] for s in per_seed])  # type: ignore[index]
+                metric: mean_sd([per_seed[s][metric] for s in per_seed], skip_missing=True, count=True)  # type: ignore[index]
                 for metric in ("f1_selectivity", "cs")
             }
-            | {"leakage": _mean_sd([per_seed[s]["leakage"]["mean_nearest_train_similarity"] for s in per_seed])}  # type: ignore[index]
+            | {"leakage": mean_sd([per_seed[s]["leakage"]["mean_nearest_train_similarity"] for s in per_seed],  # type: ignore[index]
+                                  skip_missing=True, count=True)}
             | {
                 "n_attributes_scored": [per_seed[s]["n_attributes_scored"] for s in per_seed],  # type: ignore[index]
                 "n_degenerate_folds": [per_seed[s]["coverage"]["n_degenerate_folds"] for s in per_seed],  # type: ignore[index]
@@ -163,8 +145,8 @@ def run_k_ablation(
                 for seed in seeds
             ]
             results[model][str(k)] = {
-                "f1_selectivity": _mean_sd([r["f1_selectivity"] for r in runs]),  # type: ignore[misc]
-                "cs": _mean_sd([r["cs"] for r in runs]),  # type: ignore[misc]
+                "f1_selectivity": mean_sd([r["f1_selectivity"] for r in runs], skip_missing=True, count=True),  # type: ignore[misc]
+                "cs": mean_sd([r["cs"] for r in runs], skip_missing=True, count=True),  # type: ignore[misc]
                 "n_attributes_scored": [r["n_attributes_scored"] for r in runs],
                 "n_degenerate_folds": [r["coverage"]["n_degenerate_folds"] for r in runs],  # type: ignore[index]
             }
@@ -446,8 +428,8 @@ def run(args: argparse.Namespace) -> int:
     if args.k_values:
         results["k_ablation"] = run_k_ablation(models, data, context, args.k_values, args.seeds, args.solver,
                                                args.fold_assignment)
-    results = _clean(results)  # type: ignore[assignment]
-    (out / "results.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    results = clean(results)  # type: ignore[assignment]
+    write_json(results, out / "results.json")
     (out / "results.md").write_text(markdown_report(results))
     written = write_figures(results, out / "figures")
     print(markdown_report(results))

@@ -26,7 +26,7 @@ import numpy as np
 
 from clip_cycles.algebra.audits import DEGREE_TOL, Witness
 from clip_cycles.algebra.contrast import (
-    DEFAULT_TIE_TOL,
+    DEFAULT_TIE_TOLERANCE,
     block_scores_from_embeddings,
     cycle_acc,
     cycle_credits,
@@ -43,7 +43,7 @@ BLIND_SCORES: tuple[str, ...] = ("witness", "shortest_caption", "longest_caption
 class AuditSettings:
     """Settings of the learned probes and the tie tolerance of every credit."""
 
-    tie_tolerance: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     probe_folds: int = 5
     #: Inverse L2 strength of the probes' logistic regression (scikit-learn's ``C``).
     probe_c: float = 10.0
@@ -191,7 +191,7 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
                  settings: AuditSettings | None = None) -> SubsetAudit:
     """Design, blind baselines, model accuracy and exact cycles of one subset (see the module docstring)."""
     settings = settings or AuditSettings()
-    tol = settings.tie_tolerance
+    tie_tolerance = settings.tie_tolerance
     d_img, d_cap = cs.degree_matrices()
     per_image = np.asarray((d_img != 0).sum(axis=1)).ravel()
     per_caption = np.asarray((d_cap != 0).sum(axis=1)).ravel()
@@ -234,7 +234,7 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
         for name in ("caption_probe", "image_probe"):
             metrics[f"{name}_unavailable_reason"] = "no model given: the probe reads the model's embeddings"
         metrics["model_unavailable_reason"] = "no model given"
-    credits = {name: cycle_credits(v, tol) for name, v in values.items()}
+    credits = {name: cycle_credits(v, tie_tolerance) for name, v in values.items()}
     for name, credit in credits.items():
         metrics[f"{name}_acc"] = _mean(credit)
     blind = {name: metrics[f"{name}_acc"] for name in BLIND_SCORES[1:] if f"{name}_acc" in metrics}

@@ -17,6 +17,7 @@ from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.encoding.encoder import encode
+from clip_cycles.results import benchmark_record, clean
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.encoder import EncodeStats, ModelSpec
@@ -51,24 +52,8 @@ class BenchmarkAudit:
 
     def record(self, language: str = "en") -> dict[str, Any]:
         """clip_benchmark's result JSON."""
-        return {"dataset": f"audit/{self.benchmark}", "model": self.model.get("model", ""),
-                "pretrained": self.model.get("pretrained") or "", "task": RESULT_TASK, "metrics": _clean(self.metrics()),
-                "language": language}
-
-
-def _clean(value: Any) -> Any:
-    """numpy scalars -> Python, NaN -> None, so the JSON is valid and stable."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if isinstance(value, (np.floating, float)):
-        return float(value) if np.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value
+        return benchmark_record(f"audit/{self.benchmark}", self.model.get("model", ""), self.model.get("pretrained"),
+                                clean(self.metrics()), task=RESULT_TASK, language=language)
 
 
 def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: str | Path | None = None,

@@ -1,7 +1,8 @@
 """``clip-cycles build``: the shapes world, and COCO or GQA cycle families into a dataset folder.
 
-Sub-commands form a registry (:data:`BUILDERS`), each a ``configure(parser)`` that sets
-``func``::
+The sub-commands are derived from the source registry (:mod:`clip_cycles.data.sources`):
+one per registered source, with its raw-root flag, its flags (``build_flags``) and its
+function (``build``). The shipped ones::
 
     clip-cycles build shapes --out DIR [--n-images N] [--seed S] [--image-size PX]
     clip-cycles build coco --coco-root DIR --out DIR [--families ...] [--seeds 0 1 2]
@@ -13,7 +14,8 @@ Sub-commands form a registry (:data:`BUILDERS`), each a ``configure(parser)`` th
 
 ``--num-proc`` runs the heavy per-image steps (text-neighbour search, candidate indexing)
 on that many processes; the written folder is byte-identical for any count, so the
-count is recorded nowhere.
+count is recorded nowhere. GQA pool sizes of 0 mean every valid image (the GQA rebuild
+command in ``build_info.json`` writes them so).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from __future__ import annotations
 import argparse
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from clip_cycles.data import gqa_families, shapes_world
+from clip_cycles.data import gqa_families
 from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
 from clip_cycles.data.dataset_folder import build_folder, folder_options
 from clip_cycles.data.families import (
@@ -34,6 +36,7 @@ from clip_cycles.data.families import (
     num_processes,
     seed_argument,
 )
+from clip_cycles.data.sources import get_source, resolve_hook, source_names
 
 DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
@@ -95,26 +98,26 @@ def build_gqa_folder(
     families: Sequence[str] | None = None,
     seeds: Sequence[int] = (0, 1, 2),
     min_cycles: int = DEFAULT_MIN_CYCLES,
-    pool_train: int | None = None,
-    pool_test: int | None = None,
+    pool_train: int | None = gqa_families.DEFAULT_POOL_TRAIN,
+    pool_test: int | None = gqa_families.DEFAULT_POOL_TEST,
     self_contained: bool = False,
     num_proc: int = 1,
-    validation_fraction: float | None = None,
+    validation_fraction: float = gqa_families.GQA_VALIDATION_FRACTION,
     overwrite: bool = False,
     allow_empty: bool = False,
 ) -> tuple[Path, list[Any]]:
     """Build the GQA families (:func:`clip_cycles.data.gqa_families.build_gqa_folder`) with ``num_proc`` processes.
 
-    ``None`` pool sizes take the GQA builder's defaults; the output is the same for any
-    process count. ``overwrite`` and ``allow_empty`` as for :func:`build_coco_folder`.
+    Pools default to paper 1's (5,600 train-file, 2,400 val-file images); ``None`` takes
+    every valid image. The output is the same for any process count. ``overwrite`` and
+    ``allow_empty`` as for :func:`build_coco_folder`.
     """
 
     check_seeds(seeds)
-    pools = {name: size for name, size in (("pool_train", pool_train), ("pool_test", pool_test),
-                                           ("validation_fraction", validation_fraction)) if size is not None}
     with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
-        return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles,
-                                             self_contained=self_contained, **pools)  # fmt: skip
+        return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles, pool_train=pool_train,
+                                             pool_test=pool_test, validation_fraction=validation_fraction,
+                                             self_contained=self_contained)  # fmt: skip
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -134,12 +137,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="processes for text-neighbour search and candidate indexing (same output for any count)")
 
 
-def _configure_shapes(parser: argparse.ArgumentParser) -> None:
-    shapes_world.configure_parser(parser)
-
-
-def _configure_coco(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--coco-root", required=True, help="folder with annotations/, train2017/, val2017/")
+def add_coco_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``clip-cycles build coco`` (``--coco-root`` comes from the source registry)."""
     _common(parser)
     parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN, help="train2017 pool size (10000)")
     parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL, help="val2017 pool size (2744)")
@@ -149,10 +148,10 @@ def _configure_coco(parser: argparse.ArgumentParser) -> None:
                         help="spatial margin of relation/position captions, fraction of width/height (default 0.1)")
     parser.add_argument("--size-ratio", type=float, default=1.5,
                         help="area ratio of 'larger than'/'smaller than' captions (default 1.5)")
-    parser.set_defaults(func=_run_coco)
 
 
-def _run_coco(args: argparse.Namespace) -> int:
+def run_coco(args: argparse.Namespace) -> int:
+    """``clip-cycles build coco``: build, audit and write; print one line per family."""
     out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
                                     args.pool_train, args.pool_val, args.self_contained,
                                     validation_fraction=args.validation_fraction, num_proc=args.num_proc,
@@ -162,17 +161,27 @@ def _run_coco(args: argparse.Namespace) -> int:
     return 0
 
 
-def _configure_gqa(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gqa-root", required=True, help="folder with train_sceneGraphs.json, val_sceneGraphs.json")
+def _pool_size(text: str) -> int | None:
+    """A pool-size flag: a positive count, or 0 for every valid image (``build_info.json`` records it so)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"pool size must be a positive count or 0 (all images), got {value}")
+    return value or None
+
+
+def add_gqa_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``clip-cycles build gqa`` (``--gqa-root`` comes from the source registry)."""
     _common(parser)
-    parser.add_argument("--pool-train", type=int, default=None, help="train-file pool size (GQA default)")
-    parser.add_argument("--pool-test", type=int, default=None, help="val-file pool size for test (GQA default)")
-    parser.add_argument("--validation-fraction", type=float, default=None,
+    parser.add_argument("--pool-train", type=_pool_size, default=gqa_families.DEFAULT_POOL_TRAIN,
+                        help=f"train-file pool size, 0 = all (default {gqa_families.DEFAULT_POOL_TRAIN})")
+    parser.add_argument("--pool-test", type=_pool_size, default=gqa_families.DEFAULT_POOL_TEST,
+                        help=f"val-file pool size for test, 0 = all (default {gqa_families.DEFAULT_POOL_TEST})")
+    parser.add_argument("--validation-fraction", type=float, default=gqa_families.GQA_VALIDATION_FRACTION,
                         help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)")
-    parser.set_defaults(func=_run_gqa)
 
 
-def _run_gqa(args: argparse.Namespace) -> int:
+def run_gqa(args: argparse.Namespace) -> int:
+    """``clip-cycles build gqa``: build, audit and write; print one line per family."""
     out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
                                    args.pool_train, args.pool_test, args.self_contained,
                                    num_proc=args.num_proc, validation_fraction=args.validation_fraction,
@@ -192,16 +201,14 @@ def _summary(out: Path, builds: Sequence[Any]) -> None:
     print(f"written to {out}")
 
 
-#: Sub-command name -> (help, configure function).
-BUILDERS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
-    "shapes": ("generate the synthetic shapes world (COCO layout + GQA scene graphs)", _configure_shapes),
-    "coco": ("build the COCO families from the standard COCO layout", _configure_coco),
-    "gqa": ("build the GQA families from train/val scene graphs", _configure_gqa),
-}
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles build``: one sub-command per source."""
-    sub = parser.add_subparsers(dest="source", required=True, metavar="{" + ",".join(BUILDERS) + "}")
-    for name, (help_text, configure) in BUILDERS.items():
-        configure(sub.add_parser(name, help=help_text, description=help_text))
+    """Arguments of ``clip-cycles build``: one sub-command per registered source (:mod:`clip_cycles.data.sources`)."""
+    names = source_names()
+    sub = parser.add_subparsers(dest="source", required=True, metavar="{" + ",".join(names) + "}")
+    for name in names:
+        source = get_source(name)
+        command = sub.add_parser(name, help=source.build_help, description=source.build_help)
+        if source.root_flag:
+            command.add_argument(source.root_flag, required=True, help=f"raw {source.title} root ({source.layout})")
+        resolve_hook(source.build_flags, f"source {name!r} build_flags")(command)
+        command.set_defaults(func=resolve_hook(source.build, f"source {name!r} build"))

@@ -54,14 +54,14 @@ from clip_cycles.data.annotations import CocoSplit, load_coco_split
 from clip_cycles.data.families import (
     Cycle,
     Family,
-    canonical_json,
     parallel_map,
     register_family,
-    register_source,
+    register_index_loader,
     select_pool,
     stable_seed,
 )
-from clip_cycles.data.shapes_world import SHAPE_WORDS
+from clip_cycles.data.shape_vocabulary import SHAPE_WORDS
+from clip_cycles.fingerprints import canonical_json
 
 #: Default spatial margin (fraction of the image side) and size ratio of relation captions:
 #: this project's choices (paper 1 does not state its values); ``--margin`` / ``--size-ratio``.
@@ -286,7 +286,7 @@ class CocoIndex:
         return found
 
 
-@register_source("coco")
+@register_index_loader("coco")
 def load_coco_index(root: str | Path, **_: Any) -> CocoIndex:
     """Load ``instances_*`` and ``captions_*`` of train2017 and val2017 under ``root``."""
     return CocoIndex(root, {split: load_coco_split(root, split) for split in COCO_SPLITS})

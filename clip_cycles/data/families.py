@@ -11,8 +11,9 @@ predicate. Families of every source (COCO, GQA) register here with a decorator::
 
 ``index`` is the source's annotation index (anything with ``source``, ``root`` and
 ``file_name(image_id)``, see :class:`SourceIndex`); sources register a loader with
-:func:`register_source` so ``clip-cycles audit`` can rebuild the index from the raw
-annotations named in ``build_info.json``.
+:func:`register_index_loader` so ``clip-cycles audit`` can rebuild the index from the raw
+annotations named in ``build_info.json``. Which builders exist, and which module registers
+each one's families, the source registry says (:mod:`clip_cycles.data.sources`).
 
 Each caption carries a *meaning*: a small JSON object saying what the caption asserts
 (e.g. ``{"subject": "circle", "relation": "left of", "object": "square"}``). The family's
@@ -46,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import json
 import multiprocessing
 from collections import Counter
@@ -57,6 +59,8 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protoco
 import numpy as np
 
 from clip_cycles.algebra.audits import audit_cycles
+from clip_cycles.data.sources import builder_names, get_builder
+from clip_cycles.fingerprints import canonical_json
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
@@ -116,11 +120,6 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64)
     finally:
         _task = None
     return [result for part in parts for result in part]
-
-
-def canonical_json(obj: Any) -> str:
-    """JSON with sorted keys and no whitespace: equal objects give equal strings (and bytes)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class SourceIndex(Protocol):
@@ -310,45 +309,38 @@ def register_family(source: str, name: str, predicate: str) -> Callable[[type[Fa
     return decorate
 
 
-#: Module that registers the families and loader of each source (imported on demand).
-SOURCE_MODULES: dict[str, str] = {
-    "coco": "clip_cycles.data.coco_families",
-    "gqa": "clip_cycles.data.gqa_families",
-}
-
-SOURCES: dict[str, Callable[..., Any]] = {}
+#: Index loader per family builder (``coco``, ``gqa``), registered by the builder's families module.
+INDEX_LOADERS: dict[str, Callable[..., Any]] = {}
 
 
-def register_source(source: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorator: register ``loader(root: Path, **options) -> SourceIndex`` for ``source``."""
+def register_index_loader(builder: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: register ``loader(root: Path, **options) -> SourceIndex`` for family builder ``builder``."""
 
     def decorate(loader: Callable[..., Any]) -> Callable[..., Any]:
-        if source in SOURCES:
-            raise ValueError(f"source {source!r} already has a loader")
-        SOURCES[source] = loader
+        if builder in INDEX_LOADERS:
+            raise ValueError(f"family builder {builder!r} already has an index loader")
+        INDEX_LOADERS[builder] = loader
         return loader
 
     return decorate
 
 
-def _import_source(source: str) -> None:
-    import importlib
-
-    if source not in SOURCE_MODULES:
-        raise ValueError(f"unknown source {source!r}; known: {', '.join(sorted(SOURCE_MODULES))}")
-    importlib.import_module(SOURCE_MODULES[source])
+def _import_builder(builder: str) -> None:
+    # The module registering a builder's families is named by its source (clip_cycles.data.sources);
+    # it is imported on first use so that the family registry stays importable on its own.
+    importlib.import_module(get_builder(builder).families_module)  # type: ignore[arg-type]
 
 
 def load_source(source: str, root: str | Path, **options: Any) -> Any:
     """Load the annotation index of ``source`` from ``root`` via its registered loader."""
-    _import_source(source)
-    return SOURCES[source](Path(root), **options)
+    _import_builder(source)
+    return INDEX_LOADERS[source](Path(root), **options)
 
 
 def get_family(source: str, name: str) -> Family:
     """The registered family ``name`` of ``source``; a clear error lists the known names."""
-    if source not in FAMILIES and source in SOURCE_MODULES:
-        _import_source(source)
+    if source not in FAMILIES and source in builder_names():
+        _import_builder(source)
     known = FAMILIES.get(source, {})
     if name not in known:
         raise ValueError(f"unknown {source} family {name!r}; known: {', '.join(known) or '(none)'}")
@@ -357,9 +349,17 @@ def get_family(source: str, name: str) -> Family:
 
 def list_families(source: str) -> list[str]:
     """Names of the registered families of ``source`` in registration order."""
-    if source not in FAMILIES and source in SOURCE_MODULES:
-        _import_source(source)
+    if source not in FAMILIES and source in builder_names():
+        _import_builder(source)
     return list(FAMILIES.get(source, {}))
+
+
+def family_builder_source(family: str) -> str:
+    """Which family builder (a source of :mod:`clip_cycles.data.sources` that builds families) registers ``family``."""
+    for builder in builder_names():
+        if family in list_families(builder):
+            return builder
+    raise ValueError(f"no family builder ({', '.join(builder_names())}) registers a family named {family!r}")
 
 
 def stable_seed(*parts: Any) -> int:

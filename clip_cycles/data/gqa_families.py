@@ -53,7 +53,6 @@ validation (:mod:`clip_cycles.data.scene_graphs`).
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import shlex
 from collections import Counter
@@ -71,11 +70,10 @@ from clip_cycles.data.families import (
     Family,
     FamilyBuild,
     build_families,
-    canonical_json,
     list_families,
     parallel_map,
     register_family,
-    register_source,
+    register_index_loader,
     select_pool,
 )
 from clip_cycles.data.scene_graphs import (
@@ -84,6 +82,7 @@ from clip_cycles.data.scene_graphs import (
     gqa_int_id,
     load_gqa_scene_graphs,
 )
+from clip_cycles.fingerprints import canonical_json
 
 #: Paper 1's GQA pool: 4,800 train + 800 validation images from the train file ...
 DEFAULT_POOL_TRAIN: int = 5600
@@ -173,7 +172,7 @@ class GqaIndex:
         return sorted(i for i, s in self.split_of.items() if s == split)
 
 
-@register_source("gqa")
+@register_index_loader("gqa")
 def load_gqa_index(root: str | Path) -> GqaIndex:
     """Load and validate ``train_sceneGraphs.json`` and ``val_sceneGraphs.json`` under ``root``."""
     root = Path(root).resolve()
@@ -823,34 +822,3 @@ def build_gqa_folder(
         skipped=dict(sorted(index.skipped.items())),
         extra_info={"gqa": _pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)},
     )  # fmt: skip
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles build gqa`` (the build command registers this module as ``gqa``)."""
-    parser.add_argument("--gqa-root", required=True, help="folder with train_sceneGraphs.json and val_sceneGraphs.json")
-    parser.add_argument("--out", required=True, help="dataset folder to write")
-    parser.add_argument("--families", nargs="+", default=None, help=f"default: all ({', '.join(list_families('gqa'))})")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="split seeds (default 0 1 2)")
-    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES, help="per split and seed")
-    parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN,
-                        help=f"train-file pool size, 0 = all (default {DEFAULT_POOL_TRAIN})")  # fmt: skip
-    parser.add_argument("--pool-test", type=int, default=DEFAULT_POOL_TEST,
-                        help=f"val-file pool size, 0 = all (default {DEFAULT_POOL_TEST})")  # fmt: skip
-    parser.add_argument("--self-contained", action="store_true", help="embed images (datasets.Image)")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``clip-cycles build gqa``: build, audit and write; print one line per family."""
-    out, builds = build_gqa_folder(
-        args.gqa_root, args.out, families=args.families, seeds=tuple(args.seeds), min_cycles=args.min_cycles,
-        pool_train=args.pool_train or None, pool_test=args.pool_test or None, self_contained=args.self_contained,
-    )  # fmt: skip
-    for build in builds:
-        if build.available:
-            counts = "; ".join(f"seed {s}: " + "/".join(str(c[sp]) for sp in c) for s, c in sorted(build.counts.items()))
-            print(f"{build.name}: {counts} (train/validation/test)")
-        else:
-            print(f"{build.name}: unavailable ({build.reason})")
-    print(f"written to {out}")
-    return 0

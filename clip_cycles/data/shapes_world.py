@@ -39,22 +39,15 @@ import json
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-#: (id, name, supercategory), in COCO ``categories`` order.
-CATEGORIES: tuple[tuple[int, str, str], ...] = (
-    (1, "circle", "round"),
-    (2, "ring", "round"),
-    (3, "square", "polygon"),
-    (4, "triangle", "polygon"),
-    (5, "diamond", "polygon"),
-    (6, "star", "symbol"),
-    (7, "cross", "symbol"),
-)
+from clip_cycles.data.shape_vocabulary import CATEGORIES, SHAPE_WORDS
+from clip_cycles.fingerprints import atomic_write_bytes
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -78,17 +71,6 @@ MATERIALS: dict[str, tuple[str, int, float]] = {
 #: Scene-graph relation margins (fractions of width/height) and the size ratio.
 RELATION_MARGIN: float = 0.1
 SIZE_RATIO: float = 1.5
-
-#: Caption words per category: the first is the category name, the rest synonyms.
-SHAPE_WORDS: dict[str, tuple[str, ...]] = {
-    "circle": ("circle", "disc"),
-    "ring": ("ring", "hoop"),
-    "square": ("square",),
-    "triangle": ("triangle",),
-    "diamond": ("diamond", "rhombus"),
-    "star": ("star",),
-    "cross": ("cross", "plus sign"),
-}
 
 _NUMBER_WORDS = {2: "two", 3: "three", 4: "four"}
 _BACKGROUNDS = ((245, 245, 245), (235, 235, 225), (225, 232, 240))
@@ -297,7 +279,8 @@ def generate_world(n_images: int = 1000, seed: int = 0, image_size: int = 96, va
 
 
 def _dump(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+    # Compact, as COCO and GQA ship their annotation files; atomic, so an interrupted run leaves no half file.
+    atomic_write_bytes(path, json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8"))
 
 
 def write_shapes_world(
@@ -414,13 +397,12 @@ def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bo
     _dump(out / "shapes_world.json", {"kind": "shapes", **params})
 
 
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles build shapes``."""
+def add_build_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``clip-cycles build shapes`` (the subcommand itself comes from the source registry)."""
     parser.add_argument("--out", required=True, help="output folder (COCO layout + GQA scene graphs)")
     parser.add_argument("--n-images", type=int, default=1000, help="number of images (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
     parser.add_argument("--image-size", type=int, default=96, help="image side in pixels, 64-128 (default 96)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -428,3 +410,16 @@ def run(args: argparse.Namespace) -> int:
     out = write_shapes_world(args.out, args.n_images, args.seed, args.image_size)
     print(f"shapes world: {args.n_images} images written to {out}")
     return 0
+
+
+#: Size of the world generated for a shapes task given no ``--dataset-root``.
+DEFAULT_TASK_WORLD_IMAGES: int = 400
+
+
+def default_task_world(cache_dir: Path) -> Path:
+    """The raw root of a shapes task given no root: ``<cache_dir>/shapes_world``, generated once (400 images)."""
+    raw = Path(cache_dir) / "shapes_world"
+    if not (raw / "shapes_world.json").is_file():
+        print(f"generating the shapes world ({DEFAULT_TASK_WORLD_IMAGES} images) in {raw}", file=sys.stderr)
+        write_shapes_world(raw, n_images=DEFAULT_TASK_WORLD_IMAGES)
+    return raw

@@ -1,36 +1,204 @@
-"""Raw sources (coco, gqa, shapes): how a raw root is recognised, fingerprinted and built from."""
+"""The raw sources (coco, gqa, shapes): one registry that says everything a source is.
+
+A :class:`Source` is registered by name (:func:`register_source`) and holds
+
+- how a raw root of it is recognised (``markers``: any of these files present; a root
+  that holds the markers of several sources is the one of highest ``priority``, so the
+  shapes world, which carries a COCO layout and GQA scene graphs, is ``shapes``);
+- what enters the root's content fingerprint (``annotations``: globs of files taken by
+  size, mtime and sha256; ``image_dirs``: folders taken by listing);
+- which family builders it feeds (``builders``; ``shapes`` feeds both ``coco`` and
+  ``gqa``) and, for a source that is itself a builder, the module registering its
+  families (``families_module``) and the builder function (``build_families``);
+- the ``clip-cycles build <name>`` subcommand: its help, raw-root flag, flags
+  (``build_flags``) and the function run on the parsed flags (``build``);
+- its dataset-card licence and citation (``card``);
+- what a task of the source gets when it is given no root (``default_root``: the
+  shapes world is generated into the cache).
+
+Everything else is derived from here: the build subcommands
+(:mod:`clip_cycles.data.build`), the card (:mod:`clip_cycles.data.dataset_folder`), the
+family modules (:mod:`clip_cycles.data.families`), the sources a task's ``dataset_path``
+may name (:mod:`clip_cycles.tasks.registry`), and root detection, fingerprints and the
+default root (:mod:`clip_cycles.tasks.loading`).
+
+This module sits at the bottom of ``data/`` so every layer can read names, cards and
+detection without importing a builder. The behaviour of a source (its build flags and
+functions, its default root) is therefore named as ``"module:function"`` (a :data:`Hook`,
+as ``clip_cycles.cli`` names its commands) and imported only when used; a source
+registered in code may give the callable itself.
+"""
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, Union
 
-from clip_cycles.data import build
-from clip_cycles.data import families as registry
 from clip_cycles.fingerprints import file_fingerprint, listing_fingerprint
+
+#: A function, or where it lives as ``"package.module:function"`` (imported when first used).
+Hook = Union[str, Callable[..., Any]]
+
+
+@dataclass(frozen=True)
+class SourceCard:
+    """Licence and citation text of a source, for the dataset card."""
+
+    title: str
+    license: str
+    license_text: str
+    citation: str
+
+
+@dataclass(frozen=True)
+class Source:
+    """One raw source: recognition, fingerprint, builders, build subcommand, card and default root."""
+
+    name: str
+    #: How messages name the source ("COCO", "shapes world").
+    title: str
+    #: What a raw root of it holds, in words, for the message listing the roots a task accepts.
+    layout: str
+    #: Files (relative to the root) any one of which marks a raw root of this source.
+    markers: tuple[str, ...]
+    #: Globs (relative to the root) of the annotation files that enter the fingerprint by content.
+    annotations: tuple[str, ...]
+    #: Folders (relative to the root) that enter the fingerprint by listing (size and mtime per file).
+    image_dirs: tuple[str, ...]
+    #: Family builders a raw root of this source feeds, the first being the one named in messages.
+    builders: tuple[str, ...]
+    card: SourceCard
+    #: Help of ``clip-cycles build <name>``.
+    build_help: str
+    #: ``add_flags(parser)``: the flags of ``clip-cycles build <name>`` (the raw-root flag excepted).
+    build_flags: Hook
+    #: ``run(args) -> int``: what ``clip-cycles build <name>`` does with the parsed flags.
+    build: Hook
+    #: The required raw-root flag of the build subcommand (``--coco-root``); None: it reads no raw root.
+    root_flag: str | None = None
+    #: Module that registers the families of builder ``name`` (a builder source only).
+    families_module: str | None = None
+    #: ``build_families(raw_root, out, families=..., allow_empty=...) -> (folder, builds)`` (a builder source only).
+    build_families: Hook | None = None
+    #: ``default_root(cache_dir) -> Path``: the raw root of a task given none; None: such a task is an error.
+    default_root: Hook | None = None
+    #: Detection order when a root carries the markers of several sources (highest first).
+    priority: int = 0
+
+    @property
+    def is_builder(self) -> bool:
+        """Whether this source is a family builder (registers families and builds folders from roots)."""
+        return self.families_module is not None
+
+
+_REGISTRY: dict[str, Source] = {}
+
+
+def register_source(source: Source) -> Source:
+    """Add ``source`` to the registry; returns it. A name registered twice is an error."""
+    if not isinstance(source, Source):
+        raise TypeError(f"register_source takes a clip_cycles.data.sources.Source, got {type(source).__name__}")
+    if not source.name or "/" in source.name:
+        raise ValueError(f"source name {source.name!r} must be a non-empty word without '/'")
+    if source.name in _REGISTRY:
+        raise ValueError(f"source {source.name!r} is already registered; choose another name")
+    if not source.markers or not source.builders:
+        raise ValueError(f"source {source.name!r}: markers and builders must not be empty (a root must be "
+                         "recognisable and feed at least one family builder)")
+    if source.is_builder != (source.build_families is not None):
+        raise ValueError(f"source {source.name!r}: families_module and build_families go together (a family builder "
+                         "registers families and builds folders from roots)")
+    if source.is_builder and source.name not in source.builders:
+        raise ValueError(f"source {source.name!r} is a family builder, so it must feed itself (builders "
+                         f"{list(source.builders)} lack {source.name!r})")
+    _REGISTRY[source.name] = source
+    return source
+
+
+def unregister_source(name: str) -> Source:
+    """Remove ``name`` from the registry (for tests that register a source of their own); returns it."""
+    return _REGISTRY.pop(get_source(name).name)
+
+
+def source_names() -> tuple[str, ...]:
+    """Registered source names, in registration order."""
+    return tuple(_REGISTRY)
+
+
+def get_source(name: str) -> Source:
+    """The registered source ``name``; a ValueError lists the registered ones."""
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown source {name!r}; registered sources: {', '.join(_REGISTRY)}") from None
+
+
+def builder_names() -> tuple[str, ...]:
+    """Names of the family builders (sources that register families), in registration order."""
+    return tuple(name for name, source in _REGISTRY.items() if source.is_builder)
+
+
+def get_builder(name: str) -> Source:
+    """The family-builder source ``name``; a ValueError lists the builders."""
+    source = _REGISTRY.get(name) if isinstance(name, str) else None
+    if source is None or not source.is_builder:
+        raise ValueError(f"unknown family builder {name!r}; family builders: {', '.join(builder_names())}")
+    return source
+
+
+def resolve_hook(hook: Hook, owner: str = "") -> Callable[..., Any]:
+    """The function a :data:`Hook` names (imported on first use)."""
+    if callable(hook):
+        return hook
+    module_name, _, function = str(hook).partition(":")
+    if not module_name or not function:
+        raise ValueError(f"{owner or 'hook'} {hook!r} must be a callable or 'package.module:function'")
+    value = getattr(importlib.import_module(module_name), function, None)
+    if not callable(value):
+        raise ValueError(f"{owner or 'hook'} {hook!r}: {module_name} has no function {function!r}")
+    return value
+
+
+def detect_source(root: Path) -> str | None:
+    """The source whose markers ``root`` holds (highest priority first), or None for no raw root."""
+    ordered = sorted(_REGISTRY.values(), key=lambda s: -s.priority)  # stable: registration order breaks ties
+    for source in ordered:
+        if any((root / marker).is_file() for marker in source.markers):
+            return source.name
+    return None
+
+
+def source_feeding(root: Path, builder: str) -> Source | None:
+    """The source of raw root ``root`` when it feeds ``builder``, else None (a root of another source, or none)."""
+    detected = detect_source(root)
+    if detected is None or builder not in _REGISTRY[detected].builders:
+        return None
+    return _REGISTRY[detected]
+
+
+def card_for(builder: str, root: Path) -> SourceCard:
+    """The card of a folder built by ``builder`` from ``root``: the root's own source's card (shapes world: CC0)."""
+    return (source_feeding(root, builder) or get_source(builder)).card
 
 
 def raw_root_fingerprint(kind: str, root: Path, hash_cache: Path | None = None) -> dict[str, Any]:
-    """Content fingerprint of a raw source root: its annotation files and its image listing.
+    """Content fingerprint of a raw root of source ``kind``: its annotation files and its image listing.
 
-    Annotation files (COCO ``annotations/*.json``, GQA ``*_sceneGraphs.json``, the shapes
-    world's marker) enter by size, mtime and sha256 (remembered per file in
-    ``hash_cache``); image folders by their listing with size and mtime, without reading
-    the images. Any change gives a different fingerprint.
+    Annotation files (the source's ``annotations`` globs) enter by size, mtime and sha256
+    (remembered per file in ``hash_cache``); image folders by their listing with size and
+    mtime, without reading the images. Any change gives a different fingerprint.
     """
-
+    source = get_source(kind)
     root = root.resolve()
-    annotation_files = sorted({*root.glob("annotations/*.json"), *root.glob("*_sceneGraphs.json"),
-                               *root.glob("shapes_world.json")})
+    annotation_files = sorted({path for pattern in source.annotations for path in root.glob(pattern)})
     annotations = {p.relative_to(root).as_posix(): file_fingerprint(p, hash_cache) for p in annotation_files}
-    image_dirs = ["train2017", "val2017"] if kind in ("coco", "shapes") else ["images"]
-    if kind == "shapes":
-        image_dirs = ["train2017", "val2017"]
-    images = {name: listing_fingerprint(root / name) for name in image_dirs if (root / name).is_dir()}
+    images = {name: listing_fingerprint(root / name) for name in source.image_dirs if (root / name).is_dir()}
     return {"kind": kind, "root": str(root), "annotations": annotations, "images": images}
 
 
-def _fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
     """What differs between two raw-root fingerprints, in words."""
     if not isinstance(old, dict):
         return "no source fingerprint was stored with the cached build"
@@ -42,37 +210,93 @@ def _fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> str
     return ", ".join(changed) or "the fingerprint format changed"
 
 
-def raw_source_kind(root: Path) -> str | None:
-    """``"shapes"``, ``"coco"``, ``"gqa"`` or None for a directory that holds no raw source."""
-    if (root / "shapes_world.json").is_file():
-        return "shapes"
-    if (root / "annotations" / "instances_val2017.json").is_file():
-        return "coco"
-    if any((root / name).is_file() for name in ("val_sceneGraphs.json", "train_sceneGraphs.json")):
-        return "gqa"
-    return None
+def build_from_raw(builder: str, raw_root: Path, families: Sequence[str], out: Path) -> Path:
+    """Build ``families`` with family builder ``builder`` from ``raw_root`` into ``out``.
 
-
-def family_builder_source(family: str) -> str:
-    """Which builder (``coco`` or ``gqa``) registers ``family``."""
-
-    for source in ("coco", "gqa"):
-        try:
-            if family in registry.list_families(source):
-                return source
-        except (ValueError, ImportError):
-            continue
-    raise ValueError(f"no COCO or GQA builder registers a family named {family!r}")
-
-
-def build_from_raw(source: str, raw_root: Path, families: Sequence[str], out: Path) -> Path:
-    """Build ``families`` with builder ``source`` (coco | gqa) from ``raw_root`` into ``out``.
-
-    Calls the builder API of :mod:`clip_cycles.data.build` (``build_coco_folder`` /
-    ``build_gqa_folder``), the code behind ``clip-cycles build coco|gqa``, with its defaults.
+    Calls the builder's ``build_families`` (the code behind ``clip-cycles build <builder>``)
+    with its defaults.
     """
-
-    builders = {"coco": build.build_coco_folder, "gqa": build.build_gqa_folder}
+    source = get_builder(builder)
+    build = resolve_hook(source.build_families, f"source {builder!r} build_families")  # type: ignore[arg-type]
     # allow_empty: an unavailable family is reported per task (its reason), not a failed build.
-    folder, _ = builders[source](raw_root, out, families=list(families), allow_empty=True)
+    folder, _ = build(raw_root, out, families=list(families), allow_empty=True)
     return Path(folder)
+
+
+# --- the shipped sources ----------------------------------------------------------------------------------
+
+register_source(Source(
+    name="coco",
+    title="COCO",
+    layout="annotations/instances_val2017.json and val2017/",
+    markers=("annotations/instances_val2017.json",),
+    annotations=("annotations/*.json",),
+    image_dirs=("train2017", "val2017"),
+    builders=("coco",),
+    card=SourceCard(
+        title="COCO cycle families",
+        license="cc-by-4.0",
+        license_text=(
+            "COCO annotations are CC BY 4.0 (cocodataset.org/#termsofuse); the images belong to their Flickr "
+            "owners under the Flickr terms of use. Reference-mode rows hold only file names, captions and ids."
+        ),
+        citation=(
+            "@inproceedings{lin2014coco,\n  title={Microsoft COCO: Common Objects in Context},\n"
+            "  author={Lin, Tsung-Yi and others},\n  booktitle={ECCV},\n  year={2014}\n}"
+        ),
+    ),
+    build_help="build the COCO families from the standard COCO layout",
+    root_flag="--coco-root",
+    build_flags="clip_cycles.data.build:add_coco_flags",
+    build="clip_cycles.data.build:run_coco",
+    families_module="clip_cycles.data.coco_families",
+    build_families="clip_cycles.data.build:build_coco_folder",
+))
+
+register_source(Source(
+    name="gqa",
+    title="GQA",
+    layout="val_sceneGraphs.json",
+    markers=("val_sceneGraphs.json", "train_sceneGraphs.json"),
+    annotations=("*_sceneGraphs.json",),
+    image_dirs=("images",),
+    builders=("gqa",),
+    card=SourceCard(
+        title="GQA cycle families",
+        license="cc-by-4.0",
+        license_text="GQA scene graphs and questions are CC BY 4.0; images come from Visual Genome (CC BY 4.0).",
+        citation=(
+            "@inproceedings{hudson2019gqa,\n  title={GQA: A New Dataset for Real-World Visual Reasoning and "
+            "Compositional Question Answering},\n  author={Hudson, Drew A. and Manning, Christopher D.},\n"
+            "  booktitle={CVPR},\n  year={2019}\n}"
+        ),
+    ),
+    build_help="build the GQA families from train/val scene graphs",
+    root_flag="--gqa-root",
+    build_flags="clip_cycles.data.build:add_gqa_flags",
+    build="clip_cycles.data.build:run_gqa",
+    families_module="clip_cycles.data.gqa_families",
+    build_families="clip_cycles.data.build:build_gqa_folder",
+))
+
+register_source(Source(
+    name="shapes",
+    title="shapes world",
+    layout="shapes_world.json, made by `clip-cycles build shapes --out <folder>`",
+    markers=("shapes_world.json",),
+    # The world is both layouts at once: its fingerprint covers every annotation file it writes.
+    annotations=("annotations/*.json", "*_sceneGraphs.json", "shapes_world.json"),
+    image_dirs=("train2017", "val2017"),
+    builders=("coco", "gqa"),
+    card=SourceCard(
+        title="Shapes-world cycle families",
+        license="cc0-1.0",
+        license_text="The synthetic shapes world is generated by clip_cycles and dedicated to the public domain (CC0 1.0).",
+        citation="Generated by clip_cycles (clip_cycles.data.shapes_world); cite the clip_cycles repository.",
+    ),
+    build_help="generate the synthetic shapes world (COCO layout + GQA scene graphs)",
+    build_flags="clip_cycles.data.shapes_world:add_build_flags",
+    build="clip_cycles.data.shapes_world:run",
+    default_root="clip_cycles.data.shapes_world:default_task_world",
+    priority=1,
+))

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.results import write_json
 
 MODEL_NAME = "cycles-tiny"
 PRETRAINED_TAG = "shapes"
@@ -256,7 +257,7 @@ def train_tiny(
         "sha256": sha256_of(weights),
         "bytes": weights.stat().st_size,
     }  # fmt: skip
-    (out / CARD_PATH.name).write_text(json.dumps(card, indent=2, sort_keys=True) + "\n")
+    write_json(card, out / CARD_PATH.name)
     return card
 
 

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
-import yaml
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
 from clip_cycles.encoding.backends import backend_capabilities, is_random_init
@@ -43,6 +42,7 @@ from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
 from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
 from clip_cycles.fingerprints import content_hash, digest, text_hash
+from clip_cycles.tasks.registry import read_task_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.data.images import ImageItem
@@ -99,9 +99,8 @@ def prompt_config_for_task(task: TaskSpec) -> PromptConfig:
     path = Path(task.path)
     if not path.is_file():
         return PromptConfig()
-    with open(path, encoding="utf-8") as handle:
-        data = yaml.safe_load(handle) or {}
-    return prompt_config_from_yaml(data, str(path))
+    # Includes resolved: the prompt may come from a shared template.
+    return prompt_config_from_yaml(read_task_yaml(path), str(path))
 
 
 # --------------------------------------------------------------------------- model identity

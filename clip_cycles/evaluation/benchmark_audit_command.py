@@ -9,18 +9,18 @@ and the caption-length rules are audited.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.report import markdown_table, write_figure
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.encoding.flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.results import write_json
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, help="folder (or table file) holding the benchmark's files")
     parser.add_argument("--subset", nargs="+", default=None, help="audit only these subsets")
     parser.add_argument("--out", default=None, help="output folder (default: results/audit_<name>)")
-    parser.add_argument("--tie-tolerance", type=float, default=DEFAULT_TIE_TOL)
+    parser.add_argument("--tie-tolerance", type=float, default=DEFAULT_TIE_TOLERANCE)
     parser.add_argument("--probe-folds", type=int, default=5, help="cross-validation folds (by item) of the probes")
     # The model flags of `clip-cycles eval`, without its data flags: an audit reads --root, not tasks.
     add_model_arguments(parser.add_argument_group("model (as clip-cycles eval)"), data=False, aliases=True,
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     stem = f"audit_{args.name}"
     table = markdown_table(audit)
-    (out / f"{stem}.json").write_text(json.dumps(audit.record(), sort_keys=True, indent=2) + "\n", encoding="utf-8")
+    write_json(audit.record(), out / f"{stem}.json")
     (out / f"{stem}.md").write_text(table, encoding="utf-8")
     write_figure(audit, out / f"{stem}.png")
     print(table)

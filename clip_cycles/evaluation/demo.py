@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, mean_and_sd
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.attributes.attribute_probes import attribute_task_metrics
 from clip_cycles.attributes.concept_features import concept_image_embeddings
 from clip_cycles.attributes.shape_concepts import make_shape_concepts
@@ -38,6 +38,7 @@ from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
+from clip_cycles.results import mean_sd, write_json
 from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
 
@@ -140,14 +141,14 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
         name = record["dataset"].removeprefix("cycles_").removeprefix("cycles/")
         metrics = record["metrics"]
         if metrics.get("available") is False:
-            unavailable[name] = str(metrics.get("unavailable_reason") or metrics.get("reason") or "unavailable")
+            unavailable[name] = str(metrics.get("unavailable_reason") or "unavailable")
             continue
         families[name] = metrics
     return {
         "experiment": "zero_shot",
         "model": spec.model,
         "pretrained": spec.pretrained,
-        "tie_tol": DEFAULT_TIE_TOL,
+        "tie_tolerance": DEFAULT_TIE_TOLERANCE,
         "seeds": list(seeds),
         "families": families,
         "unavailable": dict(sorted(unavailable.items())),
@@ -174,8 +175,8 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
         runs = [attribute_task_metrics(X, world.data, name, seed, context=context, split_params=params.get(name))
                 for seed in settings.attribute_seeds]
         strategies[name] = {
-            "f1_selectivity": mean_and_sd([r["f1_selectivity"] for r in runs]),
-            "cs": mean_and_sd([r["cs"] for r in runs]) if all(r["cs"] is not None for r in runs) else None,
+            "f1_selectivity": mean_sd([r["f1_selectivity"] for r in runs]),
+            "cs": mean_sd([r["cs"] for r in runs]) if all(r["cs"] is not None for r in runs) else None,
             "n_attributes_scored": runs[0]["n_attributes_scored"],
             "per_seed": {str(r["seed"]): {"f1_selectivity": r["f1_selectivity"], "cs": r["cs"]} for r in runs},
         }
@@ -183,19 +184,13 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
         "experiment": "attributes",
         "model": spec.model,
         "pretrained": spec.pretrained,
-        "tie_tol": DEFAULT_TIE_TOL,
+        "tie_tolerance": DEFAULT_TIE_TOLERANCE,
         "seeds": list(settings.attribute_seeds),
         "world": {"concepts": len(world.data.concepts), "attributes": list(world.data.attributes),
                   "images_per_concept": settings.images_per_concept, "supercategory": "shape",
                   "concept_groups": len(world.concept_groups)},
         "strategies": strategies,
     }
-
-
-def write_json(record: dict[str, Any], path: Path) -> Path:
-    """Write a result record with sorted keys (equal results, equal bytes)."""
-    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return path
 
 
 def _fmt(summary: Any) -> str:

@@ -12,7 +12,7 @@ from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.runners import run_tasks
-from clip_cycles.evaluation.zero_shot import DEFAULT_OUTPUT, output_path, write_record
+from clip_cycles.results import DEFAULT_OUTPUT, output_path, write_json
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +45,8 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "-":
             print(json.dumps(record, sort_keys=True, indent=2))
         else:
-            path = write_record(record, output_path(args.output, record["dataset"], spec.model, spec.pretrained,
-                                                    task=record["task"]))
+            path = write_json(record, output_path(args.output, record["dataset"], spec.model, spec.pretrained,
+                                                  task=record["task"]))
             print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}", file=sys.stderr)
     return 0
 

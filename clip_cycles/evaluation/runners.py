@@ -22,11 +22,10 @@ decorated with :func:`register_runner`.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, oe_metrics
 from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
 from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
+from clip_cycles.results import clean, mean_sd
 from clip_cycles.settings import split_embeddings_override
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec, TaskSpec, expand_tasks
 
@@ -229,26 +229,6 @@ def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOut
 
 
 
-def _clean(value: Any) -> Any:
-    """NaN/inf -> None and numpy scalars -> Python, so the JSON is valid and stable."""
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, Mapping):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
-
-
-def _mean_sd(values: Sequence[Any]) -> tuple[float | None, float | None]:
-    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    if not finite:
-        return None, None
-    return float(np.mean(finite)), float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0
-
-
 def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np.ndarray, root: Path,
                       seeds: Sequence[int]) -> dict[str, Any]:
     """One attribute task on embedded concepts: every seed, then mean and sd of the headline metrics.
@@ -303,7 +283,8 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
         ("leakage", [r["leakage"]["mean_nearest_train_similarity"] for r in runs]),
         ("leakage_share_above_threshold", [r["leakage"]["share_above_threshold"] for r in runs]),
     ):
-        metrics[name], metrics[f"{name}_sd"] = _mean_sd(values)
+        summary = mean_sd(values, skip_missing=True)
+        metrics[name], metrics[f"{name}_sd"] = summary["mean"], summary["sd"]
     metrics["n_attributes_scored"] = int(min(r["n_attributes_scored"] for r in runs))
     metrics["n_degenerate_folds"] = {s: r["coverage"]["n_degenerate_folds"] for s, r in per_seed.items()}
     metrics["split_embedding"] = runs[0]["split_embedding"]
@@ -367,7 +348,7 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
               f"strategy {task.strategy}, seeds {seeds}", file=sys.stderr)
         metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
         metrics["concept_embedding"] = prepared.info
-        records.append(_record(task, context.spec, _clean(metrics)))
+        records.append(_record(task, context.spec, clean(metrics)))
     return RunOutcome(records)
 
 

@@ -26,29 +26,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_acc, deltas_from_blocks, mean_and_sd
+from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes
 from clip_cycles.heads.additive_audit import additive_audit
+from clip_cycles.results import benchmark_record, mean_sd
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
-
-#: clip_benchmark's task name for cycle results (the ``task`` field and ``{task}`` in --output).
-RESULT_TASK = "cycles"
-DEFAULT_OUTPUT = "{dataset}_{pretrained}_{model}_{language}_{task}.json"
-
-
-
-
 
 # --------------------------------------------------------------------------- dataset roots
 
@@ -119,17 +111,17 @@ DEFAULT_OUTPUT = "{dataset}_{pretrained}_{model}_{language}_{task}.json"
 
 
 
-def score_blocks(blocks: np.ndarray, tol: float) -> dict[str, Any]:
-    """CycleAcc (half ties), text/image/group accuracy and counts of one set of blocks."""
+def score_blocks(blocks: np.ndarray, tie_tolerance: float) -> dict[str, Any]:
+    """CycleAcc (half ties under ``tie_tolerance``), text/image/group accuracy and counts of one set of blocks."""
     deltas = deltas_from_blocks(blocks)
     wino = winoground_scores(blocks)
     return {
-        "cycle_acc": cycle_acc(deltas, tol),
+        "cycle_acc": cycle_acc(deltas, tie_tolerance),
         "text_acc": wino.text_acc,
         "image_acc": wino.image_acc,
         "group_acc": wino.group_acc,
         "n_cycles": int(blocks.shape[0]),
-        "n_ties": int((np.abs(deltas) <= tol).sum()),
+        "n_ties": int((np.abs(deltas) <= tie_tolerance).sum()),
     }
 
 
@@ -209,7 +201,7 @@ def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
         except (OSError, ValueError):
             pass  # absent or unreadable: compute (and rewrite) it
     report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed,
-                            tie_tol=task.tie_tolerance).to_dict()
+                            tie_tolerance=task.tie_tolerance).to_dict()
     report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
         payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)
@@ -246,7 +238,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
     metrics: dict[str, Any] = {}
     for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
         if name in task.metric_names:
-            summary = mean_and_sd([per_seed[s][name] for s in per_seed])
+            summary = mean_sd([per_seed[s][name] for s in per_seed])
             metrics[name] = summary["mean"]
             metrics[f"{name}_sd"] = summary["sd"]
     if "group_acc" in task.metric_names:
@@ -271,24 +263,8 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
 
 def result_record(task: TaskSpec, model: str, pretrained: str | None, metrics: dict[str, Any],
                   language: str = "en") -> dict[str, Any]:
-    """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``."""
-    return {"dataset": task.name, "model": model, "pretrained": pretrained or "", "task": RESULT_TASK,
-            "metrics": metrics, "language": language}
-
-
-def output_path(template: str, dataset: str, model: str, pretrained: str | None, language: str = "en",
-                task: str = RESULT_TASK) -> str:
-    """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does."""
-    pretrained = pretrained or ""
-    is_file = os.path.isfile(pretrained)
-    return template.format(
-        model=model,
-        pretrained=os.path.basename(pretrained) if is_file else pretrained,
-        pretrained_full_path=pretrained.replace("/", "_") if is_file else pretrained,
-        task=task,
-        dataset=dataset.replace("/", "_"),
-        language=language,
-    )
+    """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``."""
+    return benchmark_record(task.name, model, pretrained, metrics, language=language)
 
 
 def evaluate(task_names: Sequence[str], spec: ModelSpec, dataset_root: str | Path | None = None,
@@ -322,15 +298,6 @@ def evaluate_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str
     records = [result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache))
                for data in loaded]
     return records, encoded
-
-
-def write_record(record: dict[str, Any], path: str | Path) -> Path:
-    """Write one result JSON (sorted keys, so equal results give equal bytes)."""
-    path = Path(path)
-    if path.parent != Path("."):
-        path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    return path
 
 
 # --------------------------------------------------------------------------- CLI

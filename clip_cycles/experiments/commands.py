@@ -20,6 +20,7 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
+from clip_cycles.results import write_json
 
 
 def add_input_arguments(parser: Any) -> None:
@@ -59,23 +60,14 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds
     parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
 
 
-def write_json(record: dict[str, Any], path: Path) -> Path:
-    """Write a result JSON with sorted keys (equal results, equal bytes)."""
-    import json
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, sort_keys=True, indent=2) + "\n", encoding="utf-8")
-    return path
-
-
 def finish(record: dict[str, Any], out: str | Path, file_name: str, report: bool = True) -> int:
     """Write the JSON into ``out`` and (``report``: unless ``--no-report``) rebuild report.md and the figures there."""
     out = Path(out)
     path = write_json(record, out / file_name)
     print(f"wrote {path}", file=sys.stderr)
     if report:
-        report = build_report(out)
-        print(f"wrote {report.markdown} and {len(report.figures)} figure files", file=sys.stderr)
+        paths = build_report(out)
+        print(f"wrote {paths.markdown} and {len(paths.figures)} figure files", file=sys.stderr)
     return 0
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, validate_cycles
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
 from clip_cycles.settings import resolve_data_cache_dir
@@ -47,8 +47,8 @@ DEFAULT_MIN_CYCLES: int = 20
 #: The Shortcut-OE marker (REFERENCE.md, OE protocol).
 OE_MARKER: str = "this is an out of distribution negative example"
 
-#: Version of the npz layout written by save_experiment_data.
-NPZ_FORMAT = "clip_cycles.experiment_data/1"
+#: Version of the npz layout written by save_experiment_data (2: the meta key ``tie_tol`` became ``tie_tolerance``).
+NPZ_FORMAT = "clip_cycles.experiment_data/2"
 
 
 def marker_caption(caption: str) -> str:
@@ -127,13 +127,14 @@ class ExperimentData:
     model: str
     pretrained: str
     families: dict[str, FamilyFeatures]
-    tie_tol: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     unavailable: dict[str, str] = field(default_factory=dict)
     source: str = ""
 
     def identity(self) -> dict[str, Any]:
-        """``model``, ``pretrained``, ``tie_tol`` and ``source`` for result JSONs."""
-        return {"model": self.model, "pretrained": self.pretrained, "tie_tol": self.tie_tol, "source": self.source}
+        """``model``, ``pretrained``, ``tie_tolerance`` and ``source`` for result JSONs."""
+        return {"model": self.model, "pretrained": self.pretrained, "tie_tolerance": self.tie_tolerance,
+                "source": self.source}
 
     def family_names(self) -> list[str]:
         """Every family, available or not, in a stable order (loaded ones first, as given)."""
@@ -171,7 +172,6 @@ def screen_families(
         else:
             usable[name] = family
     return usable, unavailable
-
 
 
 def usable_families(
@@ -257,7 +257,8 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         raise ValueError(f"{path}: array 'meta' is missing (write the file with save_experiment_data)")
     meta = json.loads(str(arrays["meta"]))
     if meta.get("format") != NPZ_FORMAT:
-        raise ValueError(f"{path}: field 'format' is {meta.get('format')!r}, expected {NPZ_FORMAT!r}")
+        raise ValueError(f"{path}: field 'format' is {meta.get('format')!r}, expected {NPZ_FORMAT!r}; "
+                         "write the file again with save_experiment_data")
 
     def get(key: str) -> np.ndarray:
         if key not in arrays:
@@ -278,7 +279,7 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         family.validate()
         families[family.name] = family
     return ExperimentData(
-        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tol=float(meta["tie_tol"]),
+        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tolerance=float(meta["tie_tolerance"]),
         unavailable=dict(meta.get("unavailable", {})), source=meta.get("source", ""),
     )
 
@@ -357,7 +358,7 @@ def load_from_tasks(
         families[name] = FamilyFeatures(name, encoded.image_features, encoded.caption_features, cycles, marker_rows,
                                         dropped)
     return ExperimentData(
-        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tol=tasks[0].tie_tolerance,
+        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tolerance=tasks[0].tie_tolerance,
         unavailable=unavailable, source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
     )
 
@@ -460,10 +461,5 @@ def _planted_cycles(rng: np.random.Generator, images: np.ndarray, captions: np.n
         out[rows, 2] = rng.choice(by_sign_caption[sign], size=rows.size)
         out[rows, 3] = rng.choice(by_sign_caption[-sign], size=rows.size)
     return out
-
-
-# --------------------------------------------------------------------------- CLI inputs
-
-
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import cycle_acc, cycle_credits
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, cycle_credits
 from clip_cycles.experiments.experiment_data import (
     DEFAULT_MIN_CYCLES,
     OE_MARKER,
@@ -38,7 +38,7 @@ from clip_cycles.experiments.experiment_data import (
     marker_caption,
     usable_families,
 )
-from clip_cycles.experiments.probes import DEFAULT_SEEDS, CycleSubset, float64_logits, summarize, torch_threads, train_probe
+from clip_cycles.experiments.probes import DEFAULT_SEEDS, CycleSubset, float64_logits, summarize, train_probe
 from clip_cycles.heads.training import TrainConfig, train_on_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,7 +98,7 @@ def oe_pairs(family: FamilyFeatures, seed: int, split: str) -> np.ndarray:
 
 
 def oe_validation_accuracy(family: FamilyFeatures, seed: int, split: str = "validation",
-                           tie_tol: float = 1e-9) -> Callable[[ScoreHead], float]:
+                           tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> Callable[[ScoreHead], float]:
     """``validate(head)``: paired accuracy of positives over their marked negatives (ties one half)."""
     positives = matched_pairs(family.split(seed, split))
     negatives = marked_negatives(family, positives, split)
@@ -108,53 +108,53 @@ def oe_validation_accuracy(family: FamilyFeatures, seed: int, split: str = "vali
 
     def validate(head: ScoreHead) -> float:
         margin = float64_logits(head, phi, psi_pos) - float64_logits(head, phi, psi_neg)
-        return float(cycle_credits(margin, tie_tol).mean())
+        return float(cycle_credits(margin, tie_tolerance).mean())
 
     return validate
 
 
 def _train_on_oe_pairs(family: FamilyFeatures, seed: int, head_name: str, rank: int | None, epochs: int, lr: float,
-                       settings: OESettings, tie_tol: float) -> tuple[ScoreHead, int, float]:
-    from clip_cycles.heads.score_heads import make_head
+                       settings: OESettings, tie_tolerance: float) -> tuple[ScoreHead, int, float]:
+    """Pairwise BCE on the OE construction, selected on OE validation accuracy (the shared loop, as ``train_probe``)."""
+    from clip_cycles.heads.score_heads import make_head  # imports torch
 
     head = make_head(head_name, family.image_dim, family.caption_dim, rank=rank, seed=seed)
     config = TrainConfig(lr=lr, weight_decay=settings.weight_decay, epochs=epochs, batch_size=settings.batch_size,
-                         seed=seed, loss="pairwise_bce", tie_tol=tie_tol)
-    with torch_threads(settings.threads):
-        result = train_on_pairs(head, family.image_features, family.caption_features, oe_pairs(family, seed, "train"),
-                                config, validate=oe_validation_accuracy(family, seed, tie_tol=tie_tol),
-                                val_metric="oe_validation_acc")
+                         seed=seed, loss="pairwise_bce", tie_tolerance=tie_tolerance, threads=settings.threads)
+    result = train_on_pairs(head, family.image_features, family.caption_features, oe_pairs(family, seed, "train"),
+                            config, validate=oe_validation_accuracy(family, seed, tie_tolerance=tie_tolerance),
+                            val_metric="oe_validation_acc")
     return result.head, result.best_epoch, float(result.best_val)
 
 
-def oe_family(family: FamilyFeatures, settings: OESettings, tie_tol: float) -> dict[str, Any]:
+def oe_family(family: FamilyFeatures, settings: OESettings, tie_tolerance: float) -> dict[str, Any]:
     """Every OE method and the text-only probe on one family, per seed, with mean/sd and per-seed differences."""
     per_method: dict[str, dict[str, Any]] = {m: {} for m in METHODS}
     shortcut: dict[str, dict[str, Any]] = {p: {} for p in SHORTCUT_PROBES}
     for seed in settings.seeds:
         val_cycles = CycleSubset(family, family.split(seed, "validation"))
         test_cycles = CycleSubset(family, family.split(seed, "test"))
-        oe_val = oe_validation_accuracy(family, seed, tie_tol=tie_tol)
+        oe_val = oe_validation_accuracy(family, seed, tie_tolerance=tie_tolerance)
 
         def record(head: ScoreHead, best_epoch: int, val_cycles=val_cycles, test_cycles=test_cycles,
                    oe_val=oe_val) -> dict[str, Any]:
             return {
-                "test_cycle_acc": cycle_acc(test_cycles.deltas(head), tie_tol),
-                "val_cycle_acc": cycle_acc(val_cycles.deltas(head), tie_tol),
+                "test_cycle_acc": cycle_acc(test_cycles.deltas(head), tie_tolerance),
+                "val_cycle_acc": cycle_acc(val_cycles.deltas(head), tie_tolerance),
                 "oe_val_acc": oe_val(head),
                 "best_epoch": best_epoch,
             }
 
         for method, loss in (("cycle_oe", "cycle"), ("four_entry_bce", "four_entry_bce")):
             run = train_probe(family, seed, "oe", settings.rank, settings.epochs, settings.lr, settings.weight_decay,
-                              settings.batch_size, loss=loss, tie_tol=tie_tol, threads=settings.threads)
+                              settings.batch_size, loss=loss, tie_tolerance=tie_tolerance, threads=settings.threads)
             per_method[method][str(seed)] = {**record(run.head, run.best_epoch), "selected_on": "val_cycle_acc"}
         head, best_epoch, _ = _train_on_oe_pairs(family, seed, "oe", settings.rank, settings.epochs, settings.lr,
-                                                 settings, tie_tol)
+                                                 settings, tie_tolerance)
         per_method["shortcut_oe"][str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
         for probe in SHORTCUT_PROBES:
             head, best_epoch, _ = _train_on_oe_pairs(family, seed, probe, None, settings.text_only_epochs,
-                                                     settings.text_only_lr, settings, tie_tol)
+                                                     settings.text_only_lr, settings, tie_tolerance)
             shortcut[probe][str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
     methods = {}
     for method, runs in per_method.items():
@@ -192,9 +192,10 @@ def run_oe(data: ExperimentData, settings: OESettings | None = None) -> dict[str
     """The OE experiment on every usable family, as one JSON-ready record."""
     settings = settings or OESettings()
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
-    families: dict[str, Any] = {name: oe_family(family, settings, data.tie_tol) for name, family in usable.items()}
+    families: dict[str, Any] = {name: oe_family(family, settings, data.tie_tolerance)
+                                for name, family in usable.items()}
     for name, reason in unavailable.items():
-        families[name] = {"available": False, "reason": reason}
+        families[name] = {"available": False, "unavailable_reason": reason}
     return {
         "experiment": "oe",
         **data.identity(),
@@ -222,10 +223,10 @@ def oe_metrics(data: ExperimentData, settings: OESettings | None = None) -> dict
     if len(names) != 1:
         raise ValueError(f"oe_metrics scores one family per dataset, got {len(names)}: {names}")
     family = record["families"][names[0]]
-    base = {"model": data.model, "pretrained": data.pretrained, "tie_tolerance": data.tie_tol,
+    base = {"model": data.model, "pretrained": data.pretrained, "tie_tolerance": data.tie_tolerance,
             "seeds": list(settings.seeds)}
     if not family["available"]:
-        return {**base, "available": False, "unavailable_reason": family["reason"], "n_cycles": 0}
+        return {**base, "available": False, "unavailable_reason": family["unavailable_reason"], "n_cycles": 0}
     metrics: dict[str, Any] = {**base, "available": True}
     for method in METHODS:
         summary = family["methods"][method]["test_cycle_acc"]

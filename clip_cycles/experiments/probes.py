@@ -17,18 +17,16 @@ transfer experiment so its diagonal reproduces these numbers exactly.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clip_cycles.algebra.contrast import (
-    DEFAULT_TIE_TOL,
+    DEFAULT_TIE_TOLERANCE,
     cycle_acc,
     deltas_from_blocks,
     deltas_from_embeddings,
-    mean_and_sd,
 )
 from clip_cycles.experiments.experiment_data import (
     DEFAULT_MIN_CYCLES,
@@ -37,8 +35,8 @@ from clip_cycles.experiments.experiment_data import (
     usable_families,
 )
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.heads.losses import get_loss
-from clip_cycles.heads.training import TrainConfig, deterministic_torch
+from clip_cycles.heads.training import TrainConfig, Validation, cycle_batch_loss, fit_head, loss_of_kind
+from clip_cycles.results import mean_sd
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -153,28 +151,14 @@ def subset_tables(
 
 def float64_logits(head: ScoreHead, phi: np.ndarray, psi: np.ndarray) -> np.ndarray:
     """Pre-sigmoid logits of row pairs (phi[i], psi[i]) from a float64 copy of ``head``."""
-    import copy
-
     import torch
 
-    scorer = copy.deepcopy(head).to(torch.float64).eval()
+    from clip_cycles.heads.score_heads import float64_copy  # imports torch
+
+    scorer = float64_copy(head)
     with torch.no_grad():
         return scorer(torch.from_numpy(np.asarray(phi, dtype=np.float64)),
                       torch.from_numpy(np.asarray(psi, dtype=np.float64))).numpy().astype(np.float64)
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads (None: unchanged), restoring the previous count."""
-    import torch
-
-    previous = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def train_probe(
@@ -187,63 +171,38 @@ def train_probe(
     weight_decay: float = 1e-4,
     batch_size: int = 512,
     loss: str = "cycle",
-    tie_tol: float = DEFAULT_TIE_TOL,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
     threads: int | None = 1,
 ) -> ProbeRun:
     """Train one head on ``family``'s train cycles of ``seed``; keep the epoch with the best validation CycleAcc.
 
-    AdamW on float32 features with the registered loss (``clip_cycles.heads.losses``), batches
-    from a generator seeded with ``seed``, head initialised from ``seed``: the same
-    call always returns the same head. Validation CycleAcc is exact (float64,
-    ``tie_tol``): factorized for bilinear heads (``contrast.bilinear_deltas`` on the
-    rows the validation cycles touch), from float64 logits for the others. The
-    earliest of equally good epochs wins. ``threads`` torch intra-op threads are used
-    (default 1: these heads are small, and on a shared CPU extra threads mostly spin).
+    The shared loop (``clip_cycles.heads.training.fit_head``): AdamW on float32 features
+    with the registered loss (``clip_cycles.heads.losses``), batches from a generator
+    seeded with ``seed``, head initialised from ``seed``: the same call always returns
+    the same head. Validation CycleAcc is exact (float64, ``tie_tolerance``): factorized
+    for bilinear heads (``contrast.bilinear_deltas`` on the rows the validation cycles
+    touch), from float64 logits for the others. The earliest of equally good epochs
+    wins. ``threads`` torch intra-op threads are used (default 1: these heads are
+    small, and on a shared CPU extra threads mostly spin).
     """
     import torch
-    from tqdm.auto import tqdm
 
-    from clip_cycles.heads.score_heads import make_head
+    from clip_cycles.heads.score_heads import make_head  # imports torch
 
     config = TrainConfig(lr=lr, weight_decay=weight_decay, epochs=epochs, batch_size=batch_size, seed=seed, loss=loss,
-                         tie_tol=tie_tol)
-    spec = get_loss(config.loss)
-    if spec.kind != "cycle":
-        raise ValueError(f"train_probe needs a cycle-kind loss; {loss!r} is {spec.kind!r}")
+                         tie_tolerance=tie_tolerance, threads=threads)
+    spec = loss_of_kind(config.loss, "cycle", "train_probe")
     head = make_head(head_name, family.image_dim, family.caption_dim, rank=rank, seed=seed)
     train = family.split(seed, "train")
-    val_cycles = family.split(seed, "validation")
-    val_deltas = CycleSubset(family, val_cycles).deltas
+    val_deltas = CycleSubset(family, family.split(seed, "validation")).deltas
+    # The tables as they are (no float64 detour): shared tables of a collection can be large.
     phi_t = torch.from_numpy(np.asarray(family.image_features, dtype=np.float32))
     psi_t = torch.from_numpy(np.asarray(family.caption_features, dtype=np.float32))
-    train_t = torch.from_numpy(train)
-    generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=weight_decay)
-    best_epoch, best_val, best_state = 0, -1.0, None
-    history: list[float] = []
-    with deterministic_torch(), torch_threads(threads):
-        for epoch in tqdm(range(1, epochs + 1), desc=f"{family.name} {probe_key(head_name, rank)}", disable=None,
-                          leave=False):
-            head.train()
-            order = torch.randperm(train.shape[0], generator=generator)
-            for start in range(0, train.shape[0], batch_size):
-                rows = train_t[order[start : start + batch_size]]
-                value = spec.fn(head, phi_t[rows[:, 0]], phi_t[rows[:, 1]], psi_t[rows[:, 2]], psi_t[rows[:, 3]])
-                if not value.requires_grad:  # additive heads: the cycle loss has no path to them
-                    continue
-                optimizer.zero_grad(set_to_none=True)
-                value.backward()
-                optimizer.step()
-            head.eval()
-            val = cycle_acc(val_deltas(head), tie_tol)
-            history.append(val)
-            if val > best_val:
-                best_epoch, best_val = epoch, val
-                best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
-    if best_state is not None:
-        head.load_state_dict(best_state)
-    head.eval()
-    return ProbeRun(head=head, best_epoch=best_epoch, best_val=best_val, val_history=history)
+    batch_loss = cycle_batch_loss(spec, head, phi_t, psi_t, torch.from_numpy(train))
+    validation = Validation("val_cycle_acc", lambda h: cycle_acc(val_deltas(h), tie_tolerance))
+    run = fit_head(head, train.shape[0], batch_loss, config, validation, f"{family.name} {probe_key(head_name, rank)}")
+    return ProbeRun(head=head, best_epoch=run.best_epoch, best_val=run.best_val,
+                    val_history=[r.val for r in run.history])
 
 
 def head_cycle_deltas(head: ScoreHead, family: FamilyFeatures, cycles: np.ndarray) -> np.ndarray:
@@ -252,20 +211,21 @@ def head_cycle_deltas(head: ScoreHead, family: FamilyFeatures, cycles: np.ndarra
 
 
 def score_head(head: ScoreHead, family: FamilyFeatures, seed: int, split: str = "test",
-               tie_tol: float = DEFAULT_TIE_TOL) -> float:
+               tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
     """Exact CycleAcc of ``head`` on ``family``'s ``split`` cycles of ``seed``."""
-    return cycle_acc(head_cycle_deltas(head, family, family.split(seed, split)), tie_tol)
+    return cycle_acc(head_cycle_deltas(head, family, family.split(seed, split)), tie_tolerance)
 
 
-def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test", tie_tol: float = DEFAULT_TIE_TOL) -> float:
+def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test",
+                        tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
     """Exact CycleAcc of the frozen dot-product score (cosine on normalized features)."""
     return cycle_acc(deltas_from_embeddings(family.image_features, family.caption_features, family.split(seed, split)),
-                     tie_tol)
+                     tie_tolerance)
 
 
 def summarize(per_seed: dict[str, float]) -> dict[str, Any]:
     """``{"per_seed": ..., "mean": ..., "sd": ...}`` over seeds (sample sd)."""
-    stats = mean_and_sd([per_seed[k] for k in per_seed])
+    stats = mean_sd([per_seed[k] for k in per_seed])
     return {"per_seed": per_seed, **stats}
 
 
@@ -284,7 +244,8 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
     return specs + [_ProbeSpec("low_rank", r) for r in settings.ranks]
 
 
-def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tol: float = DEFAULT_TIE_TOL) -> dict[str, Any]:
+def probe_family(family: FamilyFeatures, settings: ProbeSettings,
+                 tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> dict[str, Any]:
     """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit."""
     from tqdm.auto import tqdm
 
@@ -295,13 +256,13 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tol: float
     zero_shot: dict[str, float] = {}
     audits: dict[str, Any] = {}
     for seed in settings.seeds:
-        zero_shot[str(seed)] = zero_shot_cycle_acc(family, seed, tie_tol=tie_tol)
+        zero_shot[str(seed)] = zero_shot_cycle_acc(family, seed, tie_tolerance=tie_tolerance)
         for spec in tqdm(specs, desc=f"{family.name} seed {seed}", disable=None, leave=False):
             result = train_probe(family, seed, spec.head, spec.rank, settings.epochs, settings.lr,
-                                 settings.weight_decay, settings.batch_size, tie_tol=tie_tol,
+                                 settings.weight_decay, settings.batch_size, tie_tolerance=tie_tolerance,
                                  threads=settings.threads)
             per_seed[spec.key][str(seed)] = {
-                "test_cycle_acc": score_head(result.head, family, seed, tie_tol=tie_tol),
+                "test_cycle_acc": score_head(result.head, family, seed, tie_tolerance=tie_tolerance),
                 "best_val_cycle_acc": result.best_val,
                 "val_history": result.val_history,
                 "best_epoch": result.best_epoch,
@@ -311,7 +272,7 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tol: float
             report = additive_audit(phi, psi, sets["train"], sets["test"], sets["validation"],
                                     epochs=settings.audit_epochs, seed=seed, lr=settings.lr,
                                     weight_decay=settings.weight_decay, batch_size=settings.batch_size,
-                                    tie_tol=tie_tol)
+                                    tie_tolerance=tie_tolerance)
             audits[str(seed)] = report.to_dict()
     for spec in specs:
         accs = {s: v["test_cycle_acc"] for s, v in per_seed[spec.key].items()}
@@ -343,9 +304,9 @@ def run_probes(data: ExperimentData, settings: ProbeSettings | None = None) -> d
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     families: dict[str, Any] = {}
     for name in tqdm(list(usable), desc="probe families", disable=None):
-        families[name] = probe_family(usable[name], settings, data.tie_tol)
+        families[name] = probe_family(usable[name], settings, data.tie_tolerance)
     for name, reason in unavailable.items():
-        families[name] = {"available": False, "reason": reason}
+        families[name] = {"available": False, "unavailable_reason": reason}
     return {
         "experiment": "probe",
         **data.identity(),
@@ -372,10 +333,10 @@ def probe_metrics(data: ExperimentData, settings: ProbeSettings | None = None) -
     if len(names) != 1:
         raise ValueError(f"probe_metrics scores one family per dataset, got {len(names)}: {names}")
     family = record["families"][names[0]]
-    base = {"tie_tolerance": data.tie_tol, "seeds": list(settings.seeds), "model": data.model,
+    base = {"tie_tolerance": data.tie_tolerance, "seeds": list(settings.seeds), "model": data.model,
             "pretrained": data.pretrained}
     if not family["available"]:
-        return {**base, "available": False, "unavailable_reason": family["reason"], "n_cycles": 0}
+        return {**base, "available": False, "unavailable_reason": family["unavailable_reason"], "n_cycles": 0}
     rank = REFERENCE_RANK if REFERENCE_RANK in settings.ranks else max(settings.ranks)
     headline = family["probes"][probe_key("low_rank", rank)]
     metrics = {
@@ -395,19 +356,6 @@ def probe_metrics(data: ExperimentData, settings: ProbeSettings | None = None) -
     if "additive_audit" in family:
         metrics["additive_audit_passed"] = family["additive_audit"]["passed"]
     return metrics
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-
-
-
-
-
-
-
-
 
 
 __all__ = [

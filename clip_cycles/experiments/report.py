@@ -107,7 +107,7 @@ def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
         record = _read_json(path)
         if not isinstance(record, dict) or record.get("experiment") != name:
             raise ValueError(f"{path}: field 'experiment' must be {name!r}")
-        for key in ("model", "pretrained", "tie_tol", "seeds"):
+        for key in ("model", "pretrained", "tie_tolerance", "seeds"):
             if key not in record:
                 raise ValueError(f"{path}: field {key!r} is missing")
         records[name] = record
@@ -204,9 +204,9 @@ def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
     missing = {}
     for name in order:
-        fam = probe["families"].get(name, {"available": False, "reason": "no result"})
+        fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
         if not fam.get("available"):
-            missing[name] = fam.get("reason", "")
+            missing[name] = fam.get("unavailable_reason", "")
             ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{name} (n/a)")
             continue
         sweep = fam["rank_sweep"]
@@ -354,7 +354,7 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
     figures = _save(fig, out, "zero_shot")
     header = ["family", "CycleAcc", "text", "image", "group", "cycles (test)", "additive audit"]
-    lines = [f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tol']}.", "",
+    lines = [f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}.", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in names:
         m = zero["families"].get(name)
@@ -383,9 +383,9 @@ def render_probe(probe: dict[str, Any], out: Path) -> tuple[list[str], list[Path
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
     for name in order:
-        fam = probe["families"].get(name, {"available": False, "reason": "no result"})
+        fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
         if not fam.get("available"):
-            lines.append(f"| {name} | unavailable: {fam.get('reason', '')} |" + " |" * (len(header) - 2))
+            lines.append(f"| {name} | unavailable: {fam.get('unavailable_reason', '')} |" + " |" * (len(header) - 2))
             continue
         cells = [_pm(fam["zero_shot"])]
         cells += [_pm(fam["probes"].get(h)) for h in heads]
@@ -426,10 +426,10 @@ def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
              f"Shortcut-OE negatives: `{oe['marker_caption_example']}` (train and validation only).", ""]
     order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
     for name in order:
-        fam = oe["families"].get(name, {"available": False, "reason": "no result"})
+        fam = oe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
         lines.append(f"### {name}")
         if not fam.get("available"):
-            lines += [f"unavailable: {fam.get('reason', '')}", ""]
+            lines += [f"unavailable: {fam.get('unavailable_reason', '')}", ""]
             continue
         header = ["seed", *METHODS, "text-only CycleAcc", "text-only OE-val acc"]
         lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -488,7 +488,7 @@ def build_report(results_dir: str | Path) -> ReportPaths:
         "",
         f"- model: `{first['model']}`",
         f"- pretrained: `{first['pretrained']}`",
-        f"- tie tolerance: {first['tie_tol']}",
+        f"- tie tolerance: {first['tie_tolerance']}",
         f"- source: {first.get('source', '')}",
         f"- experiments: {', '.join(records)}",
         "",

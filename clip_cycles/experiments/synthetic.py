@@ -26,18 +26,16 @@ Run as ``clip-cycles synthetic [--out results/synthetic.json] [--seeds 0 1 2] [-
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, mean_and_sd
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc
 from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
+from clip_cycles.results import mean_sd, write_json
 
 #: Pass/fail thresholds of the qualitative pattern (recorded in the JSON).
 CHANCE_AUROC_MARGIN = 0.05
@@ -66,7 +64,7 @@ class SyntheticConfig:
     image_noise: float = 0.5
     n_attributes: int = 8
     n_objects: int = 8
-    tie_tol: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     #: Intra-op torch threads while training (1: the heads are tiny).
     threads: int | None = 1
 
@@ -322,7 +320,7 @@ register_control(
 
 
 def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed: int) -> dict[str, float]:
-    from clip_cycles.heads.score_heads import make_head, score_pairs
+    from clip_cycles.heads.score_heads import head_deltas, make_head, score_pairs  # imports torch
 
     train, val, test = data.train, data.val, data.test
 
@@ -338,18 +336,16 @@ def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed:
         batch_size=config.batch_size,
         seed=seed,
         loss="pairwise_bce",
-        tie_tol=config.tie_tol,
+        tie_tolerance=config.tie_tolerance,
     )
     result = train_on_pairs(
         head, train.image_features, train.caption_features, train.pairs, train_config,
         validate=lambda h: split_auroc(h, val), val_metric="auroc",
     )
-    from clip_cycles.heads.score_heads import head_deltas
-
     deltas = head_deltas(result.head, test.image_features, test.caption_features, test.cycles)
     return {
         "auroc": split_auroc(result.head, test),
-        "cycle_acc": cycle_acc(deltas, config.tie_tol),
+        "cycle_acc": cycle_acc(deltas, config.tie_tolerance),
         "val_auroc": float(result.best_val),
         "best_epoch": result.best_epoch,
     }
@@ -386,8 +382,8 @@ def run_controls(config: SyntheticConfig, seeds: tuple[int, ...], controls: tupl
                 "head": probe.head,
                 "rank": probe.rank,
                 "features": probe.data,
-                "auroc": {**mean_and_sd(values["auroc"]), "per_seed": values["auroc"]},
-                "cycle_acc": {**mean_and_sd(values["cycle_acc"]), "per_seed": values["cycle_acc"]},
+                "auroc": {**mean_sd(values["auroc"]), "per_seed": values["auroc"]},
+                "cycle_acc": {**mean_sd(values["cycle_acc"]), "per_seed": values["cycle_acc"]},
                 "best_epoch": values["best_epoch"],
             }
         out[name] = {"description": control.description, "probes": probes}
@@ -439,7 +435,7 @@ def run_synthetic(config: SyntheticConfig, seeds: tuple[int, ...], quick: bool =
         "table": "synthetic controls (paper 1, Table 1)",
         "quick": quick,
         "seeds": list(seeds),
-        "tie_tol": config.tie_tol,
+        "tie_tolerance": config.tie_tolerance,
         "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
         "thresholds": {
             "chance_auroc_margin": CHANCE_AUROC_MARGIN,
@@ -463,18 +459,10 @@ def format_table(result: dict[str, Any]) -> str:
             lines.append(
                 f"{name:<18} {label:<22} {a['mean']:>11.4f} +- {a['sd']:.4f} {c['mean']:>11.4f} +- {c['sd']:.4f}"
             )
-    lines.append(f"seeds {result['seeds']}, tie tolerance {result['tie_tol']:g}, epochs {result['config']['epochs']}")
+    lines.append(f"seeds {result['seeds']}, tie tolerance {result['tie_tolerance']:g}, epochs {result['config']['epochs']}")
     for check, ok in result["checks"].items():
         lines.append(f"[{'ok' if ok else 'FAIL'}] {check}")
     return "\n".join(lines)
-
-
-def write_json(result: dict[str, Any], path: Path) -> None:
-    """Write ``result`` as sorted, indented JSON atomically (temporary file, then rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -487,7 +475,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_synthetic(config, seeds, quick=args.quick)
     elapsed = time.perf_counter() - start
     print(format_table(result), flush=True)
-    write_json(result, Path(args.out))
+    write_json(result, args.out)
     print(f"wrote {args.out} in {elapsed:.1f} s", file=sys.stderr)
     return 0 if result["passed"] else 1
 

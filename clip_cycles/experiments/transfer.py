@@ -19,9 +19,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOL, mean_and_sd
+from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOLERANCE
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_probe
+from clip_cycles.results import mean_sd
 
 RESULT_FILE = "transfer.json"
 
@@ -111,10 +112,8 @@ def off_diagonal(matrix: np.ndarray) -> np.ndarray:
 
 
 def _correlation_summary(per_seed: dict[str, float | None]) -> dict[str, Any]:
-    defined = [v for v in per_seed.values() if v is not None]
-    out: dict[str, Any] = {"per_seed": per_seed, "n_seeds_defined": len(defined)}
-    out.update(mean_and_sd(defined) if defined else {"mean": None, "sd": None})
-    return out
+    summary = mean_sd(per_seed.values(), skip_missing=True, count=True)
+    return {"per_seed": per_seed, "n_seeds_defined": summary.pop("n"), **summary}
 
 
 def run_transfer(data: ExperimentData, settings: TransferSettings | None = None) -> dict[str, Any]:
@@ -125,7 +124,7 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     names = list(usable)
     k = len(names)
-    tie_tol = data.tie_tol if data.tie_tol is not None else DEFAULT_TIE_TOL
+    tie_tolerance = data.tie_tolerance if data.tie_tolerance is not None else DEFAULT_TIE_TOLERANCE
     per_seed: dict[str, Any] = {}
     transfers, alignments = [], []
     pearsons: dict[str, float | None] = {}
@@ -135,10 +134,11 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
         best_val = []
         for i, name in enumerate(tqdm(names, desc=f"transfer seed {seed}", disable=None)):
             run = train_probe(usable[name], seed, "low_rank", settings.rank, settings.epochs, settings.lr,
-                              settings.weight_decay, settings.batch_size, tie_tol=tie_tol, threads=settings.threads)
+                              settings.weight_decay, settings.batch_size, tie_tolerance=tie_tolerance,
+                              threads=settings.threads)
             best_val.append(run.best_val)
             for j, target in enumerate(names):
-                transfer[i, j] = score_head(run.head, usable[target], seed, "test", tie_tol)
+                transfer[i, j] = score_head(run.head, usable[target], seed, "test", tie_tolerance)
         matrices = [cycle_difference_matrix(usable[n], usable[n].split(seed, "validation")) for n in names]
         alignment = alignment_matrix(matrices, names)
         x, y = off_diagonal(alignment), off_diagonal(transfer)
@@ -189,7 +189,7 @@ def transfer_metrics(data: ExperimentData, settings: TransferSettings | None = N
     return {
         "model": data.model,
         "pretrained": data.pretrained,
-        "tie_tolerance": data.tie_tol,
+        "tie_tolerance": data.tie_tolerance,
         "seeds": list(settings.seeds),
         "pearson": corr["pearson"]["mean"],
         "pearson_sd": corr["pearson"]["sd"],

@@ -23,8 +23,10 @@ made of cycles (hard negatives: one image, a true and a false caption) the balan
 fails and names the witness: the vertex whose signed degree is nonzero, and the value
 the additive score that is 1 on it alone gets on that comparison.
 
-The fits are vectorised numpy (float64 Adam on mini-batches of the features already in
-memory): the audit runs once per (model, family, seed) in evaluation and must be cheap.
+The fits are vectorised numpy (float64 Adam, :class:`clip_cycles.heads.training.NumpyAdam`,
+on mini-batches of the features already in memory), run by the shared training loop
+(:func:`clip_cycles.heads.training.fit`: seeded batch order, no validation, last epoch):
+the audit runs once per (model, family, seed) in evaluation and must be cheap.
 Epochs follow paper 1 (5 for the audit).
 """
 
@@ -36,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from clip_cycles.algebra.audits import signed_degrees
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_credits, validate_features
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_credits, validate_features
+from clip_cycles.heads.training import NumpyAdam, NumpyLoss, fit
 
 #: The probes of the audit, in report order (names as in clip_cycles.heads.score_heads.HEADS).
 ADDITIVE_PROBES = ("image_only", "text_only", "additive")
@@ -161,44 +164,34 @@ def fit_additive_probe(
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be positive, got {epochs} and {batch_size}")
     use_image, use_text = head in ("image_only", "additive"), head in ("text_only", "additive")
-    w_image, w_text = np.zeros(phi.shape[1]), np.zeros(psi.shape[1])
-    params = [w_image, w_text, np.zeros(1)]
-    first = [np.zeros_like(p) for p in params]
-    second = [np.zeros_like(p) for p in params]
-    beta1, beta2, eps = 0.9, 0.999, 1e-8
-    rng = np.random.default_rng(seed)
+    w_image, w_text, bias = np.zeros(phi.shape[1]), np.zeros(psi.shape[1]), np.zeros(1)
     labels = pairs[:, 2].astype(np.float64)
-    steps, loss = 0, float("nan")
-    for _ in range(epochs):
-        order = rng.permutation(len(pairs))
-        for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
-            x_image = phi[pairs[batch, 0]] if use_image else None
-            x_text = psi[pairs[batch, 1]] if use_text else None
-            logit = np.full(len(batch), params[2][0])
-            if x_image is not None:
-                logit += x_image @ w_image
-            if x_text is not None:
-                logit += x_text @ w_text
-            residual = (1.0 / (1.0 + np.exp(-logit)) - labels[batch]) / len(batch)  # d mean BCE / d logit
-            grads = [
-                x_image.T @ residual if x_image is not None else np.zeros_like(w_image),
-                x_text.T @ residual if x_text is not None else np.zeros_like(w_text),
-                np.array([residual.sum()]),
-            ]
-            steps += 1
-            for i, (p, g) in enumerate(zip(params, grads)):
-                g = g + weight_decay * p  # Adam with L2, as torch.optim.Adam(weight_decay=...)
-                first[i] = beta1 * first[i] + (1 - beta1) * g
-                second[i] = beta2 * second[i] + (1 - beta2) * g * g
-                m_hat = first[i] / (1 - beta1**steps)
-                v_hat = second[i] / (1 - beta2**steps)
-                p -= lr * m_hat / (np.sqrt(v_hat) + eps)
-    image_logit = (phi @ w_image if use_image else np.zeros(phi.shape[0])) + params[2][0]
+
+    def batch_loss(batch: np.ndarray) -> NumpyLoss:
+        x_image = phi[pairs[batch, 0]] if use_image else None
+        x_text = psi[pairs[batch, 1]] if use_text else None
+        logit = np.full(len(batch), bias[0])
+        if x_image is not None:
+            logit += x_image @ w_image
+        if x_text is not None:
+            logit += x_text @ w_text
+        y = labels[batch]
+        residual = (1.0 / (1.0 + np.exp(-logit)) - y) / len(batch)  # d mean BCE / d logit
+        grads = [
+            x_image.T @ residual if x_image is not None else np.zeros_like(w_image),
+            x_text.T @ residual if x_text is not None else np.zeros_like(w_text),
+            np.array([residual.sum()]),
+        ]
+        return NumpyLoss(value=float(np.mean(np.logaddexp(0.0, logit) - y * logit)), grads=grads)
+
+    # No validation: an additive probe has nothing to select on exact cycles, so the last epoch is kept.
+    run = fit(NumpyAdam([w_image, w_text, bias], lr=lr, weight_decay=weight_decay), batch_loss, len(pairs),
+              np.random.default_rng(seed).permutation, epochs, batch_size)
+    image_logit = (phi @ w_image if use_image else np.zeros(phi.shape[0])) + bias[0]
     caption_logit = psi @ w_text if use_text else np.zeros(psi.shape[0])
     logit = image_logit[pairs[:, 0]] + caption_logit[pairs[:, 1]]
     loss = float(np.mean(np.logaddexp(0.0, logit) - labels * logit))
-    return ProbeFit(image_logit=image_logit, caption_logit=caption_logit, steps=steps, final_loss=loss)
+    return ProbeFit(image_logit=image_logit, caption_logit=caption_logit, steps=run.steps, final_loss=loss)
 
 
 @dataclass
@@ -233,7 +226,7 @@ class AdditiveAuditReport:
     witness: dict[str, Any] | None
     epochs: int
     seed: int
-    tie_tol: float
+    tie_tolerance: float
     n_val: int = 0
     failures: list[str] = field(default_factory=list)
 
@@ -268,7 +261,7 @@ class AdditiveAuditReport:
             "witness": self.witness,
             "epochs": self.epochs,
             "seed": self.seed,
-            "tie_tol": self.tie_tol,
+            "tie_tolerance": self.tie_tolerance,
             "failures": list(self.failures),
         }
 
@@ -294,7 +287,7 @@ def additive_audit(
     lr: float = 1e-3,
     weight_decay: float = 1e-4,
     batch_size: int = 512,
-    tie_tol: float = DEFAULT_TIE_TOL,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
     *,
     design: str = "cycles",
     train_pairs: object | None = None,
@@ -350,7 +343,7 @@ def additive_audit(
         values = test.values(fit.image_logit, fit.caption_logit)
         audit = ProbeAudit(
             head=name,
-            cycle_acc=float(cycle_credits(values, tie_tol).mean()),
+            cycle_acc=float(cycle_credits(values, tie_tolerance).mean()),
             max_abs_delta=float(np.max(np.abs(values))),
             steps_taken=fit.steps,
             train_loss=fit.final_loss,
@@ -366,5 +359,5 @@ def additive_audit(
     return AdditiveAuditReport(
         probes=probes, design=design, n_train_pairs=int(len(fit_pairs)), n_eval_pairs=int(len(scored_pairs)),
         eval_pairs=eval_label, n_test=len(test), n_unbalanced=int(unbalanced.size), witness=witness,
-        epochs=epochs, seed=seed, tie_tol=tie_tol, n_val=n_val, failures=failures,
+        epochs=epochs, seed=seed, tie_tolerance=tie_tolerance, n_val=n_val, failures=failures,
     )  # fmt: skip

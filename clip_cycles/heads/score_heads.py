@@ -17,6 +17,7 @@ evaluate a head in float64 on pre-sigmoid logits, as every CycleAcc here is scor
 
 from __future__ import annotations
 
+import copy
 from typing import Any, ClassVar
 
 import numpy as np
@@ -281,8 +282,6 @@ def check_feature_tables(head: ScoreHead, image_features: object, caption_featur
 
 def float64_copy(head: ScoreHead) -> ScoreHead:
     """A float64 copy of a head for scoring; the head itself (and its optimizer) is untouched."""
-    import copy
-
     return copy.deepcopy(head).to(torch.float64).eval()
 
 

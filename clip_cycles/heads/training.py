@@ -1,6 +1,21 @@
-"""Training score heads on frozen features: AdamW, model selection, exact CycleAcc on test.
+"""The one training loop for score heads and probes: epochs, batch order, validation, selection.
 
-Two entry points share one loop:
+:func:`fit` owns everything that is the same for every trained thing: the epochs, a
+fresh seeded permutation of the items each epoch cut into batches, the per-epoch
+history, the validation rule and which epoch is kept, and the progress bar. Two
+parameters say what differs:
+
+- ``batch_loss(batch)``: the loss of one batch of item indices;
+- ``optimizer``: an object that turns such a loss into an update of its parameters
+  (:class:`TorchAdamW` for torch heads, :class:`NumpyAdam` for the additive audit's
+  float64 numpy probes), and can snapshot and restore them.
+
+The validation rule is a :class:`Validation`: a metric name, ``validate(model) ->
+float`` (higher is better) and the selection, ``"best"`` (the best epoch; the earliest
+of equally good epochs wins) or ``"last"``. Without one the last epoch is kept.
+
+:func:`fit_head` runs the loop for a torch head (AdamW, a seeded torch generator,
+deterministic algorithms, a fixed thread count). Its entry points:
 
 - ``train_on_cycles``: batches of cycles (rows ``(u1, u2, v1, v2)`` of the feature
   tables) with a ``"cycle"``-kind loss (cycle loss, four-entry BCE); the best epoch
@@ -9,10 +24,12 @@ Two entry points share one loop:
   a ``"pairwise"``-kind loss (pairwise BCE); the best epoch is chosen by any
   ``validate(head) -> float`` (higher is better), e.g. ``cycle_acc_validator``.
 
-Every CycleAcc is computed by ``clip_cycles.algebra.contrast.cycle_acc`` on float64
-pre-sigmoid logits. Same inputs and seed give identical parameters: the head's
-initial parameters come from its own seed, batches from a seeded generator, and
-torch runs with deterministic algorithms during training.
+``clip_cycles.experiments.probes.train_probe`` (probes, transfer, Cycle OE) and the
+additive audit train through the same loop. Every CycleAcc is computed by
+``clip_cycles.algebra.contrast.cycle_acc`` on float64 pre-sigmoid logits. Same inputs
+and seed give identical parameters: the head's initial parameters come from its own
+seed, batches from a seeded generator, and torch runs with deterministic algorithms
+during training.
 """
 
 from __future__ import annotations
@@ -20,17 +37,20 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL, cycle_acc, validate_cycles, validate_features
-from clip_cycles.heads.losses import get_loss
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, validate_cycles, validate_features
+from clip_cycles.heads.losses import LossSpec, get_loss
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
     from clip_cycles.heads.score_heads import ScoreHead
+
+#: How :func:`fit` chooses the kept epoch when validating: the best one, or the last one.
+SELECTIONS: tuple[str, ...] = ("best", "last")
 
 
 @dataclass(frozen=True)
@@ -43,12 +63,12 @@ class TrainConfig:
     batch_size: int = 512
     seed: int = 0
     loss: str = "cycle"
-    tie_tol: float = DEFAULT_TIE_TOL
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     #: Intra-op torch threads while training; None leaves torch's setting alone.
     threads: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("lr", "weight_decay", "tie_tol"):
+        for name in ("lr", "weight_decay", "tie_tolerance"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise ValueError(f"TrainConfig.{name} must be a finite non-negative number, got {value!r}")
@@ -71,6 +91,39 @@ class EpochRecord:
     train_loss: float
     steps: int
     val: float | None
+
+
+@dataclass(frozen=True)
+class Validation:
+    """The validation rule of a run: what is measured after each epoch and which epoch is kept.
+
+    ``validate(model) -> float`` is called after every epoch (higher is better) and
+    recorded in the history. ``select="best"`` keeps the epoch with the highest value,
+    the earliest of equally good epochs; ``select="last"`` keeps the last epoch.
+    """
+
+    metric: str
+    validate: Callable[[Any], float]
+    select: str = "best"
+
+    def __post_init__(self) -> None:
+        if self.select not in SELECTIONS:
+            raise ValueError(f"Validation.select must be one of {SELECTIONS}, got {self.select!r}")
+
+
+@dataclass
+class Fit:
+    """What :func:`fit` did: the kept epoch and its validation value, skipped steps, the history."""
+
+    best_epoch: int
+    best_val: float | None
+    steps_skipped: int
+    history: list[EpochRecord]
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps taken over all epochs."""
+        return sum(r.steps for r in self.history)
 
 
 @dataclass
@@ -102,12 +155,180 @@ class TrainResult:
             "val_metric": self.val_metric,
             "best_val": self.best_val,
             "test_cycle_acc": self.test_cycle_acc,
-            "tie_tol": self.config.tie_tol,
+            "tie_tolerance": self.config.tie_tolerance,
             "n_train": self.n_train,
             "n_test": self.n_test,
             "steps_skipped": self.steps_skipped,
             "history": [asdict(r) for r in self.history],
         }
+
+
+class Optimizer(Protocol):
+    """What :func:`fit` needs from the thing it trains: an update per batch loss, and its parameters' state."""
+
+    #: What ``Validation.validate`` is called on (the head, or the parameters).
+    model: Any
+
+    def step(self, loss: Any) -> bool:
+        """Update the parameters from one batch loss; False (nothing changed) when it has no gradient path."""
+
+    def loss_value(self, loss: Any) -> float:
+        """The batch loss as a float (mean over the batch), for the history."""
+
+    def train(self, mode: bool) -> None:
+        """Training mode on (True) or off (validation, and after the run)."""
+
+    def state(self) -> Any:
+        """A copy of the parameters, to restore the kept epoch."""
+
+    def load_state(self, state: Any) -> None:
+        """Put back parameters taken by :meth:`state`."""
+
+
+def fit(
+    optimizer: Optimizer,
+    batch_loss: Callable[[Any], Any],
+    n_items: int,
+    permutation: Callable[[int], Sequence[int]],
+    epochs: int,
+    batch_size: int,
+    validation: Validation | None = None,
+    desc: str | None = None,
+) -> Fit:
+    """The training loop: ``epochs`` passes over ``n_items`` items in batches; keeps the selected epoch.
+
+    Each epoch draws ``permutation(n_items)`` (a seeded generator's permutation, so the
+    batch order is fixed by the seed) and cuts it into batches of ``batch_size``
+    indices; ``batch_loss(batch)`` is handed to ``optimizer.step``. A batch whose loss
+    has no gradient path (``step`` returns False) counts as skipped. After each epoch
+    ``validation`` (if any) is measured with the model in evaluation mode; with
+    ``select="best"`` the parameters of the best epoch (the earliest of equals) are put
+    back at the end. ``desc`` labels a progress bar (None: no bar). The model is left in
+    evaluation mode.
+    """
+    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("n_items", n_items)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"fit: {name} must be a positive integer, got {value!r}")
+    history: list[EpochRecord] = []
+    best_epoch, best_val, best_state = epochs, None, None
+    skipped = 0
+    epoch_range: Iterable[int] = range(1, epochs + 1)
+    if desc is not None:
+        from tqdm.auto import tqdm  # ~50 ms to import (asyncio): only when a bar is wanted
+
+        epoch_range = tqdm(epoch_range, desc=desc, disable=None, leave=False)
+    for epoch in epoch_range:
+        optimizer.train(True)
+        order = permutation(n_items)
+        total, steps = 0.0, 0
+        for start in range(0, n_items, batch_size):
+            batch = order[start : start + batch_size]
+            loss = batch_loss(batch)
+            total += optimizer.loss_value(loss) * len(batch)
+            if optimizer.step(loss):
+                steps += 1
+            else:
+                skipped += 1
+        val = None
+        if validation is not None:
+            optimizer.train(False)
+            val = float(validation.validate(optimizer.model))
+            if math.isnan(val):
+                raise ValueError(f"validation {validation.metric!r} is NaN after epoch {epoch}: no epoch can be "
+                                 f"compared with it; check the features and the learning rate")
+            if validation.select == "last":
+                best_epoch, best_val = epoch, val
+            # Strictly greater: the earliest of equally good epochs wins, deterministically.
+            elif best_val is None or val > best_val:
+                best_epoch, best_val = epoch, val
+                best_state = optimizer.state()
+        history.append(EpochRecord(epoch=epoch, train_loss=total / n_items, steps=steps, val=val))
+    if best_state is not None:
+        optimizer.load_state(best_state)
+    optimizer.train(False)
+    return Fit(best_epoch=best_epoch, best_val=best_val, steps_skipped=skipped, history=history)
+
+
+class TorchAdamW:
+    """``torch.optim.AdamW`` on a torch module: a batch loss without gradient path is a skipped step."""
+
+    def __init__(self, model: torch.nn.Module, lr: float, weight_decay: float) -> None:
+        import torch
+
+        self.model = model
+        self._optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+
+    def step(self, loss: torch.Tensor) -> bool:
+        # e.g. an additive head under the cycle loss: Delta is exactly zero, nothing to step on.
+        if not loss.requires_grad:
+            return False
+        self._optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self._optimizer.step()
+        return True
+
+    def loss_value(self, loss: torch.Tensor) -> float:
+        return float(loss.detach())
+
+    def train(self, mode: bool) -> None:
+        self.model.train(mode)
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state)
+
+
+@dataclass
+class NumpyLoss:
+    """A batch loss computed in numpy: its value and the gradient of each parameter array."""
+
+    value: float
+    grads: list[np.ndarray]
+
+
+class NumpyAdam:
+    """Adam with L2 weight decay (as ``torch.optim.Adam(weight_decay=...)``) on float64 numpy arrays, in place.
+
+    ``model`` is the list of parameter arrays; ``step`` takes a :class:`NumpyLoss` whose
+    ``grads`` match them one to one.
+    """
+
+    def __init__(self, params: list[np.ndarray], lr: float, weight_decay: float,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+        self.model = params
+        self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
+        self._first = [np.zeros_like(p) for p in params]
+        self._second = [np.zeros_like(p) for p in params]
+        self._steps = 0
+
+    def step(self, loss: NumpyLoss) -> bool:
+        if len(loss.grads) != len(self.model):
+            raise ValueError(f"NumpyAdam: {len(loss.grads)} gradients for {len(self.model)} parameter arrays")
+        beta1, beta2 = self.betas
+        self._steps += 1
+        for i, (p, g) in enumerate(zip(self.model, loss.grads)):
+            g = g + self.weight_decay * p
+            self._first[i] = beta1 * self._first[i] + (1 - beta1) * g
+            self._second[i] = beta2 * self._second[i] + (1 - beta2) * g * g
+            m_hat = self._first[i] / (1 - beta1**self._steps)
+            v_hat = self._second[i] / (1 - beta2**self._steps)
+            p -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+        return True
+
+    def loss_value(self, loss: NumpyLoss) -> float:
+        return float(loss.value)
+
+    def train(self, mode: bool) -> None:
+        pass  # plain arrays have no training mode
+
+    def state(self) -> list[np.ndarray]:
+        return [p.copy() for p in self.model]
+
+    def load_state(self, state: list[np.ndarray]) -> None:
+        for p, saved in zip(self.model, state):
+            p[...] = saved  # in place: closures over the arrays keep seeing the parameters
 
 
 @contextlib.contextmanager
@@ -146,78 +367,101 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def fit_head(
+    head: ScoreHead,
+    n_items: int,
+    batch_loss: Callable[[torch.Tensor], torch.Tensor],
+    config: TrainConfig,
+    validation: Validation | None = None,
+    desc: str | None = None,
+) -> Fit:
+    """:func:`fit` for a torch head: AdamW, batch order from ``torch.randperm`` seeded with ``config.seed``.
+
+    Runs with deterministic algorithms and ``config.threads`` intra-op threads; ``head``
+    ends with the parameters of the kept epoch, in evaluation mode.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(config.seed)
+    optimizer = TorchAdamW(head, lr=config.lr, weight_decay=config.weight_decay)
+    with deterministic_torch(), torch_threads(config.threads):
+        return fit(optimizer, batch_loss, n_items, lambda n: torch.randperm(n, generator=generator), config.epochs,
+                   config.batch_size, validation, desc)
+
+
+def loss_of_kind(name: str, kind: str, caller: str) -> LossSpec:
+    """The registered loss ``name``, checked to be of ``kind`` (ValueError naming ``caller`` otherwise)."""
+    spec = get_loss(name)
+    if spec.kind != kind:
+        other = "train_on_pairs" if spec.kind == "pairwise" else "train_on_cycles"
+        raise ValueError(f"{caller} needs a {kind}-kind loss; {name!r} is {spec.kind!r} (use {other})")
+    return spec
+
+
+def cycle_batch_loss(
+    spec: LossSpec, head: ScoreHead, phi: torch.Tensor, psi: torch.Tensor, cycles: torch.Tensor
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``batch_loss(batch)`` of a cycle-kind loss: rows ``cycles[batch]`` index the float32 tables."""
+
+    def batch_loss(batch: torch.Tensor) -> torch.Tensor:
+        rows = cycles[batch]
+        return spec.fn(head, phi[rows[:, 0]], phi[rows[:, 1]], psi[rows[:, 2]], psi[rows[:, 3]])
+
+    return batch_loss
+
+
+def pair_batch_loss(
+    spec: LossSpec, head: ScoreHead, phi: torch.Tensor, psi: torch.Tensor, pairs: torch.Tensor
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``batch_loss(batch)`` of a pairwise-kind loss on rows ``pairs[batch]`` = (image, caption, label)."""
+    import torch
+
+    def batch_loss(batch: torch.Tensor) -> torch.Tensor:
+        rows = pairs[batch]
+        return spec.fn(head, phi[rows[:, 0]], psi[rows[:, 1]], rows[:, 2].to(torch.float32))
+
+    return batch_loss
+
+
 def cycle_acc_validator(
-    image_features: object, caption_features: object, cycles: object, tol: float = DEFAULT_TIE_TOL
+    image_features: object, caption_features: object, cycles: object, tie_tolerance: float = DEFAULT_TIE_TOLERANCE
 ) -> Callable[[ScoreHead], float]:
-    """A ``validate(head) -> CycleAcc`` function on fixed cycles (float64 logits, tie tolerance ``tol``)."""
-    from clip_cycles.heads.score_heads import head_deltas
+    """A ``validate(head) -> CycleAcc`` function on fixed cycles (float64 logits, ``tie_tolerance``)."""
+    from clip_cycles.heads.score_heads import head_deltas  # imports torch
 
     phi = validate_features(image_features, "image_features")
     psi = validate_features(caption_features, "caption_features")
     index = validate_cycles(cycles, phi.shape[0], psi.shape[0])
 
     def validate(head: ScoreHead) -> float:
-        return cycle_acc(head_deltas(head, phi, psi, index), tol)
+        return cycle_acc(head_deltas(head, phi, psi, index), tie_tolerance)
 
     return validate
-
-
-def _fit(
-    head: ScoreHead,
-    n_items: int,
-    batch_loss: Callable[[torch.Tensor], torch.Tensor],
-    config: TrainConfig,
-    validate: Callable[[ScoreHead], float] | None,
-    desc: str,
-) -> tuple[int, float | None, int, list[EpochRecord]]:
-    """The shared AdamW loop with best-epoch selection; loads the best state into ``head``."""
-    import torch
-    from tqdm.auto import tqdm
-
-    generator = torch.Generator().manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(head.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    history: list[EpochRecord] = []
-    best_epoch, best_val, best_state = config.epochs, None, None
-    skipped = 0
-    head.train()
-    with deterministic_torch(), torch_threads(config.threads):
-        for epoch in tqdm(range(1, config.epochs + 1), desc=desc, disable=None, leave=False):
-            order = torch.randperm(n_items, generator=generator)
-            total, steps = 0.0, 0
-            for start in range(0, n_items, config.batch_size):
-                batch = order[start : start + config.batch_size]
-                loss = batch_loss(batch)
-                total += float(loss.detach()) * len(batch)
-                if not loss.requires_grad:
-                    skipped += 1
-                    continue
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                steps += 1
-            val = None
-            if validate is not None:
-                head.eval()
-                val = float(validate(head))
-                head.train()
-                # Strictly greater: the earliest of equally good epochs wins, deterministically.
-                if best_val is None or val > best_val:
-                    best_epoch, best_val = epoch, val
-                    best_state = {k: v.detach().clone() for k, v in head.state_dict().items()}
-            history.append(EpochRecord(epoch=epoch, train_loss=total / n_items, steps=steps, val=val))
-    if best_state is not None:
-        head.load_state_dict(best_state)
-    head.eval()
-    return best_epoch, best_val, skipped, history
 
 
 def _tensor_tables(head: ScoreHead, image_features: object, caption_features: object):
     import torch
 
-    from clip_cycles.heads.score_heads import check_feature_tables
+    from clip_cycles.heads.score_heads import check_feature_tables  # imports torch
 
     phi, psi = check_feature_tables(head, image_features, caption_features)
     return phi, psi, torch.from_numpy(phi.astype(np.float32)), torch.from_numpy(psi.astype(np.float32))
+
+
+def _result(head: ScoreHead, config: TrainConfig, run: Fit, validation: Validation | None, n_train: int,
+            test_acc: float | None, n_test: int) -> TrainResult:
+    return TrainResult(
+        head=head,
+        config=config,
+        best_epoch=run.best_epoch,
+        val_metric=None if validation is None else validation.metric,
+        best_val=run.best_val,
+        test_cycle_acc=test_acc,
+        n_train=n_train,
+        n_test=n_test,
+        steps_skipped=run.steps_skipped,
+        history=run.history,
+    )
 
 
 def train_on_cycles(
@@ -246,33 +490,16 @@ def train_on_cycles(
     import torch
 
     config = config or TrainConfig()
-    spec = get_loss(config.loss)
-    if spec.kind != "cycle":
-        raise ValueError(f"train_on_cycles needs a cycle-kind loss; {config.loss!r} is {spec.kind!r} (use train_on_pairs)")
+    spec = loss_of_kind(config.loss, "cycle", "train_on_cycles")
     phi, psi, phi_t, psi_t = _tensor_tables(head, image_features, caption_features)
     train = validate_cycles(train_cycles, phi.shape[0], psi.shape[0])
-    validate = None if val_cycles is None else cycle_acc_validator(phi, psi, val_cycles, config.tie_tol)
+    validation = None if val_cycles is None else Validation(
+        "cycle_acc", cycle_acc_validator(phi, psi, val_cycles, config.tie_tolerance))
     test = None if test_cycles is None else validate_cycles(test_cycles, phi.shape[0], psi.shape[0])
-    train_t = torch.from_numpy(train)
-
-    def batch_loss(batch: torch.Tensor) -> torch.Tensor:
-        rows = train_t[batch]
-        return spec.fn(head, phi_t[rows[:, 0]], phi_t[rows[:, 1]], psi_t[rows[:, 2]], psi_t[rows[:, 3]])
-
-    best_epoch, best_val, skipped, history = _fit(head, train.shape[0], batch_loss, config, validate, f"train {head.name}")
-    test_acc = None if test is None else cycle_acc_validator(phi, psi, test, config.tie_tol)(head)
-    return TrainResult(
-        head=head,
-        config=config,
-        best_epoch=best_epoch,
-        val_metric=None if validate is None else "cycle_acc",
-        best_val=best_val,
-        test_cycle_acc=test_acc,
-        n_train=int(train.shape[0]),
-        n_test=0 if test is None else int(test.shape[0]),
-        steps_skipped=skipped,
-        history=history,
-    )
+    batch_loss = cycle_batch_loss(spec, head, phi_t, psi_t, torch.from_numpy(train))
+    run = fit_head(head, train.shape[0], batch_loss, config, validation, f"train {head.name}")
+    test_acc = None if test is None else cycle_acc_validator(phi, psi, test, config.tie_tolerance)(head)
+    return _result(head, config, run, validation, int(train.shape[0]), test_acc, 0 if test is None else int(test.shape[0]))
 
 
 def validate_pairs(pairs: object, n_images: int, n_captions: int) -> np.ndarray:
@@ -310,34 +537,20 @@ def train_on_pairs(
     """Train ``head`` on labelled pairs with a pairwise-kind loss (e.g. ``TrainConfig(loss="pairwise_bce")``).
 
     ``pairs`` is an (N, 3) int array (image index, caption index, label 0/1).
-    ``validate(head) -> float`` (higher is better) picks the best epoch; without it
-    the last epoch is kept. ``test_cycles`` (optional) gives the test CycleAcc.
+    ``validate(head) -> float`` (higher is better, recorded as ``val_metric``) picks the
+    best epoch, the earliest of equals; without it the last epoch is kept.
+    ``test_cycles`` (optional) gives the test CycleAcc.
     """
     import torch
 
     config = config or TrainConfig(loss="pairwise_bce")
-    spec = get_loss(config.loss)
-    if spec.kind != "pairwise":
-        raise ValueError(f"train_on_pairs needs a pairwise-kind loss; {config.loss!r} is {spec.kind!r}")
+    spec = loss_of_kind(config.loss, "pairwise", "train_on_pairs")
     phi, psi, phi_t, psi_t = _tensor_tables(head, image_features, caption_features)
     train_t = torch.from_numpy(validate_pairs(pairs, phi.shape[0], psi.shape[0]))
     test = None if test_cycles is None else validate_cycles(test_cycles, phi.shape[0], psi.shape[0])
-
-    def batch_loss(batch: torch.Tensor) -> torch.Tensor:
-        rows = train_t[batch]
-        return spec.fn(head, phi_t[rows[:, 0]], psi_t[rows[:, 1]], rows[:, 2].to(torch.float32))
-
-    best_epoch, best_val, skipped, history = _fit(head, train_t.shape[0], batch_loss, config, validate, f"train {head.name}")
-    test_acc = None if test is None else cycle_acc_validator(phi, psi, test, config.tie_tol)(head)
-    return TrainResult(
-        head=head,
-        config=config,
-        best_epoch=best_epoch,
-        val_metric=None if validate is None else val_metric,
-        best_val=best_val,
-        test_cycle_acc=test_acc,
-        n_train=int(train_t.shape[0]),
-        n_test=0 if test is None else int(test.shape[0]),
-        steps_skipped=skipped,
-        history=history,
-    )
+    validation = None if validate is None else Validation(val_metric, validate)
+    batch_loss = pair_batch_loss(spec, head, phi_t, psi_t, train_t)
+    run = fit_head(head, train_t.shape[0], batch_loss, config, validation, f"train {head.name}")
+    test_acc = None if test is None else cycle_acc_validator(phi, psi, test, config.tie_tolerance)(head)
+    return _result(head, config, run, validation, int(train_t.shape[0]), test_acc,
+                   0 if test is None else int(test.shape[0]))

@@ -41,7 +41,7 @@ from clip_cycles.encoding.distributed import device_for_rank, process_group, wor
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.evaluation.runners import run_tasks, runner_for
-from clip_cycles.evaluation.zero_shot import output_path, write_record
+from clip_cycles.results import output_path, write_json
 from clip_cycles.settings import resolve_data_cache_dir, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
 from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, get_task, is_task_name
@@ -182,7 +182,7 @@ def run_cycles(args: Any) -> int:
             print(f"Encoded {stats.encoded_images} images, {stats.encoded_captions} captions "
                   f"({stats.cached_images} + {stats.cached_captions} cached)")
         print(f"Dump results to: {output}")
-    write_record(record, output)
+    write_json(record, output)
     return 0
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from clip_cycles.data.families import family_builder_source
 from clip_cycles.data.folder_reader import (
     BuiltFolder,
     CycleRows,
@@ -19,55 +20,56 @@ from clip_cycles.data.folder_reader import (
     read_cycle_rows,
 )
 from clip_cycles.data.images import ImageItem
-from clip_cycles.data.shapes_world import write_shapes_world
 from clip_cycles.data.sources import (
-    _fingerprint_changes,
     build_from_raw,
-    family_builder_source,
+    detect_source,
+    fingerprint_changes,
+    get_builder,
+    get_source,
     raw_root_fingerprint,
-    raw_source_kind,
+    resolve_hook,
+    source_feeding,
+    source_names,
 )
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest
 from clip_cycles.tasks.registry import TaskSpec
 
-#: Default size of the shapes world generated when a shapes task gets no --dataset-root.
-DEFAULT_SHAPES_IMAGES = 400
-
 
 def _expected_roots_message(task: TaskSpec, root: Path | None) -> str:
     where = f"--dataset_root {root}" if root is not None else "no --dataset_root"
+    builder = get_builder(get_source(task.source).builders[0])
+    roots = "; ".join(f"{source.title}: {source.layout}"
+                      for source in map(get_source, source_names()))
     return (
         f"task {task.name}: {where} is neither a built dataset folder (a folder with build_info.json and "
-        f"data/<family>/seed<k>/<split>.parquet, made by `clip-cycles build {task.source if task.source != 'shapes' else 'coco'} "
-        f"--{task.source if task.source != 'shapes' else 'coco'}-root <raw root> --out <folder>`) nor a raw source root "
-        f"(COCO: annotations/instances_val2017.json and val2017/; GQA: val_sceneGraphs.json; shapes world: "
-        f"shapes_world.json, made by `clip-cycles build shapes --out <folder>`)"
+        f"data/<family>/seed<k>/<split>.parquet, made by `clip-cycles build {builder.name} "
+        f"{builder.root_flag} <raw root> --out <folder>`) nor a raw source root ({roots})"
     )
 
 
 def _check_source(task: TaskSpec, folder: BuiltFolder) -> None:
-    have = "shapes" if folder.is_shapes_world() else folder.source
+    # A folder's source is its raw root's when that root feeds the builder that made it (shapes world -> coco).
+    feeding = source_feeding(folder.source_root, folder.source) if folder.source else None
+    have = feeding.name if feeding is not None else folder.source
     if have != task.source:
         raise ValueError(
             f"task {task.name} needs {task.source} cycles but {folder.root / 'build_info.json'} holds "
-            f"{'shapes-world' if have == 'shapes' else have} cycles (source {folder.source!r}, source_root "
-            f"{str(folder.source_root)!r}); pass a {task.source} folder or raw root"
+            f"{get_source(have).title if have in source_names() else have} cycles (source {folder.source!r}, "
+            f"source_root {str(folder.source_root)!r}); pass a {task.source} folder or raw root"
         )
 
 
 def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[str, Path]:
     if root is None:
-        if task.source != "shapes":
+        source = get_source(task.source)
+        if source.default_root is None:
             raise ValueError(_expected_roots_message(task, None))
-        raw = data_cache_dir / "shapes_world"
-        if not (raw / "shapes_world.json").is_file():
-            print(f"generating the shapes world ({DEFAULT_SHAPES_IMAGES} images) in {raw}", file=sys.stderr)
-            write_shapes_world(raw, n_images=DEFAULT_SHAPES_IMAGES)
-        return "shapes", raw
-    kind = raw_source_kind(root)
+        return source.name, Path(resolve_hook(source.default_root, f"source {source.name!r} default_root")(data_cache_dir))
+    kind = detect_source(root)
     if kind is None:
         raise ValueError(_expected_roots_message(task, root))
-    if kind != task.source and not (kind == "shapes" and task.source in ("coco", "gqa")):
+    # A root serves a task of its own source, or of a builder it feeds (a shapes world serves coco and gqa tasks).
+    if kind != task.source and task.source not in get_source(kind).builders:
         raise ValueError(f"task {task.name} needs {task.source} data but {root} is a raw {kind} root")
     return kind, root
 
@@ -110,7 +112,7 @@ def resolve_dataset_roots(tasks: Sequence[TaskSpec], dataset_root: str | Path | 
             except (OSError, ValueError):
                 stored = None
             if stored != fingerprint:
-                why = f"the raw root changed since the cached build ({_fingerprint_changes(stored, fingerprint)})"
+                why = f"the raw root changed since the cached build ({fingerprint_changes(stored, fingerprint)})"
             else:
                 try:
                     have = sorted(open_built_folder(target).info.get("families", {}))

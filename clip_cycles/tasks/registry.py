@@ -24,6 +24,19 @@ A collection (``group``) names other tasks::
 YAML file: to the shipped ``tasks/`` directory, or to any directory listed in the
 environment variable ``CLIP_CYCLES_TASKS_PATH`` (``os.pathsep``-separated).
 
+Task files share keys through lmms-eval's ``include:`` (:func:`read_task_yaml`), so a
+task file holds only what differs from its template::
+
+    include: _coco_yaml                # tag, dataset_path; it includes _default_template_yaml
+    task: cycles/coco_strict_size
+    description: "COCO family `strict_size`: exact cycles, zero-shot cosine scores."
+    dataset_kwargs: {config: strict_size, seeds: [0, 1, 2]}
+
+Include paths are relative to the including file; the including file's keys win. A
+file whose name starts with ``_`` (``_default_template_yaml``, ``_coco_yaml``) is a
+template, never a task. ``dataset_path`` of a cycle task names a source registered in
+:mod:`clip_cycles.data.sources`.
+
 ``output_type`` picks what is computed (:data:`OUTPUT_TYPES`; the runner of each is
 registered in :mod:`clip_cycles.evaluation.runners`): ``cycle_selection`` (zero-shot
 scores), ``cycle_probe``, ``cycle_transfer``, ``cycle_oe`` (the paper-1 experiments,
@@ -54,11 +67,10 @@ from typing import Any, Callable, Iterable, Mapping, Union
 
 import yaml
 
-from clip_cycles.algebra.contrast import DEFAULT_TIE_TOL
+from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
+from clip_cycles.data.sources import source_names
 from clip_cycles.settings import TASKS_PATH_ENV, extra_task_dirs
 
-#: Sources a task may point at (``build_info.json`` ``source``).
-SOURCES: tuple[str, ...] = ("coco", "gqa", "shapes")
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
 #: Metrics a cycle_selection task may request, all computed from the same score blocks.
@@ -77,25 +89,32 @@ AGGREGATIONS: tuple[str, ...] = ("mean",)
 class OutputType:
     """What a task of this ``output_type`` reads and which headline metrics it may name.
 
-    ``metrics[0]`` onwards is also the default ``metric_list`` of derived tasks;
-    ``multi_family`` tasks name several cycle tasks (``dataset_kwargs.tasks``).
+    ``sources``: the ``dataset_path`` values it accepts; None means the raw sources
+    registered in :mod:`clip_cycles.data.sources` (read when a task is parsed, so a source
+    registered later is accepted too). ``metrics[0]`` onwards is also the default
+    ``metric_list`` of derived tasks; ``multi_family`` tasks name several cycle tasks
+    (``dataset_kwargs.tasks``).
     """
 
     name: str
-    sources: tuple[str, ...]
+    sources: tuple[str, ...] | None
     metrics: tuple[str, ...]
     multi_family: bool = False
+
+    def allowed_sources(self) -> tuple[str, ...]:
+        """The ``dataset_path`` values a task of this type may give."""
+        return source_names() if self.sources is None else self.sources
 
 
 #: Output types a task may declare; their runners live in :mod:`clip_cycles.evaluation.runners`.
 OUTPUT_TYPES: dict[str, OutputType] = {
     t.name: t
     for t in (
-        OutputType("cycle_selection", SOURCES, METRICS),
-        OutputType("cycle_probe", SOURCES, ("cycle_acc", "zero_shot_cycle_acc", "n_cycles")),
-        OutputType("cycle_transfer", SOURCES, ("pearson", "spearman", "in_family_cycle_acc",
+        OutputType("cycle_selection", None, METRICS),
+        OutputType("cycle_probe", None, ("cycle_acc", "zero_shot_cycle_acc", "n_cycles")),
+        OutputType("cycle_transfer", None, ("pearson", "spearman", "in_family_cycle_acc",
                                                "cross_family_cycle_acc", "n_cycles"), multi_family=True),
-        OutputType("cycle_oe", SOURCES, ("cycle_acc", "shortcut_oe_cycle_acc", "four_entry_bce_cycle_acc",
+        OutputType("cycle_oe", None, ("cycle_acc", "shortcut_oe_cycle_acc", "four_entry_bce_cycle_acc",
                                          "text_only_oe_val_acc", "text_only_cycle_acc", "n_cycles")),
         OutputType("attribute_splits", ("things",), ("f1_selectivity", "cs", "mean_f1", "leakage",
                                                      "n_attributes_scored")),
@@ -252,33 +271,79 @@ def shipped_tasks_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
-def _field_line(path: Path, field_name: str) -> int | None:
-    """1-based line of a (dotted) field in a YAML file, or of its nearest present parent; None if unknown."""
+#: PyYAML's libyaml loader where PyYAML was built with it (several times faster), else the Python one.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: The key that pulls other YAML files' keys into a task file (lmms-eval's ``include``).
+INCLUDE_KEY = "include"
+
+
+def is_template(path: Path) -> bool:
+    """Whether ``path`` is an include template, never a task itself: its name starts with ``_``
+    (``_default_template_yaml``, ``_coco_yaml``)."""
+    return path.name.startswith("_")
+
+
+def _compose(path: Path) -> yaml.Node | None:
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8"))
+        return yaml.compose(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
+
+
+def _entry(node: yaml.Node, key: str) -> tuple[yaml.Node, yaml.Node] | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
+
+
+def _include_names(node: yaml.Node) -> list[str]:
+    found = _entry(node, INCLUDE_KEY)
+    if found is None:
+        return []
+    value = found[1]
+    items = value.value if isinstance(value, yaml.SequenceNode) else [value]
+    return [item.value for item in items if isinstance(item, yaml.ScalarNode) and isinstance(item.value, str)]
+
+
+def _locate(path: Path, field_name: str, trail: tuple[Path, ...] = ()) -> tuple[Path, int | None] | None:
+    """The file that sets a (dotted) field, following includes as :func:`read_task_yaml` does, and the
+    1-based line of the field (or of its nearest present parent) there; None when no file sets it."""
+    node = _compose(path)
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    parts = field_name.split(".")
+    if _entry(node, parts[0].split("[", 1)[0]) is None:
+        here = (*trail, path.resolve())
+        for name in reversed(_include_names(node)):  # the last include wins, so look there first
+            target = path.parent / name
+            if target.is_file() and target.resolve() not in here:
+                found = _locate(target, field_name, here)
+                if found is not None:
+                    return found
+        return None
     line = None
-    for part in field_name.split("."):
-        key = part.split("[", 1)[0]
-        if not isinstance(node, yaml.MappingNode):
+    for part in parts:
+        entry = _entry(node, part.split("[", 1)[0])
+        if entry is None:
             break
-        found = next(((k, v) for k, v in node.value if getattr(k, "value", None) == key), None)
-        if found is None:
-            break
-        line = found[0].start_mark.line + 1
-        node = found[1]
-    return line
+        line = entry[0].start_mark.line + 1
+        node = entry[1]
+    return path, line
 
 
 def _bad(path: Path, field_name: str, message: str) -> ValueError:
-    line = _field_line(path, field_name) if path.is_file() else None
-    return ValueError(f"{path}{f' line {line}' if line else ''}: field {field_name!r}: {message}")
+    located = _locate(path, field_name) if path.is_file() else None
+    origin, line = located if located is not None else (path, None)
+    at = f" line {line}" if line else ""
+    if origin == path:
+        return ValueError(f"{path}{at}: field {field_name!r}: {message}")
+    return ValueError(f"{path}: field {field_name!r} (set in included {origin}{at}): {message}")
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_mapping(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
@@ -286,8 +351,43 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text at byte {error.start}: {error.reason}") from error
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a task file must hold a mapping, got {type(data).__name__}")
+        raise ValueError(f"{path}: a task file (or template) must hold a mapping, got {type(data).__name__}")
     return data
+
+
+def read_task_yaml(path: str | Path) -> dict[str, Any]:
+    """The mapping a task file stands for, its ``include:`` resolved.
+
+    ``include`` names one file or a list of files, relative to the including file's
+    folder; each may include others. The included files' keys come first (later
+    includes override earlier ones) and the file's own keys override them all; the
+    merge is by top-level key, as in lmms-eval (a mapping or list is replaced whole).
+    A missing included file and an include cycle are errors naming the file and line.
+    """
+    return _resolve_includes(Path(path), ())
+
+
+def _resolve_includes(path: Path, trail: tuple[Path, ...]) -> dict[str, Any]:
+    data = _read_mapping(path)
+    if INCLUDE_KEY not in data:
+        return data
+    names = data.pop(INCLUDE_KEY)
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+        raise _bad(path, INCLUDE_KEY, f"must be a file name, or a list of them, relative to {path.parent}; got {names!r}")
+    here = (*trail, path.resolve())
+    merged: dict[str, Any] = {}
+    for name in names:
+        target = path.parent / name
+        if target.resolve() in here:
+            chain = " -> ".join(p.name for p in (*here, target.resolve()))
+            raise _bad(path, INCLUDE_KEY, f"including {name!r} closes an include cycle ({chain}); remove one include")
+        if not target.is_file():
+            raise _bad(path, INCLUDE_KEY, f"included file {target} does not exist (include paths are relative "
+                                          "to the including file's folder)")
+        merged.update(_resolve_includes(target, here))
+    merged.update(data)
+    return merged
 
 
 def _expect_name(path: Path, root: Path, data: Mapping[str, Any], key: str) -> str:
@@ -375,8 +475,8 @@ def _positive_int(path: Path, kwargs: Mapping[str, Any], key: str, minimum: int)
 
 def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: OutputType) -> TaskSpec:
     source = data.get("dataset_path")
-    if source not in output.sources:
-        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(output.sources)}")
+    if source not in output.allowed_sources():
+        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(output.allowed_sources())}")
     kwargs = data.get("dataset_kwargs")
     needed = "`tasks` (the cycle tasks to combine)" if output.multi_family else "`config` (the family name)"
     if not isinstance(kwargs, dict):
@@ -408,7 +508,7 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
     audit_fit = data.get("audit_fit", "scored")
     if audit_fit not in AUDIT_FITS:
         raise _bad(path, "audit_fit", f"{audit_fit!r} is not one of {list(AUDIT_FITS)}")
-    tol = data.get("tie_tolerance", DEFAULT_TIE_TOL)
+    tol = data.get("tie_tolerance", DEFAULT_TIE_TOLERANCE)
     if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not math.isfinite(tol) or tol < 0:
         raise _bad(path, "tie_tolerance", f"must be a finite non-negative number, got {tol!r}")
     template = data.get("doc_to_text", "{caption}")
@@ -453,8 +553,8 @@ def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output
     if unknown:
         raise _bad(path, sorted(unknown)[0], f"unknown key for an {output.name} task (allowed: {sorted(_ATTRIBUTE_TASK_KEYS)})")
     source = data.get("dataset_path")
-    if source not in output.sources:
-        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(output.sources)}")
+    if source not in output.allowed_sources():
+        raise _bad(path, "dataset_path", f"{source!r} is not one of {list(output.allowed_sources())}")
     kwargs = data.get("dataset_kwargs")
     if not isinstance(kwargs, dict):
         raise _bad(path, "dataset_kwargs", "must be a mapping with at least `strategy` (a split strategy name)")
@@ -511,8 +611,8 @@ AnyTask = Union[TaskSpec, AttributeTaskSpec]
 
 
 def parse_task(path: Path, root: Path) -> TaskSpec | AttributeTaskSpec | GroupSpec:
-    """Validate one YAML file found under ``root`` and return its spec."""
-    data = _read_yaml(path)
+    """Validate one YAML file found under ``root`` (its includes resolved) and return its spec."""
+    data = read_task_yaml(path)
     if "group" in data:
         unknown = set(data) - _GROUP_KEYS
         if unknown:
@@ -612,6 +712,8 @@ class TaskRegistry:
                 if not root.is_dir():
                     raise FileNotFoundError(f"task directory {root} does not exist (check {TASKS_PATH_ENV})")
                 for path in sorted(root.rglob("*.yaml")):
+                    if is_template(path):
+                        continue  # included by tasks, not one itself
                     name = path.relative_to(root).with_suffix("").as_posix()
                     if name in entries or name in self.unavailable:
                         continue  # an earlier root's file of the same name wins

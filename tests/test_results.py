@@ -1,0 +1,164 @@
+"""The record vocabulary: writing, cleaning and summarizing result records, and the one spelling of each key.
+
+Expected values are computed here with the standard library (``statistics``, hand-written
+JSON text), never with clip_cycles.results itself.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+from record_vocabulary import assert_one_vocabulary, old_spellings
+
+from clip_cycles.heads.additive_audit import additive_audit
+from clip_cycles.results import (
+    DEFAULT_OUTPUT,
+    RESULT_TASK,
+    benchmark_record,
+    clean,
+    mean_sd,
+    output_path,
+    write_json,
+)
+
+# --------------------------------------------------------------------------- write_json
+
+
+def test_write_json_sorts_indents_ends_with_a_newline_and_creates_the_folder(tmp_path: Path) -> None:
+    path = tmp_path / "deep" / "er" / "r.json"
+    returned = write_json({"b": 1, "a": [1.5, None], "c": {"z": "é", "y": True}}, path)
+    assert returned == path
+    expected = ('{\n  "a": [\n    1.5,\n    null\n  ],\n  "b": 1,\n  "c": {\n    "y": true,\n    "z": "\\u00e9"\n'
+                "  }\n}\n")
+    assert path.read_bytes() == expected.encode("ascii")
+    assert write_json({"a": 1}, str(tmp_path / "s.json")) == tmp_path / "s.json"  # a str path is a path
+
+
+def test_write_json_is_atomic_an_interrupted_write_keeps_the_old_file(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "r.json"
+    write_json({"run": 1}, path)
+    old = path.read_bytes()
+
+    def interrupted(src: object, dst: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr("clip_cycles.fingerprints.os.replace", interrupted)
+    with pytest.raises(OSError, match="disk full"):
+        write_json({"run": 2}, path)
+    assert path.read_bytes() == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temporary file left behind
+    monkeypatch.setattr("clip_cycles.fingerprints.os.replace", os.replace)
+    with pytest.raises(TypeError):  # not serializable: nothing is written at all
+        write_json({"run": object()}, path)
+    assert path.read_bytes() == old
+
+
+# --------------------------------------------------------------------------- clean
+
+
+def test_clean_turns_numpy_and_non_finite_values_into_plain_json() -> None:
+    value = {1: np.float32(0.25), "i": np.int64(7), "b": np.bool_(True), "nan": float("nan"), "inf": np.float64(np.inf),
+             "t": (np.int32(1), [np.float64(-np.inf), 2.5]), "a": np.array([[1, 2], [3, 4]], dtype=np.int16),
+             "s": "text", "none": None, "py": [True, 3]}
+    out = clean(value)
+    assert out == {"1": 0.25, "i": 7, "b": True, "nan": None, "inf": None, "t": [1, [None, 2.5]],
+                   "a": [[1, 2], [3, 4]], "s": "text", "none": None, "py": [True, 3]}
+    types = {k: type(v) for k, v in out.items()}
+    assert types["1"] is float and types["i"] is int and types["b"] is bool and types["t"] is list
+    assert type(out["t"][0]) is int and type(out["a"][0][0]) is int
+    assert type(out["py"][0]) is bool  # a Python bool stays a bool (not 1)
+    # float32 values keep their exact binary value, as float() gives it.
+    assert clean(np.float32(0.1)) == float(np.float32(0.1)) != 0.1
+
+
+# --------------------------------------------------------------------------- mean_sd
+
+
+@pytest.mark.parametrize("values", [[0.5, 0.7, 0.9], [1.0, 3.0], [0.25, 0.25, 0.75, 1.0, 0.0],
+                                    list(np.random.default_rng(3).uniform(size=7))])
+def test_mean_sd_is_the_mean_and_the_sample_sd(values: list[float]) -> None:
+    got = mean_sd(values)
+    assert set(got) == {"mean", "sd"}
+    assert got["mean"] == pytest.approx(statistics.fmean(values), rel=1e-13, abs=1e-15)
+    assert got["sd"] == pytest.approx(statistics.stdev(values), rel=1e-12)
+    # The planted bug this tells apart: a population sd (ddof=0) is smaller by sqrt((n-1)/n).
+    assert got["sd"] != pytest.approx(statistics.pstdev(values), rel=1e-6)
+
+
+def test_mean_sd_of_one_value_and_numpy_inputs() -> None:
+    assert mean_sd([0.5]) == {"mean": 0.5, "sd": 0.0}
+    assert mean_sd(np.array([1.0, 3.0], dtype=np.float32)) == {"mean": 2.0, "sd": math.sqrt(2.0)}
+    assert mean_sd([np.int64(1), 2, np.float64(6.0)]) == {"mean": 3.0, "sd": math.sqrt(7.0)}
+    assert type(mean_sd([1, 2])["mean"]) is float
+    assert mean_sd((x for x in [2.0, 4.0]), count=True) == {"mean": 3.0, "sd": math.sqrt(2.0), "n": 2}
+
+
+def test_mean_sd_strict_by_default_names_the_bad_value() -> None:
+    with pytest.raises(ValueError, match=r"^mean_sd: value 1 is nan, not a finite number"):
+        mean_sd([0.5, float("nan")])
+    with pytest.raises(ValueError, match=r"^mean_sd: value 0 is None, not a finite number"):
+        mean_sd([None, 0.5])
+    with pytest.raises(ValueError, match=r"^mean_sd: value 2 is inf"):
+        mean_sd([0.5, 0.5, np.inf])
+    with pytest.raises(ValueError, match=r"^mean_sd: value 0 is True"):
+        mean_sd([True])
+    with pytest.raises(ValueError, match="^mean_sd needs at least one value$"):
+        mean_sd([])
+
+
+def test_mean_sd_skip_missing_leaves_out_what_is_not_a_finite_number() -> None:
+    values = [0.5, None, float("nan"), 0.9, np.inf, "x", False, 0.7]
+    kept = [0.5, 0.9, 0.7]
+    got = mean_sd(values, skip_missing=True, count=True)
+    assert got["n"] == 3
+    assert got["mean"] == pytest.approx(statistics.fmean(kept), rel=1e-15)
+    assert got["sd"] == pytest.approx(statistics.stdev(kept), rel=1e-12)
+    assert mean_sd([None, float("nan")], skip_missing=True) == {"mean": None, "sd": None}
+    assert mean_sd([], skip_missing=True, count=True) == {"mean": None, "sd": None, "n": 0}
+    assert mean_sd([None, 0.25], skip_missing=True) == {"mean": 0.25, "sd": 0.0}
+
+
+# --------------------------------------------------------------------------- clip_benchmark records
+
+
+def test_benchmark_record_and_output_path_follow_clip_benchmark(tmp_path: Path) -> None:
+    record = benchmark_record("cycles/shapes_x", "ViT-B-32", None, {"cycle_acc": 0.5})
+    assert record == {"dataset": "cycles/shapes_x", "model": "ViT-B-32", "pretrained": "", "task": "cycles",
+                      "metrics": {"cycle_acc": 0.5}, "language": "en"}
+    assert RESULT_TASK == "cycles"
+    assert (output_path(DEFAULT_OUTPUT, "cycles/shapes_x", "ViT-B-32", "openai")
+            == "cycles_shapes_x_openai_ViT-B-32_en_cycles.json")
+    weights = tmp_path / "ckpt" / "model.pt"
+    weights.parent.mkdir()
+    weights.write_bytes(b"w")
+    template = "{pretrained}|{pretrained_full_path}|{task}|{language}"
+    assert output_path(template, "d", "m", str(weights), "fr", "audit") == (
+        f"model.pt|{str(weights).replace('/', '_')}|audit|fr")
+    assert output_path(template, "d", "m", "laion/x") == "laion/x|laion/x|cycles|en"  # not a file: as given
+
+
+# --------------------------------------------------------------------------- one spelling per key
+
+
+def test_the_vocabulary_check_finds_old_spellings_at_any_depth() -> None:
+    record = {"tie_tolerance": 1e-9, "families": {"a": {"available": False, "reason": "too few"}},
+              "per_seed": [{"tie_tol": 1e-9}], "unavailable_reason": "x", "unavailable": {"reason": "a name"}}
+    assert old_spellings(record) == ["families.a.reason", "per_seed.0.tie_tol", "unavailable.reason"]
+    with pytest.raises(AssertionError, match=r"families\.a\.reason \(use 'unavailable_reason'\)"):
+        assert_one_vocabulary(record)
+    assert_one_vocabulary({"tie_tolerance": 1e-9, "families": {"a": {"unavailable_reason": "too few"}}})
+
+
+def test_the_additive_audit_report_spells_the_tie_tolerance_one_way() -> None:
+    rng = np.random.default_rng(0)
+    phi, psi = rng.normal(size=(12, 4)), rng.normal(size=(12, 4))
+    cycles = np.array([[i, (i + 1) % 12, (i + 2) % 12, (i + 5) % 12] for i in range(12)])
+    report = additive_audit(phi, psi, cycles, cycles, epochs=1, seed=0).to_dict()
+    assert report["tie_tolerance"] == 1e-9
+    assert_one_vocabulary({"metrics": {"additive_audit": {"per_seed": {"0": report}}}})
