@@ -145,8 +145,8 @@ def test_model_spec_and_run_context_come_from_the_options(tmp_path: Path, monkey
 
 # --------------------------------------------------------------------------- no Namespace below the edge
 
-#: Functions that may take an argparse.Namespace: commands' run functions and the flag converters.
-EDGE = re.compile(r"^(_?run|run_audit|_run_\w+|\w+_command|model_options|split_inputs)$")
+#: Functions that may take an argparse.Namespace besides a command's ``run(args) -> int``: the flag converters.
+CONVERTERS = {"model_options", "split_inputs"}
 ARGPARSE_NAMESPACE = re.compile(r"(?<![\w.])(argparse\.)?Namespace\b")  # not DerivedNamespace, FeatureNamespace
 
 
@@ -161,8 +161,10 @@ def test_only_command_edges_take_a_namespace() -> None:
         for name, func in inspect.getmembers(module, inspect.isfunction):
             if func.__module__ != module.__name__:
                 continue
-            annotations = [str(p.annotation) for p in inspect.signature(func).parameters.values()]
-            if any(ARGPARSE_NAMESPACE.search(a) for a in annotations) and not EDGE.match(name):
+            signature = inspect.signature(func)
+            annotations = [str(p.annotation) for p in signature.parameters.values()]
+            command = list(signature.parameters) == ["args"] and str(signature.return_annotation) == "int"
+            if any(ARGPARSE_NAMESPACE.search(a) for a in annotations) and not command and name not in CONVERTERS:
                 takers.append(f"{module.__name__}.{name}")
     assert takers == []
 
