@@ -1,4 +1,32 @@
-"""Where clip_cycles reads its environment: every ``CLIP_CYCLES_*`` variable is read here."""
+"""Where clip_cycles reads its environment: every ``CLIP_CYCLES_*`` variable is read here.
+
+One constant (the variable's name) and one function (its parsed value, read at call
+time so a changed environment is seen) per variable:
+
+=================================  =========================================================
+``CLIP_CYCLES_CACHE``              feature cache root (:func:`resolve_cache_dir`); the data
+                                   cache defaults to its ``datasets/`` (:func:`resolve_data_cache_dir`)
+``CLIP_CYCLES_SKIP_BAD_IMAGES``    the clip_benchmark plugin's ``--skip-bad-images`` (:func:`skip_bad_images`)
+``CLIP_CYCLES_TASKS_PATH``         extra task folders, ``os.pathsep``-separated (:func:`extra_task_dirs`)
+``CLIP_CYCLES_SPLIT_EMBEDDINGS``   one split embedding for every model of the attribute
+                                   tasks (:func:`split_embeddings_override`)
+``CLIP_CYCLES_NO_NUMBA``           numpy instead of the compiled cycle kernel (:func:`numba_disabled`)
+``CLIP_CYCLES_FAULT_AFTER_BATCHES``  tests: fail after that many stored batches (:func:`injected_fault_limit`)
+``CLIP_CYCLES_FAULT_RANK``         tests: only that torchrun rank fails (:func:`injected_fault_limit`)
+``CLIP_CYCLES_DIST_TIMEOUT_S``     how long a torchrun barrier waits (:func:`dist_timeout_s`)
+=================================  =========================================================
+
+A switch is on when the variable is set to anything but ``""`` or ``"0"``.
+
+Exceptions, read where they are used:
+
+- ``CLIP_CYCLES_NO_PLUGIN`` is read by :mod:`clip_cycles.integrations._activation`, the
+  start-up hook that runs in every interpreter and so may import nothing of this package;
+- torchrun's own variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
+  ``MASTER_PORT``) are read by :mod:`clip_cycles.encoding.distributed` (and by torch);
+  :func:`injected_fault_limit` compares ``RANK`` with ``CLIP_CYCLES_FAULT_RANK`` only to aim
+  a test fault at one rank.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +34,24 @@ import os
 from pathlib import Path
 
 CACHE_ENV = "CLIP_CYCLES_CACHE"
+SKIP_BAD_IMAGES_ENV = "CLIP_CYCLES_SKIP_BAD_IMAGES"
+TASKS_PATH_ENV = "CLIP_CYCLES_TASKS_PATH"
+SPLIT_EMBEDDINGS_ENV = "CLIP_CYCLES_SPLIT_EMBEDDINGS"
+NO_NUMBA_ENV = "CLIP_CYCLES_NO_NUMBA"
+FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
+FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
+DIST_TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
+
+#: How long a torchrun barrier waits by default: a whole shard of a large pool may be encoded meanwhile.
+DEFAULT_DIST_TIMEOUT_S = 6 * 3600.0
+
+
+def _raw(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def _switch(name: str) -> bool:
+    return _raw(name) not in ("", "0")
 
 
 def resolve_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
@@ -15,3 +61,85 @@ def resolve_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV])
     return Path.home() / ".cache" / "clip_cycles"
+
+
+def resolve_data_cache_dir(data_cache_dir: str | os.PathLike[str] | None = None,
+                           cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where families built from a raw root are kept: ``data_cache_dir``, else ``datasets/`` of the cache root."""
+    return Path(data_cache_dir) if data_cache_dir else resolve_cache_dir(cache_dir) / "datasets"
+
+
+def skip_bad_images() -> bool:
+    """``$CLIP_CYCLES_SKIP_BAD_IMAGES``: count and drop unreadable images (the plugin has no such flag)."""
+    return _switch(SKIP_BAD_IMAGES_ENV)
+
+
+def extra_task_dirs() -> list[Path]:
+    """``$CLIP_CYCLES_TASKS_PATH``: task folders searched before the shipped ones, in order."""
+    return [Path(p) for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p]
+
+
+def split_embeddings_override() -> str | None:
+    """``$CLIP_CYCLES_SPLIT_EMBEDDINGS``: an npz that replaces every attribute task's ``split_embeddings``."""
+    return os.environ.get(SPLIT_EMBEDDINGS_ENV) or None
+
+
+def numba_disabled() -> bool:
+    """``$CLIP_CYCLES_NO_NUMBA``: score cycles with numpy only, never the compiled kernel."""
+    return _switch(NO_NUMBA_ENV)
+
+
+def _int(name: str) -> int | None:
+    raw = _raw(name)
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or give a whole number") \
+            from None
+
+
+def injected_fault_limit() -> int | None:
+    """``$CLIP_CYCLES_FAULT_AFTER_BATCHES`` for this process (tests): fail after that many stored batches.
+
+    None when unset, or when ``$CLIP_CYCLES_FAULT_RANK`` names a torchrun rank other than
+    this process's ``RANK`` (0 outside torchrun).
+    """
+    limit = _int(FAULT_ENV)
+    only_rank = _raw(FAULT_RANK_ENV)
+    if only_rank and only_rank != os.environ.get("RANK", "0"):
+        return None
+    return limit
+
+
+def dist_timeout_s() -> float:
+    """``$CLIP_CYCLES_DIST_TIMEOUT_S``: seconds a torchrun barrier waits (default six hours)."""
+    raw = _raw(DIST_TIMEOUT_ENV)
+    if not raw:
+        return DEFAULT_DIST_TIMEOUT_S
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {DIST_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
+
+
+__all__ = [
+    "CACHE_ENV",
+    "DEFAULT_DIST_TIMEOUT_S",
+    "DIST_TIMEOUT_ENV",
+    "FAULT_ENV",
+    "FAULT_RANK_ENV",
+    "NO_NUMBA_ENV",
+    "SKIP_BAD_IMAGES_ENV",
+    "SPLIT_EMBEDDINGS_ENV",
+    "TASKS_PATH_ENV",
+    "dist_timeout_s",
+    "extra_task_dirs",
+    "injected_fault_limit",
+    "numba_disabled",
+    "resolve_cache_dir",
+    "resolve_data_cache_dir",
+    "skip_bad_images",
+    "split_embeddings_override",
+]

@@ -26,7 +26,8 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding import distributed
 from clip_cycles.encoding.distributed import DistContext, backend_for, device_for_rank, shard, world_from_env
-from clip_cycles.encoding.encoder import FAULT_ENV, FAULT_RANK_ENV, ModelSpec
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.settings import FAULT_ENV, FAULT_RANK_ENV
 
 TASK = "cycles/shapes_strict_left_right"
 TINY = TINY_OPEN_CLIP
@@ -72,6 +73,36 @@ def test_sharded_encoding_refuses_to_run_without_a_shared_cache() -> None:
     ctx = DistContext(rank=0, world_size=2, backend="gloo")
     with pytest.raises(ValueError, match="drop --no-cache"):
         distributed.encode_sharded([], ["a caption"], ModelSpec("open_clip", "x", None), None, 8, ctx=ctx)
+
+
+def test_rank_zero_completes_gathers_every_report_and_only_rank_0_completes(monkeypatch, capsys) -> None:
+    """The one sharded pattern, with the collectives replaced by a two-rank stand-in."""
+    steps: list[object] = []
+    other = {"rank": 1, "bad_images": {"b.png": "unreadable"}, "n": 2}
+    monkeypatch.setattr(distributed, "barrier", lambda ctx=None: steps.append("barrier"))
+    monkeypatch.setattr(distributed, "gather_to_main", lambda obj, ctx=None: [obj, other] if ctx.is_main else None)
+
+    def run(rank: int, cache: str | None, redone: str | None) -> Any:
+        return distributed.rank_zero_completes(
+            DistContext(rank=rank, world_size=2, backend="gloo"), cache, "encoding", "features",
+            lambda: steps.append("shard") or {"rank": rank, "bad_images": {"a.png": "missing"}, "n": 1},
+            lambda bad: steps.append(("complete", sorted(bad))) or "all features", lambda result: redone)
+
+    done = run(0, "/shared", "encode 2 images")
+    assert steps == ["shard", "barrier", ("complete", ["a.png", "b.png"])]
+    assert (done.result, [r["n"] for r in done.reports]) == ("all features", [1, 2])
+    assert done.bad_images == {"a.png": "missing", "b.png": "unreadable"}
+    assert "rank 0 had to encode 2 images the other ranks reported as done; is the cache /shared" in \
+        capsys.readouterr().err
+    steps.clear()
+    assert run(1, "/shared", None) is None and steps == ["shard", "barrier"]  # rank 1 fills the cache, no more
+    steps.clear()
+    run(0, "/shared", None)
+    assert "warning" not in capsys.readouterr().err  # nothing redone, nothing to warn about
+    steps.clear()
+    with pytest.raises(ValueError, match="encoding under torchrun needs the shared cache.*drop --no-cache"):
+        run(0, None, None)
+    assert steps == []  # refused before any work
 
 
 # --------------------------------------------------------------------------- torchrun

@@ -234,3 +234,54 @@ def test_prompt_settings_are_validated_with_the_file_and_field(tmp_path: Path) -
         prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"prompt": "no image"}}}, "t.yaml")
     with pytest.raises(ValueError, match="score must be one of"):
         prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"score": "max"}}}, "t.yaml")
+
+
+def test_sharded_pair_scoring_rank_0_completes_and_sums_the_ranks(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """Under a (stand-in) two-rank group each rank scores its shard of the unique pairs; rank 0 then scores the rest."""
+    from dataclasses import dataclass
+
+    from clip_cycles.data.folder_reader import CycleRows
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.encoding import distributed, vlm_scores
+    from clip_cycles.encoding.distributed import DistContext
+    from clip_cycles.encoding.encoder import ModelSpec
+
+    @dataclass
+    class Task:
+        name: str = "cycles/mine"
+        split: str = "test"
+        path: str = "no-such-file.yaml"  # the default prompt
+
+    @dataclass
+    class Loaded:
+        task: Task
+        splits: dict
+
+    a, b, c = (ImageItem(k, data=k.encode()) for k in ("a", "b", "c"))
+    rows = CycleRows.from_pairs(["0", "1"], [(a, b), (a, c)], [("x", "y"), ("x", "z")])
+    data = [Loaded(Task(), {0: {"test": rows}})]  # 8 pairs, 7 of them unique
+    scored: list[list[tuple[str, str]]] = []
+
+    def fake_score_pairs(pairs, spec, configs, cache_dir, batch_size, skip_bad_images):
+        pairs = list(pairs)
+        scored.append(sorted((i.key, t) for i, t in pairs))
+        stats = vlm_scores.PairScoreStats(scored_pairs=len(set((i.key, t) for i, t in pairs)))
+        return {"default": configs[0]}, vlm_scores.PairScores({}, {}, [], [], {}, {}, stats)
+
+    other = {"rank": 1, "pairs": 3, "scored_pairs": 3, "cached_pairs": 0, "skipped_bad_images": 0,
+             "bad_images": {"c": "unreadable"}}
+    monkeypatch.setattr(vlm_scores, "score_pairs", fake_score_pairs)
+    monkeypatch.setattr(vlm_scores, "current", lambda: DistContext(rank=0, world_size=2, backend="gloo"))
+    monkeypatch.setattr(distributed, "barrier", lambda ctx=None: None)
+    monkeypatch.setattr(distributed, "gather_to_main", lambda obj, ctx=None: [obj, other])
+    result = vlm_scores.score_tasks(data, ModelSpec("hf_vlm", "vlm", None), "/shared")
+    unique = [("a", "x"), ("a", "y"), ("a", "z"), ("b", "x"), ("b", "y"), ("c", "x"), ("c", "z")]
+    assert scored[0] == unique[0::2]  # rank 0's shard: every second of the sorted unique pairs
+    # Rank 0's completing pass: every pair of the cycles (duplicates kept) whose image no rank found bad.
+    assert scored[1] == sorted([("a", "x"), ("a", "y"), ("b", "x"), ("b", "y"), ("a", "x"), ("a", "z")])
+    assert result.stats.bad_images == {"c": "unreadable"}
+    # The completing pass (5 unique pairs, as nothing was really cached) plus both ranks' shards (4 + 3).
+    assert result.stats.scored_pairs == 5 + 4 + 3
+    assert [r["rank"] for r in result.stats.ranks] == [0, 1]
+    assert result.task_configs == {"cycles/mine": ("default", vlm_scores.PromptConfig())}
+    assert "rank 0 had to score 5 pairs" in capsys.readouterr().err

@@ -12,10 +12,11 @@ so adding image-only or caption-only terms changes neither Delta nor the tie cal
 
 from __future__ import annotations
 
-import os
 from typing import Callable
 
 import numpy as np
+
+from clip_cycles.settings import numba_disabled
 
 #: Absolute tolerance under which |Delta| counts as a tie (half credit). Cosine
 #: scores live in [-1, 1] and Delta in [-4, 4]; float64 rounding of four products
@@ -240,7 +241,7 @@ def _numba_kernel() -> Callable | None:
     throughput over chunked numpy. Set CLIP_CYCLES_NO_NUMBA=1 to use numpy only.
     """
     global _NUMBA_KERNEL
-    if _NUMBA_KERNEL is None and not os.environ.get("CLIP_CYCLES_NO_NUMBA"):
+    if _NUMBA_KERNEL is None and not numba_disabled():
         try:
             from numba import njit, prange
         except ImportError:

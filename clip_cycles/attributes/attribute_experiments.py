@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -42,7 +43,7 @@ from clip_cycles.attributes.concepts import (
     load_embeddings_npz,
     load_things,
 )
-from clip_cycles.attributes.split_model import add_split_model_arguments, split_embeddings_from_model
+from clip_cycles.attributes.split_model import SPLIT_PREFIX, add_split_model_arguments, split_embeddings_from_model
 from clip_cycles.attributes.splitters import (
     FOLD_ASSIGNMENTS,
     STRATEGIES,
@@ -51,9 +52,9 @@ from clip_cycles.attributes.splitters import (
     load_concept_groups,
     load_published_split,
 )
-from clip_cycles.encoding.flags import model_spec_from_args
+from clip_cycles.encoding.flags import add_model_arguments, model_options
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.results import clean, mean_sd, write_json
-from clip_cycles.settings import resolve_cache_dir
 
 PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
 DEFAULT_K_VALUES: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
@@ -259,12 +260,54 @@ def _parse_model(spec: str) -> tuple[str, Path]:
     return (name, Path(path)) if sep else (Path(spec).stem, Path(spec))
 
 
+@dataclass(frozen=True)
+class SplitInputs:
+    """What ``clip-cycles splits`` reads: a THINGS-format root or the synthetic world, and where embeddings come from.
+
+    Field names are the flags' (``--things-root`` is ``things_root``); ``model`` is the
+    model that embeds the root's concepts (its ``model`` None: ``--embeddings`` only),
+    ``split_model`` the one that makes the splits for every model (None: none given).
+    """
+
+    things_root: Path | None = None
+    pairs: str | None = None
+    concept_list: str | None = None
+    categories: str | None = None
+    embeddings: tuple[str, ...] = ()
+    groups: str | None = None
+    split_embeddings: str | None = None
+    attributes: str | None = None
+    multi_category: str = "largest"
+    published_split: tuple[str, ...] = ()
+    synthetic: str | None = None
+    world_seed: int = 0
+    min_concepts: int = DEFAULT_MIN_CONCEPTS
+    model: ModelOptions = ModelOptions()
+    model_name: str | None = None
+    concept_text: str | None = None
+    split_model: ModelOptions | None = None
+
+
+def split_inputs(args: argparse.Namespace) -> SplitInputs:
+    """The :class:`SplitInputs` of parsed ``clip-cycles splits`` flags (the command line's edge)."""
+    model = model_options(args)
+    split_model = model_options(args, SPLIT_PREFIX, base=model)
+    return SplitInputs(
+        things_root=args.things_root, pairs=args.pairs, concept_list=args.concept_list, categories=args.categories,
+        embeddings=tuple(args.embeddings), groups=args.groups, split_embeddings=args.split_embeddings,
+        attributes=args.attributes, multi_category=args.multi_category, published_split=tuple(args.published_split),
+        synthetic=args.synthetic, world_seed=args.world_seed, min_concepts=args.min_concepts, model=model,
+        model_name=args.model_name, concept_text=args.concept_text,
+        split_model=split_model if split_model.model else None,
+    )
+
+
 def _published_splits(
-    args: argparse.Namespace, data: ConceptAttributeData, index_concepts: Sequence[str], root: Path | None
+    specs: Sequence[str], data: ConceptAttributeData, index_concepts: Sequence[str], root: Path | None
 ) -> dict[str, object]:
     """``--published-split NAME=FILE`` files read against the data's concepts and attributes."""
     published = {}
-    for spec in getattr(args, "published_split", None) or []:
+    for spec in specs:
         name, sep, file = spec.partition("=")
         if not sep or not name or not file:
             raise ValueError(f"--published-split {spec!r}: expected NAME=FILE (e.g. supercategory_paper=splits.json)")
@@ -277,28 +320,28 @@ def _published_splits(
     return published
 
 
-def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[str, np.ndarray], SplitContext]:
+def load_inputs(inputs: SplitInputs) -> tuple[ConceptAttributeData, dict[str, np.ndarray], SplitContext]:
     """Data, per-model embeddings (aligned on the concepts every model has) and the split context."""
-    attribute_list = getattr(args, "attributes", None)
-    if args.synthetic:
-        config = ConceptWorldConfig.things_sized() if args.synthetic == "things" else ConceptWorldConfig()
-        world = make_concept_world(config, seed=args.world_seed)
+    attribute_list = inputs.attributes
+    if inputs.synthetic:
+        config = ConceptWorldConfig.things_sized() if inputs.synthetic == "things" else ConceptWorldConfig()
+        world = make_concept_world(config, seed=inputs.world_seed)
         data = world.data
         if attribute_list:
             data = data.select_attributes(load_attribute_list(attribute_list), str(attribute_list))
-        published = _published_splits(args, data, world.data.concepts, None)
+        published = _published_splits(inputs.published_split, data, world.data.concepts, None)
         context = SplitContext(data.concepts, data.supercategories, world.llm_groups, published=published)  # type: ignore[arg-type]
         return data, {"synthetic": world.embeddings}, context
-    if not args.things_root or not (args.embeddings or args.model):
+    if not inputs.things_root or not (inputs.embeddings or inputs.model.model):
         raise ValueError("give --things-root with --model MODEL and/or --embeddings NAME=FILE.npz, or --synthetic")
-    root = Path(args.things_root)
-    data = load_things(root, args.pairs, args.concept_list, args.categories, args.min_concepts,
-                       multi_category=getattr(args, "multi_category", "largest"), attributes=attribute_list)
+    root = Path(inputs.things_root)
+    data = load_things(root, inputs.pairs, inputs.concept_list, inputs.categories, inputs.min_concepts,
+                       multi_category=inputs.multi_category, attributes=attribute_list)
     # Published split files index the full concept list, before any concept is dropped.
-    index_concepts = load_concept_list(_find_file(root, args.concept_list, CONCEPT_LIST_NAMES, "concept list"))
-    raw = {name: load_embeddings_npz(path) for name, path in map(_parse_model, args.embeddings)}
-    if args.model:
-        name, (data, matrix) = _embed_with_model(args, data)
+    index_concepts = load_concept_list(_find_file(root, inputs.concept_list, CONCEPT_LIST_NAMES, "concept list"))
+    raw = {name: load_embeddings_npz(path) for name, path in map(_parse_model, inputs.embeddings)}
+    if inputs.model.model:
+        name, (data, matrix) = _embed_with_model(inputs, data)
         if name in raw:
             raise ValueError(f"model name {name!r} is used by --embeddings too; pass --model-name")
         raw[name] = (data.concepts, matrix)
@@ -306,37 +349,40 @@ def load_inputs(args: argparse.Namespace) -> tuple[ConceptAttributeData, dict[st
     common = set(data.concepts)
     for ids, _ in raw.values():
         common &= set(ids)
-    split_source = args.split_embeddings
+    split_source = inputs.split_embeddings
     split_raw = None
     if split_source:
         # A model name given with --embeddings/--model, or an npz file of its own.
         split_raw = raw[split_source] if split_source in raw else load_embeddings_npz(split_source)
         common &= set(split_raw[0])
-    if getattr(args, "split_model", None):  # paper 2: one image model (Swin-V2) makes the splits for all
-        split_raw = split_embeddings_from_model(args, data)
-        split_source = f"{args.split_model_type}:{args.split_model}"
+    split_model = inputs.split_model
+    if split_model is not None:  # paper 2: one image model (Swin-V2) makes the splits for all
+        if split_source:
+            raise ValueError("give either --split-embeddings or --split-model, not both")
+        split_raw = split_embeddings_from_model(split_model, root, data, inputs.categories, inputs.min_concepts)
+        split_source = f"{split_model.model_type}:{split_model.model}"
         common &= set(split_raw[0])
     data = data.restrict(
-        np.array([c in common for c in data.concepts]), args.min_concepts, reason="concept_without_embedding"
+        np.array([c in common for c in data.concepts]), inputs.min_concepts, reason="concept_without_embedding"
     )
     models = {}
     for name, (ids, matrix) in raw.items():
-        data_m, models[name] = align_embeddings(data, ids, matrix, args.min_concepts)
+        data_m, models[name] = align_embeddings(data, ids, matrix, inputs.min_concepts)
         if data_m.attributes != data.attributes:
             raise ValueError(f"model {name}: embeddings with NaN changed the attribute set; fix the file")
-    groups = tuple(tuple(g) for g in load_concept_groups(args.groups)) if args.groups else None
+    groups = tuple(tuple(g) for g in load_concept_groups(inputs.groups)) if inputs.groups else None
     split_embeddings = None
     if split_raw is not None:
-        _, split_embeddings = align_embeddings(data, split_raw[0], split_raw[1], args.min_concepts)
-    published = _published_splits(args, data, index_concepts, root)
+        _, split_embeddings = align_embeddings(data, split_raw[0], split_raw[1], inputs.min_concepts)
+    published = _published_splits(inputs.published_split, data, index_concepts, root)
     context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
                            published=published, split_embedding_name=split_source)  # type: ignore[arg-type]
     return data, models, context
 
 
-def strategy_names(args: argparse.Namespace, context: SplitContext) -> list[str]:
-    """The strategies to run: ``--strategies`` plus every ``--published-split`` name not listed."""
-    names = list(args.strategies)
+def strategy_names(strategies: Sequence[str], context: SplitContext) -> list[str]:
+    """The strategies to run: ``strategies`` (``--strategies``) plus every ``--published-split`` name not listed."""
+    names = list(strategies)
     names += [n for n in context.published if n not in names]
     unknown = [s for s in names if s not in STRATEGIES and s not in context.published]
     if unknown:
@@ -346,26 +392,25 @@ def strategy_names(args: argparse.Namespace, context: SplitContext) -> list[str]
 
 
 def _embed_with_model(
-    args: argparse.Namespace, data: ConceptAttributeData
+    inputs: SplitInputs, data: ConceptAttributeData
 ) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
     """Embed the THINGS root's concepts with the ``--model`` backend through the feature cache."""
 
-    spec = model_spec_from_args(args)
-    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
-    source = args.concept_text or "image"
+    context = RunContext.from_options(inputs.model)
+    source = inputs.concept_text or "image"
     embedded, matrix, info = embed_concepts(
-        args.things_root, data, spec, cache, source, args.categories, args.min_concepts,
-        args.encode_batch_size, args.num_workers, args.skip_bad_images,
+        inputs.things_root, data, context.spec, context.cache_dir, source, inputs.categories,  # type: ignore[arg-type]
+        inputs.min_concepts, context.batch_size, context.num_workers, context.skip_bad_images,
     )
-    name = args.model_name or "/".join(p for p in (args.model, args.pretrained) if p)
+    name = inputs.model_name or "/".join(p for p in (inputs.model.model, inputs.model.pretrained) if p)
     print(f"embedded {len(embedded.concepts)} concepts with {name} ({json.dumps(info, sort_keys=True)})")
     return name, (embedded, matrix)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the grid (and the k ablation unless ``--no-k-ablation``) and write the results folder."""
-    data, models, context = load_inputs(args)
-    strategies = strategy_names(args, context)
+    data, models, context = load_inputs(split_inputs(args))
+    strategies = strategy_names(args.strategies, context)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, object] = {
@@ -423,21 +468,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
     source.add_argument("--world-seed", type=int, default=0, help="seed of the synthetic world")
     model = parser.add_argument_group("model (embed the THINGS root's concepts with any backend, through the cache)")
-    model.add_argument("--model-type", default="open_clip", help="backend name (see clip_cycles.encoding.backends)")
-    model.add_argument("--model", default=None, help="model name (backend-specific); omit to use --embeddings only")
-    model.add_argument("--pretrained", default=None, help="pretrained tag or checkpoint path; none = random init")
+    # The model flags of every command, without the task data flags and without the --seed alias
+    # (which would shadow the abbreviation of --seeds here).
+    add_model_arguments(model, data=False,
+                        helps={"model": "model name (backend-specific); omit to use --embeddings only"})
     model.add_argument("--model-name", default=None, help="row name in the tables (default: MODEL/PRETRAINED)")
     model.add_argument("--concept-text", choices=("name", "definition"), default=None,
                        help="text embeddings of concept names or definitions instead of mean image embeddings")
-    model.add_argument("--cache-dir", default=None, help="feature cache root (default: $CLIP_CYCLES_CACHE)")
-    model.add_argument("--no-cache", action="store_true", help="encode everything and store nothing")
-    model.add_argument("--model-cache-dir", default=None, help="where the backend keeps downloaded weights")
-    model.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    model.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
-    model.add_argument("--model-seed", dest="seed", type=int, default=0, help="torch seed before loading (random init)")
-    model.add_argument("--encode-batch-size", type=int, default=64)
-    model.add_argument("--num-workers", type=int, default=None, help="image decoding workers")
-    model.add_argument("--skip-bad-images", action="store_true", help="count and drop unreadable concept images")
     parser.add_argument("--min-concepts", type=int, default=DEFAULT_MIN_CONCEPTS, help="attribute filter (10)")
     parser.add_argument("--strategies", nargs="+", default=list(PAPER_STRATEGY_ORDER), help="split strategies")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="split seeds")
@@ -458,28 +495,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def small_world_args(out: str | Path, **overrides: object) -> argparse.Namespace:
-    """Namespace for a run on the small synthetic world (used by tests and the demo)."""
-    parser = argparse.ArgumentParser()
-    configure_parser(parser)
-    args = parser.parse_args(["--synthetic", "small", "--out", str(out)])
-    return replace_namespace(args, **overrides)
-
-
-def replace_namespace(args: argparse.Namespace, **overrides: object) -> argparse.Namespace:
-    """Copy of ``args`` with ``overrides`` set."""
-    values = dict(vars(args))
-    values.update(overrides)
-    return argparse.Namespace(**values)
-
-
 __all__ = [
+    "SplitInputs",
     "configure_parser",
+    "load_inputs",
     "markdown_report",
     "run",
     "run_grid",
     "run_k_ablation",
-    "small_world_args",
+    "split_inputs",
     "strategy_names",
     "write_figures",
 ]

@@ -6,49 +6,52 @@ folder>`` (or ``timm``, or any embedding backend) embeds the THINGS root's conce
 that model, through the same feature cache and mean-image-embedding rule as the probed
 models (:func:`clip_cycles.evaluation.runners.embed_concepts`), and hands the matrix to the
 split context in place of ``--split-embeddings``.
+
+The split model's flags are the model flags of every command
+(:func:`clip_cycles.encoding.flags.add_model_arguments`) with the prefix ``split-``, the
+model's three only: device, seed, precision, caches and encoder settings are those of
+the probed models (``model_options(args, "split-", base=...)``).
 """
 
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from clip_cycles.attributes.concept_features import embed_concepts
-from clip_cycles.encoding.encoder import ModelSpec
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.attributes.concepts import DEFAULT_MIN_CONCEPTS
+from clip_cycles.encoding.flags import add_model_arguments
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
+
+#: The model flags the split model has of its own (``--split-model-type``, ``--split-model``, ``--split-pretrained``).
+SPLIT_MODEL_FIELDS: tuple[str, ...] = ("model_type", "model", "pretrained")
+SPLIT_PREFIX = "split-"
 
 
 def add_split_model_arguments(group: Any) -> None:
     """``--split-model-type``, ``--split-model``, ``--split-pretrained`` on a parser or argument group."""
-    group.add_argument("--split-model-type", default="hf_vision",
-                       help="backend of --split-model (timm, hf_vision or any embedding backend)")
-    group.add_argument("--split-model", default=None,
-                       help="model whose concept image embeddings make the clustering/similarity splits "
-                            "(instead of --split-embeddings)")
-    group.add_argument("--split-pretrained", default=None, help="pretrained tag, revision or checkpoint of --split-model")
+    add_model_arguments(group, prefix=SPLIT_PREFIX, only=SPLIT_MODEL_FIELDS, defaults={"model_type": "hf_vision"}, helps={
+        "model_type": "backend of --split-model (timm, hf_vision or any embedding backend)",
+        "model": "model whose concept image embeddings make the clustering/similarity splits "
+                 "(instead of --split-embeddings)",
+        "pretrained": "pretrained tag, revision or checkpoint of --split-model",
+    })
 
 
-def split_embeddings_from_model(args: argparse.Namespace, data: Any) -> tuple[tuple[str, ...], np.ndarray]:
-    """Concept ids and mean image embeddings of ``data``'s concepts under ``--split-model``."""
+def split_embeddings_from_model(options: ModelOptions, things_root: str | Path, data: Any,
+                                categories: str | None = None,
+                                min_concepts: int = DEFAULT_MIN_CONCEPTS) -> tuple[tuple[str, ...], np.ndarray]:
+    """Concept ids and mean image embeddings of ``data``'s concepts under the split model ``options``."""
 
-    if getattr(args, "split_embeddings", None):
-        raise ValueError("give either --split-embeddings or --split-model, not both")
-    device = args.device
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    spec = ModelSpec(backend=args.split_model_type, model=args.split_model, pretrained=args.split_pretrained,
-                     device=device, seed=args.seed, amp=args.amp, model_cache_dir=args.model_cache_dir)
-    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
-    embedded, matrix, info = embed_concepts(args.things_root, data, spec, cache, "image", args.categories,
-                                            args.min_concepts, args.encode_batch_size, args.num_workers,
-                                            args.skip_bad_images)
-    print(f"split embeddings: {len(embedded.concepts)} concepts with {args.split_model_type}:{args.split_model} "
+    context = RunContext.from_options(options)
+    embedded, matrix, info = embed_concepts(things_root, data, context.spec, context.cache_dir, "image", categories,
+                                            min_concepts, context.batch_size, context.num_workers,
+                                            context.skip_bad_images)
+    print(f"split embeddings: {len(embedded.concepts)} concepts with {options.model_type}:{options.model} "
           f"(dim {info['dim']})")
     return tuple(embedded.concepts), matrix
 
 
-__all__ = ["add_split_model_arguments", "split_embeddings_from_model"]
+__all__ = ["SPLIT_MODEL_FIELDS", "SPLIT_PREFIX", "add_split_model_arguments", "split_embeddings_from_model"]

@@ -58,9 +58,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from clip_cycles.encoding.encoder import encode
+from clip_cycles.settings import dist_timeout_s
 
 if TYPE_CHECKING:
     from clip_cycles.data.images import ImageItem
@@ -68,16 +69,12 @@ if TYPE_CHECKING:
 
 #: torchrun's variables: (name, default when absent).
 RANK_ENV, WORLD_SIZE_ENV, LOCAL_RANK_ENV = "RANK", "WORLD_SIZE", "LOCAL_RANK"
-#: With CLIP_CYCLES_FAULT_AFTER_BATCHES, only the rank named here fails (tests).
-FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
-#: How long a barrier waits for slow ranks (a whole shard of a large pool may be encoded meanwhile).
-TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
-DEFAULT_TIMEOUT_S = 6 * 3600.0
 
 #: Process-group backend per device type: collective libraries, not a scheduler of our own.
 BACKENDS: dict[str, str] = {"cuda": "nccl", "cpu": "gloo"}
 
 K = TypeVar("K", bound=Hashable)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -174,7 +171,7 @@ def init(device: str, environ: Mapping[str, str] | None = None) -> DistContext:
     if not dist.is_initialized():
         if backend == "nccl":
             torch.cuda.set_device(torch.device(device))
-        timeout = float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT_S)
+        timeout = dist_timeout_s()
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
         _owned = True
     elif dist.get_world_size() != world_size or dist.get_rank() != rank:
@@ -268,6 +265,50 @@ def gather_to_main(obj: Any, ctx: DistContext | None = None) -> list[Any] | None
     return out
 
 
+def require_shared_cache(cache_dir: str | Path | None, work: str, results: str) -> None:
+    """Refuse sharded ``work`` without a cache: rank 0 reads the other ranks' ``results`` from it."""
+    if cache_dir is None:
+        raise ValueError(f"{work} under torchrun needs the shared cache (--cache-dir or $CLIP_CYCLES_CACHE): "
+                         f"drop --no-cache; rank 0 reads the other ranks' {results} from it")
+
+
+@dataclass
+class Completed(Generic[R]):
+    """Rank 0's result of :func:`rank_zero_completes`: its full pass, every rank's report, the images any rank found bad."""
+
+    result: R
+    reports: list[dict[str, Any]]
+    bad_images: dict[str, str]
+
+
+def rank_zero_completes(ctx: DistContext, cache_dir: str | Path | None, work: str, results: str,
+                        run_shard: Callable[[], dict[str, Any]], complete: Callable[[dict[str, str]], R],
+                        redone: Callable[[R], str | None]) -> Completed[R] | None:
+    """The sharded pattern "every rank fills the cache with its shard, rank 0 completes" (active process group).
+
+    Each rank calls ``run_shard()``, which computes its shard into the shared cache and
+    returns a JSON-able report with a ``bad_images`` mapping; all ranks meet at a barrier and
+    the reports are gathered on rank 0, where ``complete(bad_images)`` runs the whole job
+    again, reading everything back from the cache. ``redone(result)`` describes what that
+    pass had to compute itself ("encode 3 images", None when nothing): a warning then says
+    the cache is probably not shared. Returns None on the other ranks.
+    """
+    require_shared_cache(cache_dir, work, results)
+    report = run_shard()
+    barrier(ctx)
+    reports = gather_to_main(report, ctx)
+    if not ctx.is_main:
+        return None
+    assert reports is not None
+    bad = {k: v for r in reports for k, v in r["bad_images"].items()}
+    result = complete(bad)
+    message = redone(result)
+    if message:
+        print(f"warning: rank 0 had to {message} the other ranks reported as done; is the cache {cache_dir} "
+              "on a filesystem every rank (and node) sees?", file=sys.stderr)
+    return Completed(result, reports, bad)
+
+
 def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec,
                    feature_cache_dir: str | Path | None, batch_size: int, num_workers: int | None = None,
                    skip_bad_images: bool = False, ctx: DistContext | None = None) -> EncodedFeatures | None:
@@ -282,35 +323,38 @@ def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: M
     ctx = ctx or current()
     if not ctx.active:
         return encode(images, captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)
-    if feature_cache_dir is None:
-        raise ValueError("encoding under torchrun needs the shared feature cache (--cache-dir or $CLIP_CYCLES_CACHE): "
-                         "drop --no-cache; rank 0 reads the other ranks' features from it")
+    require_shared_cache(feature_cache_dir, "encoding", "features")
     if spec.backend == "features":  # precomputed tables: nothing to encode, rank 0 reads them
         gather_to_main(None, ctx)
         return encode(images, captions, spec, None, batch_size, num_workers, skip_bad_images) if ctx.is_main else None
-    by_key = {item.key: item for item in images}
-    mine_images = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
-    mine_captions = shard(captions, ctx.rank, ctx.world_size)
-    part = encode(mine_images, mine_captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)
-    report = {"rank": ctx.rank, "images": len(mine_images), "captions": len(mine_captions), **part.stats.to_dict()}
-    print(f"rank {ctx.rank}/{ctx.world_size}: encoded {part.stats.encoded_images} images and "
-          f"{part.stats.encoded_captions} captions of its shard ({len(mine_images)} images, "
-          f"{len(mine_captions)} captions; {part.stats.cached_images} + {part.stats.cached_captions} cached)",
-          file=sys.stderr, flush=True)
-    barrier(ctx)
-    reports = gather_to_main(report, ctx)
-    if not ctx.is_main:
+
+    def encode_shard() -> dict[str, Any]:
+        by_key = {item.key: item for item in images}
+        mine_images = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
+        mine_captions = shard(captions, ctx.rank, ctx.world_size)
+        part = encode(mine_images, mine_captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)
+        print(f"rank {ctx.rank}/{ctx.world_size}: encoded {part.stats.encoded_images} images and "
+              f"{part.stats.encoded_captions} captions of its shard ({len(mine_images)} images, "
+              f"{len(mine_captions)} captions; {part.stats.cached_images} + {part.stats.cached_captions} cached)",
+              file=sys.stderr, flush=True)
+        return {"rank": ctx.rank, "images": len(mine_images), "captions": len(mine_captions), **part.stats.to_dict()}
+
+    def encode_all(bad: dict[str, str]) -> EncodedFeatures:
+        return encode([item for item in images if item.key not in bad], captions, spec, feature_cache_dir,
+                      batch_size, num_workers, skip_bad_images)
+
+    def redone(final: EncodedFeatures) -> str | None:
+        stats = final.stats
+        if stats.encoded_images or stats.encoded_captions:
+            return f"encode {stats.encoded_images} images and {stats.encoded_captions} captions"
         return None
-    assert reports is not None
-    bad = {k: v for r in reports for k, v in r["bad_images"].items()}
-    final = encode([item for item in images if item.key not in bad], captions, spec, feature_cache_dir,
-                   batch_size, num_workers, skip_bad_images)
+
+    done = rank_zero_completes(ctx, feature_cache_dir, "encoding", "features", encode_shard, encode_all, redone)
+    if done is None:
+        return None
+    final, reports = done.result, done.reports
     stats = final.stats
-    if stats.encoded_images or stats.encoded_captions:
-        print(f"warning: rank 0 had to encode {stats.encoded_images} images and {stats.encoded_captions} captions "
-              f"the other ranks reported as done; is the feature cache {feature_cache_dir} on a filesystem "
-              "every rank (and node) sees?", file=sys.stderr)
-    stats.bad_images.update(bad)
+    stats.bad_images.update(done.bad_images)
     stats.encoded_images += sum(r["encoded_images"] for r in reports)
     stats.encoded_captions += sum(r["encoded_captions"] for r in reports)
     stats.cached_images = sum(r["cached_images"] for r in reports)

@@ -33,9 +33,8 @@ from clip_cycles.encoding.backends import is_random_init, load_model
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
+from clip_cycles.settings import FAULT_ENV, injected_fault_limit
 
-FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
-FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
 DEFAULT_BATCH_SIZE = 64
 #: Captions go in batches of at least this many: token tensors are small, and larger
 #: batches keep the text tower busy (and write fewer cache shards).
@@ -255,10 +254,7 @@ def _check_output(output: Any, n: int, what: str, keys: Sequence[str]) -> np.nda
 
 class _FaultCounter:
     def __init__(self) -> None:
-        raw = os.environ.get(FAULT_ENV, "")
-        only_rank = os.environ.get(FAULT_RANK_ENV, "").strip()
-        other_rank = bool(only_rank) and only_rank != os.environ.get("RANK", "0")
-        self.limit = int(raw) if raw.strip() and not other_rank else None
+        self.limit = injected_fault_limit()
         self.count = 0
 
     def tick(self) -> None:

@@ -1,13 +1,61 @@
-"""Where a run reads and caches, and what it gives back: ``RunContext`` and ``RunOutcome``."""
+"""Where a run reads and caches, and what it gives back: ``ModelOptions``, ``RunContext`` and ``RunOutcome``.
+
+Every command that loads a model turns its parsed flags into one :class:`ModelOptions`
+(:func:`clip_cycles.encoding.flags.model_options`, at the command line's edge; the
+clip_benchmark plugin and the demo build one directly). The :class:`~clip_cycles.encoding.encoder.ModelSpec`
+is made from it in one place (:meth:`ModelOptions.model_spec`), and so is the
+:class:`RunContext` with its resolved caches (:meth:`RunContext.from_options`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.encoding.encoder import DEFAULT_BATCH_SIZE, EncodedFeatures, ModelSpec
+from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """The model flags of every command, typed: which model, where it runs, how it encodes, which caches.
+
+    Field names are the flags' (``--model-type`` is ``model_type``, ``--no-amp`` clears
+    ``amp``, ``--no-cache`` clears ``use_cache``). ``device`` None means CUDA when
+    available; ``cache_dir`` None means ``$CLIP_CYCLES_CACHE`` or ``~/.cache/clip_cycles``;
+    ``data_cache_dir`` None means ``<cache root>/datasets``.
+    """
+
+    model_type: str = "open_clip"
+    model: str | None = None
+    pretrained: str | None = None
+    model_cache_dir: str | None = None
+    device: str | None = None
+    amp: bool = True
+    model_seed: int = 0
+    encode_batch_size: int = DEFAULT_BATCH_SIZE
+    num_workers: int | None = None
+    skip_bad_images: bool = False
+    cache_dir: str | Path | None = None
+    use_cache: bool = True
+    dataset_root: str | Path | None = None
+    data_cache_dir: str | Path | None = None
+
+    def model_spec(self, loader: Callable[[], Any] | None = None) -> ModelSpec:
+        """The ModelSpec these options describe (the one place one is made from flags).
+
+        ``loader`` replaces the backend registry (the clip_benchmark plugin's ``load_clip``).
+        """
+        if not self.model:
+            raise ValueError(f"no model given (model type {self.model_type!r}): pass --model NAME")
+        device = self.device
+        if device is None:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        return ModelSpec(backend=self.model_type, model=self.model, pretrained=self.pretrained, device=device,
+                         seed=self.model_seed, amp=self.amp, model_cache_dir=self.model_cache_dir, loader=loader)
 
 
 @dataclass
@@ -22,20 +70,26 @@ class RunContext:
     dataset_root: str | Path | None = None
     cache_dir: Path | None = None
     data_cache_dir: Path | None = None
-    batch_size: int = 64
+    batch_size: int = DEFAULT_BATCH_SIZE
     num_workers: int | None = None
     skip_bad_images: bool = False
     seeds: Sequence[int] | None = None
     language: str = "en"
 
     @classmethod
-    def create(cls, spec: ModelSpec, dataset_root: str | Path | None = None, cache_dir: str | Path | None = None,
-               use_cache: bool = True, data_cache_dir: str | Path | None = None, **kwargs: Any) -> RunContext:
-        """Resolve the caches the way ``clip-cycles eval`` does (``$CLIP_CYCLES_CACHE`` by default)."""
+    def from_options(cls, options: ModelOptions, seeds: Sequence[int] | None = None, language: str = "en",
+                     loader: Callable[[], Any] | None = None) -> RunContext:
+        """The context of a run with ``options``: its ModelSpec and its caches resolved.
 
-        root = resolve_cache_dir(cache_dir)
-        return cls(spec=spec, dataset_root=dataset_root, cache_dir=root if use_cache else None,
-                   data_cache_dir=Path(data_cache_dir) if data_cache_dir else root / "datasets", **kwargs)
+        The feature cache is ``options.cache_dir`` (else ``$CLIP_CYCLES_CACHE``, else
+        ``~/.cache/clip_cycles``), None with ``use_cache=False``; the data cache is
+        ``options.data_cache_dir`` or ``datasets/`` under that root (also without the feature cache).
+        """
+        return cls(spec=options.model_spec(loader), dataset_root=options.dataset_root,
+                   cache_dir=resolve_cache_dir(options.cache_dir) if options.use_cache else None,
+                   data_cache_dir=resolve_data_cache_dir(options.data_cache_dir, options.cache_dir),
+                   batch_size=options.encode_batch_size, num_workers=options.num_workers,
+                   skip_bad_images=options.skip_bad_images, seeds=seeds, language=language)
 
 
 @dataclass

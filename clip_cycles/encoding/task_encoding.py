@@ -12,7 +12,7 @@ from clip_cycles.data.folder_reader import CycleRows
 from clip_cycles.encoding.distributed import encode_sharded, main_process_first
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.vlm_scores import score_tasks, uses_pair_scores
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.settings import resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData, load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import TaskSpec
 
@@ -33,7 +33,7 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
                          "(clip_cycles.evaluation.runners) encode what they need")
     if seeds is not None:
         check_seeds(seeds)
-    data_cache = Path(data_cache_dir) if data_cache_dir else resolve_cache_dir(cache_dir) / "datasets"
+    data_cache = resolve_data_cache_dir(data_cache_dir, cache_dir)
     with main_process_first():  # rank 0 builds shared data folders once; the others reuse them
         folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
     loaded = []

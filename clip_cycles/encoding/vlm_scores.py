@@ -38,7 +38,7 @@ import numpy as np
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
 from clip_cycles.encoding.backends import backend_capabilities, is_random_init
-from clip_cycles.encoding.distributed import barrier, current, gather_to_main, shard
+from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
 from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
 from clip_cycles.fingerprints import content_hash, digest, text_hash
@@ -515,34 +515,36 @@ def score_tasks(data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path
     """
 
     configs = {d.task.name: prompt_config_for_task(d.task) for d in data}
+    prompts = list(configs.values())
     pairs = cycle_pairs(data)
     ctx = current()
-    if ctx.active:
-        if cache_dir is None:
-            raise ValueError("scoring pairs under torchrun needs the shared cache (--cache-dir or $CLIP_CYCLES_CACHE): "
-                             "drop --no-cache; rank 0 reads the other ranks' scores from it")
-        by_key = {(i.key, c): (i, c) for i, c in pairs}
-        mine = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
-        _, part = score_pairs(mine, spec, list(configs.values()), cache_dir, batch_size, skip_bad_images)
-        print(f"rank {ctx.rank}/{ctx.world_size}: scored {part.stats.scored_pairs} pairs of its shard "
-              f"({len(mine)} pairs; {part.stats.cached_pairs} cached)", file=sys.stderr, flush=True)
-        report = {"rank": ctx.rank, "pairs": len(mine), **part.stats.to_dict()}
-        barrier(ctx)
-        reports = gather_to_main(report, ctx)
-        if not ctx.is_main:
+    if not ctx.active:
+        names, scores = score_pairs(pairs, spec, prompts, cache_dir, batch_size, skip_bad_images)
+    else:
+        def score_shard() -> dict[str, Any]:
+            by_key = {(i.key, c): (i, c) for i, c in pairs}
+            mine = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
+            _, part = score_pairs(mine, spec, prompts, cache_dir, batch_size, skip_bad_images)
+            print(f"rank {ctx.rank}/{ctx.world_size}: scored {part.stats.scored_pairs} pairs of its shard "
+                  f"({len(mine)} pairs; {part.stats.cached_pairs} cached)", file=sys.stderr, flush=True)
+            return {"rank": ctx.rank, "pairs": len(mine), **part.stats.to_dict()}
+
+        def score_all(bad: dict[str, str]) -> tuple[dict[str, PromptConfig], PairScores]:
+            return score_pairs([(i, c) for i, c in pairs if i.key not in bad], spec, prompts, cache_dir, batch_size,
+                               skip_bad_images)
+
+        def redone(result: tuple[dict[str, PromptConfig], PairScores]) -> str | None:
+            scored = result[1].stats.scored_pairs
+            return f"score {scored} pairs" if scored else None
+
+        done = rank_zero_completes(ctx, cache_dir, "scoring pairs", "scores", score_shard, score_all, redone)
+        if done is None:
             return None
-        assert reports is not None
-        bad = {k: v for r in reports for k, v in r["bad_images"].items()}
-        pairs = [(i, c) for i, c in pairs if i.key not in bad]
-    names, scores = score_pairs(pairs, spec, list(configs.values()), cache_dir, batch_size, skip_bad_images)
-    if ctx.active:
-        if scores.stats.scored_pairs:
-            print(f"warning: rank 0 had to score {scores.stats.scored_pairs} pairs the other ranks reported as done; "
-                  f"is the cache {cache_dir} on a filesystem every rank sees?", file=sys.stderr)
-        scores.stats.bad_images.update(bad)
-        scores.stats.scored_pairs += sum(r["scored_pairs"] for r in reports)
+        names, scores = done.result
+        scores.stats.bad_images.update(done.bad_images)
+        scores.stats.scored_pairs += sum(r["scored_pairs"] for r in done.reports)
         scores.stats.ranks = [{k: r[k] for k in ("rank", "pairs", "scored_pairs", "cached_pairs", "skipped_bad_images")}
-                              for r in reports]
+                              for r in done.reports]
     by_config = {config: name for name, config in names.items()}
     scores.task_configs = {task: (by_config[config], config) for task, config in configs.items()}
     return scores

@@ -18,27 +18,9 @@ from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.report import markdown_table, write_figure
 from clip_cycles.benchmark_audit.run import audit_benchmark
-from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.encoding.flags import add_model_arguments, model_options
+from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.results import write_json
-from clip_cycles.settings import resolve_cache_dir
-
-#: Flags of ``clip-cycles eval`` that an audit does not take (it reads a benchmark root, not tasks).
-_NOT_HERE = {"--task", "--dataset-root", "--data-cache-dir"}
-
-
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    """The model and cache flags exactly as ``clip-cycles eval`` defines them, ``--model`` optional."""
-
-    shared = argparse.ArgumentParser(add_help=False)
-    add_model_arguments(shared)
-    group = parser.add_argument_group("model (as clip-cycles eval)")
-    for action in shared._actions:
-        if set(action.option_strings) & _NOT_HERE:
-            continue
-        if "--model" in action.option_strings:
-            action.required = False
-            action.help = "model name (backend-specific); omit to audit the design and length rules only"
-        group._add_action(action)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +30,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="output folder (default: results/audit_<name>)")
     parser.add_argument("--tie-tolerance", type=float, default=DEFAULT_TIE_TOLERANCE)
     parser.add_argument("--probe-folds", type=int, default=5, help="cross-validation folds (by item) of the probes")
-    add_model_flags(parser)
+    # The model flags of `clip-cycles eval`, without its data flags: an audit reads --root, not tasks.
+    add_model_arguments(parser.add_argument_group("model (as clip-cycles eval)"), data=False, aliases=True,
+                        helps={"model": "model name (backend-specific); omit to audit the design and length rules only"})
     parser.set_defaults(func=run)
 
 
@@ -56,10 +40,12 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in ADAPTERS:
         raise ValueError(f"unknown benchmark format {args.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
     settings = AuditSettings(tie_tolerance=args.tie_tolerance, probe_folds=args.probe_folds)
-    spec = model_spec_from_args(args) if args.model else None
-    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
-    audit = audit_benchmark(args.name, args.root, spec, cache, args.subset, settings, args.batch_size,
-                            args.num_workers, args.skip_bad_images)
+    options = model_options(args)
+    # Without a model nothing is encoded, so no cache either: only the design and the length rules are audited.
+    context = RunContext.from_options(options) if options.model else None
+    audit = audit_benchmark(args.name, args.root, context.spec if context else None,
+                            context.cache_dir if context else None, args.subset, settings, options.encode_batch_size,
+                            options.num_workers, options.skip_bad_images)
     out = Path(args.out or os.path.join("results", f"audit_{args.name}"))
     out.mkdir(parents=True, exist_ok=True)
     stem = f"audit_{args.name}"

@@ -30,9 +30,9 @@ from clip_cycles.attributes.concept_features import concept_image_embeddings
 from clip_cycles.attributes.shape_concepts import make_shape_concepts
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext
 from clip_cycles.data.shapes_world import write_shapes_world
-from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
-from clip_cycles.evaluation.zero_shot import evaluate
+from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
@@ -40,6 +40,7 @@ from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 from clip_cycles.results import mean_sd, write_json
 from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.tasks.registry import expand_tasks
 
 #: The demo's shapes world (evaluation data). cycles-tiny was trained on another seed.
 DEMO_WORLD = {"n_images": 1000, "seed": 0, "image_size": 64}
@@ -112,14 +113,17 @@ def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
     return world
 
 
-def model_spec() -> Any:
-    """cycles-tiny with its shipped ``shapes`` weights, through the open_clip backend."""
+def demo_context(world: Path, cache: Path, seeds: Sequence[int]) -> RunContext:
+    """cycles-tiny with its shipped ``shapes`` weights (open_clip backend, on the CPU) on ``world``, caching in ``cache``."""
 
     register_tiny_model(check_shipped_checkpoint())
-    return ModelSpec(backend="open_clip", model=MODEL_NAME, pretrained=PRETRAINED_TAG)
+    # The CPU even where CUDA is present, so the demo's numbers are the same on every machine.
+    options = ModelOptions(model=MODEL_NAME, pretrained=PRETRAINED_TAG, device="cpu", cache_dir=cache,
+                           dataset_root=world)
+    return RunContext.from_options(options, seeds=seeds)
 
 
-def zero_shot(spec: Any, world: Path, cache: Path, seeds: Sequence[int]) -> dict[str, Any]:
+def zero_shot(context: RunContext) -> dict[str, Any]:
     """Zero-shot records of every shapes family (``cycles/shapes_all``) as one experiment record.
 
     The same evaluation as ``clip_benchmark eval --dataset cycles/shapes_all --model cycles-tiny
@@ -129,7 +133,10 @@ def zero_shot(spec: Any, world: Path, cache: Path, seeds: Sequence[int]) -> dict
 
     families: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
-    records, _ = evaluate([COLLECTION], spec, dataset_root=world, cache_dir=cache, seeds=seeds)
+    spec, seeds = context.spec, context.seeds or ()
+    records, _ = evaluate_tasks(expand_tasks([COLLECTION]), spec, context.dataset_root, context.cache_dir,
+                                context.data_cache_dir, context.batch_size, context.num_workers,  # type: ignore[arg-type]
+                                context.skip_bad_images, context.seeds)
     for record in records:
         name = record["dataset"].removeprefix("cycles_").removeprefix("cycles/")
         metrics = record["metrics"]
@@ -148,12 +155,15 @@ def zero_shot(spec: Any, world: Path, cache: Path, seeds: Sequence[int]) -> dict
     }
 
 
-def attribute_splits(spec: Any, cache: Path, settings: DemoSettings) -> dict[str, Any]:
-    """The five split strategies on the rendered shape-concept world, embedded with ``spec``."""
+def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
+    """The five split strategies on the rendered shape-concept world, embedded with the run's model."""
 
+    spec, cache = run.spec, run.cache_dir
+    assert cache is not None  # the demo always caches: its concept world lives there too
     root = cache / "demo" / f"shape_concepts-{settings.images_per_concept}"
     world = make_shape_concepts(root, images_per_concept=settings.images_per_concept)
-    concepts, X = concept_image_embeddings(world.images, spec, cache_dir=cache, root=root)
+    concepts, X = concept_image_embeddings(world.images, spec, cache_dir=cache, root=root, batch_size=run.batch_size,
+                                           num_workers=run.num_workers, skip_bad_images=run.skip_bad_images)
     if concepts != world.data.concepts:
         raise ValueError(f"concept embeddings came back for {len(concepts)} of {len(world.data.concepts)} concepts")
     context = SplitContext(concepts=world.data.concepts, supercategories=world.data.supercategories,
@@ -240,13 +250,14 @@ def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
         clock = now
         print(f"demo: {name} done in {timings[name]} s", file=sys.stderr)
 
-    spec = model_spec()
     world = prepare_world(cache, settings.world_images)
+    context = demo_context(world, cache, settings.seeds)
     lap("shapes world")
-    results: dict[str, dict[str, Any]] = {"zero_shot": zero_shot(spec, world, cache, settings.seeds)}
+    results: dict[str, dict[str, Any]] = {"zero_shot": zero_shot(context)}
     lap("family builds and zero-shot evaluation")
-    features = load_from_tasks([COLLECTION], spec, dataset_root=world, cache_dir=cache, seeds=settings.seeds,
-                               with_markers=True)
+    features = load_from_tasks([COLLECTION], context.spec, context.dataset_root, context.cache_dir,
+                               context.data_cache_dir, context.seeds, True, context.batch_size, context.num_workers,
+                               context.skip_bad_images)
     results["probe"] = run_probes(features, ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks,
                                                           seeds=settings.seeds))
     lap("probe rank sweep")
@@ -256,7 +267,7 @@ def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
                                   unavailable={k: v for k, v in features.unavailable.items() if k == OE_FAMILY})
     results["oe"] = run_oe(oe_data, OESettings(epochs=settings.oe_epochs, seeds=settings.seeds))
     lap("OE experiment")
-    results["attributes"] = attribute_splits(spec, cache, settings)
+    results["attributes"] = attribute_splits(context, settings)
     lap("attribute splits")
     for name, record in results.items():
         write_json(record, out / f"{name}.json")

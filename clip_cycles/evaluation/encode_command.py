@@ -6,15 +6,16 @@ import argparse
 import json
 
 from clip_cycles.encoding.distributed import process_group
-from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
+from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.encoding.task_encoding import encode_tasks
-from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles encode``: fill the feature cache for tasks without scoring them."""
-    add_model_arguments(parser)
+    add_task_argument(parser)
+    add_model_arguments(parser, model_required=True, aliases=True)
     parser.set_defaults(func=run)
 
 
@@ -22,12 +23,11 @@ def run(args: argparse.Namespace) -> int:
     """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
 
     tasks = expand_tasks(args.task)
-    spec = model_spec_from_args(args)
-    with process_group(spec):
-        _, encoded = encode_tasks(tasks, spec, args.dataset_root,
-                                  None if args.no_cache else resolve_cache_dir(args.cache_dir),
-                                  data_cache_dir=args.data_cache_dir, batch_size=args.batch_size,
-                                  num_workers=args.num_workers, skip_bad_images=args.skip_bad_images)
+    context = RunContext.from_options(model_options(args))
+    with process_group(context.spec):
+        _, encoded = encode_tasks(tasks, context.spec, context.dataset_root, context.cache_dir,
+                                  data_cache_dir=context.data_cache_dir, batch_size=context.batch_size,
+                                  num_workers=context.num_workers, skip_bad_images=context.skip_bad_images)
     if encoded is not None:  # None on the ranks other than 0
         print(json.dumps(encoded.stats.to_dict(), indent=2, sort_keys=True))
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from clip_cycles.data.families import seed_argument
 from clip_cycles.encoding.distributed import process_group
-from clip_cycles.encoding.flags import add_model_arguments, model_spec_from_args
+from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.runners import run_tasks
 from clip_cycles.results import DEFAULT_OUTPUT, output_path, write_json
@@ -17,7 +17,8 @@ from clip_cycles.results import DEFAULT_OUTPUT, output_path, write_json
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles eval``: the same results as the clip_benchmark plugin, without its CLI."""
-    add_model_arguments(parser)
+    add_task_argument(parser)
+    add_model_arguments(parser, model_required=True, aliases=True)
     parser.add_argument("--output", default=DEFAULT_OUTPUT,
                         help="result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
                              "{task} {language} {pretrained_full_path}); '-' prints to stdout")
@@ -29,10 +30,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
 
-    spec = model_spec_from_args(args)
-    context = RunContext.create(spec, args.dataset_root, args.cache_dir, not args.no_cache, args.data_cache_dir,
-                                batch_size=args.batch_size, num_workers=args.num_workers,
-                                skip_bad_images=args.skip_bad_images, seeds=args.seeds)
+    context = RunContext.from_options(model_options(args), seeds=args.seeds)
+    spec = context.spec
     with process_group(spec):
         outcome = run_tasks(args.task, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports

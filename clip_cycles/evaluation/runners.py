@@ -22,7 +22,6 @@ decorated with :func:`register_runner`.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from clip_cycles.experiments.oe import OESettings, oe_metrics
 from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
 from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
 from clip_cycles.results import clean, mean_sd
+from clip_cycles.settings import split_embeddings_override
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec, TaskSpec, expand_tasks
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -292,10 +292,6 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     return metrics
 
 
-#: Environment override of ``dataset_kwargs.split_embeddings`` (e.g. for clip_benchmark runs).
-SPLIT_EMBEDDINGS_ENV: str = "CLIP_CYCLES_SPLIT_EMBEDDINGS"
-
-
 def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
                       root: Path) -> tuple[np.ndarray | None, str | None]:
     """One split embedding for every model: ``$CLIP_CYCLES_SPLIT_EMBEDDINGS`` or the task's key (root-relative).
@@ -304,7 +300,7 @@ def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
     each model's own embeddings. Every concept needs a row; missing ones are an error.
     """
 
-    name = os.environ.get(SPLIT_EMBEDDINGS_ENV) or task.split_embeddings
+    name = split_embeddings_override() or task.split_embeddings
     if not name:
         return None, None
     path = _in_root(root, name)

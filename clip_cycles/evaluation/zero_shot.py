@@ -38,7 +38,7 @@ from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.results import benchmark_record, mean_sd
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
@@ -278,7 +278,7 @@ def evaluate(task_names: Sequence[str], spec: ModelSpec, dataset_root: str | Pat
     """
     tasks = expand_tasks(task_names)
     cache = resolve_cache_dir(cache_dir) if use_cache else None
-    return evaluate_tasks(tasks, spec, dataset_root, cache, data_cache_dir or resolve_cache_dir(cache_dir) / "datasets",
+    return evaluate_tasks(tasks, spec, dataset_root, cache, resolve_data_cache_dir(data_cache_dir, cache_dir),
                           batch_size, num_workers, skip_bad_images, seeds)
 
 

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from clip_cycles.encoding.flags import model_spec_from_args
+from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.experiments import oe, probes, transfer
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, load_experiment_data, load_from_tasks
 from clip_cycles.experiments.oe import OESettings
@@ -20,43 +21,31 @@ from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANK
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
 from clip_cycles.results import write_json
-from clip_cycles.settings import resolve_cache_dir
 
 
 def add_input_arguments(parser: Any) -> None:
     """Where an experiment's features come from: ``--features FILE.npz`` or tasks + a model (as ``clip-cycles eval``)."""
     group = parser.add_argument_group("input (either --features, or --task with --model)")
     group.add_argument("--features", default=None, help="an .npz written by save_experiment_data (skips encoding)")
-    group.add_argument("--task", nargs="+", default=None, help="task or collection names, e.g. cycles/coco_all")
-    group.add_argument("--model-type", default="open_clip", help="backend name (see clip_cycles.encoding.backends)")
-    group.add_argument("--model", default=None, help="model name (backend-specific; a file for 'features')")
-    group.add_argument("--pretrained", default=None, help="pretrained tag or checkpoint path; none = random init")
-    group.add_argument("--dataset-root", default=None, help="built dataset folder or raw COCO/GQA/shapes root")
-    group.add_argument("--data-cache-dir", default=None, help="where families built from a raw root are kept")
-    group.add_argument("--cache-dir", default=None, help="feature cache root (default: $CLIP_CYCLES_CACHE)")
-    group.add_argument("--no-cache", action="store_true", help="encode everything and store nothing")
-    group.add_argument("--model-cache-dir", default=None, help="where the backend keeps downloaded weights")
-    group.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    group.add_argument("--no-amp", dest="amp", action="store_false", help="fp32 on CUDA too")
-    group.add_argument("--model-seed", dest="seed", type=int, default=0, help="torch seed before loading (random init)")
-    group.add_argument("--encode-batch-size", type=int, default=64)
-    group.add_argument("--num-workers", type=int, default=None, help="image decoding workers")
-    group.add_argument("--skip-bad-images", action="store_true", help="count and drop cycles with unreadable images")
+    add_task_argument(group, required=False)
+    # No --seed/--batch-size aliases: here --batch-size is the heads' training batch size, --seed abbreviates --seeds.
+    add_model_arguments(group)
 
 
-def data_from_args(args: Any, seeds: Sequence[int] | None = None, with_markers: bool = False) -> ExperimentData:
-    """ExperimentData from parsed :func:`add_input_arguments` arguments."""
-    if args.features is not None:
-        if args.task or args.model:
+def load_input(features: str | Path | None, tasks: Sequence[str] | None, options: ModelOptions,
+               seeds: Sequence[int] | None = None, with_markers: bool = False) -> ExperimentData:
+    """An experiment's ExperimentData: the ``features`` npz, or ``tasks`` encoded with the model of ``options``."""
+    if features is not None:
+        if tasks or options.model:
             raise ValueError("give either --features or --task/--model, not both")
-        return load_experiment_data(args.features)
-    if not args.task or not args.model:
+        return load_experiment_data(features)
+    if not tasks or not options.model:
         raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
 
-    spec = model_spec_from_args(args)
-    cache = None if args.no_cache else resolve_cache_dir(args.cache_dir)
-    return load_from_tasks(args.task, spec, args.dataset_root, cache, args.data_cache_dir, seeds, with_markers,
-                           args.encode_batch_size, args.num_workers, args.skip_bad_images)
+    context = RunContext.from_options(options, seeds=seeds)
+    return load_from_tasks(tasks, context.spec, context.dataset_root, context.cache_dir, context.data_cache_dir,
+                           context.seeds, with_markers, context.batch_size, context.num_workers,
+                           context.skip_bad_images)
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
@@ -71,14 +60,14 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds
     parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
 
 
-def finish(record: dict[str, Any], args: argparse.Namespace, file_name: str) -> int:
-    """Write the JSON into ``--out`` and (unless ``--no-report``) rebuild report.md and the figures there."""
-    out = Path(args.out)
+def finish(record: dict[str, Any], out: str | Path, file_name: str, report: bool = True) -> int:
+    """Write the JSON into ``out`` and (``report``: unless ``--no-report``) rebuild report.md and the figures there."""
+    out = Path(out)
     path = write_json(record, out / file_name)
     print(f"wrote {path}", file=sys.stderr)
-    if not args.no_report:
-        report = build_report(out)
-        print(f"wrote {report.markdown} and {len(report.figures)} figure files", file=sys.stderr)
+    if report:
+        paths = build_report(out)
+        print(f"wrote {paths.markdown} and {len(paths.figures)} figure files", file=sys.stderr)
     return 0
 
 
@@ -100,8 +89,8 @@ def probe_command(args: argparse.Namespace) -> int:
     settings = ProbeSettings(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
                              ranks=tuple(args.ranks), full_heads=tuple(args.full_heads), seeds=tuple(args.seeds),
                              min_cycles=args.min_cycles, audit=not args.no_audit)
-    data = data_from_args(args, seeds=settings.seeds)
-    return finish(run_probes(data, settings), args, probes.RESULT_FILE)
+    data = load_input(args.features, args.task, model_options(args), settings.seeds)
+    return finish(run_probes(data, settings), args.out, probes.RESULT_FILE, report=not args.no_report)
 
 
 def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
@@ -120,8 +109,8 @@ def transfer_command(args: argparse.Namespace) -> int:
 
     settings = TransferSettings(rank=args.rank, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
                                 batch_size=args.batch_size, seeds=tuple(args.seeds), min_cycles=args.min_cycles)
-    data = data_from_args(args, seeds=settings.seeds)
-    return finish(transfer.run_transfer(data, settings), args, transfer.RESULT_FILE)
+    data = load_input(args.features, args.task, model_options(args), settings.seeds)
+    return finish(transfer.run_transfer(data, settings), args.out, transfer.RESULT_FILE, report=not args.no_report)
 
 
 def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
@@ -146,5 +135,5 @@ def oe_command(args: argparse.Namespace) -> int:
                           weight_decay=args.weight_decay, seeds=tuple(args.seeds),
                           text_only_epochs=args.text_only_epochs, text_only_lr=args.text_only_lr,
                           min_cycles=args.min_cycles)
-    data = data_from_args(args, seeds=settings.seeds, with_markers=True)
-    return finish(oe.run_oe(data, settings), args, oe.RESULT_FILE)
+    data = load_input(args.features, args.task, model_options(args), settings.seeds, with_markers=True)
+    return finish(oe.run_oe(data, settings), args.out, oe.RESULT_FILE, report=not args.no_report)

@@ -31,7 +31,7 @@ import numpy as np
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.settings import resolve_data_cache_dir
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import expand_tasks
 
@@ -323,7 +323,7 @@ def load_from_tasks(
             + ", ".join(f"{t.name}: {t.tie_tolerance}" for t in tasks)
             + "); one experiment uses one fixed tolerance"
         )
-    data_cache = Path(data_cache_dir) if data_cache_dir else resolve_cache_dir(cache_dir) / "datasets"
+    data_cache = resolve_data_cache_dir(data_cache_dir, cache_dir)
     folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
     loaded = []
     unavailable: dict[str, str] = {}

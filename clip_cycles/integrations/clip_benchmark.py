@@ -38,12 +38,11 @@ from typing import Any, Callable
 from clip_cycles.data.folder_reader import CycleRows
 from clip_cycles.encoding.backends import available_backends, check_open_clip_request, get_backend
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
-from clip_cycles.encoding.encoder import ModelSpec
-from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import output_path, write_json
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.settings import resolve_data_cache_dir, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
 from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, get_task, is_task_name
 
@@ -96,7 +95,7 @@ def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: An
         from dataclasses import replace
 
         task = replace(task, split=split)
-    folder = resolve_dataset_roots([task], dataset_root, resolve_cache_dir() / "datasets")[task.name]
+    folder = resolve_dataset_roots([task], dataset_root, resolve_data_cache_dir())[task.name]
     data = load_task_data(task, folder, seeds)
     if data.unavailable is not None:
         raise ValueError(data.unavailable)
@@ -104,11 +103,43 @@ def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: An
     return CycleBlocksDataset(merged, transform)
 
 
-def _dataset_root(args: Any, dataset_name: str) -> str | None:
-    root = args.dataset_root.format(dataset=dataset_name, dataset_cleaned=dataset_name.replace("/", "-"))
+def _dataset_root(template: str, dataset_name: str) -> str | None:
+    """clip_benchmark's ``--dataset_root`` template filled for one dataset (None: not given)."""
+    root = template.format(dataset=dataset_name, dataset_cleaned=dataset_name.replace("/", "-"))
     # clip_benchmark's default "root" names no folder: treat it as "not given" (shapes tasks then
     # build their own world; other tasks get the error that says what is expected).
     return None if root == "root" and not os.path.exists(root) else root
+
+
+def options_from_clip_benchmark(args: Any, device: str) -> ModelOptions:
+    """The :class:`ModelOptions` of clip_benchmark's parsed ``eval`` flags (its ``--model_type``, ``--seed``, ...).
+
+    The feature cache is ``$CLIP_CYCLES_CACHE`` (clip_benchmark has no such flag) and
+    ``$CLIP_CYCLES_SKIP_BAD_IMAGES`` stands in for ``--skip-bad-images``.
+    """
+    return ModelOptions(model_type=args.model_type, model=args.model, pretrained=args.pretrained,
+                        model_cache_dir=args.model_cache_dir, device=device, amp=args.amp, model_seed=args.seed,
+                        encode_batch_size=args.batch_size, num_workers=args.num_workers,
+                        skip_bad_images=skip_bad_images(), dataset_root=_dataset_root(args.dataset_root, args.dataset))
+
+
+def clip_benchmark_loader(options: ModelOptions) -> Callable[[], Any]:
+    """A ModelSpec loader through clip_benchmark's own ``load_clip``, with errors that name the model."""
+
+    def loader() -> Any:
+        from clip_benchmark.models import load_clip
+
+        if options.model_type == "open_clip":  # clip_benchmark's own loader: check the names first
+            check_open_clip_request(options.model, options.pretrained)  # type: ignore[arg-type]
+        try:
+            return load_clip(model_type=options.model_type, model_name=options.model, pretrained=options.pretrained,
+                             cache_dir=options.model_cache_dir, device=options.device)
+        except (RuntimeError, KeyError, OSError) as error:
+            # Loaders fail deep inside their library: say which model could not be loaded.
+            raise ValueError(f"model {options.model!r} (--model_type {options.model_type}, --pretrained "
+                             f"{options.pretrained!r}) could not be loaded: {type(error).__name__}: {error}") from error
+
+    return loader
 
 
 def run_cycles(args: Any) -> int:
@@ -118,7 +149,6 @@ def run_cycles(args: Any) -> int:
     cycle scores, a paper-1 experiment or attribute splits; the JSON is clip_benchmark's.
     """
     import torch
-    from clip_benchmark.models import load_clip
 
     task = get_task(args.dataset)
     if isinstance(task, GroupSpec):
@@ -129,7 +159,6 @@ def run_cycles(args: Any) -> int:
     runs_split = bool(getattr(args, "distributed", False))
     if runs_split:
         device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
-    args.device = device
     output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language, runner.result_task)
     if os.path.exists(output) and args.skip_existing:
         if args.verbose:
@@ -139,25 +168,10 @@ def run_cycles(args: Any) -> int:
         print(f"Running '{runner.result_task}' on '{args.dataset}' with the model '{args.pretrained}' "
               f"on language '{args.language}'")
 
-    def loader() -> Any:
-        if args.model_type == "open_clip":  # clip_benchmark's own loader: check the names first
-
-            check_open_clip_request(args.model, args.pretrained)
-        try:
-            return load_clip(model_type=args.model_type, model_name=args.model, pretrained=args.pretrained,
-                             cache_dir=args.model_cache_dir, device=device)
-        except (RuntimeError, KeyError, OSError) as error:
-            # Loaders fail deep inside their library: say which model could not be loaded.
-            raise ValueError(f"model {args.model!r} (--model_type {args.model_type}, --pretrained "
-                             f"{args.pretrained!r}) could not be loaded: {type(error).__name__}: {error}") from error
-
-    spec = ModelSpec(backend=args.model_type, model=args.model, pretrained=args.pretrained, device=device,
-                     seed=args.seed, amp=args.amp, model_cache_dir=args.model_cache_dir, loader=loader)
-    context = RunContext.create(spec, _dataset_root(args, args.dataset), os.environ.get("CLIP_CYCLES_CACHE"),
-                                batch_size=args.batch_size, num_workers=args.num_workers, language=args.language,
-                                skip_bad_images=os.environ.get("CLIP_CYCLES_SKIP_BAD_IMAGES", "") not in ("", "0"))
+    options = options_from_clip_benchmark(args, device)
+    context = RunContext.from_options(options, language=args.language, loader=clip_benchmark_loader(options))
     # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
-    with process_group(spec, keep=True, enabled=not runs_split):
+    with process_group(context.spec, keep=True, enabled=not runs_split):
         outcome = run_tasks([args.dataset], context)
     if not outcome.main:  # a rank other than 0: rank 0 writes the result
         return 0

@@ -61,7 +61,6 @@ over the collection's families. A YAML file of the same name takes precedence.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Union
@@ -70,9 +69,7 @@ import yaml
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.data.sources import source_names
-
-#: Environment variable with extra task directories, searched before the shipped ones.
-TASKS_PATH_ENV = "CLIP_CYCLES_TASKS_PATH"
+from clip_cycles.settings import TASKS_PATH_ENV, extra_task_dirs
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
@@ -705,8 +702,7 @@ class TaskRegistry:
     @classmethod
     def default(cls) -> TaskRegistry:
         """Directories of ``CLIP_CYCLES_TASKS_PATH`` first, then the shipped tasks."""
-        extra = [p for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p]
-        return cls([*extra, shipped_tasks_dir()])
+        return cls([*extra_task_dirs(), shipped_tasks_dir()])
 
     @property
     def entries(self) -> dict[str, AnyTask | GroupSpec]:

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
+from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, split_inputs, strategy_names
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
 
@@ -134,14 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_parser(parser)
     parser.set_defaults(seeds=[0, 1, 2])
     args = parser.parse_args(argv)
-    data, models, context = load_inputs(args)
+    data, models, context = load_inputs(split_inputs(args))
     name, X = next(iter(models.items()))
     split_embedding = args.split_embeddings or name
     if context.split_embeddings is None:
         context = SplitContext(context.concepts, context.supercategories, context.concept_groups, X,
                                published=context.published, split_embedding_name=name)
     out = Path(args.out)
-    info = build(data, X, context, out, strategy_names(args, context), args.seeds, args.fold_assignment,
+    info = build(data, X, context, out, strategy_names(args.strategies, context), args.seeds, args.fold_assignment,
                  split_embedding)
     print(json.dumps({"out": str(out), "embeddings": name, **info["rows"]}, sort_keys=True))  # type: ignore[dict-item]
     return 0
