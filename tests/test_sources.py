@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import shlex
 import subprocess
 import sys
 from dataclasses import replace
@@ -230,6 +231,22 @@ def test_every_registered_source_has_a_build_subcommand(toy: Source) -> None:
         commands["gqa"].parse_args(["--gqa-root", "r", "--out", "o", "--pool-train", "-1"])
     with pytest.raises(SystemExit):
         commands["coco"].parse_args(["--out", "o"])  # the root flag comes from the registry, required
+
+
+@pytest.mark.parametrize("source", ["coco", "gqa"])
+def test_the_recorded_rebuild_command_parses_back_to_every_image(source: str, shapes_world: Path,
+                                                                 tmp_path: Path) -> None:
+    """A build with pools of None (every image) records ``--pool-* 0``, which the build flags read as None."""
+    pools = {"coco": {"pool_train": None, "pool_val": None}, "gqa": {"pool_train": None, "pool_test": None}}[source]
+    builder = {"coco": build.build_coco_folder, "gqa": build.build_gqa_folder}[source]
+    folder, _ = builder(shapes_world, tmp_path / "out", families=["box_left_right" if source == "coco" else "binding"],
+                        seeds=(0,), min_cycles=5, allow_empty=True, **pools)
+    recorded = shlex.split(json.loads((Path(folder) / "build_info.json").read_text())["rebuild_command"])
+    assert recorded[:3] == ["clip-cycles", "build", source]
+    for flag in pools:
+        assert recorded[recorded.index("--" + flag.replace("_", "-")) + 1] == "0"
+    parsed = _build_subcommands()[source].parse_args(recorded[3:])
+    assert {flag: getattr(parsed, flag) for flag in pools} == pools
 
 
 def test_a_source_registered_in_a_test_gets_a_build_subcommand(toy: Source, tmp_path: Path) -> None:

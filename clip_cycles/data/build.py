@@ -78,8 +78,8 @@ def build_coco_folder(
         raise ValueError(f"COCO root {index.root}: train2017 or val2017 has no valid annotated image "
                          f"(skipped: {dict(index.skipped)})")  # fmt: skip
     command = ["clip-cycles", "build", "coco", "--coco-root", str(index.root), "--out", str(out), "--families", *names,
-               "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train),
-               "--pool-val", str(pool_val), "--validation-fraction", repr(validation_fraction), "--margin", repr(margin),
+               "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
+               "--pool-val", str(pool_val or 0), "--validation-fraction", repr(validation_fraction), "--margin", repr(margin),
                "--size-ratio", repr(size_ratio)] + (["--self-contained"] if self_contained else [])  # fmt: skip
     with num_processes(num_proc), geometry(margin, size_ratio):
         return build_folder(
@@ -140,8 +140,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_coco_flags(parser: argparse.ArgumentParser) -> None:
     """Flags of ``clip-cycles build coco`` (``--coco-root`` comes from the source registry)."""
     _common(parser)
-    parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN, help="train2017 pool size (10000)")
-    parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL, help="val2017 pool size (2744)")
+    parser.add_argument("--pool-train", type=_pool_size, default=DEFAULT_POOL_TRAIN,
+                        help=f"train2017 pool size, 0 = all (default {DEFAULT_POOL_TRAIN})")
+    parser.add_argument("--pool-val", type=_pool_size, default=DEFAULT_POOL_VAL,
+                        help=f"val2017 pool size, 0 = all (default {DEFAULT_POOL_VAL})")
     parser.add_argument("--validation-fraction", type=float, default=DEFAULT_VALIDATION_FRACTION,
                         help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})")
     parser.add_argument("--margin", type=float, default=0.1,
