@@ -45,9 +45,6 @@ class BuiltFolder:
     def source_root(self) -> Path:
         return Path(self.info.get("source_root", ""))
 
-    def is_shapes_world(self) -> bool:
-        return self.source == "shapes" or (self.source_root / "shapes_world.json").is_file()
-
 
 def open_built_folder(root: str | Path, families: Sequence[str] | None = None, verify: bool = True) -> BuiltFolder:
     """Read and validate ``build_info.json`` of a built folder, then verify its Parquet files.
