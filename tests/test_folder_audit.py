@@ -10,9 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from clip_cycles.cli import main
-from clip_cycles.data.build import build_coco_folder
+from clip_cycles.data.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.folder_audit import AMBIGUOUS, FALSE, TRUE, Image, audit_folder, coco_truth, gqa_relation_truth
-from clip_cycles.data.gqa_families import build_gqa_folder
 
 COCO_FAMILIES = ["strict_left_right", "category_count", "coarse_object", "object_position", "object_variant"]
 GQA_FAMILIES = ["attribute_color", "binding", "relation_spatial"]

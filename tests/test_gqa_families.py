@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.data.build import configure_parser
+from clip_cycles.data.build import build_gqa_folder, configure_parser
 from clip_cycles.data.families import audit_family_cycles, get_family, list_families
-from clip_cycles.data.gqa_families import build_gqa_families, build_gqa_folder, load_gqa_index
+from clip_cycles.data.gqa_families import build_gqa_families, load_gqa_index
 
 
 def obj(name, attributes=(), relations=(), box=(0, 0, 10, 10)):

@@ -106,18 +106,30 @@ def build_gqa_folder(
     overwrite: bool = False,
     allow_empty: bool = False,
 ) -> tuple[Path, list[Any]]:
-    """Build the GQA families (:func:`clip_cycles.data.gqa_families.build_gqa_folder`) with ``num_proc`` processes.
+    """Build the GQA families from ``gqa_root`` (scene graphs, images) into the dataset folder ``out``.
 
     Pools default to paper 1's (5,600 train-file, 2,400 val-file images); ``None`` takes
-    every valid image. The output is the same for any process count. ``overwrite`` and
+    every valid image; ``validation_fraction`` of the train pool goes to validation per seed.
+    The output is the same for any ``num_proc``. ``self_contained``, ``overwrite`` and
     ``allow_empty`` as for :func:`build_coco_folder`.
     """
 
-    check_seeds(seeds)
+    seeds = tuple(check_seeds(seeds))
     with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
-        return gqa_families.build_gqa_folder(gqa_root, out, families, tuple(seeds), min_cycles, pool_train=pool_train,
-                                             pool_test=pool_test, validation_fraction=validation_fraction,
-                                             self_contained=self_contained)  # fmt: skip
+        names = list(families) if families else list_families("gqa")
+        index, train_pool, val_pool = gqa_families.gqa_build_inputs(gqa_root, pool_train, pool_test)
+        command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
+                   "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
+                   "--pool-test", str(pool_test or 0), "--validation-fraction", repr(validation_fraction)] + (
+                       ["--self-contained"] if self_contained else [])  # fmt: skip
+        return build_folder(
+            index, names, train_pool, val_pool, out,
+            seeds=seeds, min_cycles=min_cycles, validation_fraction=validation_fraction,
+            mode="self_contained" if self_contained else "reference",
+            rebuild_command=shlex.join(command),
+            skipped=dict(sorted(index.skipped.items())),
+            extra_info={"gqa": gqa_families.pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)},
+        )  # fmt: skip
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -54,7 +54,6 @@ validation (:mod:`clip_cycles.data.scene_graphs`).
 from __future__ import annotations
 
 import heapq
-import shlex
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +62,6 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from clip_cycles.data.dataset_folder import build_folder
 from clip_cycles.data.families import (
     DEFAULT_MIN_CYCLES,
     Cycle,
@@ -715,7 +713,7 @@ def gqa_pools(
     return select_pool(index.ids_of("train"), pool_train), select_pool(index.ids_of("val"), pool_test)
 
 
-def _gqa_build_inputs(
+def gqa_build_inputs(
     gqa_root: str | Path, pool_train: int | None, pool_test: int | None
 ) -> tuple[GqaIndex, list[int], list[int]]:
     index = load_gqa_index(gqa_root)
@@ -726,7 +724,7 @@ def _gqa_build_inputs(
     return index, train_pool, val_pool
 
 
-def _pool_facts(
+def pool_facts(
     index: GqaIndex,
     pool_train: int | None,
     pool_test: int | None,
@@ -763,62 +761,11 @@ def build_gqa_families(
     ``validation_fraction``, ``skipped`` and ``repaired`` (scene-graph validation counts).
     """
     names = list(families) if families else list_families("gqa")
-    index, train_pool, val_pool = _gqa_build_inputs(gqa_root, pool_train, pool_test)
+    index, train_pool, val_pool = gqa_build_inputs(gqa_root, pool_train, pool_test)
     builds = build_families(
         index, names, train_pool, val_pool, seeds=seeds, min_cycles=min_cycles,
         validation_fraction=validation_fraction, progress=progress,
     )  # fmt: skip
-    return index, builds, _pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)
+    return index, builds, pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)
 
 
-def build_gqa_folder(
-    gqa_root: str | Path,
-    out: str | Path,
-    families: Sequence[str] | None = None,
-    seeds: Sequence[int] = (0, 1, 2),
-    min_cycles: int = DEFAULT_MIN_CYCLES,
-    pool_train: int | None = DEFAULT_POOL_TRAIN,
-    pool_test: int | None = DEFAULT_POOL_TEST,
-    validation_fraction: float = GQA_VALIDATION_FRACTION,
-    self_contained: bool = False,
-) -> tuple[Path, list[FamilyBuild]]:
-    """Build the GQA families from ``gqa_root`` into the dataset folder ``out``.
-
-    Parameters
-    ----------
-    gqa_root:
-        Folder with ``train_sceneGraphs.json``, ``val_sceneGraphs.json`` (and the images
-        under ``images/`` or at each entry's ``file_name``).
-    out:
-        Dataset folder to write (``README.md``, ``build_info.json``, ``data/``).
-    families:
-        Names from :func:`clip_cycles.data.families.list_families` ("gqa"); default all.
-    seeds, min_cycles:
-        Split seeds; a family short of ``min_cycles`` in any split of any seed is
-        recorded as unavailable (card and JSON), not built.
-    pool_train, pool_test:
-        Fixed pool sizes drawn from the train and val files (None: all valid images).
-    validation_fraction:
-        Share of the train pool that goes to validation per seed (default 1/7: 800 of 5,600).
-    self_contained:
-        Embed the images (``datasets.Image``) instead of file names.
-
-    Returns
-    -------
-    The folder and one :class:`~clip_cycles.data.families.FamilyBuild` per family.
-    """
-
-    names = list(families) if families else list_families("gqa")
-    index, train_pool, val_pool = _gqa_build_inputs(gqa_root, pool_train, pool_test)
-    command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
-               "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
-               "--pool-test", str(pool_test or 0), "--validation-fraction", repr(validation_fraction)] + (
-                   ["--self-contained"] if self_contained else [])  # fmt: skip
-    return build_folder(
-        index, names, train_pool, val_pool, out,
-        seeds=seeds, min_cycles=min_cycles, validation_fraction=validation_fraction,
-        mode="self_contained" if self_contained else "reference",
-        rebuild_command=shlex.join(command),
-        skipped=dict(sorted(index.skipped.items())),
-        extra_info={"gqa": _pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)},
-    )  # fmt: skip
