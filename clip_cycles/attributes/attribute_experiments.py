@@ -395,7 +395,6 @@ def _embed_with_model(
     inputs: SplitInputs, data: ConceptAttributeData
 ) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
     """Embed the THINGS root's concepts with the ``--model`` backend through the feature cache."""
-
     context = RunContext.from_options(inputs.model)
     source = inputs.concept_text or "image"
     embedded, matrix, info = embed_concepts(

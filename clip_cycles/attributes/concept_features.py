@@ -62,7 +62,6 @@ def concept_image_embeddings(
     -------
     (concept ids with at least one usable image, their mean embeddings in float64).
     """
-
     paths = images.paths if isinstance(images, ConceptImages) else images
     root_path = Path(root) if root is not None else None
     items = {_image_key(Path(p), root_path): ImageItem(key=_image_key(Path(p), root_path), path=Path(p))
@@ -87,7 +86,6 @@ def concept_text_embeddings(
     texts: Mapping[str, str], spec: Any, cache_dir: str | Path | None = None, batch_size: int = 64
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """Text embedding per concept (its name or definition, see ``concepts.concept_texts``) for ``spec``."""
-
     encoded = encode([], list(texts.values()), spec, feature_cache_dir=cache_dir, batch_size=batch_size)
     table = np.asarray(encoded.caption_features, dtype=np.float64)
 
@@ -127,7 +125,6 @@ def embed_concepts(
     -------
     (data restricted to embedded concepts, (n, d) float64 matrix in data order, info for the report)
     """
-
     root = Path(root)
     info: dict[str, Any] = {"embedding": source}
     if source == "image":

@@ -44,7 +44,6 @@ def split_embeddings_from_model(options: ModelOptions, things_root: str | Path, 
                                 categories: str | None = None,
                                 min_concepts: int = DEFAULT_MIN_CONCEPTS) -> tuple[tuple[str, ...], np.ndarray]:
     """Concept ids and mean image embeddings of ``data``'s concepts under the split model ``options``."""
-
     context = RunContext.from_options(options)
     embedded, matrix, info = embed_concepts(things_root, data, context.spec, context.cache_dir, "image", categories,
                                             min_concepts, context.batch_size, context.num_workers,

@@ -66,7 +66,6 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
     are dropped whole; their comparisons are counted in the subset's ``skipped`` as
     ``comparison_of_item_with_bad_image``.
     """
-
     fmt = caption_format or (lambda text: text)
     images = [item for cs in subsets for item in cs.images]
     captions = [fmt(text) for cs in subsets for text in cs.captions]

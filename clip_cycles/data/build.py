@@ -66,7 +66,6 @@ def build_coco_folder(
     replaced); ``allow_empty`` writes a folder in which no family has an available split.
     Returns the folder and the :class:`~clip_cycles.data.families.FamilyBuild` list.
     """
-
     margin = DEFAULT_MARGIN if margin is None else margin
     size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
 
@@ -113,7 +112,6 @@ def build_gqa_folder(
     The output is the same for any ``num_proc``. ``self_contained``, ``overwrite`` and
     ``allow_empty`` as for :func:`build_coco_folder`.
     """
-
     seeds = tuple(check_seeds(seeds))
     with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
         names = list(families) if families else list_families("gqa")

@@ -671,7 +671,6 @@ class TextNeighbor(HumanCaptionFamily):
 
     def fixed_fact(self, index: CocoIndex, image_id: int) -> tuple[int, str, tuple] | None:
         """The image's caption for this family, independent of seed and split (memoised)."""
-
         key = ("text_neighbor_fact", image_id)
         if key not in index.memo:
             good = self.facts(index, [image_id], np.random.default_rng(stable_seed("text_neighbor", image_id)))
@@ -1174,7 +1173,6 @@ class SupercategoryObject(CocoFamily):
 
 def coco_pools(index: CocoIndex, pool_train: int | None, pool_val: int | None) -> tuple[list[int], list[int]]:
     """The fixed image pools: ``pool_train`` of train2017 and ``pool_val`` of val2017 (images with objects)."""
-
     return (select_pool(index.image_ids("train2017"), pool_train), select_pool(index.image_ids("val2017"), pool_val))
 
 

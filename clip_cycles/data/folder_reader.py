@@ -53,7 +53,6 @@ def open_built_folder(root: str | Path, families: Sequence[str] | None = None, v
     (default: all) must have the row count and sha256 recorded at build time, else a
     ValueError names each mismatching file: an edited folder is never scored.
     """
-
     root = Path(root)
     info = read_build_info(root)
     if verify:
@@ -259,7 +258,6 @@ def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tupl
 
 def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
     """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
-
     values = _interleaved(path, table, "image_0", "image_1")
     nulls = values.is_null().to_numpy(zero_copy_only=False)
     if nulls.any():

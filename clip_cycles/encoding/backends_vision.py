@@ -72,7 +72,6 @@ def text_missing_message(backend: str, model: str) -> str:
 
 def require_embeddings(backend: str, model: str, need_text: bool) -> None:
     """Raise a clear ValueError when ``backend`` lacks the embeddings a run needs (images, and captions if asked)."""
-
     capabilities = backend_capabilities(backend)
     if "pair_scores" in capabilities:
         raise ValueError(f"model backend {backend!r} ({model}) scores (image, caption) pairs and has no embeddings: "

@@ -319,7 +319,6 @@ def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: M
     cache, all meet at a barrier, and rank 0 reads every feature back (its stats sum the
     ranks' counts and list them under ``ranks``).
     """
-
     ctx = ctx or current()
     if not ctx.active:
         return encode(images, captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)

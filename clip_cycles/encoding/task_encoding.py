@@ -26,7 +26,6 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     Under a process group (:func:`clip_cycles.encoding.distributed.process_group`) the encoding is
     sharded across ranks and the features come back on rank 0 only (None elsewhere).
     """
-
     unsupported = [t.name for t in tasks if not isinstance(t, TaskSpec) or t.members]
     if unsupported:
         raise ValueError(f"tasks {unsupported} are not single-family cycle tasks; their runners "

@@ -270,7 +270,6 @@ class PairScoreCache(FeatureNamespace):
 
 def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
     """What a pair score depends on: model content, prompt, precision, library version (not the score mode)."""
-
     revision = None if is_random_init(spec.pretrained) else spec.pretrained
     return {"backend": spec.backend, "model": model_fingerprint(spec.model, revision), "prompt": config.prompt,
             "precision": spec.precision, "seed": spec.seed, "transformers": _version("transformers")}
@@ -513,7 +512,6 @@ def score_tasks(data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path
     result stands in for ``EncodedFeatures`` (same ``image_rows``/``caption_rows``/``stats``)
     and fills score blocks through ``block_scores``. None on ranks other than 0.
     """
-
     configs = {d.task.name: prompt_config_for_task(d.task) for d in data}
     prompts = list(configs.values())
     pairs = cycle_pairs(data)

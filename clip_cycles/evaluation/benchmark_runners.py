@@ -43,7 +43,6 @@ def _record(task: TaskSpec, context: RunContext, metrics: dict[str, Any]) -> dic
 
 def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, Any]:
     """CycleAcc, text/image/group and counts of a format that declares its blocks, overall and per tag."""
-
     root = _root(task, context)
     sets = load_benchmark(task.config, root)
     if any(cs.cycles is None for cs in sets):
@@ -79,13 +78,11 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
 
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_cycles`` runner: one record per task."""
-
     return RunOutcome([_record(task, context, winoground_cycle_metrics(task, context)) for task in tasks])  # type: ignore[arg-type]
 
 
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_audit`` runner: the audit of :func:`~.run.audit_benchmark` as one record per task."""
-
     records = []
     for task in tasks:
         allowed = ("probe_folds", "probe_c")

@@ -22,7 +22,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.attributes.attribute_probes import attribute_task_metrics
@@ -82,23 +82,10 @@ def check_writable(path: Path) -> Path:
     return path
 
 
-def _build_once(target: Path, build: Callable[[Path], Any]) -> Path:
-    """Build into a staging folder and rename, so an interrupted build is never mistaken for a done one."""
-    if (target / "build_info.json").is_file():
-        return target
-    staging = target.with_name(target.name + f".building-{os.getpid()}")
-    if staging.exists():
-        shutil.rmtree(staging)
-    build(staging)
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(staging, target)
-    return target
 
 
 def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
     """The demo's shapes world under ``cache/demo`` (generated once); families are built from it on demand."""
-
     params = {**DEMO_WORLD, "n_images": n_images}
     world = cache / "demo" / f"shapes_world-{n_images}-{params['seed']}"
     if not (world / "shapes_world.json").is_file():
@@ -115,7 +102,6 @@ def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
 
 def demo_context(world: Path, cache: Path, seeds: Sequence[int]) -> RunContext:
     """cycles-tiny with its shipped ``shapes`` weights (open_clip backend, on the CPU) on ``world``, caching in ``cache``."""
-
     register_tiny_model(check_shipped_checkpoint())
     # The CPU even where CUDA is present, so the demo's numbers are the same on every machine.
     options = ModelOptions(model=MODEL_NAME, pretrained=PRETRAINED_TAG, device="cpu", cache_dir=cache,
@@ -130,7 +116,6 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
     --pretrained shapes --dataset_root WORLD``: families are built from the raw world into
     the cache's ``datasets/`` folder once and reused.
     """
-
     families: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     spec, seeds = context.spec, context.seeds or ()
@@ -157,7 +142,6 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
 
 def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
     """The five split strategies on the rendered shape-concept world, embedded with the run's model."""
-
     spec, cache = run.spec, run.cache_dir
     assert cache is not None  # the demo always caches: its concept world lives there too
     root = cache / "demo" / f"shape_concepts-{settings.images_per_concept}"
@@ -235,7 +219,6 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
 def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
              settings: DemoSettings | None = None) -> dict[str, dict[str, Any]]:
     """Run the demo and return its result records (also written, with the report, under ``out``)."""
-
     settings = settings or DemoSettings()
     cache = check_writable(resolve_cache_dir(cache_dir))
     out = Path(out)

@@ -21,7 +21,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
-
     tasks = expand_tasks(args.task)
     context = RunContext.from_options(model_options(args))
     with process_group(context.spec):

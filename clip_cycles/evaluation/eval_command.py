@@ -29,7 +29,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
-
     context = RunContext.from_options(model_options(args), seeds=args.seeds)
     spec = context.spec
     with process_group(spec):

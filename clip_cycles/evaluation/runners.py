@@ -139,7 +139,6 @@ def _record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str
 @register_runner("cycle_selection", "cycles", sharded=True)
 def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Zero-shot scores of every task from one encoder pass (``clip_cycles.evaluation.zero_shot``)."""
-
     records, encoded = evaluate_tasks(
         tasks, context.spec, context.dataset_root, context.cache_dir, context.data_cache_dir,  # type: ignore[arg-type]
         batch_size=context.batch_size, num_workers=context.num_workers, skip_bad_images=context.skip_bad_images,
@@ -187,21 +186,18 @@ def _run_experiment(tasks: Sequence[AnyTask], context: RunContext, settings_clas
 @register_runner("cycle_probe", "cycle_probe")
 def run_probe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Probe rank sweep of each task's family (``probes.probe_metrics``)."""
-
     return _run_experiment(tasks, context, ProbeSettings, probe_metrics)
 
 
 @register_runner("cycle_transfer", "cycle_transfer")
 def run_transfer(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Transfer grid and alignment over each task's families (``transfer.transfer_metrics``)."""
-
     return _run_experiment(tasks, context, TransferSettings, transfer_metrics)
 
 
 @register_runner("cycle_oe", "cycle_oe")
 def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Cycle OE vs Shortcut OE on each task's family, marker captions through the same encoder (``oe.oe_metrics``)."""
-
     return _run_experiment(tasks, context, OESettings, oe_metrics, with_markers=True)
 
 
@@ -211,14 +207,12 @@ def run_oe(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
 @register_runner("benchmark_cycles", "cycles")
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Blocks of a benchmark's own format (``cycles/winoground``) as cycles (``benchmark_audit.runners``)."""
-
     return benchmark_runners.run_benchmark_cycles(tasks, context)
 
 
 @register_runner("benchmark_audit", "benchmark_audit")
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Blind baselines vs the model on a benchmark's own format (``audit/<format>``, ``benchmark_audit.runners``)."""
-
     return benchmark_runners.run_benchmark_audit(tasks, context)
 
 
@@ -238,7 +232,6 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     degenerate folds score F1 = 0 (:class:`clip_cycles.attributes.splitters.CoverageReport`) and are
     counted per seed. ``split_embedding`` says which embedding made the split.
     """
-
     if task.strategy not in STRATEGIES:
         raise ValueError(f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
                          f"(available: {sorted(STRATEGIES)})")
@@ -299,7 +292,6 @@ def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
     Returns the matrix in ``data`` order and the file that made it, or (None, None) for
     each model's own embeddings. Every concept needs a row; missing ones are an error.
     """
-
     name = split_embeddings_override() or task.split_embeddings
     if not name:
         return None, None
@@ -323,7 +315,6 @@ class _Embedded:
 @register_runner("attribute_splits", "attribute_splits")
 def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Attribute tasks on the THINGS root ``context.dataset_root``; tasks with the same inputs share one embedding."""
-
     if context.dataset_root is None:
         raise ValueError(f"task {tasks[0].name} needs a THINGS root (--dataset_root / --dataset-root): a folder with "
                          "unique_id.txt, concept_attribute_pairs.json (or .csv), category53_wideFormat.tsv and "

@@ -170,7 +170,6 @@ def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]
 def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
            phi: np.ndarray, psi: np.ndarray, cache_dir: Path | None = None) -> dict[str, Any]:
     """The additive audit of one seed; cached under ``cache_dir/audits`` keyed by its inputs' content."""
-
     splits = data.splits[seed]
     test, _ = cycle_index(splits[task.split], encoded)
     if task.audit_fit == "scored":

@@ -50,7 +50,6 @@ def load_input(features: str | Path | None, tasks: Sequence[str] | None, options
 
 def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
     """Arguments shared by the experiment commands: input, output, seeds, epochs, minimum cycles."""
-
     add_input_arguments(parser)
     parser.add_argument("--out", required=True, help="results directory (JSON, report.md and figures go here)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds), help="cycle-split seeds")
@@ -85,7 +84,6 @@ def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
 
 def probe_command(args: argparse.Namespace) -> int:
     """Run the probe sweep and write ``probe.json`` (+ report)."""
-
     settings = ProbeSettings(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
                              ranks=tuple(args.ranks), full_heads=tuple(args.full_heads), seeds=tuple(args.seeds),
                              min_cycles=args.min_cycles, audit=not args.no_audit)
@@ -95,7 +93,6 @@ def probe_command(args: argparse.Namespace) -> int:
 
 def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles transfer``: the transfer grid and alignment."""
-
     add_experiment_arguments(parser, epochs=30)
     parser.add_argument("--rank", type=int, default=REFERENCE_RANK, help="probe rank (paper: 64)")
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -106,7 +103,6 @@ def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
 
 def transfer_command(args: argparse.Namespace) -> int:
     """Run the transfer grid and write ``transfer.json`` (+ report)."""
-
     settings = TransferSettings(rank=args.rank, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
                                 batch_size=args.batch_size, seeds=tuple(args.seeds), min_cycles=args.min_cycles)
     data = load_input(args.features, args.task, model_options(args), settings.seeds)
@@ -115,7 +111,6 @@ def transfer_command(args: argparse.Namespace) -> int:
 
 def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
-
     add_experiment_arguments(parser, epochs=8)
     parser.add_argument("--rank", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
@@ -130,7 +125,6 @@ def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
 
 def oe_command(args: argparse.Namespace) -> int:
     """Run the OE experiment and write ``oe.json`` (+ report)."""
-
     settings = OESettings(rank=args.rank, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                           weight_decay=args.weight_decay, seeds=tuple(args.seeds),
                           text_only_epochs=args.text_only_epochs, text_only_lr=args.text_only_lr,

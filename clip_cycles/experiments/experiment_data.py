@@ -312,7 +312,6 @@ def load_from_tasks(
     so marked captions use the same backend and feature cache as the rest. Families the
     folder declares unavailable are recorded in ``unavailable`` with the reason.
     """
-
     tasks = expand_tasks(task_names)
     if not tasks:
         raise ValueError(f"tasks {list(task_names)} expand to no task")

@@ -289,7 +289,6 @@ def alignment_scatter_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
 
 def oe_figure(oe: dict[str, Any], out: Path) -> list[Path]:
     """Exact test CycleAcc of Cycle OE, Shortcut OE and four-entry BCE per family (sd over seeds)."""
-
     plt = _pyplot()
     order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
     fig, ax = plt.subplots(figsize=(max(4.0, 1.5 + 1.6 * len(order)), 3.6))
@@ -420,7 +419,6 @@ def render_transfer(transfer: dict[str, Any], out: Path) -> tuple[list[str], lis
 @register_section("oe", "oe.json", "Cycle OE vs Shortcut OE")
 def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
     """OE section: per-seed table, mean ± sd, per-seed differences, the text-only probe; one figure."""
-
     figures = oe_figure(oe, out)
     lines = [f"Settings: {json.dumps(oe['settings'], sort_keys=True)}", "",
              f"Shortcut-OE negatives: `{oe['marker_caption_example']}` (train and validation only).", ""]

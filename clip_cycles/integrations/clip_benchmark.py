@@ -87,7 +87,6 @@ class CycleBlocksDataset:
 def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: Any, split: str = "test",
                          seeds: Any = None) -> CycleBlocksDataset:
     """The blocks of a task's split, seeds concatenated in order (for clip_benchmark's own metrics)."""
-
     task = get_task(task_name)
     if not isinstance(task, TaskSpec):
         raise ValueError(f"{task_name} is a collection; pass one of its tasks: {', '.join(task.tasks)}")

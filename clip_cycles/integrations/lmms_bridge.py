@@ -199,7 +199,6 @@ def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequ
 
     The folder is written to a temporary sibling and moved into place when complete.
     """
-
     root = Path(dataset_root).expanduser().resolve()
     folder = open_built_folder(root)
     tasks = expand_tasks(task_names)
