@@ -24,7 +24,17 @@ import pytest
 from record_vocabulary import assert_one_vocabulary
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles.tasks.registry import TASKS_PATH_ENV, AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, shipped_tasks_dir
+from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.evaluation.zero_shot import checked_record
+from clip_cycles.tasks.registry import (
+    TASKS_PATH_ENV,
+    AttributeTaskSpec,
+    GroupSpec,
+    TaskRegistry,
+    TaskSpec,
+    get_task,
+    shipped_tasks_dir,
+)
 
 TINY = TINY_OPEN_CLIP
 CATEGORIES = {"animal": (200, 40, 40), "food": (40, 200, 40), "tool": (40, 40, 200), "vehicle": (200, 200, 40),
@@ -397,3 +407,17 @@ def test_splits_command_embeds_with_a_backend(things_root: Path, tiny_model: str
     image_f1 = image["grid"]["table"][name]["random"]["f1_selectivity"]["mean"]
     text_f1 = text["grid"]["table"]["tiny-text"]["random"]["f1_selectivity"]["mean"]
     assert image_f1 != text_f1
+
+
+def test_a_runner_result_must_hold_every_metric_of_the_task_metric_list() -> None:
+    task = get_task("cycles/shapes_box_left_right")
+    spec = ModelSpec("features", "m.npz", None)
+    full = {name: 0.5 for name in task.metric_names}
+    record = checked_record(task, spec, full)
+    assert record["metrics"] == full and record["dataset"] == task.name
+    short = {name: 0.5 for name in task.metric_names[1:]}
+    with pytest.raises(ValueError, match=rf"{task.metric_names[0]}.*did not report"):
+        checked_record(task, spec, short)
+    # An unavailable result says why instead of reporting metrics: not checked.
+    unavailable = {"available": False, "unavailable_reason": "too few cycles"}
+    assert checked_record(task, spec, unavailable)["metrics"] == unavailable

@@ -19,7 +19,7 @@ from clip_cycles.benchmark_audit.adapters import get_adapter, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
 from clip_cycles.encoding.run_context import RunOutcome
-from clip_cycles.evaluation.zero_shot import result_record, score_blocks
+from clip_cycles.evaluation.zero_shot import checked_record, score_blocks
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.run_context import RunContext, RunOutcome
@@ -32,13 +32,6 @@ def _root(task: TaskSpec, context: RunContext) -> Path:
         raise ValueError(f"task {task.name} needs a benchmark root (--dataset_root / --dataset-root) holding "
                          f"{adapter.expects}")
     return Path(context.dataset_root).expanduser()
-
-
-def _record(task: TaskSpec, context: RunContext, metrics: dict[str, Any]) -> dict[str, Any]:
-    missing = [m for m in task.metric_names if m not in metrics]
-    if missing:
-        raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
-    return result_record(task, context.spec.model, context.spec.pretrained, metrics)
 
 
 def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, Any]:
@@ -78,7 +71,7 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
 
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """``benchmark_cycles`` runner: one record per task."""
-    return RunOutcome([_record(task, context, winoground_cycle_metrics(task, context)) for task in tasks])  # type: ignore[arg-type]
+    return RunOutcome([checked_record(task, context.spec, winoground_cycle_metrics(task, context)) for task in tasks])  # type: ignore[arg-type]
 
 
 def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
@@ -94,5 +87,5 @@ def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOut
         audit = audit_benchmark(task.config, _root(task, context), context.spec, context.cache_dir,  # type: ignore[union-attr]
                                 settings=settings, batch_size=context.batch_size, num_workers=context.num_workers,
                                 skip_bad_images=context.skip_bad_images, caption_format=task.format_caption)  # type: ignore[union-attr]
-        records.append(_record(task, context, audit.record(context.language)["metrics"]))  # type: ignore[arg-type]
+        records.append(checked_record(task, context.spec, audit.record(context.language)["metrics"]))  # type: ignore[arg-type]
     return RunOutcome(records)

@@ -36,7 +36,7 @@ from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyU
 from clip_cycles.encoding.distributed import current
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation import benchmark_runners
-from clip_cycles.evaluation.zero_shot import evaluate_tasks, result_record
+from clip_cycles.evaluation.zero_shot import checked_record, evaluate_tasks
 from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, oe_metrics
 from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
@@ -47,7 +47,6 @@ from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec, TaskSpec, exp
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.attributes.concepts import ConceptAttributeData
-    from clip_cycles.encoding.encoder import ModelSpec
 
 
 
@@ -125,14 +124,6 @@ def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome
     return outcome
 
 
-def _record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
-    available = metrics.get("available", True)
-    missing = [m for m in task.metric_names if m not in metrics] if available else []
-    if missing:
-        raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
-    return result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
-
-
 # --------------------------------------------------------------------------- cycle_selection
 
 
@@ -179,7 +170,7 @@ def _run_experiment(tasks: Sequence[AnyTask], context: RunContext, settings_clas
         seeds = list(context.seeds) if context.seeds else list(task.seeds)
         settings = experiment_settings(settings_class, task, seeds)
         data = _experiment_data(task, context, seeds, with_markers)
-        records.append(_record(task, context.spec, metrics(data, settings)))
+        records.append(checked_record(task, context.spec, metrics(data, settings)))
     return RunOutcome(records)
 
 
@@ -339,7 +330,7 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
               f"strategy {task.strategy}, seeds {seeds}", file=sys.stderr)
         metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
         metrics["concept_embedding"] = prepared.info
-        records.append(_record(task, context.spec, clean(metrics)))
+        records.append(checked_record(task, context.spec, clean(metrics)))
     return RunOutcome(records)
 
 

@@ -40,7 +40,7 @@ from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.results import benchmark_record, mean_sd
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
-from clip_cycles.tasks.registry import TaskSpec, expand_tasks
+from clip_cycles.tasks.registry import AnyTask, TaskSpec, expand_tasks
 
 # --------------------------------------------------------------------------- dataset roots
 
@@ -264,6 +264,17 @@ def result_record(task: TaskSpec, model: str, pretrained: str | None, metrics: d
                   language: str = "en") -> dict[str, Any]:
     """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``."""
     return benchmark_record(task.name, model, pretrained, metrics, language=language)
+
+
+def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
+    """:func:`result_record` of a runner's metrics, once they hold every metric of the task's ``metric_list``.
+
+    An unavailable result (``available: False``) reports why instead and is not checked.
+    """
+    missing = [m for m in task.metric_names if m not in metrics] if metrics.get("available", True) else []
+    if missing:
+        raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
+    return result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
 
 
 def evaluate(task_names: Sequence[str], spec: ModelSpec, dataset_root: str | Path | None = None,
