@@ -68,7 +68,7 @@ def main() -> None:
     from clip_cycles.encoding.encoder import ModelSpec
     from clip_cycles.evaluation.zero_shot import evaluate
     from clip_cycles.integrations.clip_benchmark import cycle_blocks_dataset
-    from clip_cycles.tasks.registry import TASKS_PATH_ENV
+    from clip_cycles.settings import TASKS_PATH_ENV
 
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     work = Path(tempfile.mkdtemp(prefix="bench_eval_"))

@@ -13,7 +13,8 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.data.images import ImageItem
 from clip_cycles.encoding import backends
-from clip_cycles.encoding.encoder import FAULT_ENV, InjectedFault, ModelSpec, encode
+from clip_cycles.encoding.encoder import InjectedFault, ModelSpec, encode
+from clip_cycles.settings import FAULT_ENV
 
 TINY = TINY_OPEN_CLIP
 

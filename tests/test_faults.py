@@ -400,7 +400,8 @@ def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Pat
 
 def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, capsys) -> None:
     from clip_cycles.integrations.clip_benchmark import patch_cli
-    from clip_cycles.tasks.registry import TASKS_PATH_ENV, TaskRegistry, get_task
+    from clip_cycles.settings import TASKS_PATH_ENV
+    from clip_cycles.tasks.registry import TaskRegistry, get_task
 
     (tmp_path / "cycles").mkdir()
     bad = tmp_path / "cycles" / "mine_bad.yaml"

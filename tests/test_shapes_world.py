@@ -9,7 +9,8 @@ from PIL import Image
 
 from clip_cycles.cli import main
 from clip_cycles.data.coco_families import MentionMatcher
-from clip_cycles.data.shapes_world import CATEGORIES, RELATION_MARGIN, SIZE_RATIO, generate_world, write_shapes_world
+from clip_cycles.data.shape_vocabulary import CATEGORIES
+from clip_cycles.data.shapes_world import RELATION_MARGIN, SIZE_RATIO, generate_world, write_shapes_world
 
 
 def all_bytes(folder):

@@ -312,7 +312,7 @@ def test_coco_matcher_does_not_import_the_shapes_world() -> None:
 
 def test_shapes_synonyms_still_name_their_category() -> None:
     from clip_cycles.data.coco_families import MentionMatcher
-    from clip_cycles.data.shapes_world import SHAPE_WORDS
+    from clip_cycles.data.shape_vocabulary import SHAPE_WORDS
 
     matcher = MentionMatcher(["circle", "cross", "dog"])
     assert matcher("two discs beside a plus sign and a puppy") == ("circle", "cross", "dog")

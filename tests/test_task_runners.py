@@ -26,15 +26,8 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.evaluation.zero_shot import checked_record
-from clip_cycles.tasks.registry import (
-    TASKS_PATH_ENV,
-    AttributeTaskSpec,
-    GroupSpec,
-    TaskRegistry,
-    TaskSpec,
-    get_task,
-    shipped_tasks_dir,
-)
+from clip_cycles.settings import TASKS_PATH_ENV
+from clip_cycles.tasks.registry import AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, get_task, shipped_tasks_dir
 
 TINY = TINY_OPEN_CLIP
 CATEGORIES = {"animal": (200, 40, 40), "food": (40, 200, 40), "tool": (40, 40, 200), "vehicle": (200, 200, 40),

@@ -7,15 +7,8 @@ from pathlib import Path
 import pytest
 
 from clip_cycles.data.families import list_families
-from clip_cycles.tasks.registry import (
-    TASKS_PATH_ENV,
-    GroupSpec,
-    TaskRegistry,
-    TaskSpec,
-    expand_tasks,
-    get_task,
-    shipped_tasks_dir,
-)
+from clip_cycles.settings import TASKS_PATH_ENV
+from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, expand_tasks, get_task, shipped_tasks_dir
 
 GOOD = """task: cycles/{name}
 dataset_path: shapes

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from clip_cycles.attributes.concepts import ConceptAttributeData
-from clip_cycles.data.shapes_world import _BACKGROUNDS, CATEGORIES, COLOURS, SIZE_RANGES, Shape, render
+from clip_cycles.data.shape_vocabulary import CATEGORIES
+from clip_cycles.data.shapes_world import _BACKGROUNDS, COLOURS, SIZE_RANGES, Shape, render
 
 #: A concept's supercategory is its shape (12 concepts each), the analogue of a THINGS
 #: category such as "dog" grouping its kinds; seven groups allow 5-fold group splits.
