@@ -284,7 +284,7 @@ def test_bad_split_inputs_are_clear_errors(tmp_path, capsys, monkeypatch):
 
     from clip_cycles.attributes.concepts import load_things
     from clip_cycles.attributes.splitters import SupercategorySplit, load_published_split
-    from clip_cycles.evaluation.runners import _split_embeddings
+    from clip_cycles.evaluation.attribute_runner import _split_embeddings
 
     info = write_things_root(tmp_path)
     concepts = info["concepts"]

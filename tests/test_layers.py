@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from clip_cycles.evaluation.runners import Runner
+
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT = REPO / ".importlinter"
 #: Function-level imports of these package modules are allowed: they import torch at import time.
@@ -188,3 +190,19 @@ def test_light_modules_import_no_torch(module: str) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_cycle_evaluation_imports_no_scikit_learn_until_an_attribute_task_runs() -> None:
+    # The runner registry names its built-in runners as "module:function"; only the one a task needs loads.
+    code = ("import sys; import clip_cycles.evaluation.eval_command, clip_cycles.integrations.clip_benchmark; "
+            "from clip_cycles.evaluation.runners import runner_for; before = 'sklearn' in sys.modules; "
+            "runner_for('cycle_probe').func; probe = 'sklearn' in sys.modules; "
+            "runner_for('attribute_splits').func; print(before, probe, 'sklearn' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "False", "True"]
+
+
+def test_a_runner_that_cannot_be_loaded_is_named() -> None:
+    with pytest.raises(ValueError, match=r"output type 'x'.*clip_cycles\.nowhere:run"):
+        Runner("x", "x", "clip_cycles.nowhere:run").func

@@ -196,7 +196,7 @@ def test_attribute_schema_errors_name_file_and_field(tmp_path: Path, replace: tu
 
 
 def test_unknown_experiment_setting_names_file_and_field(tmp_path: Path) -> None:
-    from clip_cycles.evaluation.runners import experiment_settings
+    from clip_cycles.evaluation.experiment_runners import experiment_settings
     from clip_cycles.experiments.probes import ProbeSettings
 
     _yaml(tmp_path / "cycles_probe", "odd", "task: cycles_probe/odd\ndataset_path: shapes\n"

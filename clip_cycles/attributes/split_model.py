@@ -4,7 +4,7 @@ Paper 2 clusters (and measures similarity on) Swin-V2 image embeddings of the co
 for every probed model. ``--split-model-type hf_vision --split-model <Swin-V2 id or
 folder>`` (or ``timm``, or any embedding backend) embeds the THINGS root's concepts with
 that model, through the same feature cache and mean-image-embedding rule as the probed
-models (:func:`clip_cycles.evaluation.runners.embed_concepts`), and hands the matrix to the
+models (:func:`clip_cycles.attributes.concept_features.embed_concepts`), and hands the matrix to the
 split context in place of ``--split-embeddings``.
 
 The split model's flags are the model flags of every command

@@ -1,0 +1,145 @@
+"""Runner of the ``attribute_splits`` output type: paper 2 on a THINGS-format root.
+
+Concept embeddings from the model through the feature cache
+(:func:`clip_cycles.attributes.concept_features.embed_concepts`), then per-attribute probes
+for every seed of the task's split strategy. Registered in :mod:`clip_cycles.evaluation.runners`;
+imported only when an attribute task runs (scikit-learn takes about a second to import).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from clip_cycles.attributes.attribute_probes import attribute_task_metrics
+from clip_cycles.attributes.concept_features import _in_root, embed_concepts
+from clip_cycles.attributes.concepts import ConceptAttributeData, load_embeddings_npz, load_things
+from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
+from clip_cycles.encoding.run_context import RunContext, RunOutcome
+from clip_cycles.evaluation.zero_shot import checked_record
+from clip_cycles.results import clean, mean_sd
+from clip_cycles.settings import split_embeddings_override
+from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec
+
+
+def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np.ndarray, root: Path,
+                      seeds: Sequence[int]) -> dict[str, Any]:
+    """One attribute task on embedded concepts: every seed, then mean and sd of the headline metrics.
+
+    A strategy that cannot run on this data (no groups file, no supercategories) gives
+    ``{"available": False, "unavailable_reason": ...}``; every attribute is scored,
+    degenerate folds score F1 = 0 (:class:`clip_cycles.attributes.splitters.CoverageReport`) and are
+    counted per seed. ``split_embedding`` says which embedding made the split.
+    """
+    if task.strategy not in STRATEGIES:
+        raise ValueError(f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
+                         f"(available: {sorted(STRATEGIES)})")
+    base: dict[str, Any] = {"strategy": task.strategy, "seeds": list(seeds), "n_concepts": len(data.concepts),
+                            "n_attributes": len(data.attributes), "data": data.summary()}
+    params = dict(task.split_params)
+    if task.k is not None:
+        if task.k > len(data.concepts):
+            raise ValueError(f"{task.path}: field 'dataset_kwargs.k': k={task.k} clusters for {len(data.concepts)} "
+                             f"concepts; lower k to at most the number of concepts")
+        params["n_clusters"] = task.k
+        base["k"] = task.k
+    groups = None
+    if task.groups is not None:
+        groups_path = _in_root(root, task.groups)
+        if not groups_path.is_file():
+            reason = f"concept groups file {groups_path} does not exist (dataset_kwargs.groups of {task.path})"
+            if task.strategy == "llm":
+                return {**base, "available": False, "unavailable_reason": reason}
+            raise FileNotFoundError(reason)
+        groups = tuple(tuple(g) for g in load_concept_groups(groups_path))
+    split_embeddings, split_name = _split_embeddings(task, data, root)
+    if split_name is not None:
+        base["split_embeddings"] = split_name
+    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
+                           split_embedding_name=split_name)
+    solver = task.experiment_kwargs.get("solver", "lockstep")
+    threshold = task.experiment_kwargs.get("leakage_threshold")
+    per_seed: dict[str, dict[str, Any]] = {}
+    try:
+        for seed in seeds:
+            per_seed[str(seed)] = attribute_task_metrics(X, data, task.strategy, seed, split_params=params,
+                                                         context=context, solver=solver, leakage_threshold=threshold)
+    except StrategyUnavailable as reason:
+        return {**base, "available": False, "unavailable_reason": str(reason)}
+    runs = [per_seed[s] for s in per_seed]
+    metrics: dict[str, Any] = {**base, "available": True}
+    for name, values in (
+        ("f1_selectivity", [r["f1_selectivity"] for r in runs]),
+        ("cs", [r["cs"] for r in runs]),
+        ("mean_f1", [r["mean_f1"] for r in runs]),
+        ("leakage", [r["leakage"]["mean_nearest_train_similarity"] for r in runs]),
+        ("leakage_share_above_threshold", [r["leakage"]["share_above_threshold"] for r in runs]),
+    ):
+        summary = mean_sd(values, skip_missing=True)
+        metrics[name], metrics[f"{name}_sd"] = summary["mean"], summary["sd"]
+    metrics["n_attributes_scored"] = int(min(r["n_attributes_scored"] for r in runs))
+    metrics["n_degenerate_folds"] = {s: r["coverage"]["n_degenerate_folds"] for s, r in per_seed.items()}
+    metrics["split_embedding"] = runs[0]["split_embedding"]
+    metrics["per_seed"] = per_seed
+    return metrics
+
+
+def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
+                      root: Path) -> tuple[np.ndarray | None, str | None]:
+    """One split embedding for every model: ``$CLIP_CYCLES_SPLIT_EMBEDDINGS`` or the task's key (root-relative).
+
+    Returns the matrix in ``data`` order and the file that made it, or (None, None) for
+    each model's own embeddings. Every concept needs a row; missing ones are an error.
+    """
+    name = split_embeddings_override() or task.split_embeddings
+    if not name:
+        return None, None
+    path = _in_root(root, name)
+    ids, matrix = load_embeddings_npz(path)
+    row = {c: i for i, c in enumerate(ids)}
+    missing = [c for c in data.concepts if c not in row]
+    if missing:
+        raise ValueError(f"split embeddings {path} lack {len(missing)} concepts (first: {missing[:5]}); "
+                         "embed every concept of the THINGS root with the split model")
+    return matrix[[row[c] for c in data.concepts]], str(path)
+
+
+@dataclass
+class _Embedded:
+    data: ConceptAttributeData
+    X: np.ndarray
+    info: dict[str, Any]
+
+
+def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
+    """Attribute tasks on the THINGS root ``context.dataset_root``; tasks with the same inputs share one embedding."""
+    if context.dataset_root is None:
+        raise ValueError(f"task {tasks[0].name} needs a THINGS root (--dataset_root / --dataset-root): a folder with "
+                         "unique_id.txt, concept_attribute_pairs.json (or .csv), category53_wideFormat.tsv and "
+                         "object_images/<concept>/*.jpg")
+    root = Path(context.dataset_root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(f"THINGS root {root} does not exist")
+    embedded: dict[tuple[Any, ...], _Embedded] = {}
+    records = []
+    for task in tasks:
+        assert isinstance(task, AttributeTaskSpec)
+        key = (task.pairs, task.concept_list, task.categories, task.min_concepts, task.embedding)
+        if key not in embedded:
+            data = load_things(root, task.pairs, task.concept_list, task.categories, task.min_concepts)
+            data, X, info = embed_concepts(root, data, context.spec, context.cache_dir, task.embedding, task.categories,
+                                           task.min_concepts, context.batch_size, context.num_workers,
+                                           context.skip_bad_images)
+            embedded[key] = _Embedded(data, X, info)
+        prepared = embedded[key]
+        seeds = list(context.seeds) if context.seeds else list(task.seeds)
+        print(f"{task.name}: {len(prepared.data.concepts)} concepts, {len(prepared.data.attributes)} attributes, "
+              f"strategy {task.strategy}, seeds {seeds}", file=sys.stderr)
+        metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
+        metrics["concept_embedding"] = prepared.info
+        records.append(checked_record(task, context.spec, clean(metrics)))
+    return RunOutcome(records)
