@@ -205,4 +205,4 @@ def test_cycle_evaluation_imports_no_scikit_learn_until_an_attribute_task_runs()
 
 def test_a_runner_that_cannot_be_loaded_is_named() -> None:
     with pytest.raises(ValueError, match=r"output type 'x'.*clip_cycles\.nowhere:run"):
-        Runner("x", "x", "clip_cycles.nowhere:run").func
+        _ = Runner("x", "x", "clip_cycles.nowhere:run").func
