@@ -47,7 +47,9 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
 
     report: dict[str, object] = {
-        "n_concepts": len(data.concepts), "dim": int(X.shape[1]), "n_attributes": len(data.attributes),
+        "n_concepts": len(data.concepts),
+        "dim": int(X.shape[1]),
+        "n_attributes": len(data.attributes),
         "strategies": {},
     }
     ours_total = split_total = reference_subset_total = reference_extrapolated_total = 0.0
@@ -89,8 +91,7 @@ def main() -> None:
             "reference_extrapolated_s": round(extrapolated, 3),
             "mean_abs_dF1": float(diffs.mean()) if len(diffs) else None,
             "max_abs_dF1": float(diffs.max()) if len(diffs) else None,
-            "max_abs_dF1_per_fold": float(100 * np.nanmax(np.abs(ours.f1[subset] - reference.f1)))
-            if n_sub_columns else None,
+            "max_abs_dF1_per_fold": float(100 * np.nanmax(np.abs(ours.f1[subset] - reference.f1))) if n_sub_columns else None,
             "f1_selectivity": summary["f1_selectivity"],
             "cs": summary["cs"],
         }
@@ -106,9 +107,7 @@ def main() -> None:
             "reference_subset_wall_s": round(reference_subset_total, 3),
             "reference_extrapolated_wall_s": round(reference_extrapolated_total, 3),
             "speedup": round(reference_extrapolated_total / ours_total, 2),
-            "speedup_including_splits": round(
-                (reference_extrapolated_total + split_total) / (ours_total + split_total), 2
-            ),
+            "speedup_including_splits": round((reference_extrapolated_total + split_total) / (ours_total + split_total), 2),
             "mean_abs_dF1": float(np.mean(all_diffs)) if all_diffs else None,
             "max_abs_dF1": float(np.max(all_diffs)) if all_diffs else None,
             "target": {"speedup_at_least": 5.0, "mean_abs_dF1_at_most": 1.0},

@@ -38,11 +38,20 @@ from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
 from clip_cycles.encoding.encoder import ModelSpec
 
 #: SugarCrepe's published subset sizes.
-COUNTS = {"add_att": 692, "add_obj": 2062, "replace_att": 788, "replace_obj": 1652, "replace_rel": 1406,
-          "swap_att": 666, "swap_obj": 245}
-OBJECTS = ("dog cat horse man woman boy girl car bus truck bike boat kite plate cup bowl table chair bench sign "
-           "tree clock pizza cake apple banana laptop phone book bag umbrella bed couch train plane bird cow "
-           "sheep giraffe zebra elephant").split()
+COUNTS = {
+    "add_att": 692,
+    "add_obj": 2062,
+    "replace_att": 788,
+    "replace_obj": 1652,
+    "replace_rel": 1406,
+    "swap_att": 666,
+    "swap_obj": 245,
+}
+OBJECTS = (
+    "dog cat horse man woman boy girl car bus truck bike boat kite plate cup bowl table chair bench sign "
+    "tree clock pizza cake apple banana laptop phone book bag umbrella bed couch train plane bird cow "
+    "sheep giraffe zebra elephant"
+).split()
 ATTRIBUTES = "red blue green white black yellow brown small large old young wooden metal striped tall".split()
 RELATIONS = ("on", "under", "next to", "behind", "in front of", "near", "holding", "riding", "beside", "above")
 
@@ -106,8 +115,9 @@ def reference_audit(sets: list, embeddings: list, tie_tolerance: float) -> dict[
             pos, neg = (e1, e2) if cs.edge_weight[e1] > 0 else (e2, e1)
             items.append((int(cs.edge_image[pos]), int(cs.edge_caption[pos]), int(cs.edge_caption[neg])))
         # Theorem 1 per item (is this comparison decidable by an additive score?), then over the subset.
-        unbalanced = [not signed_degrees(*hard_negative_edges([(keys[u], cs.captions[p], cs.captions[n])])).balanced
-                      for u, p, n in items]
+        unbalanced = [
+            not signed_degrees(*hard_negative_edges([(keys[u], cs.captions[p], cs.captions[n])])).balanced for u, p, n in items
+        ]
         images, captions, weights = hard_negative_edges([(keys[u], cs.captions[p], cs.captions[n]) for u, p, n in items])
         degrees = signed_degrees(images, captions, weights)
 
@@ -130,13 +140,18 @@ def reference_audit(sets: list, embeddings: list, tie_tolerance: float) -> dict[
                 continue
             other, _ = partners.pop(match)
             phi, psi = emb.images, emb.captions
-            cycles.append(credit(float(phi[other] @ psi[n]) + float(phi[u] @ psi[p]) - float(phi[other] @ psi[p])
-                                 - float(phi[u] @ psi[n])))
-        out[cs.name] = {"share_comparisons_unbalanced": float(np.mean(unbalanced)),
-                        "share_captions_unbalanced": float(np.mean([d != 0 for d in degrees.caption_degrees.values()])),
-                        "witness_acc": float(np.mean(witness)), "shortest_caption_acc": float(np.mean(shortest)),
-                        "longest_caption_acc": float(np.mean(longest)), "model_acc": float(np.mean(model)),
-                        "cycle_acc": float(np.mean(cycles)) if cycles else None}
+            cycles.append(
+                credit(float(phi[other] @ psi[n]) + float(phi[u] @ psi[p]) - float(phi[other] @ psi[p]) - float(phi[u] @ psi[n]))
+            )
+        out[cs.name] = {
+            "share_comparisons_unbalanced": float(np.mean(unbalanced)),
+            "share_captions_unbalanced": float(np.mean([d != 0 for d in degrees.caption_degrees.values()])),
+            "witness_acc": float(np.mean(witness)),
+            "shortest_caption_acc": float(np.mean(shortest)),
+            "longest_caption_acc": float(np.mean(longest)),
+            "model_acc": float(np.mean(model)),
+            "cycle_acc": float(np.mean(cycles)) if cycles else None,
+        }
     return out
 
 
@@ -174,24 +189,39 @@ def main() -> None:
             ours[n]["cycles"].get("cycle_acc") == reference[n]["cycle_acc"]
             and ours[n]["design"]["share_comparisons_unbalanced"] == reference[n]["share_comparisons_unbalanced"]
             and ours[n]["design"]["share_captions_unbalanced"] == reference[n]["share_captions_unbalanced"]
-            for n in ours)
+            for n in ours
+        )
         if args.out:
             out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
             (out / "audit_sugarcrepe.md").write_text(markdown_table(audit))
             write_figure(audit, out / "audit_sugarcrepe.png")
         summary = audit.summary
-        print(json.dumps({
-            "benchmark": "sugarcrepe (generated in the published format)",
-            "subsets": len(COUNTS), "items": n_items, "images": args.images,
-            "model": "cycles-tiny/shapes (cached features)",
-            "cold_s": round(cold, 3), "total_s": round(total, 3), "under_a_minute": total < 60,
-            "design_s": round(min(ours_times), 4), "reference_s": round(min(reference_times), 4),
-            "ratio": round(min(reference_times) / min(ours_times), 2), "agree": agree,
-            "n_cycles": summary["n_cycles"], "model_acc": summary["model_acc"],
-            "caption_probe_acc": summary["caption_probe_acc"], "best_blind": summary["best_blind"],
-            "best_blind_acc": summary["best_blind_acc"], "cycle_acc": summary["cycle_acc"],
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "benchmark": "sugarcrepe (generated in the published format)",
+                    "subsets": len(COUNTS),
+                    "items": n_items,
+                    "images": args.images,
+                    "model": "cycles-tiny/shapes (cached features)",
+                    "cold_s": round(cold, 3),
+                    "total_s": round(total, 3),
+                    "under_a_minute": total < 60,
+                    "design_s": round(min(ours_times), 4),
+                    "reference_s": round(min(reference_times), 4),
+                    "ratio": round(min(reference_times) / min(ours_times), 2),
+                    "agree": agree,
+                    "n_cycles": summary["n_cycles"],
+                    "model_acc": summary["model_acc"],
+                    "caption_probe_acc": summary["caption_probe_acc"],
+                    "best_blind": summary["best_blind"],
+                    "best_blind_acc": summary["best_blind_acc"],
+                    "cycle_acc": summary["cycle_acc"],
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,14 @@ from pathlib import Path
 from typing import Any
 
 #: Shapes-world tasks of the COCO builder (a fixed list: the shapes_all collection may grow).
-TASKS = ("cycles/shapes_strict_left_right", "cycles/shapes_strict_above_below", "cycles/shapes_strict_size",
-         "cycles/shapes_box_left_right", "cycles/shapes_box_above_below", "cycles/shapes_matched_object")
+TASKS = (
+    "cycles/shapes_strict_left_right",
+    "cycles/shapes_strict_above_below",
+    "cycles/shapes_strict_size",
+    "cycles/shapes_box_left_right",
+    "cycles/shapes_box_above_below",
+    "cycles/shapes_matched_object",
+)
 SMALL = {
     "model_cfg": {
         "embed_dim": 64,
@@ -43,15 +49,37 @@ SMALL = {
 def _launch(nproc: int, tasks: list[str], model: str, root: Path, cache: Path, batch_size: int) -> tuple[float, dict[str, Any]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLIP_CYCLES_")}
     env.update({"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // nproc)), "TQDM_DISABLE": "1"})
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
-               "-m", "clip_cycles", "encode", "--task", *tasks, "--model", model, "--dataset-root", str(root),
-               "--cache-dir", str(cache), "--device", "cpu", "--num-workers", "0", "--batch-size", str(batch_size)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        str(nproc),
+        "-m",
+        "clip_cycles",
+        "encode",
+        "--task",
+        *tasks,
+        "--model",
+        model,
+        "--dataset-root",
+        str(root),
+        "--cache-dir",
+        str(cache),
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        str(batch_size),
+    ]
     start = time.perf_counter()
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-    stats = json.loads(done.stdout[done.stdout.index("{"):])  # rank 0 prints the counts
+    stats = json.loads(done.stdout[done.stdout.index("{") :])  # rank 0 prints the counts
     return wall, stats
 
 
@@ -83,20 +111,30 @@ def main(argv: list[str] | None = None) -> int:
             items = stats["unique_image_contents"] + stats["unique_captions"]
             encoded = stats["encoded_images"] + stats["encoded_captions"]
             if encoded != items or again["encoded_images"] + again["encoded_captions"] != 0:
-                raise RuntimeError(f"{nproc} processes: encoded {encoded} of {items} items cold, "
-                                   f"{again['encoded_images'] + again['encoded_captions']} warm")
+                raise RuntimeError(
+                    f"{nproc} processes: encoded {encoded} of {items} items cold, "
+                    f"{again['encoded_images'] + again['encoded_captions']} warm"
+                )
             work = max(cold - warm, 1e-9)
             runs[str(nproc)] = {
-                "wall_s": round(cold, 3), "items_per_s": round(items / cold, 2),
-                "warm_wall_s": round(warm, 3), "encode_s": round(work, 3), "encode_items_per_s": round(items / work, 2),
+                "wall_s": round(cold, 3),
+                "items_per_s": round(items / cold, 2),
+                "warm_wall_s": round(warm, 3),
+                "encode_s": round(work, 3),
+                "encode_items_per_s": round(items / work, 2),
                 "omp_threads_per_rank": max(1, (os.cpu_count() or 1) // nproc),
                 "per_rank_encoded": [r["encoded_images"] + r["encoded_captions"] for r in stats.get("ranks", [])],
             }
     out: dict[str, Any] = {
-        "tasks": args.task, "n_images_world": args.n_images, "items": items,
-        "model": "open_clip local-dir ViT 4x128 @64px, text 4x128, random init", "device": "cpu (gloo)",
-        "cpu_count": os.cpu_count(), "loadavg_before": [round(x, 2) for x in load_before],
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()], "runs": runs,
+        "tasks": args.task,
+        "n_images_world": args.n_images,
+        "items": items,
+        "model": "open_clip local-dir ViT 4x128 @64px, text 4x128, random init",
+        "device": "cpu (gloo)",
+        "cpu_count": os.cpu_count(),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "runs": runs,
     }
     if "1" in runs and "2" in runs:
         out["speedup_wall_2_vs_1"] = round(runs["1"]["wall_s"] / runs["2"]["wall_s"], 3)

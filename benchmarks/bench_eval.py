@@ -94,8 +94,9 @@ def main() -> None:
     start = time.perf_counter()
     for name in names:
         dataset = cycle_blocks_dataset(name, str(folder), transform)
-        loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, num_workers=args.num_workers,
-                                             collate_fn=image_captions_collate_fn)
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=args.batch_size, num_workers=args.num_workers, collate_fn=image_captions_collate_fn
+        )
         metrics = image_caption_selection.evaluate(reference, loader, tokenizer, "cpu", amp=False)
         blocks += len(dataset)
         for key in correct_ref:
@@ -110,8 +111,7 @@ def main() -> None:
     t_cold = time.perf_counter() - start
     cold_calls = (ours.images, ours.texts)
     start = time.perf_counter()
-    again, encoded_again = evaluate(names, spec, folder, cache, batch_size=args.batch_size,
-                                    num_workers=args.num_workers)
+    again, encoded_again = evaluate(names, spec, folder, cache, batch_size=args.batch_size, num_workers=args.num_workers)
     t_cached = time.perf_counter() - start
 
     correct_ours = {"text_acc": 0, "image_acc": 0, "acc": 0}
@@ -120,26 +120,31 @@ def main() -> None:
             for key, name in (("text_acc", "text_acc"), ("image_acc", "image_acc"), ("acc", "group_acc")):
                 correct_ours[key] += round(seed[name] * seed["n_cycles"])
     stats = encoded.stats
-    print(json.dumps({
-        "model": f"{args.model} (random init, CPU, fp32)",
-        "n_cycles": blocks,
-        "tasks": names,
-        "unique_images": stats.unique_image_contents,
-        "unique_captions": stats.unique_captions,
-        "clip_benchmark_s": round(t_reference, 3),
-        "ours_cold_s": round(t_cold, 3),
-        "ours_cached_s": round(t_cached, 3),
-        "speedup_cold": round(t_reference / t_cold, 2),
-        "speedup_cached": round(t_reference / t_cached, 2),
-        "encoder_calls": {
-            "clip_benchmark": {"images": reference.images, "captions": reference.texts},
-            "ours_cold": {"images": cold_calls[0], "captions": cold_calls[1]},
-            "ours_cached": {"images": ours.images - cold_calls[0], "captions": ours.texts - cold_calls[1]},
-        },
-        "cached_run_loaded_model": encoded_again.stats.model_loaded,
-        "same_correct_counts": correct_ours == correct_ref,
-        "targets_met": {"cold_3x": t_reference / t_cold >= 3, "cached_50x": t_reference / t_cached >= 50},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "model": f"{args.model} (random init, CPU, fp32)",
+                "n_cycles": blocks,
+                "tasks": names,
+                "unique_images": stats.unique_image_contents,
+                "unique_captions": stats.unique_captions,
+                "clip_benchmark_s": round(t_reference, 3),
+                "ours_cold_s": round(t_cold, 3),
+                "ours_cached_s": round(t_cached, 3),
+                "speedup_cold": round(t_reference / t_cold, 2),
+                "speedup_cached": round(t_reference / t_cached, 2),
+                "encoder_calls": {
+                    "clip_benchmark": {"images": reference.images, "captions": reference.texts},
+                    "ours_cold": {"images": cold_calls[0], "captions": cold_calls[1]},
+                    "ours_cached": {"images": ours.images - cold_calls[0], "captions": ours.texts - cold_calls[1]},
+                },
+                "cached_run_loaded_model": encoded_again.stats.model_loaded,
+                "same_correct_counts": correct_ours == correct_ref,
+                "targets_met": {"cold_3x": t_reference / t_cold >= 3, "cached_50x": t_reference / t_cached >= 50},
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,16 @@ def main() -> None:
     start = time.perf_counter()
     # Seven direction groups of two families each: a structured grid, like related COCO families.
     groups = {f"family_{i:02d}": i // 2 for i in range(args.families)}
-    data = planted_experiment_data(groups, dim=args.dim, n_train=args.train, n_validation=args.validation,
-                                   n_test=args.test, seeds=tuple(args.seeds), pool_size=args.pool, signal=0.08)
+    data = planted_experiment_data(
+        groups,
+        dim=args.dim,
+        n_train=args.train,
+        n_validation=args.validation,
+        n_test=args.test,
+        seeds=tuple(args.seeds),
+        pool_size=args.pool,
+        signal=0.08,
+    )
     synth_s = time.perf_counter() - start
     settings = TransferSettings(epochs=args.epochs, seeds=tuple(args.seeds))
     start = time.perf_counter()
@@ -70,8 +78,7 @@ def main() -> None:
         "peak_rss_mb": round(peak_rss_mb, 1),
         "pearson": record["correlation"]["pearson"]["mean"],
         "spearman": record["correlation"]["spearman"]["mean"],
-        "in_family_cycle_acc": float(np.mean([np.diag(np.asarray(p["transfer"])).mean()
-                                              for p in record["per_seed"].values()])),
+        "in_family_cycle_acc": float(np.mean([np.diag(np.asarray(p["transfer"])).mean() for p in record["per_seed"].values()])),
         "cpu_count": os.cpu_count(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
@@ -87,9 +94,15 @@ def main() -> None:
         phi = family.image_features.astype(np.float64)
         psi = family.caption_features.astype(np.float64)
         start = time.perf_counter()
-        train_on_cycles(make_head("low_rank", args.dim, args.dim, rank=64, seed=0), phi, psi, family.split(0, "train"),
-                        family.split(0, "validation"), family.split(0, "test"),
-                        TrainConfig(epochs=args.epochs, seed=0))
+        train_on_cycles(
+            make_head("low_rank", args.dim, args.dim, rank=64, seed=0),
+            phi,
+            psi,
+            family.split(0, "train"),
+            family.split(0, "validation"),
+            family.split(0, "test"),
+            TrainConfig(epochs=args.epochs, seed=0),
+        )
         reference_probe_s = time.perf_counter() - start
         val = family.split(0, "validation")
         start = time.perf_counter()

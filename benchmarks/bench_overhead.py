@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 #: The floor: what a user would write to score the test cycles once, without any of our machinery.
-FLOOR_SCRIPT = r'''
+FLOOR_SCRIPT = r"""
 import json, sys
 from pathlib import Path
 
@@ -81,7 +81,7 @@ for (family, seed), t in tables.items():
     out[f"{family}/{seed}"] = float(np.mean(np.where(np.abs(delta) <= 1e-9, 0.5, delta > 0)))
 print(json.dumps({"cycle_acc": out, "unique_images": len(images), "unique_captions": len(captions),
                   "n_cycles": sum(len(t["image_0"]) for t in tables.values())}))
-'''
+"""
 
 NO_AUDIT_YAML = """task: cycles/bench_{family}
 dataset_path: shapes
@@ -137,9 +137,28 @@ def count_cycles(folder: Path, families: list[str]) -> dict[str, int]:
 
 def eval_command(folder: Path, families: list[str], cache: Path, out: Path, batch_size: int) -> list[str]:
     """``clip-cycles eval`` of the shapes tasks of ``families`` (cycles-tiny on CPU)."""
-    return [sys.executable, "-m", "clip_cycles", "eval", "--task", *[f"cycles/shapes_{f}" for f in families],
-            "--model", "cycles-tiny", "--pretrained", "shapes", "--dataset-root", str(folder), "--cache-dir", str(cache),
-            "--device", "cpu", "--batch-size", str(batch_size), "--output", str(out / "{dataset}.json")]
+    return [
+        sys.executable,
+        "-m",
+        "clip_cycles",
+        "eval",
+        "--task",
+        *[f"cycles/shapes_{f}" for f in families],
+        "--model",
+        "cycles-tiny",
+        "--pretrained",
+        "shapes",
+        "--dataset-root",
+        str(folder),
+        "--cache-dir",
+        str(cache),
+        "--device",
+        "cpu",
+        "--batch-size",
+        str(batch_size),
+        "--output",
+        str(out / "{dataset}.json"),
+    ]
 
 
 def memory_at(work: Path, n_images: int, batch_size: int, env: dict[str, str]) -> dict[str, Any]:
@@ -152,8 +171,13 @@ def memory_at(work: Path, n_images: int, batch_size: int, env: dict[str, str]) -
     t_cold, rss_cold, _ = run_measured(command, env)
     t_warm, rss_warm, _ = run_measured(command, env)
     cycles = count_cycles(folder, families)
-    return {"n_images": n_images, "cycles_per_split": cycles, "ours_cold_s": round(t_cold, 2),
-            "ours_warm_s": round(t_warm, 2), "peak_rss_mib": {"cold": rss_cold, "warm": rss_warm}}
+    return {
+        "n_images": n_images,
+        "cycles_per_split": cycles,
+        "ours_cold_s": round(t_cold, 2),
+        "ours_warm_s": round(t_warm, 2),
+        "peak_rss_mib": {"cold": rss_cold, "warm": rss_warm},
+    }
 
 
 def main() -> None:
@@ -162,8 +186,12 @@ def main() -> None:
     parser.add_argument("--work", default=None, help="work directory (kept; a built world there is reused)")
     parser.add_argument("--no-audit-run", action="store_true", help="also time a cold run without the audit")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--memory-images", type=int, default=None,
-                        help="also state the warm run's peak RSS on a world of this many images (e.g. 10000)")
+    parser.add_argument(
+        "--memory-images",
+        type=int,
+        default=None,
+        help="also state the warm run's peak RSS on a world of this many images (e.g. 10000)",
+    )
     args = parser.parse_args()
 
     from clip_cycles.encoding.encoder import MIN_CAPTION_BATCH
@@ -182,8 +210,16 @@ def main() -> None:
     env = {**os.environ, "TQDM_DISABLE": "1"}
     load_before = os.getloadavg()
     t_floor, rss_floor, floor_out = run_measured(
-        [python, str(floor_path), str(folder), ",".join(families), str(args.batch_size),
-         str(max(args.batch_size, MIN_CAPTION_BATCH))], env)
+        [
+            python,
+            str(floor_path),
+            str(folder),
+            ",".join(families),
+            str(args.batch_size),
+            str(max(args.batch_size, MIN_CAPTION_BATCH)),
+        ],
+        env,
+    )
     t_cold, rss_cold, _ = run_measured(command, env)
     t_warm, rss_warm, _ = run_measured(command, env)
     result: dict[str, Any] = {}
@@ -196,7 +232,7 @@ def main() -> None:
         if fresh.exists():
             shutil.rmtree(fresh)
         plain = eval_command(folder, families, fresh, work / "results_no_audit", args.batch_size)
-        plain[plain.index("--task") + 1:plain.index("--model")] = [f"cycles/bench_{f}" for f in families]
+        plain[plain.index("--task") + 1 : plain.index("--model")] = [f"cycles/bench_{f}" for f in families]
         t_plain, _, _ = run_measured(plain, {**env, "CLIP_CYCLES_TASKS_PATH": str(tasks_dir)})
         result["ours_cold_no_audit_s"] = round(t_plain, 2)
         result["ratio_cold_no_audit"] = round(t_plain / t_floor, 3)
@@ -214,26 +250,31 @@ def main() -> None:
         for seed, values in record["metrics"]["per_seed"].items():
             ours[f"{family}/{seed}"] = values["cycle_acc"]
     differences = [abs(ours[k] - floor["cycle_acc"][k]) for k in floor["cycle_acc"]]
-    print(json.dumps({
-        "n_images": args.n_images,
-        "families": len(families),
-        "seeds": [0, 1, 2],
-        "n_test_cycles": floor["n_cycles"],
-        "unique_test_images": floor["unique_images"],
-        "unique_test_captions": floor["unique_captions"],
-        "floor_s": round(t_floor, 2),
-        "ours_cold_s": round(t_cold, 2),
-        "ours_warm_s": round(t_warm, 2),
-        "ratio_cold": round(t_cold / t_floor, 3),
-        "ratio_warm": round(t_warm / t_floor, 3),
-        **result,
-        "targets_met": {"cold_1.5x": t_cold / t_floor <= 1.5, "warm_0.75x": t_warm / t_floor <= 0.75},
-        "peak_rss_mib": {"floor": rss_floor, "cold": rss_cold, "warm": rss_warm},
-        "cycle_acc_max_abs_difference_to_floor": max(differences),
-        "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
-        "cpus": os.cpu_count(),
-        "work": str(work),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "n_images": args.n_images,
+                "families": len(families),
+                "seeds": [0, 1, 2],
+                "n_test_cycles": floor["n_cycles"],
+                "unique_test_images": floor["unique_images"],
+                "unique_test_captions": floor["unique_captions"],
+                "floor_s": round(t_floor, 2),
+                "ours_cold_s": round(t_cold, 2),
+                "ours_warm_s": round(t_warm, 2),
+                "ratio_cold": round(t_cold / t_floor, 3),
+                "ratio_warm": round(t_warm / t_floor, 3),
+                **result,
+                "targets_met": {"cold_1.5x": t_cold / t_floor <= 1.5, "warm_0.75x": t_warm / t_floor <= 0.75},
+                "peak_rss_mib": {"floor": rss_floor, "cold": rss_cold, "warm": rss_warm},
+                "cycle_acc_max_abs_difference_to_floor": max(differences),
+                "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+                "cpus": os.cpu_count(),
+                "work": str(work),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

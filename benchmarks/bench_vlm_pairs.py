@@ -62,8 +62,10 @@ def main() -> None:
         for seed in sorted(data[0].splits):
             rows = data[0].splits[seed][task.split]
             for images, captions in ((rows.image_pair(i), rows.caption_pair(i)) for i in range(len(rows))):
-                block = [[float(scorer.score_batch([Image.open(i.path).convert("RGB")], [c], config)[0, 0])
-                          for c in captions] for i in images]
+                block = [
+                    [float(scorer.score_batch([Image.open(i.path).convert("RGB")], [c], config)[0, 0]) for c in captions]
+                    for i in images
+                ]
                 loop_blocks.append(block)
         loop_s = time.perf_counter() - start
         loop_forwards = 4 * len(loop_blocks)
@@ -71,25 +73,32 @@ def main() -> None:
         start = time.perf_counter()
         scores = score_tasks(data, spec, None, batch_size=args.batch_size)
         assert scores is not None
-        fast_blocks = [scores.block_scores(task, cycle_index(data[0].splits[seed][task.split], scores)[0])
-                       for seed in sorted(data[0].splits)]
+        fast_blocks = [
+            scores.block_scores(task, cycle_index(data[0].splits[seed][task.split], scores)[0]) for seed in sorted(data[0].splits)
+        ]
         fast_s = time.perf_counter() - start
         fast = np.concatenate(fast_blocks)
         loop = np.asarray(loop_blocks)
         diff = float(np.abs(fast - loop).max())
-        print(json.dumps({
-            "n_blocks": int(loop.shape[0]),
-            "requested_pairs": scores.stats.requested_pairs,
-            "unique_pairs": scores.stats.unique_pairs,
-            "loop_forward_passes": loop_forwards,
-            "vlm_forward_passes": scores.stats.forward_passes,
-            "loop_s": round(loop_s, 3),
-            "vlm_s": round(fast_s, 3),
-            "speedup": round(loop_s / fast_s, 2),
-            "max_abs_score_diff": diff,
-            "target_speedup": 3.0,
-            "passed": bool(loop_s / fast_s >= 3.0 and diff <= 1e-5),
-        }, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    "n_blocks": int(loop.shape[0]),
+                    "requested_pairs": scores.stats.requested_pairs,
+                    "unique_pairs": scores.stats.unique_pairs,
+                    "loop_forward_passes": loop_forwards,
+                    "vlm_forward_passes": scores.stats.forward_passes,
+                    "loop_s": round(loop_s, 3),
+                    "vlm_s": round(fast_s, 3),
+                    "speedup": round(loop_s / fast_s, 2),
+                    "max_abs_score_diff": diff,
+                    "target_speedup": 3.0,
+                    "passed": bool(loop_s / fast_s >= 3.0 and diff <= 1e-5),
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -41,10 +41,18 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
     "zero_shot": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit.py",),
-    "coco_families": ("tests/test_coco_families.py", "tests/test_caption_oracles.py", "tests/test_swap_rule.py",
-                      "tests/test_coco_predicates.py"),
-    "gqa_families": ("tests/test_gqa_families.py", "tests/test_caption_oracles.py", "tests/test_gqa_swap_rule.py",
-                     "tests/test_gqa_statements.py"),
+    "coco_families": (
+        "tests/test_coco_families.py",
+        "tests/test_caption_oracles.py",
+        "tests/test_swap_rule.py",
+        "tests/test_coco_predicates.py",
+    ),
+    "gqa_families": (
+        "tests/test_gqa_families.py",
+        "tests/test_caption_oracles.py",
+        "tests/test_gqa_swap_rule.py",
+        "tests/test_gqa_statements.py",
+    ),
     "splitters": ("tests/test_splitters.py", "tests/test_splitter_reference.py"),
     "attribute_probes": ("tests/test_attribute_probes.py", "tests/test_probe_metrics_reference.py"),
 }
@@ -53,28 +61,83 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 #: the caption semantics of the family modules (their verdicts, and what each family reads off an image),
 #: not the pairing, I/O and CLI code around them, which would take hours of mutants.
 DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
-    "coco_families": ("_centre", "relation_truths", "_combine", "_single_pair_verdicts", "_relation_verdicts",
-                      "relation_verdict", "position_verdict", "count_verdict", "mentions_verdict",
-                      "supercategory_verdict", "exclusion_reason", "_relation_meaning", "ImageObjects.*",
-                      "CocoFamily.verdict", "CocoFamily.holds", "RelationFamily.verdicts"),
-    "gqa_families": ("attribute_values", "_single_value", "_has_named_relation", "attribute_verdict",
-                     "relation_verdict", "_matched_exclusion", "_relation_holds", "AttributeFamily.statements",
-                     "AttributeFamily.verdict", "AttributeFamily.holds", "_RelationArgumentFamily.compatible",
-                     "_RelationArgumentFamily.holds", "_RelationArgumentFamily.verdict", "RelationObject.statements",
-                     "RelationSubject.statements", "RelationSpatial.statements", "RelationSpatial.holds",
-                     "RelationSpatial.verdict", "Binding.verdict", "Binding.statements", "Binding.holds"),
+    "coco_families": (
+        "_centre",
+        "relation_truths",
+        "_combine",
+        "_single_pair_verdicts",
+        "_relation_verdicts",
+        "relation_verdict",
+        "position_verdict",
+        "count_verdict",
+        "mentions_verdict",
+        "supercategory_verdict",
+        "exclusion_reason",
+        "_relation_meaning",
+        "ImageObjects.*",
+        "CocoFamily.verdict",
+        "CocoFamily.holds",
+        "RelationFamily.verdicts",
+    ),
+    "gqa_families": (
+        "attribute_values",
+        "_single_value",
+        "_has_named_relation",
+        "attribute_verdict",
+        "relation_verdict",
+        "_matched_exclusion",
+        "_relation_holds",
+        "AttributeFamily.statements",
+        "AttributeFamily.verdict",
+        "AttributeFamily.holds",
+        "_RelationArgumentFamily.compatible",
+        "_RelationArgumentFamily.holds",
+        "_RelationArgumentFamily.verdict",
+        "RelationObject.statements",
+        "RelationSubject.statements",
+        "RelationSpatial.statements",
+        "RelationSpatial.holds",
+        "RelationSpatial.verdict",
+        "Binding.verdict",
+        "Binding.statements",
+        "Binding.holds",
+    ),
     # Fold assignment, the group rules, degenerate-fold counts (not the file readers and the registry).
-    "splitters": ("ConceptSplitter.*", "_check_label_vector", "_BalancedStratifiedGroupKFold._find_best_fold",
-                  "_stratified_group_folds", "_grouped_folds", "RandomSplit.split", "concept_groups_to_ids",
-                  "GroupingSplit._concept_groups", "nearest_neighbours", "SimilaritySplit._concept_groups",
-                  "ClusterSplit._concept_groups", "_unassigned_singleton", "_unassigned_train", "_unassigned_group",
-                  "SupercategorySplit._concept_groups", "MovedToTrainSplit.split", "attribute_folds",
-                  "CoverageReport.*", "coverage_report", "leakage_folds"),
+    "splitters": (
+        "ConceptSplitter.*",
+        "_check_label_vector",
+        "_BalancedStratifiedGroupKFold._find_best_fold",
+        "_stratified_group_folds",
+        "_grouped_folds",
+        "RandomSplit.split",
+        "concept_groups_to_ids",
+        "GroupingSplit._concept_groups",
+        "nearest_neighbours",
+        "SimilaritySplit._concept_groups",
+        "ClusterSplit._concept_groups",
+        "_unassigned_singleton",
+        "_unassigned_train",
+        "_unassigned_group",
+        "SupercategorySplit._concept_groups",
+        "MovedToTrainSplit.split",
+        "attribute_folds",
+        "CoverageReport.*",
+        "coverage_report",
+        "leakage_folds",
+    ),
     # The metrics and the probe's objective (not the L-BFGS-B workspace loop, which the lockstep-vs-sklearn
     # test pins, nor the JSON assembly of attribute_task_metrics).
-    "attribute_probes": ("f1_selectivity", "pearson", "f1_scores", "supercategory_dominance",
-                         "AttributeProbeResult.summary", "_balanced_weights", "_loss_gradient", "leakage_score",
-                         "probe_attributes"),
+    "attribute_probes": (
+        "f1_selectivity",
+        "pearson",
+        "f1_scores",
+        "supercategory_dominance",
+        "AttributeProbeResult.summary",
+        "_balanced_weights",
+        "_loss_gradient",
+        "leakage_score",
+        "probe_attributes",
+    ),
 }
 
 #: Helper files every test run needs besides the matching test files.
@@ -128,18 +191,33 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
              "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in test_files]  # fmt: skip
     # Generous timeouts: a surviving mutant runs every matching test, and a killed-by-timeout verdict
     # (SIGTERM, "suspicious") would hide whether the tests noticed it.
-    lines += ["pytest_add_cli_args = -p no:cacheprovider", "use_git_change_detection = false",
-              "timeout_multiplier = 20.0", "timeout_constant = 60.0",
-              # numba's parallel thread pool does not survive fork (workers get SIGTERM): fork each mutant
-              # from a server that has only collected the tests, never run a kernel.
-              "process_isolation = forkserver",
-              # Tests that load a builder script (hf_datasets/*/build.py) read it next to the tests.
-              "also_copy ="] + [f"    {extra}/" for extra in SCRATCH_EXTRAS] + [""]
+    lines += (
+        [
+            "pytest_add_cli_args = -p no:cacheprovider",
+            "use_git_change_detection = false",
+            "timeout_multiplier = 20.0",
+            "timeout_constant = 60.0",
+            # numba's parallel thread pool does not survive fork (workers get SIGTERM): fork each mutant
+            # from a server that has only collected the tests, never run a kernel.
+            "process_isolation = forkserver",
+            # Tests that load a builder script (hf_datasets/*/build.py) read it next to the tests.
+            "also_copy =",
+        ]
+        + [f"    {extra}/" for extra in SCRATCH_EXTRAS]
+        + [""]
+    )
     return "\n".join(lines)
 
 
-def run_module(name: str, functions: list[str], test_files: tuple[str, ...], timeout: float, show: bool,
-               max_children: int = 2, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_module(
+    name: str,
+    functions: list[str],
+    test_files: tuple[str, ...],
+    timeout: float,
+    show: bool,
+    max_children: int = 2,
+    previous: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Mutate one module in a scratch copy and count the mutants by status.
 
     With ``previous`` (this module's entry of an earlier run on the same source), only its
@@ -163,8 +241,9 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
         meta = scratch / "mutants" / f"{module_file(name)}.meta"
         if not meta.is_file():
-            raise SystemExit(f"mutation_score: mutmut produced no results for {name}:\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            raise SystemExit(
+                f"mutation_score: mutmut produced no results for {name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
         codes: dict[str, Any] = json.loads(meta.read_text())["exit_code_by_key"]
         if globs:
             codes = {k: v for k, v in codes.items() if k in globs or any(fnmatch.fnmatch(k, g) for g in globs)}
@@ -173,8 +252,10 @@ def run_module(name: str, functions: list[str], test_files: tuple[str, ...], tim
         timeout_ = sorted(k for k, v in codes.items() if v in TIMEOUT)
         not_run = sorted(k for k, v in codes.items() if v is None)
         if not_run:
-            raise SystemExit(f"mutation_score: mutmut ran none of {len(not_run)} mutants of {name}:\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            raise SystemExit(
+                f"mutation_score: mutmut ran none of {len(not_run)} mutants of {name}:\n"
+                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
         # Everything else (exit 0, or a signal such as SIGTERM from mutmut's own timeout) is a survivor.
         survived = sorted(k for k in codes if k not in killed and k not in no_tests and k not in timeout_)
         if show:
@@ -207,8 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per module (default 1800)")
     parser.add_argument("--show-survivors", action="store_true", help="print each survivor's diff on stderr")
     parser.add_argument("--max-children", type=int, default=2, help="mutants run in parallel (default 2)")
-    parser.add_argument("--rerun-survivors", type=Path, default=None,
-                        help="JSON of an earlier run on unchanged sources: run only its survivors again")
+    parser.add_argument(
+        "--rerun-survivors",
+        type=Path,
+        default=None,
+        help="JSON of an earlier run on unchanged sources: run only its survivors again",
+    )
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     earlier = json.loads(args.rerun_survivors.read_text()) if args.rerun_survivors else {}

@@ -36,32 +36,31 @@ def register_command(name: str, module: str, help: str) -> None:
     COMMANDS[name] = Command(module=module, help=help)
 
 
-register_command("synthetic", "clip_cycles.experiments.synthetic",
-                 "Synthetic controls (paper 1, Table 1): algebra before data.")
-register_command("build", "clip_cycles.data.build",
-                 "Build cycle families (shapes world, COCO, GQA) into a dataset folder.")
-register_command("audit", "clip_cycles.data.folder_audit",
-                 "Re-check a built dataset folder; non-zero exit on any violation.")
-register_command("eval", "clip_cycles.evaluation.eval_command",
-                 "Zero-shot CycleAcc and Winoground scores of a model on a task.")
-register_command("encode", "clip_cycles.evaluation.encode_command",
-                 "Encode the unique images and captions of tasks into the feature cache.")
-register_command("probe", "clip_cycles.experiments.commands:configure_probe_parser",
-                 "Probe rank sweeps per family (cycle loss, seeds 0,1,2).")
-register_command("transfer", "clip_cycles.experiments.commands:configure_transfer_parser",
-                 "Family-to-family probe transfer and cycle-difference alignment.")
-register_command("oe", "clip_cycles.experiments.commands:configure_oe_parser",
-                 "Cycle OE vs Shortcut OE vs four-entry BCE.")
-register_command("report", "clip_cycles.experiments.report",
-                 "Rebuild the markdown report and figures from a results directory.")
-register_command("splits", "clip_cycles.attributes.attribute_experiments",
-                 "Attribute generalization splits: F1 selectivity and CS.")
-register_command("train-tiny", "clip_cycles.encoding.tiny_model",
-                 "Train the cycles-tiny CLIP on the shapes world.")
-register_command("audit-benchmark", "clip_cycles.evaluation.benchmark_audit_command",
-                 "Audit a benchmark: blind scores vs the model.")
-register_command("demo", "clip_cycles.evaluation.demo",
-                 "The whole pipeline offline on the embedded default.")
+register_command("synthetic", "clip_cycles.experiments.synthetic", "Synthetic controls (paper 1, Table 1): algebra before data.")
+register_command("build", "clip_cycles.data.build", "Build cycle families (shapes world, COCO, GQA) into a dataset folder.")
+register_command("audit", "clip_cycles.data.folder_audit", "Re-check a built dataset folder; non-zero exit on any violation.")
+register_command("eval", "clip_cycles.evaluation.eval_command", "Zero-shot CycleAcc and Winoground scores of a model on a task.")
+register_command(
+    "encode", "clip_cycles.evaluation.encode_command", "Encode the unique images and captions of tasks into the feature cache."
+)
+register_command(
+    "probe", "clip_cycles.experiments.commands:configure_probe_parser", "Probe rank sweeps per family (cycle loss, seeds 0,1,2)."
+)
+register_command(
+    "transfer",
+    "clip_cycles.experiments.commands:configure_transfer_parser",
+    "Family-to-family probe transfer and cycle-difference alignment.",
+)
+register_command("oe", "clip_cycles.experiments.commands:configure_oe_parser", "Cycle OE vs Shortcut OE vs four-entry BCE.")
+register_command("report", "clip_cycles.experiments.report", "Rebuild the markdown report and figures from a results directory.")
+register_command(
+    "splits", "clip_cycles.attributes.attribute_experiments", "Attribute generalization splits: F1 selectivity and CS."
+)
+register_command("train-tiny", "clip_cycles.encoding.tiny_model", "Train the cycles-tiny CLIP on the shapes world.")
+register_command(
+    "audit-benchmark", "clip_cycles.evaluation.benchmark_audit_command", "Audit a benchmark: blind scores vs the model."
+)
+register_command("demo", "clip_cycles.evaluation.demo", "The whole pipeline offline on the embedded default.")
 
 
 def _top_parser() -> argparse.ArgumentParser:

@@ -93,8 +93,7 @@ def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
     value = hasher.hexdigest()
     _MEMO[key] = value
     if record_path is not None:
-        record = {"path": key[0], "size": key[1], "mtime_ns": key[2], "inode": key[3], "ctime_ns": key[4],
-                  "sha256": value}
+        record = {"path": key[0], "size": key[1], "mtime_ns": key[2], "inode": key[3], "ctime_ns": key[4], "sha256": value}
         try:
             atomic_write_bytes(record_path, (canonical_json(record) + "\n").encode("utf-8"))
         except OSError:
@@ -131,7 +130,7 @@ def local_weights_path(name: str | None) -> Path | None:
     """The local file or folder a model name or pretrained value points at (``local-dir:`` stripped), else None."""
     if not name:
         return None
-    text = name[len("local-dir:"):] if name.startswith("local-dir:") else name
+    text = name[len("local-dir:") :] if name.startswith("local-dir:") else name
     candidate = Path(text).expanduser()
     try:
         return candidate if candidate.exists() else None
@@ -154,7 +153,6 @@ def listing_fingerprint(folder: Path, suffixes: Iterable[str] | None = None) -> 
                         if suffixes is not None and not entry.name.lower().endswith(tuple(suffixes)):
                             continue
                         stat = entry.stat()
-                        entries.append((Path(entry.path).relative_to(folder).as_posix(), stat.st_size,
-                                        stat.st_mtime_ns))
+                        entries.append((Path(entry.path).relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns))
     entries.sort()
     return {"files": len(entries), "digest": digest(entries, 64)}

@@ -90,8 +90,9 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
     else:
         for i, v in enumerate(items):
             if not _is_number(v) or not math.isfinite(v):
-                raise ValueError(f"mean_sd: value {i} is {v!r}, not a finite number "
-                                 "(pass skip_missing=True to leave missing values out)")
+                raise ValueError(
+                    f"mean_sd: value {i} is {v!r}, not a finite number (pass skip_missing=True to leave missing values out)"
+                )
         if not items:
             raise ValueError("mean_sd needs at least one value")
         kept = [float(v) for v in items]
@@ -106,15 +107,23 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
     return out
 
 
-def benchmark_record(dataset: str, model: str, pretrained: str | None, metrics: dict[str, Any],
-                     task: str = RESULT_TASK, language: str = "en") -> dict[str, Any]:
+def benchmark_record(
+    dataset: str, model: str, pretrained: str | None, metrics: dict[str, Any], task: str = RESULT_TASK, language: str = "en"
+) -> dict[str, Any]:
     """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``."""
-    return {"dataset": dataset, "model": model, "pretrained": pretrained or "", "task": task, "metrics": metrics,
-            "language": language}
+    return {
+        "dataset": dataset,
+        "model": model,
+        "pretrained": pretrained or "",
+        "task": task,
+        "metrics": metrics,
+        "language": language,
+    }
 
 
-def output_path(template: str, dataset: str, model: str, pretrained: str | None, language: str = "en",
-                task: str = RESULT_TASK) -> str:
+def output_path(
+    template: str, dataset: str, model: str, pretrained: str | None, language: str = "en", task: str = RESULT_TASK
+) -> str:
     """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does."""
     pretrained = pretrained or ""
     is_file = os.path.isfile(pretrained)

@@ -63,8 +63,9 @@ def resolve_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".cache" / "clip_cycles"
 
 
-def resolve_data_cache_dir(data_cache_dir: str | os.PathLike[str] | None = None,
-                           cache_dir: str | os.PathLike[str] | None = None) -> Path:
+def resolve_data_cache_dir(
+    data_cache_dir: str | os.PathLike[str] | None = None, cache_dir: str | os.PathLike[str] | None = None
+) -> Path:
     """Where families built from a raw root are kept: ``data_cache_dir``, else ``datasets/`` of the cache root."""
     return Path(data_cache_dir) if data_cache_dir else resolve_cache_dir(cache_dir) / "datasets"
 
@@ -96,8 +97,7 @@ def _int(name: str) -> int | None:
     try:
         return int(raw)
     except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or give a whole number") \
-            from None
+        raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or give a whole number") from None
 
 
 def injected_fault_limit() -> int | None:

@@ -74,21 +74,37 @@ def _write_coco(
     for split, images in (("train2017", train), ("val2017", val)):
         entries, instances, captions = [], [], []
         for image in images:
-            entries.append({"id": image["id"], "file_name": image.get("file_name", f"{image['id']:012d}.jpg"),
-                            "width": image.get("width", width), "height": image.get("height", height)})
+            entries.append(
+                {
+                    "id": image["id"],
+                    "file_name": image.get("file_name", f"{image['id']:012d}.jpg"),
+                    "width": image.get("width", width),
+                    "height": image.get("height", height),
+                }
+            )
             for obj in image.get("objects", []):
                 ann_id += 1
                 crowd = obj[2] if len(obj) > 2 else 0
                 x, y, w, h = obj[1]
-                instances.append({"id": ann_id, "image_id": image["id"], "category_id": obj[0], "bbox": list(obj[1]),
-                                  "area": w * h, "iscrowd": crowd, "segmentation": []})
+                instances.append(
+                    {
+                        "id": ann_id,
+                        "image_id": image["id"],
+                        "category_id": obj[0],
+                        "bbox": list(obj[1]),
+                        "area": w * h,
+                        "iscrowd": crowd,
+                        "segmentation": [],
+                    }
+                )
             for text in image.get("captions", []):
                 ann_id += 1
                 captions.append({"id": ann_id, "image_id": image["id"], "caption": text})
         cats = [{"id": i, "name": n, "supercategory": s} for i, n, s in categories]
         head = {"info": {}, "licenses": [], "images": entries}
         (root / "annotations" / f"instances_{split}.json").write_text(
-            json.dumps({**head, "annotations": instances, "categories": cats}))
+            json.dumps({**head, "annotations": instances, "categories": cats})
+        )
         (root / "annotations" / f"captions_{split}.json").write_text(json.dumps({**head, "annotations": captions}))
     return root
 

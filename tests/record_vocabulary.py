@@ -31,4 +31,5 @@ def assert_one_vocabulary(record: Any) -> None:
     """Fail naming each old-spelled key of ``record`` and the name to use instead."""
     found = old_spellings(record)
     assert not found, "old key spellings in a result record: " + ", ".join(
-        f"{p} (use {RENAMED[p.rsplit('.', 1)[-1]]!r})" for p in found)
+        f"{p} (use {RENAMED[p.rsplit('.', 1)[-1]]!r})" for p in found
+    )

@@ -51,8 +51,9 @@ def test_planted_shortcut_is_learned_yet_exact_cycles_score_one_half():
     rng = np.random.default_rng(1)
     train_pairs, eval_pairs = _unblocked_pairs(rng, n, 400), _unblocked_pairs(rng, n, 400)
     train_cycles, test_cycles = _cycles(rng, 2 * n, 2 * n, 50), _cycles(rng, 2 * n, 2 * n, 200)
-    report = additive_audit(phi, psi, train_cycles, test_cycles, epochs=5, lr=1e-2, batch_size=64,
-                            train_pairs=train_pairs, eval_pairs=eval_pairs)
+    report = additive_audit(
+        phi, psi, train_cycles, test_cycles, epochs=5, lr=1e-2, batch_size=64, train_pairs=train_pairs, eval_pairs=eval_pairs
+    )
     assert report.passed, report.failures
     steps = 5 * math.ceil(len(train_pairs) / 64)  # by hand: epochs x batches per epoch
     for name, probe in report.probes.items():
@@ -82,6 +83,7 @@ def test_hard_negative_design_fails_and_names_the_witness():
     n = 300
     phi, psi = _planted(n=n)
     rng = np.random.default_rng(4)
+
     # One image, a true caption (positive pool) and a false one (negative pool): not made of cycles.
     def triples(count: int) -> np.ndarray:
         return np.stack([rng.integers(0, n, count), rng.integers(0, n, count), rng.integers(n, 2 * n, count)], axis=1)
@@ -92,8 +94,13 @@ def test_hard_negative_design_fails_and_names_the_witness():
     # Independent Theorem 1 computation for comparison 0: the image has degree +1 - 1 = 0,
     # the true caption +1 and the false caption -1; the first largest |degree| is the true caption.
     assert report.n_unbalanced == 100
-    assert report.witness == {"comparison": 0, "side": "caption", "vertex": int(test[0, 1]), "value": 1.0,
-                              "score": report.witness["score"]}
+    assert report.witness == {
+        "comparison": 0,
+        "side": "caption",
+        "vertex": int(test[0, 1]),
+        "value": 1.0,
+        "score": report.witness["score"],
+    }
     assert "witness" in report.failures[0] and f"caption row {test[0, 1]}" in report.failures[0]
     # The text-only probe really solves it (its accuracy is far from one half).
     assert report.probes["text_only"].cycle_acc > 0.9
@@ -122,8 +129,7 @@ def test_bad_designs_raise_clear_errors():
     with pytest.raises(ValueError, match="design must be one of"):
         additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 1, 2, 3]]), design="triplets")
     with pytest.raises(ValueError, match="needs both labels"):
-        additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 1, 2, 3]]),
-                       train_pairs=np.array([[0, 0, 1], [1, 1, 1]]))
+        additive_audit(phi, psi, np.array([[0, 1, 2, 3]]), np.array([[0, 1, 2, 3]]), train_pairs=np.array([[0, 0, 1], [1, 1, 1]]))
 
 
 def _reference_fit(head: str, phi, psi, pairs, epochs, lr, weight_decay, batch_size, seed):
@@ -135,16 +141,18 @@ def _reference_fit(head: str, phi, psi, pairs, epochs, lr, weight_decay, batch_s
     for _ in range(epochs):
         order = rng.permutation(len(pairs))
         for start in range(0, len(order), batch_size):
-            batch = order[start:start + batch_size]
+            batch = order[start : start + batch_size]
             logit = np.full(len(batch), params[2][0])
             if use_image:
                 logit += phi[pairs[batch, 0]] @ params[0]
             if use_text:
                 logit += psi[pairs[batch, 1]] @ params[1]
             residual = (1.0 / (1.0 + np.exp(-logit)) - labels[batch]) / len(batch)
-            grads = [phi[pairs[batch, 0]].T @ residual if use_image else np.zeros_like(params[0]),
-                     psi[pairs[batch, 1]].T @ residual if use_text else np.zeros_like(params[1]),
-                     np.array([residual.sum()])]
+            grads = [
+                phi[pairs[batch, 0]].T @ residual if use_image else np.zeros_like(params[0]),
+                psi[pairs[batch, 1]].T @ residual if use_text else np.zeros_like(params[1]),
+                np.array([residual.sum()]),
+            ]
             steps += 1
             beta1, beta2 = 0.9, 0.999  # (1 - beta1) is not the literal 0.1 in float64: spelled as Adam does
             for i, (p, g) in enumerate(zip(params, grads)):

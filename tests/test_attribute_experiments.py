@@ -45,10 +45,22 @@ def test_things_root_end_to_end_reports_skips(tmp_path, world):
     ids = [c for c, k in zip(world.data.concepts, keep) if k]
     save_embeddings_npz(tmp_path / "model.npz", ids, world.embeddings[keep])
     out = tmp_path / "out"
-    code = main([
-        "splits", "--things-root", str(tmp_path), "--embeddings", f"tiny={tmp_path / 'model.npz'}",
-        "--strategies", "random", "supercategory", "llm", "--k-values", "--out", str(out),
-    ])
+    code = main(
+        [
+            "splits",
+            "--things-root",
+            str(tmp_path),
+            "--embeddings",
+            f"tiny={tmp_path / 'model.npz'}",
+            "--strategies",
+            "random",
+            "supercategory",
+            "llm",
+            "--k-values",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     results = json.loads((out / "results.json").read_text())
     skipped = results["data"]["skipped"]
@@ -86,8 +98,20 @@ def test_missing_input_and_nan_embeddings_exit_cleanly(tmp_path, world, capsys):
 
 
 def test_synthetic_grid_k_ablation_figures_and_determinism(tmp_path):
-    args = ["splits", "--synthetic", "small", "--strategies", "random", "clustering", "supercategory",
-            "--k", "16", "--k-values", "8", "400"]
+    args = [
+        "splits",
+        "--synthetic",
+        "small",
+        "--strategies",
+        "random",
+        "clustering",
+        "supercategory",
+        "--k",
+        "16",
+        "--k-values",
+        "8",
+        "400",
+    ]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     results = json.loads((tmp_path / "a" / "results.json").read_text())
     assert_one_vocabulary(results)
@@ -99,10 +123,14 @@ def test_synthetic_grid_k_ablation_figures_and_determinism(tmp_path):
     for name in ("strategies", "k_ablation"):
         for suffix in (".png", ".svg"):
             assert (tmp_path / "a" / "figures" / f"{name}{suffix}").stat().st_size > 1000
-    assert main(["splits", "--synthetic", "small", "--strategies", "supercategory", "--k-values", "8",
-                 "--out", str(tmp_path / "b")]) == 0
-    assert main(["splits", "--synthetic", "small", "--strategies", "supercategory", "--k-values", "8",
-                 "--out", str(tmp_path / "c")]) == 0
+    assert (
+        main(["splits", "--synthetic", "small", "--strategies", "supercategory", "--k-values", "8", "--out", str(tmp_path / "b")])
+        == 0
+    )
+    assert (
+        main(["splits", "--synthetic", "small", "--strategies", "supercategory", "--k-values", "8", "--out", str(tmp_path / "c")])
+        == 0
+    )
     for name in ("results.json", "results.md", "figures/strategies.svg", "figures/k_ablation.svg", "figures/strategies.png"):
         assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "c" / name).read_bytes(), name
 
@@ -146,15 +174,43 @@ def _things_run(tmp_path, *extra):
     listed = [a for a in sorted(ATTRIBUTES) if a in LISTED_ATTRIBUTES]
     published = write_published_splits(tmp_path, listed, len(info["concepts"]))
     out = tmp_path / "out"
-    code = main([
-        "splits", "--things-root", str(tmp_path), "--embeddings", f"a={tmp_path / 'model_a.npz'}",
-        "--embeddings", f"b={tmp_path / 'model_b.npz'}", "--split-embeddings", "a", "--attributes", "attributes.json",
-        "--min-concepts", "5", "--k", "8", "--k-values", "--seeds", "0", "1",
-        "--strategies", "random", "similarity", "clustering", "supercategory",
-        "--published-split", "supercategory_paper=supercategory_splits.json",
-        "--published-split", "kmeans_paper=kmeans_splits.json",
-        "--published-split", "similarity_paper=similarity_moves.txt", *extra, "--out", str(out),
-    ])
+    code = main(
+        [
+            "splits",
+            "--things-root",
+            str(tmp_path),
+            "--embeddings",
+            f"a={tmp_path / 'model_a.npz'}",
+            "--embeddings",
+            f"b={tmp_path / 'model_b.npz'}",
+            "--split-embeddings",
+            "a",
+            "--attributes",
+            "attributes.json",
+            "--min-concepts",
+            "5",
+            "--k",
+            "8",
+            "--k-values",
+            "--seeds",
+            "0",
+            "1",
+            "--strategies",
+            "random",
+            "similarity",
+            "clustering",
+            "supercategory",
+            "--published-split",
+            "supercategory_paper=supercategory_splits.json",
+            "--published-split",
+            "kmeans_paper=kmeans_splits.json",
+            "--published-split",
+            "similarity_paper=similarity_moves.txt",
+            *extra,
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     return info, published, listed, json.loads((out / "results.json").read_text())
 
@@ -165,8 +221,15 @@ def test_things_format_every_strategy_scores_the_same_attributes(tmp_path):
     assert results["data"]["skipped_names"]["attribute_not_in_list"] == ["is_green"]
     assert results["data"]["skipped_names"]["listed_attribute_not_in_data"] == ["not_in_data"]
     assert results["data"]["notes"]["category_totals_row"] is True
-    strategies = ["random", "similarity", "clustering", "supercategory", "supercategory_paper", "kmeans_paper",
-                  "similarity_paper"]
+    strategies = [
+        "random",
+        "similarity",
+        "clustering",
+        "supercategory",
+        "supercategory_paper",
+        "kmeans_paper",
+        "similarity_paper",
+    ]
     for model in ("a", "b"):
         table = results["grid"]["table"][model]
         assert sorted(table) == sorted(strategies)
@@ -203,13 +266,17 @@ def test_published_split_files_give_exactly_their_folds(tmp_path):
     data = load_things(tmp_path, min_concepts=5, attributes="attributes.json")
     concepts = load_concept_list(tmp_path / "unique_id.txt")
     expected = write_published_splits(tmp_path, list(data.attributes), len(concepts))
-    context = SplitContext(data.concepts, data.supercategories, published={
-        "super": load_published_split("super", tmp_path / "supercategory_splits.json", concepts, data.concepts,
-                                      data.attributes),
-        "kmeans": load_published_split("kmeans", tmp_path / "kmeans_splits.json", concepts, data.concepts,
-                                       data.attributes),
-        "moves": load_published_split("moves", tmp_path / "similarity_moves.txt", concepts, data.concepts),
-    })
+    context = SplitContext(
+        data.concepts,
+        data.supercategories,
+        published={
+            "super": load_published_split(
+                "super", tmp_path / "supercategory_splits.json", concepts, data.concepts, data.attributes
+            ),
+            "kmeans": load_published_split("kmeans", tmp_path / "kmeans_splits.json", concepts, data.concepts, data.attributes),
+            "moves": load_published_split("moves", tmp_path / "similarity_moves.txt", concepts, data.concepts),
+        },
+    )
     X = info["embeddings"]
     for name, file_folds in (("super", expected["supercategory"]), ("kmeans", expected["kmeans"])):
         folds = attribute_folds(make_splitter(name, context, 0), X, data.labels, attributes=data.attributes)
@@ -243,11 +310,27 @@ def test_published_split_errors_name_the_problem(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"moves\.txt: line 1: 'x' is not an integer"):
         load_published_split("x", tmp_path / "moves.txt", concepts, concepts)
     # A file without one of the data's attributes: the CLI names it and says what to do.
-    (tmp_path / "partial.json").write_text(json.dumps({"is_alive": {"train_idxs": list(range(40)),
-                                                                    "test_idxs": list(range(40, 58))}}))
-    code = main(["splits", "--things-root", str(tmp_path), "--embeddings", f"a={tmp_path / 'model_a.npz'}",
-                 "--min-concepts", "5", "--strategies", "random", "--published-split", "p=partial.json",
-                 "--k-values", "--out", str(tmp_path / "o")])
+    (tmp_path / "partial.json").write_text(
+        json.dumps({"is_alive": {"train_idxs": list(range(40)), "test_idxs": list(range(40, 58))}})
+    )
+    code = main(
+        [
+            "splits",
+            "--things-root",
+            str(tmp_path),
+            "--embeddings",
+            f"a={tmp_path / 'model_a.npz'}",
+            "--min-concepts",
+            "5",
+            "--strategies",
+            "random",
+            "--published-split",
+            "p=partial.json",
+            "--k-values",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+    )
     assert code == 2
     assert "no folds for attribute 'has_wheels'" in capsys.readouterr().err
 
@@ -260,11 +343,29 @@ def test_builder_writes_published_splits_as_configs(tmp_path):
     listed = ["has_wheels", "is_alive", "is_edible", "is_metal", "is_small"]
     published = write_published_splits(tmp_path, listed, len(info["concepts"]))
     out = tmp_path / "ds"
-    assert _builder().main([
-        "--things-root", str(tmp_path), "--embeddings", f"a={tmp_path / 'model_a.npz'}", "--attributes",
-        "attributes.json", "--min-concepts", "5", "--strategies", "random", "--seeds", "0",
-        "--published-split", "supercategory_paper=supercategory_splits.json", "--out", str(out),
-    ]) == 0
+    assert (
+        _builder().main(
+            [
+                "--things-root",
+                str(tmp_path),
+                "--embeddings",
+                f"a={tmp_path / 'model_a.npz'}",
+                "--attributes",
+                "attributes.json",
+                "--min-concepts",
+                "5",
+                "--strategies",
+                "random",
+                "--seeds",
+                "0",
+                "--published-split",
+                "supercategory_paper=supercategory_splits.json",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     build_info = json.loads((out / "build_info.json").read_text())
     assert build_info["strategies"] == ["random", "supercategory_paper"]
     assert build_info["fold_assignment"] == "per_attribute" and build_info["split_embedding"] == "a"
@@ -291,8 +392,18 @@ def test_bad_split_inputs_are_clear_errors(tmp_path, capsys, monkeypatch):
     (tmp_path / "overlap.json").write_text(json.dumps({"is_alive": {"train_idxs": [0, 1, 2], "test_idxs": [2, 3]}}))
     with pytest.raises(ValueError, match=r"'is_alive' fold 0: 1 concepts are in both train and test \(first: 'animal_0'\)"):
         load_published_split("x", tmp_path / "overlap.json", concepts, concepts)
-    base = ["splits", "--things-root", str(tmp_path), "--embeddings", f"a={tmp_path / 'model_a.npz'}",
-            "--min-concepts", "5", "--k-values", "--out", str(tmp_path / "o")]
+    base = [
+        "splits",
+        "--things-root",
+        str(tmp_path),
+        "--embeddings",
+        f"a={tmp_path / 'model_a.npz'}",
+        "--min-concepts",
+        "5",
+        "--k-values",
+        "--out",
+        str(tmp_path / "o"),
+    ]
     for extra, message in (
         (["--published-split", "noequals"], "expected NAME=FILE"),
         (["--published-split", "random=overlap.json"], "'random' is already a strategy"),

@@ -33,7 +33,7 @@ def world():
 def _problem(n, d, k, seed, signal):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))
-    y = (X[:, :k] * signal + rng.standard_normal((n, k)) > 1.0)
+    y = X[:, :k] * signal + rng.standard_normal((n, k)) > 1.0
     mask = rng.random((n, k)) < 0.8
     return X, y, mask
 
@@ -152,8 +152,15 @@ def test_synthetic_world_reproduces_paper_orderings(seed):
     context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
     k = round(100 * len(world.data.concepts) / 1854)  # the paper's k=100 of 1,854 concepts, scaled
     metrics = {
-        name: attribute_task_metrics(world.embeddings, world.data, name, seed, context=context, progress=False,
-                                     split_params={"n_clusters": k} if name == "clustering" else None)
+        name: attribute_task_metrics(
+            world.embeddings,
+            world.data,
+            name,
+            seed,
+            context=context,
+            progress=False,
+            split_params={"n_clusters": k} if name == "clustering" else None,
+        )
         for name in ("random", "clustering", "supercategory")
     }
     cs = {n: m["cs"] for n, m in metrics.items()}
@@ -204,8 +211,7 @@ def _tiny_fixture(seed=0):
     for a, rate in enumerate((0.15, 0.25, 0.35, 0.45, 0.55)):
         score = X[:, a] + 0.9 * rng.standard_normal(n) + (np.array([s == "cat1" for s in supers]) * (a % 2))
         labels[np.argsort(-score)[: int(rate * n)], a] = True
-    data = ConceptAttributeData(tuple(f"c{i:02d}" for i in range(n)), tuple(f"attr{a}" for a in range(5)),
-                                labels, tuple(supers))
+    data = ConceptAttributeData(tuple(f"c{i:02d}" for i in range(n)), tuple(f"attr{a}" for a in range(5)), labels, tuple(supers))
     return X, data
 
 
@@ -216,11 +222,15 @@ def test_random_split_metrics_match_a_few_line_sklearn_reference():
     X, data = _tiny_fixture()
     labels = data.labels.astype(int)
     metrics = attribute_task_metrics(X, data, "random", 4, solver="sklearn", progress=False)
-    f1 = np.array([
-        [_reference_fold_f1(X, labels[:, a], train, test)
-         for train, test in RepeatedStratifiedKFold(n_splits=5, n_repeats=2, random_state=4).split(X, labels[:, a])]
-        for a in range(labels.shape[1])
-    ])
+    f1 = np.array(
+        [
+            [
+                _reference_fold_f1(X, labels[:, a], train, test)
+                for train, test in RepeatedStratifiedKFold(n_splits=5, n_repeats=2, random_state=4).split(X, labels[:, a])
+            ]
+            for a in range(labels.shape[1])
+        ]
+    )
     selectivity = 100 * f1.mean(axis=1) - 100 * labels.sum(axis=0) / len(labels)
     dominance = _reference_dominance(data.labels, data.supercategories)
     assert metrics["f1_selectivity"] == pytest.approx(selectivity.mean(), abs=1e-9)

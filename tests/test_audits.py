@@ -48,9 +48,7 @@ def test_any_union_of_complete_blocks_is_balanced(blocks: list[tuple[int, int, s
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(min_value=0, max_value=5), st.sampled_from(["a", "b"]), st.sampled_from(["c", "d"]))
-def test_single_hard_negative_is_unbalanced_and_its_witness_achieves_the_value(
-    image: int, positive: str, negative: str
-) -> None:
+def test_single_hard_negative_is_unbalanced_and_its_witness_achieves_the_value(image: int, positive: str, negative: str) -> None:
     edges = hard_negative_edges([(image, positive, negative)])
     report = signed_degrees(*edges)
     assert not report.balanced

@@ -110,11 +110,25 @@ def _tiny_hf_clip(folder: Path) -> Path:
     CLIPTokenizer(vocab=vocab, merges=[]).save_pretrained(folder)
     CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
     config = CLIPConfig(
-        text_config={"vocab_size": len(vocab), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                     "num_attention_heads": 2, "max_position_embeddings": 24, "eos_token_id": vocab["<|endoftext|>"],
-                     "bos_token_id": vocab["<|startoftext|>"], "pad_token_id": vocab["<|endoftext|>"]},
-        vision_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-                       "image_size": 32, "patch_size": 8},
+        text_config={
+            "vocab_size": len(vocab),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "max_position_embeddings": 24,
+            "eos_token_id": vocab["<|endoftext|>"],
+            "bos_token_id": vocab["<|startoftext|>"],
+            "pad_token_id": vocab["<|endoftext|>"],
+        },
+        vision_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
+            "image_size": 32,
+            "patch_size": 8,
+        },
         projection_dim=16,
     )
     CLIPModel(config).save_pretrained(folder)
@@ -144,16 +158,23 @@ def test_hf_backend_loads_a_local_clip_through_auto_classes(tmp_path: Path) -> N
     torch.testing.assert_close(text, expected_text)
 
 
-def _write_features(path: Path, images: np.ndarray, captions: np.ndarray, image_keys: list[str],
-                    caption_keys: list[str]) -> Path:
+def _write_features(path: Path, images: np.ndarray, captions: np.ndarray, image_keys: list[str], caption_keys: list[str]) -> Path:
     if path.suffix == ".npz":
-        np.savez(path, image_features=images, caption_features=captions, image_keys=np.array(image_keys),
-                 caption_keys=np.array(caption_keys))
+        np.savez(
+            path,
+            image_features=images,
+            caption_features=captions,
+            image_keys=np.array(image_keys),
+            caption_keys=np.array(caption_keys),
+        )
     else:
         from safetensors.numpy import save_file
 
-        save_file({"image_features": images, "caption_features": captions}, str(path),
-                  metadata={"image_keys": json.dumps(image_keys), "caption_keys": json.dumps(caption_keys)})
+        save_file(
+            {"image_features": images, "caption_features": captions},
+            str(path),
+            metadata={"image_keys": json.dumps(image_keys), "caption_keys": json.dumps(caption_keys)},
+        )
     return path
 
 
@@ -199,7 +220,12 @@ def test_bad_features_files_are_named_errors(tmp_path: Path, change: str, messag
 
 def test_features_npz_with_object_arrays_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "f.npz"
-    np.savez(path, image_features=np.zeros((1, 2), np.float32), caption_features=np.zeros((1, 2), np.float32),
-             image_keys=np.array([{"pickled": 1}], dtype=object), caption_keys=np.array(["x"]))
+    np.savez(
+        path,
+        image_features=np.zeros((1, 2), np.float32),
+        caption_features=np.zeros((1, 2), np.float32),
+        image_keys=np.array([{"pickled": 1}], dtype=object),
+        caption_keys=np.array(["x"]),
+    )
     with pytest.raises(ValueError, match="pickle"):
         backends.read_features_file(path)

@@ -69,16 +69,12 @@ def test_sugarcrepe_design_counts_degrees_and_length_artefact(tmp_path: Path) ->
         assert m["design"]["share_captions_unbalanced"] == np.mean([d != 0 for d in degree.values()])
         assert m["design"]["share_comparisons_caption_decidable"] == 1.0
         # Theorem 1's witness of the subset, as clip_cycles.algebra.audits.signed_degrees picks it on the same edges.
-        reference = signed_degrees(*hard_negative_edges([(r["filename"], r["caption"], r["negative_caption"])
-                                                         for r in rows]))
+        reference = signed_degrees(*hard_negative_edges([(r["filename"], r["caption"], r["negative_caption"]) for r in rows]))
         assert m["design"]["theorem1_witness"] == reference.to_dict()["witness"]
         assert (m["design"]["balanced"], m["design"]["max_abs_degree"]) == (reference.balanced, reference.max_abs_degree)
-        assert m["witness_acc"] == np.mean([_credit(degree[r["caption"]] - degree[r["negative_caption"]])
-                                            for r in rows])
-        assert m["shortest_caption_acc"] == np.mean([_credit(len(r["negative_caption"]) - len(r["caption"]))
-                                                     for r in rows])
-        assert m["longest_caption_acc"] == np.mean([_credit(len(r["caption"]) - len(r["negative_caption"]))
-                                                    for r in rows])
+        assert m["witness_acc"] == np.mean([_credit(degree[r["caption"]] - degree[r["negative_caption"]]) for r in rows])
+        assert m["shortest_caption_acc"] == np.mean([_credit(len(r["negative_caption"]) - len(r["caption"])) for r in rows])
+        assert m["longest_caption_acc"] == np.mean([_credit(len(r["caption"]) - len(r["negative_caption"])) for r in rows])
     # add_obj: every negative is longer, so the caption-only length rule wins outright.
     assert subsets["add_obj"]["shortest_caption_acc"] == 1.0
     assert subsets["add_obj"]["best_blind"] == "shortest_caption"
@@ -107,8 +103,9 @@ def test_sugarcrepe_model_probe_and_cycles_with_features(tmp_path: Path) -> None
     subsets = {a.name: a.metrics for a in audit.audits}
     for name, data in items.items():
         rows = list(data.values())
-        expected = [_credit(img[r["filename"]] @ cap[r["caption"]] - img[r["filename"]] @ cap[r["negative_caption"]])
-                    for r in rows]
+        expected = [
+            _credit(img[r["filename"]] @ cap[r["caption"]] - img[r["filename"]] @ cap[r["negative_caption"]]) for r in rows
+        ]
         assert subsets[name]["model_acc"] == pytest.approx(np.mean(expected), abs=0)
         assert subsets[name]["model_item_acc"] == subsets[name]["model_acc"]  # one comparison per item
         # One image per comparison with +1 and -1: an image-only score cannot decide anything.
@@ -116,8 +113,12 @@ def test_sugarcrepe_model_probe_and_cycles_with_features(tmp_path: Path) -> None
     assert subsets["add_obj"]["caption_probe_acc"] == 1.0
     # The swap cycle (items 100, 101): Delta = s(uA, p) + s(uB, n) - s(uA, n) - s(uB, p).
     a, b = items["swap_att"]["100"], items["swap_att"]["101"]
-    delta = (img[a["filename"]] @ cap[a["caption"]] + img[b["filename"]] @ cap[a["negative_caption"]]
-             - img[a["filename"]] @ cap[a["negative_caption"]] - img[b["filename"]] @ cap[a["caption"]])
+    delta = (
+        img[a["filename"]] @ cap[a["caption"]]
+        + img[b["filename"]] @ cap[a["negative_caption"]]
+        - img[a["filename"]] @ cap[a["negative_caption"]]
+        - img[b["filename"]] @ cap[a["caption"]]
+    )
     assert subsets["swap_att"]["cycles"]["cycle_acc"] == _credit(delta)
     record = audit.record()
     assert_one_vocabulary(record)
@@ -137,8 +138,11 @@ def test_cycle_design_holds_every_blind_score_to_exactly_half(tmp_path: Path) ->
     keys = sorted({str(r["image"]) for r in rows})
     captions = sorted({str(r["caption"]) for r in rows})
     # Strong additive signal everywhere: the + captions carry a shared direction, so do the u1 images.
-    plus = {str(r["caption"]): np.eye(8)[0] * 4 for r in rows if r["weight"] == 1 and str(r["image"]).endswith(
-        ("0.png", "2.png", "4.png", "6.png", "8.png"))}
+    plus = {
+        str(r["caption"]): np.eye(8)[0] * 4
+        for r in rows
+        if r["weight"] == 1 and str(r["image"]).endswith(("0.png", "2.png", "4.png", "6.png", "8.png"))
+    }
     phi, psi = write_features(tmp_path / "f.npz", keys, captions, caption_shift=plus)
     audit = audit_benchmark("comparison_table", table, _features_spec(tmp_path / "f.npz"))
     (sub,) = audit.audits
@@ -182,9 +186,16 @@ def test_winoground_format_blocks_are_cycles_and_blind_scores_are_half(tmp_path:
         assert m[f"{name}_acc"] == 0.5, name
     # Each directional comparison alone is unbalanced (Winoground's text and image scores).
     assert m["design"]["share_comparisons_unbalanced"] == 1.0
-    blocks = np.array([[[phi[2 * i] @ psi[2 * i], phi[2 * i] @ psi[2 * i + 1]],
-                        [phi[2 * i + 1] @ psi[2 * i], phi[2 * i + 1] @ psi[2 * i + 1]]] for i in range(4)],
-                      dtype=np.float64)
+    blocks = np.array(
+        [
+            [
+                [phi[2 * i] @ psi[2 * i], phi[2 * i] @ psi[2 * i + 1]],
+                [phi[2 * i + 1] @ psi[2 * i], phi[2 * i + 1] @ psi[2 * i + 1]],
+            ]
+            for i in range(4)
+        ],
+        dtype=np.float64,
+    )
     delta = blocks[:, 0, 0] + blocks[:, 1, 1] - blocks[:, 0, 1] - blocks[:, 1, 0]
     text = (blocks[:, 0, 0] > blocks[:, 0, 1]) & (blocks[:, 1, 1] > blocks[:, 1, 0])
     image = (blocks[:, 0, 0] > blocks[:, 1, 0]) & (blocks[:, 1, 1] > blocks[:, 0, 1])
@@ -251,8 +262,9 @@ def test_aro_crops_order_cases_and_reversed_relations(tmp_path: Path) -> None:
         degree[row["false_caption"]] -= 1
     assert m["vg_relation"]["design"]["n_captions"] == len(degree)
     assert m["vg_relation"]["design"]["share_captions_unbalanced"] == np.mean([d != 0 for d in degree.values()])
-    assert m["vg_relation"]["witness_acc"] == np.mean([_credit(degree[r["true_caption"]] - degree[r["false_caption"]])
-                                                       for r in aro_vg_rows()])
+    assert m["vg_relation"]["witness_acc"] == np.mean(
+        [_credit(degree[r["true_caption"]] - degree[r["false_caption"]]) for r in aro_vg_rows()]
+    )
     # The true caption of a COCO-Order case is +1 in every one of its comparisons: degree = #perturbations.
     assert m["coco_order"]["design"]["max_abs_degree"] == 3.0
     assert m["coco_order"]["witness_acc"] == 1.0
@@ -295,9 +307,13 @@ def test_a_new_format_is_a_registration(tmp_path: Path) -> None:
     @register_adapter("test_pairs", "image, caption, negative triples", "mine.json")
     def read_pairs(root: Path) -> list:
         data = json.loads((root / "mine.json").read_text())
-        return [hard_negative_subset("pairs", root / "mine.json",
-                                     [(str(i), ImageItem(key=u, path=root / u), p, n, ()) for i, (u, p, n) in
-                                      enumerate(data)])]
+        return [
+            hard_negative_subset(
+                "pairs",
+                root / "mine.json",
+                [(str(i), ImageItem(key=u, path=root / u), p, n, ()) for i, (u, p, n) in enumerate(data)],
+            )
+        ]
 
     try:
         with pytest.raises(ValueError, match="already registered"):

@@ -19,8 +19,22 @@ TOL = 1e-9
 
 def test_audit_benchmark_command_with_cycles_tiny(tmp_path: Path, capsys) -> None:
     write_sugarcrepe(tmp_path / "sc")
-    args = ["audit-benchmark", "sugarcrepe", "--root", str(tmp_path / "sc"), "--model", "cycles-tiny",
-            "--pretrained", "shapes", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu", "--num-workers", "0"]
+    args = [
+        "audit-benchmark",
+        "sugarcrepe",
+        "--root",
+        str(tmp_path / "sc"),
+        "--model",
+        "cycles-tiny",
+        "--pretrained",
+        "shapes",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+    ]
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     table = capsys.readouterr().out
     assert "| add_obj | 8 | 8 |" in table and "| swap_att | 4 | 4 |" in table
@@ -72,21 +86,44 @@ def test_winoground_and_audit_through_clip_benchmark(tmp_path: Path) -> None:
     keys = [f"{r[f'image_{k}']}.png" for r in rows for k in (0, 1)]
     captions = [str(r[f"caption_{k}"]) for r in rows for k in (0, 1)]
     phi, psi = write_features(tmp_path / "f.npz", keys, captions, seed=7)
-    common = ["--model_type", "features", "--model", str(tmp_path / "f.npz"), "--pretrained", "none",
-              "--dataset_root", str(tmp_path / "wg"), "--task", "auto", "--num_workers", "0",
-              "--output", str(tmp_path / "{dataset}_{task}.json")]
-    script = ("import sys; from clip_cycles.integrations.clip_benchmark import main; a = sys.argv[1:]; "
-              "main(['eval', '--dataset', 'cycles/winoground', *a]); main(['eval', '--dataset', 'audit/winoground', *a])\n"
-              "try:\n    main(['eval', '--dataset', 'cycles/winoground', *a[:6], *a[8:]])\n"
-              "except SystemExit as e:\n    print('EXIT', e.code)")
-    done = subprocess.run([sys.executable, "-c", script, *common], env=_env(tmp_path), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    common = [
+        "--model_type",
+        "features",
+        "--model",
+        str(tmp_path / "f.npz"),
+        "--pretrained",
+        "none",
+        "--dataset_root",
+        str(tmp_path / "wg"),
+        "--task",
+        "auto",
+        "--num_workers",
+        "0",
+        "--output",
+        str(tmp_path / "{dataset}_{task}.json"),
+    ]
+    script = (
+        "import sys; from clip_cycles.integrations.clip_benchmark import main; a = sys.argv[1:]; "
+        "main(['eval', '--dataset', 'cycles/winoground', *a]); main(['eval', '--dataset', 'audit/winoground', *a])\n"
+        "try:\n    main(['eval', '--dataset', 'cycles/winoground', *a[:6], *a[8:]])\n"
+        "except SystemExit as e:\n    print('EXIT', e.code)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *common], env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     cycles = json.loads((tmp_path / "cycles_winoground_cycles.json").read_text())
     assert (cycles["dataset"], cycles["task"]) == ("cycles/winoground", "cycles")
     phi, psi = phi.astype(np.float64), psi.astype(np.float64)
-    s = np.array([[[phi[2 * i] @ psi[2 * i], phi[2 * i] @ psi[2 * i + 1]],
-                   [phi[2 * i + 1] @ psi[2 * i], phi[2 * i + 1] @ psi[2 * i + 1]]] for i in range(len(rows))])
+    s = np.array(
+        [
+            [
+                [phi[2 * i] @ psi[2 * i], phi[2 * i] @ psi[2 * i + 1]],
+                [phi[2 * i + 1] @ psi[2 * i], phi[2 * i + 1] @ psi[2 * i + 1]],
+            ]
+            for i in range(len(rows))
+        ]
+    )
     delta = s[:, 0, 0] + s[:, 1, 1] - s[:, 0, 1] - s[:, 1, 0]
     credit = np.where(delta > TOL, 1.0, np.where(delta < -TOL, 0.0, 0.5))
     text = (s[:, 0, 0] > s[:, 0, 1]) & (s[:, 1, 1] > s[:, 1, 0])

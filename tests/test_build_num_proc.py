@@ -26,8 +26,11 @@ from clip_cycles.data.families import num_processes, parallel_map
 
 def _files(folder: Path) -> dict[str, bytes]:
     """Every file of a built folder; its own path (in the rebuild command) made neutral."""
-    return {str(p.relative_to(folder)): p.read_bytes().replace(str(folder).encode(), b"<out>")
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): p.read_bytes().replace(str(folder).encode(), b"<out>")
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -47,8 +50,9 @@ def worker_pids(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     return pids
 
 
-def test_coco_build_is_byte_identical_for_one_and_two_processes(shapes_world: Path, tmp_path: Path,
-                                                                worker_pids: set[int]) -> None:
+def test_coco_build_is_byte_identical_for_one_and_two_processes(
+    shapes_world: Path, tmp_path: Path, worker_pids: set[int]
+) -> None:
     names = ["text_neighbor", "coarse_object", "strict_left_right"]
     one, _ = build_coco_folder(shapes_world, tmp_path / "one" / "cycles", families=names, min_cycles=5, num_proc=1)
     assert worker_pids == {os.getpid()}
@@ -62,8 +66,7 @@ def test_coco_build_is_byte_identical_for_one_and_two_processes(shapes_world: Pa
         assert first[name] == second[name], name
 
 
-def test_gqa_build_is_byte_identical_for_one_and_two_processes(shapes_world: Path, tmp_path: Path,
-                                                               worker_pids: set[int]) -> None:
+def test_gqa_build_is_byte_identical_for_one_and_two_processes(shapes_world: Path, tmp_path: Path, worker_pids: set[int]) -> None:
     names = ["attribute_color", "relation_spatial", "binding"]
     one, _ = build_gqa_folder(shapes_world, tmp_path / "one" / "cycles", families=names, seeds=(0, 1), min_cycles=5, num_proc=1)
     two, _ = build_gqa_folder(shapes_world, tmp_path / "two" / "cycles", families=names, seeds=(0, 1), min_cycles=5, num_proc=2)
@@ -87,7 +90,7 @@ def test_blockwise_neighbour_search_equals_a_full_ranking(n: int, dims: int, blo
     vectors = sparse.csr_matrix(dense)
     k = int(rng.integers(1, n))
     columns = vectors.T.tocsr()
-    rows = [r for start in range(0, n, block) for r in _top_neighbours(vectors[start:start + block], columns, start, k)]
+    rows = [r for start in range(0, n, block) for r in _top_neighbours(vectors[start : start + block], columns, start, k)]
     sims = dense @ dense.T
     for i, row in enumerate(rows):
         expected = sorted((j for j in range(n) if j != i), key=lambda j: (-round(sims[i, j], 12), j))[:k]

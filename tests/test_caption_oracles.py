@@ -92,7 +92,8 @@ def write_coco(root: Path) -> Path:
     head = {"info": {}, "licenses": []}
     for split, imgs, anns, caps in (("train2017", images, annotations, captions), ("val2017", [], [], [])):
         (root / "annotations" / f"instances_{split}.json").write_text(
-            json.dumps({**head, "images": imgs, "annotations": anns, "categories": categories}))
+            json.dumps({**head, "images": imgs, "annotations": anns, "categories": categories})
+        )
         (root / "annotations" / f"captions_{split}.json").write_text(json.dumps({**head, "images": imgs, "annotations": caps}))
     return root
 

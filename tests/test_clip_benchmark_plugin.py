@@ -44,22 +44,34 @@ def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: int = 300) ->
 def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Path, tmp_path: Path) -> None:
     (tmp_path / "tiny").mkdir()
     (tmp_path / "tiny" / "open_clip_config.json").write_text(json.dumps(TINY))
-    common = ["--dataset", TASK, "--model", f"local-dir:{tmp_path / 'tiny'}", "--pretrained", "none",
-              "--dataset_root", str(shapes_cycles), "--no_amp", "--num_workers", "0", "--batch_size", "32",
-              "--output", str(tmp_path / "{dataset}_{pretrained}_{language}_{task}.json")]
-    script = (
-        "import sys; from clip_cycles.integrations.clip_benchmark import main; "
-        "sys.exit(main(sys.argv[1:]))"
-    )
+    common = [
+        "--dataset",
+        TASK,
+        "--model",
+        f"local-dir:{tmp_path / 'tiny'}",
+        "--pretrained",
+        "none",
+        "--dataset_root",
+        str(shapes_cycles),
+        "--no_amp",
+        "--num_workers",
+        "0",
+        "--batch_size",
+        "32",
+        "--output",
+        str(tmp_path / "{dataset}_{pretrained}_{language}_{task}.json"),
+    ]
+    script = "import sys; from clip_cycles.integrations.clip_benchmark import main; sys.exit(main(sys.argv[1:]))"
     # Our metrics, then clip_benchmark's own image_caption_selection on the same blocks,
     # then a second run served from the cache: one process, one open_clip import.
-    chained = script.replace("sys.exit(main(sys.argv[1:]))",
-                             "a = sys.argv[1:]; main(a + ['--task', 'auto']); "
-                             "main(a + ['--task', 'image_caption_selection']); main(a + ['--task', 'auto'])")
+    chained = script.replace(
+        "sys.exit(main(sys.argv[1:]))",
+        "a = sys.argv[1:]; main(a + ['--task', 'auto']); "
+        "main(a + ['--task', 'image_caption_selection']); main(a + ['--task', 'auto'])",
+    )
     done = _run([sys.executable, "-c", chained, "eval", *common], _env(tmp_path), tmp_path)
     ours = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json").read_text())
-    theirs = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_image_caption_selection.json")
-                        .read_text())
+    theirs = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_image_caption_selection.json").read_text())
     assert set(ours) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
     assert (ours["dataset"], ours["task"], ours["pretrained"]) == (TASK, "cycles", "none")
     per_seed = ours["metrics"]["per_seed"]
@@ -70,21 +82,32 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
         assert correct == round(theirs["metrics"][reference] * n), name
     assert "Encoded 0 images, 0 captions" in done.stdout  # the third run: everything cached
 
-    _run([sys.executable, "-c", script, "build", str(tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json"),
-          "--output", str(tmp_path / "bench.csv")], _env(tmp_path), tmp_path)
+    _run(
+        [
+            sys.executable,
+            "-c",
+            script,
+            "build",
+            str(tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json"),
+            "--output",
+            str(tmp_path / "bench.csv"),
+        ],
+        _env(tmp_path),
+        tmp_path,
+    )
     with open(tmp_path / "bench.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 1 and rows[0]["dataset"] == TASK
     assert float(rows[0]["cycle_acc"]) == pytest.approx(ours["metrics"]["cycle_acc"])
 
 
-FAKE_CLI = '''
+FAKE_CLI = """
 from clip_benchmark.models import MODEL_TYPES, TYPE2FUNC
 dataset_collection = {}
 def run(args): return "original"
 def build_dataset(dataset_name, root="root", transform=None, split="test", **kw): return "original"
 def get_dataset_collate_fn(name): return "original"
-'''
+"""
 
 
 def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path) -> None:
@@ -93,17 +116,21 @@ def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path
     (fake / "__init__.py").write_text("")
     (fake / "models" / "__init__.py").write_text("TYPE2FUNC = {'open_clip': None}\nMODEL_TYPES = list(TYPE2FUNC)\n")
     (fake / "cli.py").write_text(FAKE_CLI)
-    probe = ("import sys, clip_cycles.integrations._activation as hook; hook.install(); import json; "
-             "assert 'clip_benchmark' not in sys.modules and 'torch' not in sys.modules; "
-             "import clip_benchmark.cli as cli; "
-             "print(json.dumps([getattr(cli, '_clip_cycles_patched', False), cli.MODEL_TYPES, "
-             "sorted(cli.dataset_collection), cli.run.__module__]))")
+    probe = (
+        "import sys, clip_cycles.integrations._activation as hook; hook.install(); import json; "
+        "assert 'clip_benchmark' not in sys.modules and 'torch' not in sys.modules; "
+        "import clip_benchmark.cli as cli; "
+        "print(json.dumps([getattr(cli, '_clip_cycles_patched', False), cli.MODEL_TYPES, "
+        "sorted(cli.dataset_collection), cli.run.__module__]))"
+    )
     env = _env(tmp_path, PYTHONPATH=str(tmp_path / "fake"))
     patched, types, collections, module = json.loads(_run([sys.executable, "-c", probe], env, tmp_path).stdout)
     assert patched and {"open_clip", "hf", "features"} <= set(types)
     cycle_groups = ["coco_all", "gqa_all", "shapes_all", "shapes_gqa_all"]
-    assert collections == ["attributes/things_all", *(f"{ns}/{g}" for ns in ("cycles", "cycles_oe", "cycles_probe")
-                                                      for g in cycle_groups)]
+    assert collections == [
+        "attributes/things_all",
+        *(f"{ns}/{g}" for ns in ("cycles", "cycles_oe", "cycles_probe") for g in cycle_groups),
+    ]
     assert module == "clip_cycles.integrations.clip_benchmark"
     off = json.loads(_run([sys.executable, "-c", probe], {**env, "CLIP_CYCLES_NO_PLUGIN": "1"}, tmp_path).stdout)
     assert off == [False, ["open_clip"], [], "clip_benchmark.cli"]
@@ -146,7 +173,8 @@ def load(model_name, pretrained=None, cache_dir=None, device="cpu"):
 def _dummy_dist(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "dummy_backend.py").write_text(DUMMY_BACKEND)
-    (root / "pyproject.toml").write_text(textwrap.dedent("""
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent("""
         [build-system]
         requires = ["setuptools>=64"]
         build-backend = "setuptools.build_meta"
@@ -157,17 +185,21 @@ def _dummy_dist(root: Path) -> Path:
         dummy = "dummy_backend:load"
         [tool.setuptools]
         py-modules = ["dummy_backend"]
-    """))
+    """)
+    )
     return root
 
 
 def _scratch_venv(path: Path) -> Path:
     """A venv whose python sees this environment's packages (torch, clip_benchmark, setuptools, pip)."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True,
-                   timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(path)], check=True, timeout=120)
     python = path / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(purelib) / "zz_parent_env.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     # clip_benchmark's console script, as pip writes it from its entry point, for this venv's python.
     from importlib.metadata import entry_points
@@ -199,8 +231,9 @@ def test_console_script_in_fresh_install(editable: bool, shapes_cycles: Path, tm
     pip = [str(python), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q"]
     _run([*pip, *(["-e"] if editable else []), str(project)], env, tmp_path)
     _run([*pip, str(_dummy_dist(tmp_path / "dummy"))], env, tmp_path)
-    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env,
-                     tmp_path).stdout.strip())
+    site = Path(
+        _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], env, tmp_path).stdout.strip()
+    )
     assert (site / "clip_cycles_plugin.pth").is_file() and (site / "_clip_cycles_hook.py").is_file()
     where = _run([str(python), "-c", "import clip_cycles.tasks.registry as t; print(t.shipped_tasks_dir())"], env, tmp_path)
     expected = project / "clip_cycles" / "tasks" if editable else site / "clip_cycles" / "tasks"
@@ -214,9 +247,28 @@ def test_console_script_in_fresh_install(editable: bool, shapes_cycles: Path, tm
     assert not modules & {"torch", "numpy", "clip_benchmark", "clip_cycles", "open_clip", "yaml"}  # ...and light
 
     out = tmp_path / "result.json"
-    done = _run([str(tmp_path / "venv" / "bin" / "clip_benchmark"), "eval", "--dataset", TASK, "--model_type", "dummy",
-                 "--model", "stats", "--pretrained", "v1", "--dataset_root", str(shapes_cycles), "--num_workers", "0",
-                 "--output", str(out)], env, tmp_path)
+    done = _run(
+        [
+            str(tmp_path / "venv" / "bin" / "clip_benchmark"),
+            "eval",
+            "--dataset",
+            TASK,
+            "--model_type",
+            "dummy",
+            "--model",
+            "stats",
+            "--pretrained",
+            "v1",
+            "--dataset_root",
+            str(shapes_cycles),
+            "--num_workers",
+            "0",
+            "--output",
+            str(out),
+        ],
+        env,
+        tmp_path,
+    )
     record = json.loads(out.read_text())
     assert (record["dataset"], record["model"], record["pretrained"], record["task"]) == (TASK, "stats", "v1", "cycles")
     assert record["metrics"]["n_cycles"] > 0 and 0.0 <= record["metrics"]["cycle_acc"] <= 1.0

@@ -222,8 +222,9 @@ def test_build_family_marks_short_families_unavailable_and_raises_on_failed_audi
     assert len(build.records[0]["train"]) == 2 and build.records[0]["test"] == []
     # 11 and 12 hold dog and cat at the same x: sub-margin on this axis, counted.
     assert build.excluded == {"matched_sub_margin": 2}
-    none = build_family(get_family("coco", "strict_left_right"), index,
-                        {0: {"train": [11], "validation": [12], "test": [13]}}, min_cycles=1)
+    none = build_family(
+        get_family("coco", "strict_left_right"), index, {0: {"train": [11], "validation": [12], "test": [13]}}, min_cycles=1
+    )
     assert none.available_splits == [] and none.records == {}
 
     class AlwaysTrue(Family):
@@ -262,8 +263,11 @@ def test_build_family_marks_short_families_unavailable_and_raises_on_failed_audi
         def build_cycles(self, index, image_ids, rng):
             return [Cycle(1, 2, "x", "y", '{"k":0}', '{"k":1}', "{}", "dog|cat", "car|dog")]
 
-    with pytest.raises(StratumError, match="mixed_strata: cycle mixed_strata-s0-train-000000 draws its pairs from "
-                                           "different candidate strata \\('dog\\|cat' and 'car\\|dog'\\)"):
+    with pytest.raises(
+        StratumError,
+        match="mixed_strata: cycle mixed_strata-s0-train-000000 draws its pairs from "
+        "different candidate strata \\('dog\\|cat' and 'car\\|dog'\\)",
+    ):
         build_family(MixedStrata(), index, everything, min_cycles=1)
 
     class SameStratum(MixedStrata):

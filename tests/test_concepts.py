@@ -29,12 +29,12 @@ from clip_cycles.attributes.concepts import (
 # tabs, commas and doubled quotes; a homonym (bat x2); a concept with no category;
 # trailing empty cells dropped by a spreadsheet export.
 TSV = (
-    'Word\tDefinition\tanimal\tsports equipment\tfood\n'
+    "Word\tDefinition\tanimal\tsports equipment\tfood\n"
     'aardvark\t"nocturnal burrowing mammal\twith long ears"\t1\t\t\n'
     'bat\t"nocturnal mouselike mammal, ""flying"""\t1\t\t\n'
     'bat\t"a club used for hitting a ball"\t\t1\t\n'
     'air conditioner\t"a system that keeps air cool"\t\t\t\n'
-    'apple\tfruit with red or yellow skin\t\t\t1\n'
+    "apple\tfruit with red or yellow skin\t\t\t1\n"
     'cheese\t"a solid food"\t\t1\t1\n'
 )
 CONCEPTS = ["aardvark", "bat1", "bat2", "air_conditioner", "apple", "cheese"]
@@ -43,9 +43,13 @@ CONCEPTS = ["aardvark", "bat1", "bat2", "air_conditioner", "apple", "cheese"]
 def write_root(tmp_path, pairs=None, pair_format="json"):
     (tmp_path / "unique_id.txt").write_text("\n".join(CONCEPTS) + "\n\n")
     (tmp_path / "category53_wideFormat.tsv").write_text(TSV)
-    pairs = pairs if pairs is not None else [
-        [c, "has_legs"] for c in ("aardvark", "bat1")
-    ] + [[c, "is_edible"] for c in ("apple", "cheese", "aardvark")] + [["bat2", "made_of_wood"]]
+    pairs = (
+        pairs
+        if pairs is not None
+        else [[c, "has_legs"] for c in ("aardvark", "bat1")]
+        + [[c, "is_edible"] for c in ("apple", "cheese", "aardvark")]
+        + [["bat2", "made_of_wood"]]
+    )
     if pair_format == "json":
         (tmp_path / "concept_attribute_pairs.json").write_text(json.dumps(pairs))
     else:
@@ -64,7 +68,12 @@ def test_tsv_quirks_are_parsed(tmp_path):
     assert table.definitions[0] == "nocturnal burrowing mammal\twith long ears"
     assert table.definitions[1] == 'nocturnal mouselike mammal, "flying"'
     assert [table.first_category(i) for i in range(6)] == [
-        "animal", "animal", "sports equipment", None, "food", "sports equipment"
+        "animal",
+        "animal",
+        "sports equipment",
+        None,
+        "food",
+        "sports equipment",
     ]
 
 

@@ -102,9 +102,13 @@ def features_file(shapes_cycles: Path, tmp_path_factory: pytest.TempPathFactory)
         captions.update(c for pair in expected["captions"] for c in pair)
     rng = np.random.default_rng(0)
     path = tmp_path_factory.mktemp("features") / "features.npz"
-    np.savez(path, image_features=rng.standard_normal((len(images), 16)),
-             caption_features=rng.standard_normal((len(captions), 16)),
-             image_keys=np.array(sorted(images)), caption_keys=np.array(sorted(captions)))
+    np.savez(
+        path,
+        image_features=rng.standard_normal((len(images), 16)),
+        caption_features=rng.standard_normal((len(captions), 16)),
+        image_keys=np.array(sorted(images)),
+        caption_keys=np.array(sorted(captions)),
+    )
     return path
 
 
@@ -117,9 +121,9 @@ tie_tolerance: 1.0e-9
 """
 
 
-def test_metrics_equal_an_independent_row_by_row_computation_exactly(shapes_cycles: Path, features_file: Path,
-                                                                     tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_metrics_equal_an_independent_row_by_row_computation_exactly(
+    shapes_cycles: Path, features_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The same families as TASKS without the audit (scored on the test split only), to stay fast.
     (tmp_path / "tasks" / "cycles").mkdir(parents=True)
     families = FAMILIES
@@ -127,8 +131,9 @@ def test_metrics_equal_an_independent_row_by_row_computation_exactly(shapes_cycl
         (tmp_path / "tasks" / "cycles" / f"rows_{family}.yaml").write_text(NO_AUDIT_YAML.format(family=family))
     monkeypatch.setenv("CLIP_CYCLES_TASKS_PATH", str(tmp_path / "tasks"))
     names = [f"cycles/rows_{family}" for family in families]
-    records, encoded = evaluate(names, ModelSpec("features", str(features_file), None), shapes_cycles,
-                                tmp_path / "cache", seeds=[0, 2])
+    records, encoded = evaluate(
+        names, ModelSpec("features", str(features_file), None), shapes_cycles, tmp_path / "cache", seeds=[0, 2]
+    )
     # The encoded tables list items in order of first appearance over tasks, seeds, rows.
     order_images: dict[str, None] = {}
     order_captions: dict[str, None] = {}
@@ -146,9 +151,12 @@ def test_metrics_equal_an_independent_row_by_row_computation_exactly(shapes_cycl
         assert record["dataset"] == task.name and "additive_audit" not in record["metrics"]
         for seed in (0, 2):
             expected = _row_by_row(shapes_cycles / "data" / task.config / f"seed{seed}" / "test.parquet")
-            index = np.array([(encoded.image_rows[a], encoded.image_rows[b], encoded.caption_rows[c],
-                               encoded.caption_rows[d]) for (a, b), (c, d) in zip(expected["images"],
-                                                                                   expected["captions"])])
+            index = np.array(
+                [
+                    (encoded.image_rows[a], encoded.image_rows[b], encoded.caption_rows[c], encoded.caption_rows[d])
+                    for (a, b), (c, d) in zip(expected["images"], expected["captions"])
+                ]
+            )
             data = load_task_data(task, open_built_folder(shapes_cycles), [seed])
             ours, dropped = cycle_index(data.splits[seed]["test"], encoded)
             assert dropped == 0 and ours.dtype == np.int64
@@ -167,8 +175,8 @@ def test_metrics_equal_an_independent_row_by_row_computation_exactly(shapes_cycl
 
 
 def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
-        shapes_cycles: Path, features_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        specs: dict[str, Any]) -> None:
+    shapes_cycles: Path, features_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, specs: dict[str, Any]
+) -> None:
     calls: list[int] = []
     real = audit_module.additive_audit
 
@@ -189,8 +197,14 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
     # by default (audit_fit: scored) the probes fit on the scored test cycles themselves.
     data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1])
     test = cycle_index(data.splits[1]["test"], encoded)[0]
-    full = real(encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64),
-                test, test, seed=1, tie_tolerance=1e-9)
+    full = real(
+        encoded.image_features.astype(np.float64),
+        encoded.caption_features.astype(np.float64),
+        test,
+        test,
+        seed=1,
+        tie_tolerance=1e-9,
+    )
     expected = {**json.loads(json.dumps(full.to_dict())), "fit_split": "test"}
     assert first[0]["metrics"]["additive_audit"]["per_seed"]["1"] == expected
 
@@ -210,8 +224,15 @@ def test_the_audit_is_cached_by_content_and_equals_the_audit_on_the_full_tables(
                                       tmp_path / "data", seeds=[1])  # fmt: skip
     data = load_task_data(specs[TASKS[0]], open_built_folder(shapes_cycles), [1], with_audit=True)
     index = {s: cycle_index(data.splits[1][s], encoded)[0] for s in ("train", "validation", "test")}
-    full = real(encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64),
-                index["train"], index["test"], val_cycles=index["validation"], seed=1, tie_tolerance=1e-9)
+    full = real(
+        encoded.image_features.astype(np.float64),
+        encoded.caption_features.astype(np.float64),
+        index["train"],
+        index["test"],
+        val_cycles=index["validation"],
+        seed=1,
+        tie_tolerance=1e-9,
+    )
     expected = {**json.loads(json.dumps(full.to_dict())), "fit_split": "train"}
     assert trained[0]["metrics"]["additive_audit"]["per_seed"]["1"] == expected
 
@@ -249,33 +270,37 @@ def _rewrite(edit: Any) -> Any:
     return change
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    (lambda r: r[3].update(cycle_id=r[1]["cycle_id"]), r"row 3 \(cycle_id '.*-000001'\): cycle_id must be a unique"),
-    (lambda r: r[2].update(cycle_id=""), r"row 2 \(cycle_id ''\): cycle_id must be a unique non-empty string"),
-    (lambda r: r[4].update(caption_1="   "), r"row 4 \(cycle_id .*\): caption_1 is empty or not a string"),
-    (lambda r: r[5].update(caption_0=None), r"row 5 \(cycle_id .*\): caption_0 is empty or not a string"),
-    (lambda r: r[1].update(caption_1=r[1]["caption_0"]), r"row 1 .*caption_0 equals caption_1"),
-    (lambda r: r[6].update(image_1=r[6]["image_0"]), r"row 6 .*image_0 equals image_1"),
-    (lambda r: r[7].update(image_0="/etc/passwd"), r"row 7 .* image_0: image file name '/etc/passwd' must be relative"),
-    (lambda r: r[8].update(image_1="../outside.jpg"), r"row 8 .* image_1: image file name '../outside.jpg' must be"),
-    (lambda r: r[0].update(image_0=None), r"row 0 .* image_0: image value must be a file name"),
-])
-def test_bad_rows_are_named_with_file_row_and_cycle_id(shapes_cycles: Path, tmp_path: Path, edit: Any,
-                                                       message: str, specs: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r[3].update(cycle_id=r[1]["cycle_id"]), r"row 3 \(cycle_id '.*-000001'\): cycle_id must be a unique"),
+        (lambda r: r[2].update(cycle_id=""), r"row 2 \(cycle_id ''\): cycle_id must be a unique non-empty string"),
+        (lambda r: r[4].update(caption_1="   "), r"row 4 \(cycle_id .*\): caption_1 is empty or not a string"),
+        (lambda r: r[5].update(caption_0=None), r"row 5 \(cycle_id .*\): caption_0 is empty or not a string"),
+        (lambda r: r[1].update(caption_1=r[1]["caption_0"]), r"row 1 .*caption_0 equals caption_1"),
+        (lambda r: r[6].update(image_1=r[6]["image_0"]), r"row 6 .*image_0 equals image_1"),
+        (lambda r: r[7].update(image_0="/etc/passwd"), r"row 7 .* image_0: image file name '/etc/passwd' must be relative"),
+        (lambda r: r[8].update(image_1="../outside.jpg"), r"row 8 .* image_1: image file name '../outside.jpg' must be"),
+        (lambda r: r[0].update(image_0=None), r"row 0 .* image_0: image value must be a file name"),
+    ],
+)
+def test_bad_rows_are_named_with_file_row_and_cycle_id(
+    shapes_cycles: Path, tmp_path: Path, edit: Any, message: str, specs: dict[str, Any]
+) -> None:
     folder, path = _crafted(shapes_cycles, tmp_path, _rewrite(edit))
     with pytest.raises(ValueError, match=message) as info:
         read_cycle_rows(folder, specs[TASKS[0]], 0, "test")
     assert str(path) in str(info.value)
 
 
-def test_missing_columns_empty_files_and_wrong_types_are_clear_errors(shapes_cycles: Path, tmp_path: Path,
-                                                                      specs: dict[str, Any]) -> None:
+def test_missing_columns_empty_files_and_wrong_types_are_clear_errors(
+    shapes_cycles: Path, tmp_path: Path, specs: dict[str, Any]
+) -> None:
     task = specs[TASKS[0]]
     folder, path = _crafted(shapes_cycles, tmp_path, lambda rows, table: table.drop_columns(["caption_1"]))
     with pytest.raises(ValueError, match=r"columns \['caption_1'\] are missing"):
         read_cycle_rows(folder, task, 0, "test")
-    pq.write_table(pq.read_table(shapes_cycles / "data" / "strict_left_right" / "seed0" / "test.parquet").slice(0, 0),
-                   path)
+    pq.write_table(pq.read_table(shapes_cycles / "data" / "strict_left_right" / "seed0" / "test.parquet").slice(0, 0), path)
     with pytest.raises(ValueError, match="holds no cycles"):
         read_cycle_rows(folder, task, 0, "test")
     table = pq.read_table(shapes_cycles / "data" / "strict_left_right" / "seed0" / "test.parquet")
@@ -291,8 +316,7 @@ def test_missing_columns_empty_files_and_wrong_types_are_clear_errors(shapes_cyc
         read_cycle_rows(folder, task, 0, "test")
 
 
-def test_self_contained_images_read_from_their_embedded_bytes(shapes_cycles: Path, tmp_path: Path,
-                                                             specs: dict[str, Any]) -> None:
+def test_self_contained_images_read_from_their_embedded_bytes(shapes_cycles: Path, tmp_path: Path, specs: dict[str, Any]) -> None:
     folder = open_built_folder(shapes_cycles)
     source = Path(folder.info["source_root"])
 
@@ -301,8 +325,7 @@ def test_self_contained_images_read_from_their_embedded_bytes(shapes_cycles: Pat
             for k in ("image_0", "image_1"):
                 row[k] = {"bytes": (source / row[k]).read_bytes(), "path": row[k]}
         image = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
-        schema = pa.schema([pa.field(f.name, image if f.name in ("image_0", "image_1") else f.type)
-                            for f in table.schema])
+        schema = pa.schema([pa.field(f.name, image if f.name in ("image_0", "image_1") else f.type) for f in table.schema])
         return pa.Table.from_pylist(rows, schema=schema)
 
     crafted, path = _crafted(shapes_cycles, tmp_path, embed)

@@ -10,19 +10,39 @@ from record_vocabulary import assert_one_vocabulary
 
 from clip_cycles.evaluation.demo import DemoSettings, check_writable, run_demo
 
-SMALL = DemoSettings(seeds=(0,), probe_epochs=2, ranks=(1, 64), transfer_epochs=2, oe_epochs=2,
-                     images_per_concept=1, attribute_seeds=(0,), world_images=300)
+SMALL = DemoSettings(
+    seeds=(0,),
+    probe_epochs=2,
+    ranks=(1, 64),
+    transfer_epochs=2,
+    oe_epochs=2,
+    images_per_concept=1,
+    attribute_seeds=(0,),
+    world_images=300,
+)
 
 
 def test_demo_writes_every_section_and_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results"
     results = run_demo(out, tmp_path / "cache", SMALL)
     report = (out / "report.md").read_text()
-    for title in ("Zero-shot CycleAcc", "Probes and rank sweeps", "Family-to-family transfer and alignment",
-                  "Cycle OE vs Shortcut OE", "Attribute splits: F1 selectivity and CS"):
+    for title in (
+        "Zero-shot CycleAcc",
+        "Probes and rank sweeps",
+        "Family-to-family transfer and alignment",
+        "Cycle OE vs Shortcut OE",
+        "Attribute splits: F1 selectivity and CS",
+    ):
         assert f"## {title}" in report
-    for stem in ("zero_shot", "strict_relation_bars", "rank_sweep", "transfer_heatmap", "alignment_vs_transfer",
-                 "oe_comparison", "attribute_splits"):
+    for stem in (
+        "zero_shot",
+        "strict_relation_bars",
+        "rank_sweep",
+        "transfer_heatmap",
+        "alignment_vs_transfer",
+        "oe_comparison",
+        "attribute_splits",
+    ):
         assert any(out.glob(f"{stem}*.png")), stem
         assert any(out.glob(f"{stem}*.svg")), stem
     for name, record in results.items():
@@ -41,9 +61,7 @@ def test_demo_writes_every_section_and_figure(tmp_path: Path, capsys: pytest.Cap
         else:
             assert audit["passed"] is True, name
     # A family short of cycles on this small world is reported, not dropped.
-    assert set(zero["families"]) | set(zero["unavailable"]) == {
-        name.removeprefix("cycles/") for name in _shapes_tasks()
-    }
+    assert set(zero["families"]) | set(zero["unavailable"]) == {name.removeprefix("cycles/") for name in _shapes_tasks()}
     assert set(results["attributes"]["strategies"]) == {"random", "llm", "similarity", "clustering", "supercategory"}
     printed = capsys.readouterr().out
     assert "zero-shot" in printed and "attribute splits" in printed

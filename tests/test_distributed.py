@@ -65,8 +65,7 @@ def test_torchrun_variables_are_read_and_validated() -> None:
     assert backend_for("cuda:1") == "nccl" and backend_for("cpu") == "gloo"
     with pytest.raises(ValueError, match="'mps'"):
         backend_for("mps")
-    assert (device_for_rank("cuda", 3), device_for_rank("cuda:0", 3), device_for_rank("cpu", 3)) == \
-        ("cuda:3", "cuda:0", "cpu")
+    assert (device_for_rank("cuda", 3), device_for_rank("cuda:0", 3), device_for_rank("cpu", 3)) == ("cuda:3", "cuda:0", "cpu")
 
 
 def test_sharded_encoding_refuses_to_run_without_a_shared_cache() -> None:
@@ -84,16 +83,20 @@ def test_rank_zero_completes_gathers_every_report_and_only_rank_0_completes(monk
 
     def run(rank: int, cache: str | None, redone: str | None) -> Any:
         return distributed.rank_zero_completes(
-            DistContext(rank=rank, world_size=2, backend="gloo"), cache, "encoding", "features",
+            DistContext(rank=rank, world_size=2, backend="gloo"),
+            cache,
+            "encoding",
+            "features",
             lambda: steps.append("shard") or {"rank": rank, "bad_images": {"a.png": "missing"}, "n": 1},
-            lambda bad: steps.append(("complete", sorted(bad))) or "all features", lambda result: redone)
+            lambda bad: steps.append(("complete", sorted(bad))) or "all features",
+            lambda result: redone,
+        )
 
     done = run(0, "/shared", "encode 2 images")
     assert steps == ["shard", "barrier", ("complete", ["a.png", "b.png"])]
     assert (done.result, [r["n"] for r in done.reports]) == ("all features", [1, 2])
     assert done.bad_images == {"a.png": "missing", "b.png": "unreadable"}
-    assert "rank 0 had to encode 2 images the other ranks reported as done; is the cache /shared" in \
-        capsys.readouterr().err
+    assert "rank 0 had to encode 2 images the other ranks reported as done; is the cache /shared" in capsys.readouterr().err
     steps.clear()
     assert run(1, "/shared", None) is None and steps == ["shard", "barrier"]  # rank 1 fills the cache, no more
     steps.clear()
@@ -124,14 +127,24 @@ def reference(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathF
     """The single-process result record and features (no cache: nothing shared with the runs under test)."""
     from clip_cycles.evaluation.zero_shot import evaluate
 
-    records, encoded = evaluate([TASK], _spec(tiny), shapes_cycles, use_cache=False,
-                                data_cache_dir=tmp_path_factory.mktemp("ref_data"), batch_size=32, num_workers=0)
+    records, encoded = evaluate(
+        [TASK],
+        _spec(tiny),
+        shapes_cycles,
+        use_cache=False,
+        data_cache_dir=tmp_path_factory.mktemp("ref_data"),
+        batch_size=32,
+        num_workers=0,
+    )
     return json.loads(json.dumps(records[0])), encoded
 
 
 def _torchrun(args: list[str], tmp: Path, expect_ok: bool = True, **env: str) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("CLIP_CYCLES_", "PYTHONPATH")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CLIP_CYCLES_", "PYTHONPATH")) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+    }
     clean.update({"OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", "CLIP_CYCLES_CACHE": str(tmp / "cache"), **env})
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *args]
     done = subprocess.run(command, env=clean, cwd=tmp, capture_output=True, text=True, timeout=240)
@@ -141,8 +154,22 @@ def _torchrun(args: list[str], tmp: Path, expect_ok: bool = True, **env: str) ->
 
 
 def _cli(tiny: str, root: Path, cache: Path) -> list[str]:
-    return ["--task", TASK, "--model", tiny, "--dataset-root", str(root), "--cache-dir", str(cache),
-            "--device", "cpu", "--num-workers", "0", "--batch-size", "32"]
+    return [
+        "--task",
+        TASK,
+        "--model",
+        tiny,
+        "--dataset-root",
+        str(root),
+        "--cache-dir",
+        str(cache),
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "32",
+    ]
 
 
 def _rank_counts(output: str) -> dict[int, tuple[int, int]]:
@@ -153,8 +180,9 @@ def _from_cache(tiny: str, root: Path, cache: Path) -> Any:
     from clip_cycles.encoding.task_encoding import encode_tasks
     from clip_cycles.tasks.registry import expand_tasks
 
-    _, encoded = encode_tasks(expand_tasks([TASK]), _spec(tiny), root, cache, data_cache_dir=cache / "datasets",
-                              batch_size=32, num_workers=0)
+    _, encoded = encode_tasks(
+        expand_tasks([TASK]), _spec(tiny), root, cache, data_cache_dir=cache / "datasets", batch_size=32, num_workers=0
+    )
     return encoded
 
 
@@ -197,8 +225,12 @@ def faulted(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFac
 
     tmp = tmp_path_factory.mktemp("faulted")
     cache = tmp / "cache"
-    done = _torchrun(["-m", "clip_cycles", "encode", *_cli(tiny, shapes_cycles, cache)], tmp,
-                     expect_ok=False, **{FAULT_ENV: "1", FAULT_RANK_ENV: "1"})
+    done = _torchrun(
+        ["-m", "clip_cycles", "encode", *_cli(tiny, shapes_cycles, cache)],
+        tmp,
+        expect_ok=False,
+        **{FAULT_ENV: "1", FAULT_RANK_ENV: "1"},
+    )
     stored: dict[str, int] = {"image": 0, "text": 0}
     corrupt: list[str] = []
     for marker in sorted((cache / "features").glob("*/namespace.json")):
@@ -221,8 +253,7 @@ sys.exit(clip_cycles_main(argv[split + 1:]))
 
 
 @pytest.fixture(scope="module")
-def combined(shapes_cycles: Path, tiny: str, faulted: dict[str, Any], tmp_path_factory: pytest.TempPathFactory
-             ) -> dict[str, Any]:
+def combined(shapes_cycles: Path, tiny: str, faulted: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One torchrun launch (one torch import per rank) running two entry points in turn:
 
     the clip_benchmark plugin over the fault's partial cache (a rerun with the same world
@@ -230,11 +261,26 @@ def combined(shapes_cycles: Path, tiny: str, faulted: dict[str, Any], tmp_path_f
     """
     tmp = tmp_path_factory.mktemp("combined")
     (tmp / "combined.py").write_text(COMBINED)
-    plugin = ["eval", "--dataset", TASK, "--model", tiny, "--pretrained", "none", "--dataset_root", str(shapes_cycles),
-              "--no_amp", "--num_workers", "0", "--batch_size", "32", "--output", str(tmp / "plugin_{dataset}.json")]
+    plugin = [
+        "eval",
+        "--dataset",
+        TASK,
+        "--model",
+        tiny,
+        "--pretrained",
+        "none",
+        "--dataset_root",
+        str(shapes_cycles),
+        "--no_amp",
+        "--num_workers",
+        "0",
+        "--batch_size",
+        "32",
+        "--output",
+        str(tmp / "plugin_{dataset}.json"),
+    ]
     evaluation = ["eval", *_cli(tiny, shapes_cycles, tmp / "fresh"), "--output", str(tmp / "eval_{dataset}.json")]
-    done = _torchrun([str(tmp / "combined.py"), *plugin, "--", *evaluation], tmp,
-                     CLIP_CYCLES_CACHE=str(faulted["cache"]))
+    done = _torchrun([str(tmp / "combined.py"), *plugin, "--", *evaluation], tmp, CLIP_CYCLES_CACHE=str(faulted["cache"]))
     lines = RANK_LINE.findall(done.stderr)
     assert len(lines) == 4, done.stderr[-3000:]
     # Every rank prints its line before the barrier that ends a run: the plugin's two come first.
@@ -242,8 +288,9 @@ def combined(shapes_cycles: Path, tiny: str, faulted: dict[str, Any], tmp_path_f
     return {"tmp": tmp, "plugin_counts": counts[0], "eval_counts": counts[1]}
 
 
-def test_two_ranks_give_the_single_process_features_and_metrics(shapes_cycles: Path, tiny: str, reference: Any,
-                                                                combined: dict[str, Any]) -> None:
+def test_two_ranks_give_the_single_process_features_and_metrics(
+    shapes_cycles: Path, tiny: str, reference: Any, combined: dict[str, Any]
+) -> None:
     record, features = reference
     tmp, counts = combined["tmp"], combined["eval_counts"]
     n_images, n_captions = len(features.image_rows), len(features.caption_rows)
@@ -259,7 +306,8 @@ def test_two_ranks_give_the_single_process_features_and_metrics(shapes_cycles: P
 
 
 def test_a_killed_rank_leaves_whole_shards_and_a_one_process_rerun_encodes_only_what_is_missing(
-        shapes_cycles: Path, tiny: str, reference: Any, faulted: dict[str, Any]) -> None:
+    shapes_cycles: Path, tiny: str, reference: Any, faulted: dict[str, Any]
+) -> None:
     _, features = reference
     done, stored = faulted["done"], faulted["stored"]
     assert done.returncode != 0 and "InjectedFault" in done.stdout + done.stderr
@@ -275,7 +323,8 @@ def test_a_killed_rank_leaves_whole_shards_and_a_one_process_rerun_encodes_only_
 
 
 def test_plugin_under_torchrun_reruns_the_killed_run_with_the_same_world_size(
-        shapes_cycles: Path, tiny: str, reference: Any, faulted: dict[str, Any], combined: dict[str, Any]) -> None:
+    shapes_cycles: Path, tiny: str, reference: Any, faulted: dict[str, Any], combined: dict[str, Any]
+) -> None:
     record, features = reference
     stored, counts = faulted["stored"], combined["plugin_counts"]
     assert sorted(counts) == [0, 1]

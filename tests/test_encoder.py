@@ -82,8 +82,7 @@ def _run(items: list[ImageItem], captions: list[str], cache: Path | None, state:
     return result, sum(m.images for m in models), sum(m.texts for m in models), len(models)
 
 
-def test_each_unique_item_is_encoded_once_then_served_from_cache(shapes_world: Path, counting: dict, tmp_path: Path
-                                                                 ) -> None:
+def test_each_unique_item_is_encoded_once_then_served_from_cache(shapes_world: Path, counting: dict, tmp_path: Path) -> None:
     items, captions = _items(shapes_world)
     result, n_images, n_texts, loads = _run(items, captions, tmp_path / "cache", counting)
     assert (n_images, n_texts, loads) == (10, len(set(captions)), 1)
@@ -104,8 +103,9 @@ def test_each_unique_item_is_encoded_once_then_served_from_cache(shapes_world: P
     np.testing.assert_allclose(uncached.image_features, result.image_features, atol=1e-6)
 
 
-def test_interrupted_run_resumes_with_only_the_missing_items(shapes_world: Path, counting: dict, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_run_resumes_with_only_the_missing_items(
+    shapes_world: Path, counting: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     items, captions = _items(shapes_world)
     monkeypatch.setenv(FAULT_ENV, "2")  # stop after two stored batches of 4 images
     with pytest.raises(InjectedFault):
@@ -147,8 +147,9 @@ def test_bad_images_are_named_or_counted(shapes_world: Path, counting: dict, tmp
     assert "broken.jpg" not in result.image_rows and len(result.image_rows) == 6 and n_images == 5
 
 
-@pytest.mark.parametrize(("corrupt", "message"), [("nan", "NaN or infinite features for image"),
-                                                  ("dims", r"returned \(4, 1, 32\) for a batch of 4")])
+@pytest.mark.parametrize(
+    ("corrupt", "message"), [("nan", "NaN or infinite features for image"), ("dims", r"returned \(4, 1, 32\) for a batch of 4")]
+)
 def test_bad_model_outputs_are_errors(shapes_world: Path, counting: dict, corrupt: str, message: str) -> None:
     items, captions = _items(shapes_world, 4)
     counting["corrupt"] = corrupt
@@ -161,8 +162,13 @@ def test_bad_model_outputs_are_errors(shapes_world: Path, counting: dict, corrup
 
 def test_features_backend_bypasses_models_and_names_missing_items(tmp_path: Path) -> None:
     path = tmp_path / "f.npz"
-    np.savez(path, image_features=np.eye(3, dtype=np.float32) * 2, caption_features=np.ones((2, 3), np.float32),
-             image_keys=np.array(["a.jpg", "b.jpg", "c.jpg"]), caption_keys=np.array(["x", "y"]))
+    np.savez(
+        path,
+        image_features=np.eye(3, dtype=np.float32) * 2,
+        caption_features=np.ones((2, 3), np.float32),
+        image_keys=np.array(["a.jpg", "b.jpg", "c.jpg"]),
+        caption_keys=np.array(["x", "y"]),
+    )
     spec = ModelSpec("features", str(path), None)
     result = encode([ImageItem("b.jpg"), ImageItem("a.jpg")], ["y", "x", "y"], spec)
     np.testing.assert_allclose(result.image_features, [[0, 1, 0], [1, 0, 0]])
@@ -173,7 +179,8 @@ def test_features_backend_bypasses_models_and_names_missing_items(tmp_path: Path
 
 
 def test_default_workers_decode_while_captions_encode_and_change_no_feature(
-        shapes_world: Path, counting: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shapes_world: Path, counting: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import warnings
 
     from clip_cycles.encoding import encoder

@@ -28,8 +28,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def result(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
     cache = tmp_path_factory.mktemp("eval_cache")
-    records, encoded = evaluate([TASK], ModelSpec("open_clip", tiny, None, seed=0), shapes_cycles, cache,
-                                num_workers=0, seeds=[0, 1])
+    records, encoded = evaluate(
+        [TASK], ModelSpec("open_clip", tiny, None, seed=0), shapes_cycles, cache, num_workers=0, seeds=[0, 1]
+    )
     return records[0], encoded, cache
 
 
@@ -78,28 +79,62 @@ def test_features_backend_reproduces_the_model_results(result: Any, shapes_cycle
     keys = sorted(encoded.image_rows, key=encoded.image_rows.get)
     captions = sorted(encoded.caption_rows, key=encoded.caption_rows.get)
     path = tmp_path / "features.npz"
-    np.savez(path, image_features=encoded.image_features * 3.0, caption_features=encoded.caption_features,
-             image_keys=np.array(keys), caption_keys=np.array(captions))
+    np.savez(
+        path,
+        image_features=encoded.image_features * 3.0,
+        caption_features=encoded.caption_features,
+        image_keys=np.array(keys),
+        caption_keys=np.array(captions),
+    )
     records, _ = evaluate([TASK], ModelSpec("features", str(path), None), shapes_cycles, use_cache=False, seeds=[0, 1])
     ours, theirs = records[0]["metrics"], record["metrics"]
     for name in ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles"):
         assert ours[name] == pytest.approx(theirs[name], abs=1e-12)
 
-    np.savez(path, image_features=encoded.image_features[1:], caption_features=encoded.caption_features,
-             image_keys=np.array(keys[1:]), caption_keys=np.array(captions))
+    np.savez(
+        path,
+        image_features=encoded.image_features[1:],
+        caption_features=encoded.caption_features,
+        image_keys=np.array(keys[1:]),
+        caption_keys=np.array(captions),
+    )
     with pytest.raises(ValueError, match=f"has no image '{keys[0]}'"):
         evaluate([TASK], ModelSpec("features", str(path), None), shapes_cycles, use_cache=False, seeds=[0])
 
 
-def test_cli_eval_writes_clip_benchmark_json_from_the_cache(result: Any, shapes_cycles: Path, tiny: str,
-                                                            tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_cli_eval_writes_clip_benchmark_json_from_the_cache(
+    result: Any, shapes_cycles: Path, tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from clip_cycles.cli import main
 
     record, _, cache = result
     template = str(tmp_path / "{dataset}_{pretrained}_{task}.json")
-    code = main(["eval", "--task", TASK, "--model-type", "open_clip", "--model", tiny, "--pretrained", "none",
-                 "--dataset-root", str(shapes_cycles), "--cache-dir", str(cache), "--seeds", "0", "1",
-                 "--device", "cpu", "--num-workers", "0", "--output", template])
+    code = main(
+        [
+            "eval",
+            "--task",
+            TASK,
+            "--model-type",
+            "open_clip",
+            "--model",
+            tiny,
+            "--pretrained",
+            "none",
+            "--dataset-root",
+            str(shapes_cycles),
+            "--cache-dir",
+            str(cache),
+            "--seeds",
+            "0",
+            "1",
+            "--device",
+            "cpu",
+            "--num-workers",
+            "0",
+            "--output",
+            template,
+        ]
+    )
     assert code == 0
     written = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_cycles.json").read_text())
     assert set(written) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
@@ -124,8 +159,9 @@ def test_unknown_task_and_bad_roots_are_clear_errors(shapes_cycles: Path, tmp_pa
         evaluate([TASK], spec, tmp_path / "nowhere", tmp_path)
 
 
-def test_missing_images_are_named_or_skipped_and_counted(shapes_cycles: Path, shapes_world: Path, tiny: str,
-                                                         tmp_path: Path) -> None:
+def test_missing_images_are_named_or_skipped_and_counted(
+    shapes_cycles: Path, shapes_world: Path, tiny: str, tmp_path: Path
+) -> None:
     import shutil
 
     folder = tmp_path / "built"
@@ -142,17 +178,18 @@ def test_missing_images_are_named_or_skipped_and_counted(shapes_cycles: Path, sh
     spec = ModelSpec("open_clip", tiny, None, seed=0)
     with pytest.raises(FileNotFoundError, match=first):
         evaluate([TASK], spec, folder, tmp_path / "cache", num_workers=0, seeds=[0])
-    records, encoded = evaluate([TASK], spec, folder, tmp_path / "cache", num_workers=0, seeds=[0],
-                                skip_bad_images=True)
+    records, encoded = evaluate([TASK], spec, folder, tmp_path / "cache", num_workers=0, seeds=[0], skip_bad_images=True)
     metrics = records[0]["metrics"]
     assert metrics["skipped_bad_images"] == 1 and first in metrics["bad_images"]
     assert metrics["dropped_cycles"] >= 1
     assert metrics["n_cycles"] + metrics["dropped_cycles"] == len(
-        pq.read_table(folder / "data" / "strict_left_right" / "seed0" / "test.parquet"))
+        pq.read_table(folder / "data" / "strict_left_right" / "seed0" / "test.parquet")
+    )
 
 
-def direct_scores(folder: Path, seed: int, image_rows: dict, caption_rows: dict, phi: np.ndarray, psi: np.ndarray,
-                  tol: float) -> dict[str, float]:
+def direct_scores(
+    folder: Path, seed: int, image_rows: dict, caption_rows: dict, phi: np.ndarray, psi: np.ndarray, tol: float
+) -> dict[str, float]:
     """Zero-shot metrics of one seed's test cycles, from the embeddings, one block at a time (no library code)."""
     import pyarrow.parquet as pq
 
@@ -232,4 +269,3 @@ def test_ties_and_the_tolerance_actually_used(result: Any, shapes_cycles: Path, 
                 if abs(d) > 1e-9:
                     deltas.append(abs(float(d)))
             assert deltas
-

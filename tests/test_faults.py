@@ -33,8 +33,11 @@ FAMILY = "strict_left_right"
 
 def _tree_digest(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` -> sha256 of its bytes (to prove nothing was modified)."""
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +166,7 @@ def test_3_out_with_foreign_files_is_refused_and_untouched(shapes_world: Path, t
     (out / "README.md").write_text("my notes\n")
     (out / "data" / "table.csv").write_text("a,b\n1,2\n")
     before = _tree_digest(out)
-    args = ["build", "coco", "--coco-root", str(shapes_world), "--out", str(out), "--families", FAMILY,
-            "--min-cycles", "5"]
+    args = ["build", "coco", "--coco-root", str(shapes_world), "--out", str(out), "--families", FAMILY, "--min-cycles", "5"]
     assert main(args) != 0
     err = capsys.readouterr().err
     assert "README.md" in err and "data/table.csv" in err and "--overwrite" in err
@@ -203,8 +205,7 @@ def test_3_failed_rebuild_leaves_the_previous_build_intact(shapes_world: Path, t
 def test_3_rebuild_into_own_folder_replaces_it_whole(shapes_world: Path, tmp_path: Path) -> None:
     from clip_cycles.data.build import build_coco_folder
 
-    out, _ = build_coco_folder(shapes_world, tmp_path / "built", families=[FAMILY, "strict_size"], seeds=[0],
-                               min_cycles=5)
+    out, _ = build_coco_folder(shapes_world, tmp_path / "built", families=[FAMILY, "strict_size"], seeds=[0], min_cycles=5)
     build_coco_folder(shapes_world, out, families=[FAMILY], seeds=[0], min_cycles=5)  # no --overwrite needed
     assert not (out / "data" / "strict_size").exists()  # stale family gone: folder matches its card
     info = json.loads((out / "build_info.json").read_text())
@@ -259,12 +260,19 @@ def test_4_unknown_category_and_non_finite_numbers_exclude_the_image(tmp_path: P
         ("{}", "field 'source'"),
         ("[1, 2]", "top level must be a JSON object, got list"),
         ('{"source": "coco",\n "x": }', "malformed JSON at line 2"),
-        ('{"source": "coco", "source_root": "/r", "mode": "reference", "families": {}, "files": {}}',
-         "field 'families' lists no families"),
-        ('{"source": "coco", "source_root": "/r", "mode": "reference", "families": {"a": {"available": true, '
-         '"counts": {"0": {"train": 1, "validation": 1}}}}, "files": {}}', "field 'families.a.counts.0'"),
-        ('{"source": "coco", "source_root": "/r", "mode": "reference", "families": {"a": {"available": true, '
-         '"counts": {}}}}', "field 'files' is missing"),
+        (
+            '{"source": "coco", "source_root": "/r", "mode": "reference", "families": {}, "files": {}}',
+            "field 'families' lists no families",
+        ),
+        (
+            '{"source": "coco", "source_root": "/r", "mode": "reference", "families": {"a": {"available": true, '
+            '"counts": {"0": {"train": 1, "validation": 1}}}}, "files": {}}',
+            "field 'families.a.counts.0'",
+        ),
+        (
+            '{"source": "coco", "source_root": "/r", "mode": "reference", "families": {"a": {"available": true, "counts": {}}}}',
+            "field 'files' is missing",
+        ),
     ],
 )
 def test_5_build_info_shape_errors_name_file_and_field(tmp_path: Path, text: str, message: str) -> None:
@@ -284,8 +292,7 @@ def _rewrite(path: Path, change) -> None:
 
 
 @pytest.mark.parametrize("edit", ["remove", "duplicate", "caption"])
-def test_5_evaluation_refuses_edited_parquet(shapes_cycles: Path, tiny_dir: Path, tmp_path: Path, edit: str,
-                                             capsys) -> None:
+def test_5_evaluation_refuses_edited_parquet(shapes_cycles: Path, tiny_dir: Path, tmp_path: Path, edit: str, capsys) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -298,26 +305,57 @@ def test_5_evaluation_refuses_edited_parquet(shapes_cycles: Path, tiny_dir: Path
     changes = {
         "remove": lambda t: t.slice(0, n - 1),
         "duplicate": lambda t: pa.concat_tables([t, t.slice(0, 1)]),
-        "caption": lambda t: t.set_column(t.column_names.index("caption_0"), "caption_0",
-                                          pa.array(["edited"] + t.column("caption_0").to_pylist()[1:])),
+        "caption": lambda t: t.set_column(
+            t.column_names.index("caption_0"), "caption_0", pa.array(["edited"] + t.column("caption_0").to_pylist()[1:])
+        ),
     }
     _rewrite(path, changes[edit])
     problems = verify_folder_files(folder, read_build_info(folder))
     assert problems and all(p.startswith(f"{path}: ") for p in problems)
-    expected = {"remove": [f"{n - 1} rows but build_info.json records {n}", "content differs"],
-                "duplicate": [f"{n + 1} rows but build_info.json records {n}", "content differs"],
-                "caption": ["content differs"]}[edit]
+    expected = {
+        "remove": [f"{n - 1} rows but build_info.json records {n}", "content differs"],
+        "duplicate": [f"{n + 1} rows but build_info.json records {n}", "content differs"],
+        "caption": ["content differs"],
+    }[edit]
     assert len(problems) == len(expected) and all(e in p for e, p in zip(expected, problems))
-    code = main(["eval", "--task", TASK, "--model", f"local-dir:{tiny_dir}", "--dataset-root", str(folder),
-                 "--cache-dir", str(tmp_path / "cache"), "--no-amp", "--num-workers", "0", "--output", "-"])
+    code = main(
+        [
+            "eval",
+            "--task",
+            TASK,
+            "--model",
+            f"local-dir:{tiny_dir}",
+            "--dataset-root",
+            str(folder),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-amp",
+            "--num-workers",
+            "0",
+            "--output",
+            "-",
+        ]
+    )
     err = capsys.readouterr().err
     assert code != 0 and str(path) in err and "refusing to score" in err
 
 
 def test_5_build_with_no_available_family_fails_unless_allowed(shapes_world: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "empty"
-    args = ["build", "coco", "--coco-root", str(shapes_world), "--out", str(out), "--families", FAMILY,
-            "--seeds", "0", "--min-cycles", "100000"]
+    args = [
+        "build",
+        "coco",
+        "--coco-root",
+        str(shapes_world),
+        "--out",
+        str(out),
+        "--families",
+        FAMILY,
+        "--seeds",
+        "0",
+        "--min-cycles",
+        "100000",
+    ]
     assert main(args) != 0
     assert "no family has an available split" in capsys.readouterr().err and not out.exists()
     assert main(args + ["--allow-empty"]) == 0
@@ -340,8 +378,7 @@ def _bomb_world(shapes_world: Path, tmp_path: Path) -> tuple[list, Path]:
     return items + [ImageItem(key="bomb.png", path=bomb)], bomb
 
 
-def test_6_decompression_bomb_is_named_and_skippable(shapes_world: Path, tiny_dir: Path, tmp_path: Path,
-                                                     monkeypatch) -> None:
+def test_6_decompression_bomb_is_named_and_skippable(shapes_world: Path, tiny_dir: Path, tmp_path: Path, monkeypatch) -> None:
     from PIL import Image
 
     from clip_cycles.encoding.encoder import ModelSpec, encode
@@ -356,8 +393,7 @@ def test_6_decompression_bomb_is_named_and_skippable(shapes_world: Path, tiny_di
     assert list(encoded.stats.bad_images) == ["bomb.png"] and len(encoded.image_rows) == 3
 
 
-def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Path, tmp_path: Path,
-                                                                 monkeypatch) -> None:
+def test_6_decompression_bomb_in_clip_benchmark_blocks_is_named(shapes_world: Path, tmp_path: Path, monkeypatch) -> None:
     from PIL import Image
 
     from clip_cycles.integrations.clip_benchmark import CycleBlocksDataset
@@ -385,14 +421,28 @@ def test_6_unknown_pretrained_tag_and_model_list_what_exists() -> None:
     assert "ViT-B-32" in str(info.value)
 
 
-def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Path, tmp_path: Path, capsys,
-                                                              monkeypatch) -> None:
+def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     from clip_cycles.integrations.clip_benchmark import main as plugin_main
 
     monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
     with pytest.raises(SystemExit) as exit_info:
-        plugin_main(["eval", "--dataset", TASK, "--model", "ViT-Q-99", "--pretrained", "none", "--dataset_root",
-                     str(shapes_cycles), "--num_workers", "0", "--output", str(tmp_path / "r.json")])
+        plugin_main(
+            [
+                "eval",
+                "--dataset",
+                TASK,
+                "--model",
+                "ViT-Q-99",
+                "--pretrained",
+                "none",
+                "--dataset_root",
+                str(shapes_cycles),
+                "--num_workers",
+                "0",
+                "--output",
+                str(tmp_path / "r.json"),
+            ]
+        )
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "unknown OpenCLIP model 'ViT-Q-99'" in err and "ViT-B-32" in err and "Traceback" not in err
@@ -407,11 +457,10 @@ def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, ca
     bad = tmp_path / "cycles" / "mine_bad.yaml"
     bad.write_text("task: cycles/mine_bad\ndataset_path: shapes\ndataset_kwargs: {config: strict_size\n")
     typo = tmp_path / "cycles" / "mine_typo.yaml"
-    typo.write_text("task: cycles/mine_typo\ndataset_path: shapes\ndataset_kwargs: {config: strict_size}\n"
-                    "test_split: tset\n")
+    typo.write_text("task: cycles/mine_typo\ndataset_path: shapes\ndataset_kwargs: {config: strict_size}\ntest_split: tset\n")
     (tmp_path / "cycles" / "mine_good.yaml").write_text(
-        "task: cycles/mine_good\ndataset_path: shapes\ndataset_kwargs: {config: strict_size}\n"
-        "metric_list: [cycle_acc]\n")
+        "task: cycles/mine_good\ndataset_path: shapes\ndataset_kwargs: {config: strict_size}\nmetric_list: [cycle_acc]\n"
+    )
     monkeypatch.setenv(TASKS_PATH_ENV, str(tmp_path))
     registry = TaskRegistry.default()
     assert "cycles/mine_good" in registry.names() and TASK in registry.names()
@@ -420,8 +469,9 @@ def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, ca
     with pytest.raises(ValueError, match=r"mine_typo\.yaml line 4: field 'test_split'"):
         get_task("cycles/mine_typo")
     # The plugin activates, with every shipped collection, and names the broken files.
-    fake = types.SimpleNamespace(run=lambda a: 0, build_dataset=lambda *a, **k: None,
-                                 get_dataset_collate_fn=lambda n: None, dataset_collection={})
+    fake = types.SimpleNamespace(
+        run=lambda a: 0, build_dataset=lambda *a, **k: None, get_dataset_collate_fn=lambda n: None, dataset_collection={}
+    )
     patch_cli(fake)
     assert fake._clip_cycles_patched and "cycles/coco_all" in fake.dataset_collection
     err = capsys.readouterr().err
@@ -436,8 +486,13 @@ def test_6_npz_with_object_arrays_names_the_file(tmp_path: Path) -> None:
     from clip_cycles.encoding.backends import read_features_file
 
     path = tmp_path / "features.npz"
-    np.savez(path, image_features=np.ones((1, 2)), caption_features=np.ones((1, 2)),
-             image_keys=np.array(["a.jpg"], dtype=object), caption_keys=np.array(["x"]))
+    np.savez(
+        path,
+        image_features=np.ones((1, 2)),
+        caption_features=np.ones((1, 2)),
+        image_keys=np.array(["a.jpg"], dtype=object),
+        caption_keys=np.array(["x"]),
+    )
     with pytest.raises(ValueError, match="holds Python objects") as info:
         read_features_file(path)
     assert str(path) in str(info.value)

@@ -35,8 +35,13 @@ def test_round_trip_in_a_fresh_process_view(tmp_path: Path) -> None:
 
 def test_namespace_depends_on_every_key_part(tmp_path: Path) -> None:
     names = set()
-    for change in ({}, {"preprocessing": "q"}, {"precision": "amp"}, {"kind": "text"},
-                   {"model": {"backend": "test", "model": "m2"}}):
+    for change in (
+        {},
+        {"preprocessing": "q"},
+        {"precision": "amp"},
+        {"kind": "text"},
+        {"model": {"backend": "test", "model": "m2"}},
+    ):
         names.add(FeatureNamespace(tmp_path, {**DESC, **change}).name)
     assert len(names) == 5
 

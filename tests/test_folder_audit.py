@@ -92,15 +92,25 @@ def test_clean_coco_and_gqa_folders_pass(coco_folder, gqa_folder, capsys):
         ("{}", "missing field(s) source, source_root, mode, families"),
         ("[1, 2]", "top level must be a JSON object, got list"),
         ("{not json", "not valid JSON"),
-        ('{"source": "flickr", "source_root": "x", "mode": "reference", "families": {"a": {"available": true}}}',
-         "field 'source' must be one of"),
+        (
+            '{"source": "flickr", "source_root": "x", "mode": "reference", "families": {"a": {"available": true}}}',
+            "field 'source' must be one of",
+        ),
         ('{"source": "coco", "source_root": "x", "mode": "reference", "families": {}}', "must be a non-empty object"),
-        ('{"source": "coco", "source_root": "x", "mode": "reference", "families": {"a": {"available": true, '
-         '"counts": {"0": {"train": 1, "test": 1}}}}}', "must have exactly the splits"),
-        ('{"source": "coco", "source_root": "x", "mode": "reference", "families": {"a": {"available": true, '
-         '"counts": {"0": {"train": 1, "validation": -1, "test": 1}}}}}', "must be a count >= 0"),
-        ('{"source": "coco", "source_root": "x", "mode": "reference", "families": {"a": {"available": "yes"}}}',
-         "boolean 'available'"),
+        (
+            '{"source": "coco", "source_root": "x", "mode": "reference", "families": {"a": {"available": true, '
+            '"counts": {"0": {"train": 1, "test": 1}}}}}',
+            "must have exactly the splits",
+        ),
+        (
+            '{"source": "coco", "source_root": "x", "mode": "reference", "families": {"a": {"available": true, '
+            '"counts": {"0": {"train": 1, "validation": -1, "test": 1}}}}}',
+            "must be a count >= 0",
+        ),
+        (
+            '{"source": "coco", "source_root": "x", "mode": "reference", "families": {"a": {"available": "yes"}}}',
+            "boolean 'available'",
+        ),
     ],
 )
 def test_bad_build_info_is_a_named_error_not_a_traceback(tmp_path, capsys, content, message):

@@ -103,9 +103,7 @@ def test_relation_object_requires_the_swapped_object_to_be_absent(tmp_path):
             },
         )
     )
-    assert as_sets(cycles_of(index, "relation_object", [1, 2])) == [
-        [(1, "a man holding a cup"), (2, "a man holding a phone")]
-    ]
+    assert as_sets(cycles_of(index, "relation_object", [1, 2])) == [[(1, "a man holding a cup"), (2, "a man holding a phone")]]
     for other in (3, 4, 5):
         assert cycles_of(index, "relation_object", [1, other]) == []
     family = get_family("gqa", "relation_object")
@@ -124,9 +122,7 @@ def test_relation_subject_swaps_the_subject(tmp_path):
             },
         )
     )
-    assert as_sets(cycles_of(index, "relation_subject", [1, 2])) == [
-        [(1, "a man riding a horse"), (2, "a woman riding a horse")]
-    ]
+    assert as_sets(cycles_of(index, "relation_subject", [1, 2])) == [[(1, "a man riding a horse"), (2, "a woman riding a horse")]]
     assert cycles_of(index, "relation_subject", [1, 3]) == []
 
 
@@ -173,16 +169,12 @@ def test_binding_pairs_exchanged_colours_only(tmp_path):
 
 
 def test_validity_audit_catches_a_broken_cycle(tmp_path):
-    index = load_gqa_index(
-        write_root(tmp_path, {"1": {"a": obj("car", ["red"])}, "2": {"a": obj("car", ["blue"])}})
-    )
+    index = load_gqa_index(write_root(tmp_path, {"1": {"a": obj("car", ["red"])}, "2": {"a": obj("car", ["blue"])}}))
     family = get_family("gqa", "attribute_color")
     (cycle,) = cycles_of(index, "attribute_color", [1, 2])
     assert audit_family_cycles(family, index, [cycle])["passed"]
     # Exchange the images: both matched pairs now fail, both swaps now hold.
-    broken = type(cycle)(
-        cycle.image_id_1, cycle.image_id_0, cycle.caption_0, cycle.caption_1, cycle.meaning_0, cycle.meaning_1
-    )
+    broken = type(cycle)(cycle.image_id_1, cycle.image_id_0, cycle.caption_0, cycle.caption_1, cycle.meaning_0, cycle.meaning_1)
     report = audit_family_cycles(family, index, [broken])
     assert not report["passed"]
     assert report["matched_violations"] == 2 and report["swap_violations"] == 2
@@ -222,8 +214,7 @@ def test_binding_below_min_cycles_is_unavailable_not_an_error(tmp_path):
     color = by_name["attribute_color"]
     for seed in (0, 1):
         images = {
-            split: {i for r in records for i in (r.image_id_0, r.image_id_1)}
-            for split, records in color.records[seed].items()
+            split: {i for r in records for i in (r.image_id_0, r.image_id_1)} for split, records in color.records[seed].items()
         }
         assert not images["train"] & images["validation"]
         assert all(i > 100 for i in images["test"])
@@ -263,9 +254,10 @@ def test_shapes_world_folder_loads_audits_and_is_byte_identical(shapes_world, tm
     assert files and files == sorted(p.relative_to(second) for p in second.rglob("*.parquet"))
     for rel in files:
         assert (first / rel).read_bytes() == (second / rel).read_bytes(), rel
-    assert json.loads((first / "build_info.json").read_text())["families"] == json.loads(
-        (second / "build_info.json").read_text()
-    )["families"]
+    assert (
+        json.loads((first / "build_info.json").read_text())["families"]
+        == json.loads((second / "build_info.json").read_text())["families"]
+    )
 
     from clip_cycles.data.folder_audit import audit_folder
 
@@ -330,9 +322,7 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path, capsys):
 
 
 def test_prefixed_gqa_ids_keep_their_files_and_round_trip(tmp_path):
-    index = load_gqa_index(
-        write_root(tmp_path, {"n42": {"a": obj("car", ["red"])}, "42": {"a": obj("car", ["blue"])}})
-    )
+    index = load_gqa_index(write_root(tmp_path, {"n42": {"a": obj("car", ["red"])}, "42": {"a": obj("car", ["blue"])}}))
     (cycle,) = cycles_of(index, "attribute_color", index.ids_of("train"))
     assert {cycle.image_id_0, cycle.image_id_1} == {42, -43}
     assert index.file_name(-43) == "images/n42.jpg" and index.file_name(42) == "images/42.jpg"

@@ -66,17 +66,22 @@ def test_attribute_family_statements():
 def test_relation_object_statements():
     scene = graph(
         ("man", [], [("holding", "b"), ("near", "c"), ("near", "d"), ("watching", "a"), ("wearing", "p")]),  # a
-        ("cup", [], []), ("dog", [], []), ("cat", [], []),  # b, c, d
+        ("cup", [], []),
+        ("dog", [], []),
+        ("cat", [], []),  # b, c, d
         ("bird", [], [("above", "f"), ("on", "q")]),  # e: above one of two trees only; on the roof
-        ("tree", [], []), ("tree", [], []),  # f, g
+        ("tree", [], []),
+        ("tree", [], []),  # f, g
         ("boy", [], [(LEFT, "i")]),  # h and i: each left of the other
         ("girl", [], [(LEFT, "h")]),
         ("plate", [], [("on", "l")]),  # j, k: two plates with relations
         ("plate", [], [("on", "l"), ("near", "l")]),
         ("table", [], []),  # l
         ("cloud", [], [("above", "n"), ("above", "o")]),  # m: above both houses
-        ("house", [], []), ("house", [], []),  # n, o
-        ("hat", [], []), ("roof", [], []),  # p, q
+        ("house", [], []),
+        ("house", [], []),  # n, o
+        ("hat", [], []),
+        ("roof", [], []),  # p, q
     )
     rel = lambda s, r, o: {"subject": s, "relation": r, "object": o}  # noqa: E731
     assert statements("relation_object", scene) == [
@@ -98,9 +103,11 @@ def test_relation_subject_statements():
     scene = graph(
         ("man", [], [("holding", "c")]),  # a
         ("woman", [], [("holding", "d"), ("near", "c")]),  # b
-        ("cup", [], []), ("phone", [], []),  # c, d
+        ("cup", [], []),
+        ("phone", [], []),  # c, d
         ("dog", [], [("near", "c")]),  # e: a second name near the cup
-        ("plate", [], []), ("plate", [], []),  # f, g: relations to a non-unique object
+        ("plate", [], []),
+        ("plate", [], []),  # f, g: relations to a non-unique object
         ("boy", [], [("on", "f")]),  # h
         ("girl", [], [("under", "g")]),  # i
         ("tree", [], [("near", "j")]),  # j: near itself
@@ -135,7 +142,8 @@ def test_relation_spatial_statements():
         ("dog", [], [("behind", "d"), ("in front of", "d")]),  # c: both directions
         ("cat", [], []),  # d
         ("man", [], [(LEFT, "f"), (LEFT, "j")]),  # e: towards one of two trees, and the car
-        ("tree", [], []), ("tree", [], []),  # f, g
+        ("tree", [], []),
+        ("tree", [], []),  # f, g
         ("boy", [], [("above", "h"), ("below", "i")]),  # h: above itself (skipped), below the kite
         ("kite", [], []),  # i
         ("car", [], []),  # j
@@ -163,7 +171,8 @@ def test_binding_statements():
         ("cup", ["red", "wooden", "small"], []),  # b
         ("bowl", ["red", "large"], []),  # c
         ("fork", ["red", "blue"], []),  # d: two colours: no colour binding
-        ("spoon", ["silver"], []), ("spoon", ["gold"], []),  # e, f: not unique
+        ("spoon", ["silver"], []),
+        ("spoon", ["gold"], []),  # e, f: not unique
     )
     assert statements("binding", scene) == [
         # Colour: bowl red, cup red (same value: no cycle), plate white; names in alphabetical order.
@@ -189,7 +198,8 @@ VERDICT_SCENE = (
     ("man", [], [("holding", "a"), (LEFT, "c"), (LEFT, "d"), ("above", "f")]),  # e
     ("dog", [], [("above", "e")]),  # f: man above dog and dog above man
     ("tree", [], [(RIGHT, "h")]),  # g: right of one bench of two
-    ("bench", [], []), ("bench", [], []),  # h, i
+    ("bench", [], []),
+    ("bench", [], []),  # h, i
 )
 
 

@@ -18,8 +18,15 @@ COLOURS = {"red", "blue", "green", "white", "black"}  # the test's own colour li
 
 def o(name, attributes=(), relations=(), box=(10, 10, 20, 20)):
     x, y, w, h = box
-    return {"name": name, "x": x, "y": y, "w": w, "h": h, "attributes": list(attributes),
-            "relations": [{"name": r, "object": t} for r, t in relations]}
+    return {
+        "name": name,
+        "x": x,
+        "y": y,
+        "w": w,
+        "h": h,
+        "attributes": list(attributes),
+        "relations": [{"name": r, "object": t} for r, t in relations],
+    }
 
 
 GRAPHS = {
@@ -37,8 +44,11 @@ GRAPHS = {
     # relation_spatial
     "2354810": {"3001": o("cup", relations=[("to the left of", "3002")]), "3002": o("plate")},
     "2354811": {"3003": o("cup", relations=[("to the right of", "3004")]), "3004": o("plate")},
-    "2354812": {"3005": o("cup", relations=[("to the left of", "3007")]),
-                "3006": o("cup", relations=[("to the right of", "3007")]), "3007": o("plate")},
+    "2354812": {
+        "3005": o("cup", relations=[("to the left of", "3007")]),
+        "3006": o("cup", relations=[("to the right of", "3007")]),
+        "3007": o("plate"),
+    },
     "2354813": {"3010": o("star", relations=[("to the left of", "3011")]), "3011": o("ring"), "3012": o("ring")},
     "2354814": {"3013": o("star", relations=[("to the left of", "3014")]), "3014": o("ring")},
 }
@@ -47,8 +57,9 @@ GRAPHS = {
 @pytest.fixture(scope="module")
 def gqa(tmp_path_factory):
     root = tmp_path_factory.mktemp("real_gqa")
-    data = {i: {"width": 500, "height": 333, "location": "street", "weather": "sunny", "objects": objs}
-            for i, objs in GRAPHS.items()}
+    data = {
+        i: {"width": 500, "height": 333, "location": "street", "weather": "sunny", "objects": objs} for i, objs in GRAPHS.items()
+    }
     (root / "train_sceneGraphs.json").write_text(json.dumps(data), encoding="utf-8")
     val = {"2400000": {"width": 500, "height": 375, "objects": {"9": o("tree")}}}
     (root / "val_sceneGraphs.json").write_text(json.dumps(val), encoding="utf-8")
@@ -56,8 +67,9 @@ def gqa(tmp_path_factory):
 
 
 def _build(index, name, ids):
-    return build_family(get_family("gqa", name), index,
-                        {0: {"train": [int(i) for i in ids], "validation": [], "test": []}}, min_cycles=1)
+    return build_family(
+        get_family("gqa", name), index, {0: {"train": [int(i) for i in ids], "validation": [], "test": []}}, min_cycles=1
+    )
 
 
 def _raw_objects(data, image_id, name):

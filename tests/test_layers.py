@@ -28,13 +28,22 @@ def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     """Run import-linter's contract on the package under ``root``."""
     lint = Path(sys.executable).with_name("lint-imports")
     command = [str(lint)] if lint.exists() else [sys.executable, "-m", "importlinter.cli"]
-    return subprocess.run([*command, str(CONTRACT), "--no-cache"], cwd=root, capture_output=True, text=True,
-                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"}, timeout=300)
+    return subprocess.run(
+        [*command, str(CONTRACT), "--no-cache"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
 
 
 def _package_copy(tmp_path: Path) -> Path:
-    shutil.copytree(REPO / "clip_cycles", tmp_path / "clip_cycles",
-                    ignore=shutil.ignore_patterns("__pycache__", "weights", "model_configs", "*.yaml"))
+    shutil.copytree(
+        REPO / "clip_cycles",
+        tmp_path / "clip_cycles",
+        ignore=shutil.ignore_patterns("__pycache__", "weights", "model_configs", "*.yaml"),
+    )
     return tmp_path
 
 
@@ -56,8 +65,10 @@ def _import_graph(root: Path) -> dict[str, set[str]]:
             elif isinstance(node, ast.Import):
                 graph[name].update(a.name for a in node.names if a.name in modules)
     # A package's __init__ importing its own submodules is not a loop between modules.
-    return {name: {t for t in targets if t != name and t in modules and not t.startswith(name + ".")}
-            for name, targets in graph.items()}
+    return {
+        name: {t for t in targets if t != name and t in modules and not t.startswith(name + ".")}
+        for name, targets in graph.items()
+    }
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -116,8 +127,11 @@ def _function_level_imports(root: Path) -> list[str]:
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(fn):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("clip_cycles") \
-                        and node.module not in HEAVY_MODULES:
+                if (
+                    isinstance(node, ast.ImportFrom)
+                    and (node.module or "").startswith("clip_cycles")
+                    and node.module not in HEAVY_MODULES
+                ):
                     out.append(f"{rel}:{node.lineno} {node.module}")
     return out
 
@@ -131,8 +145,10 @@ def test_layers_contract_is_kept() -> None:
 def test_layers_contract_fails_on_an_upward_import(tmp_path: Path) -> None:
     root = _package_copy(tmp_path)
     contrast = root / "clip_cycles" / "algebra" / "contrast.py"
-    contrast.write_text(contrast.read_text(encoding="utf-8") + "\n\ndef _planted():\n"
-                        "    from clip_cycles.evaluation.zero_shot import score_blocks\n\n    return score_blocks\n")
+    contrast.write_text(
+        contrast.read_text(encoding="utf-8") + "\n\ndef _planted():\n"
+        "    from clip_cycles.evaluation.zero_shot import score_blocks\n\n    return score_blocks\n"
+    )
     result = _lint(root)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
@@ -176,17 +192,29 @@ def test_package_imports_sit_at_module_top() -> None:
 def test_function_level_import_check_sees_a_planted_one(tmp_path: Path) -> None:
     root = _package_copy(tmp_path)
     target = root / "clip_cycles" / "data" / "sources.py"
-    target.write_text(target.read_text(encoding="utf-8") + "\n\ndef _planted():\n"
-                      "    from clip_cycles.algebra.contrast import cycle_acc\n\n    return cycle_acc\n")
-    assert _function_level_imports(root) == [f"clip_cycles/data/sources.py:{len(target.read_text().splitlines()) - 2} "
-                                             "clip_cycles.algebra.contrast"]
+    target.write_text(
+        target.read_text(encoding="utf-8") + "\n\ndef _planted():\n"
+        "    from clip_cycles.algebra.contrast import cycle_acc\n\n    return cycle_acc\n"
+    )
+    assert _function_level_imports(root) == [
+        f"clip_cycles/data/sources.py:{len(target.read_text().splitlines()) - 2} clip_cycles.algebra.contrast"
+    ]
 
 
-@pytest.mark.parametrize("module", ["clip_cycles", "clip_cycles.cli", "clip_cycles.evaluation.runners",
-                                    "clip_cycles.experiments.probes", "clip_cycles.integrations.clip_benchmark"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "clip_cycles",
+        "clip_cycles.cli",
+        "clip_cycles.evaluation.runners",
+        "clip_cycles.experiments.probes",
+        "clip_cycles.integrations.clip_benchmark",
+    ],
+)
 def test_light_modules_import_no_torch(module: str) -> None:
-    code = f"import sys, {module}; print(sorted(m for m in ('torch', 'open_clip', 'datasets', 'transformers') " \
-           "if m in sys.modules))"
+    code = (
+        f"import sys, {module}; print(sorted(m for m in ('torch', 'open_clip', 'datasets', 'transformers') if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
@@ -194,10 +222,12 @@ def test_light_modules_import_no_torch(module: str) -> None:
 
 def test_cycle_evaluation_imports_no_scikit_learn_until_an_attribute_task_runs() -> None:
     # The runner registry names its built-in runners as "module:function"; only the one a task needs loads.
-    code = ("import sys; import clip_cycles.evaluation.eval_command, clip_cycles.integrations.clip_benchmark; "
-            "from clip_cycles.evaluation.runners import runner_for; before = 'sklearn' in sys.modules; "
-            "runner_for('cycle_probe').func; probe = 'sklearn' in sys.modules; "
-            "runner_for('attribute_splits').func; print(before, probe, 'sklearn' in sys.modules)")
+    code = (
+        "import sys; import clip_cycles.evaluation.eval_command, clip_cycles.integrations.clip_benchmark; "
+        "from clip_cycles.evaluation.runners import runner_for; before = 'sklearn' in sys.modules; "
+        "runner_for('cycle_probe').func; probe = 'sklearn' in sys.modules; "
+        "runner_for('attribute_splits').func; print(before, probe, 'sklearn' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["False", "False", "True"]

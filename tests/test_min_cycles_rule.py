@@ -88,15 +88,27 @@ def test_probe_experiments_keep_the_rule_for_train_and_validation(folder: Path) 
     (task,) = expand_tasks(["cycles/shapes_strict_size"])
     audited = load_task_data(task, open_built_folder(folder), seeds=[0], with_audit=True)
     # As the experiment loader records it: the family is unavailable with the short split named.
-    data = ExperimentData(model="m", pretrained="", families={}, tie_tolerance=1e-9,
-                          unavailable={"strict_size": audited.audit_unavailable}, source="t")
+    data = ExperimentData(
+        model="m",
+        pretrained="",
+        families={},
+        tie_tolerance=1e-9,
+        unavailable={"strict_size": audited.audit_unavailable},
+        source="t",
+    )
     usable, unavailable = screen_families(data, [0], MIN)
     assert usable == {} and "validation" in unavailable["strict_size"]
     # And a family whose splits are all read but one is short is screened out by the count.
     phi = np.zeros((4, 2))
     short = {0: {"train": np.zeros((MIN, 4), int), "validation": np.zeros((MIN - 1, 4), int),
                  "test": np.zeros((MIN, 4), int)}}  # fmt: skip
-    data = ExperimentData(model="m", pretrained="", families={"f": FamilyFeatures("f", phi, phi, short, None, 0)},
-                          tie_tolerance=1e-9, unavailable={}, source="t")
+    data = ExperimentData(
+        model="m",
+        pretrained="",
+        families={"f": FamilyFeatures("f", phi, phi, short, None, 0)},
+        tie_tolerance=1e-9,
+        unavailable={},
+        source="t",
+    )
     usable, unavailable = screen_families(data, [0], MIN)
     assert usable == {} and unavailable["f"] == f"seed 0 split 'validation' has {MIN - 1} cycles (minimum {MIN})"

@@ -41,13 +41,44 @@ WITH_DATA = {"eval", "encode", "probe", "transfer", "oe"}
 WITH_ALIASES = {"eval", "encode", "audit-benchmark"}
 
 #: The model flags, canonical spelling, each set to a value other than its default.
-CANONICAL = ["--model-type", "hf", "--model", "m", "--pretrained", "p", "--cache-dir", "c", "--no-cache",
-             "--model-cache-dir", "mc", "--device", "cpu", "--no-amp", "--model-seed", "3",
-             "--encode-batch-size", "8", "--num-workers", "2", "--skip-bad-images"]
+CANONICAL = [
+    "--model-type",
+    "hf",
+    "--model",
+    "m",
+    "--pretrained",
+    "p",
+    "--cache-dir",
+    "c",
+    "--no-cache",
+    "--model-cache-dir",
+    "mc",
+    "--device",
+    "cpu",
+    "--no-amp",
+    "--model-seed",
+    "3",
+    "--encode-batch-size",
+    "8",
+    "--num-workers",
+    "2",
+    "--skip-bad-images",
+]
 DATA = ["--dataset-root", "root", "--data-cache-dir", "data"]
-EXPECTED = ModelOptions(model_type="hf", model="m", pretrained="p", cache_dir="c", use_cache=False,
-                        model_cache_dir="mc", device="cpu", amp=False, model_seed=3, encode_batch_size=8,
-                        num_workers=2, skip_bad_images=True)
+EXPECTED = ModelOptions(
+    model_type="hf",
+    model="m",
+    pretrained="p",
+    cache_dir="c",
+    use_cache=False,
+    model_cache_dir="mc",
+    device="cpu",
+    amp=False,
+    model_seed=3,
+    encode_batch_size=8,
+    num_workers=2,
+    skip_bad_images=True,
+)
 
 
 def parse(command: str, argv: list[str]) -> argparse.Namespace:
@@ -66,8 +97,9 @@ def test_every_command_takes_the_one_model_flag_set(command: str) -> None:
     assert options == expected
     # Nothing given: the documented defaults (open_clip, seed 0, batches of 64, the cache on).
     if command not in ("eval", "encode"):  # those two require --model
-        assert model_options(parse(command, [])) == ModelOptions(model_type="open_clip", model=None, model_seed=0,
-                                                                 encode_batch_size=64, use_cache=True, amp=True)
+        assert model_options(parse(command, [])) == ModelOptions(
+            model_type="open_clip", model=None, model_seed=0, encode_batch_size=64, use_cache=True, amp=True
+        )
     if command not in WITH_DATA:  # an audit reads --root, splits --things-root: no task data flags
         with pytest.raises(SystemExit):
             parse(command, ["--dataset-root", "root"])
@@ -94,14 +126,32 @@ def test_batch_size_of_the_experiments_stays_the_training_batch_size(command: st
 
 
 def test_splits_seed_abbreviates_seeds_and_the_split_model_shares_the_model_settings() -> None:
-    args = parse("splits", ["--model", "m", "--seed", "1", "--device", "cpu", "--model-seed", "6", "--cache-dir", "c",
-                            "--split-model", "swin", "--split-pretrained", "rev"])
+    args = parse(
+        "splits",
+        [
+            "--model",
+            "m",
+            "--seed",
+            "1",
+            "--device",
+            "cpu",
+            "--model-seed",
+            "6",
+            "--cache-dir",
+            "c",
+            "--split-model",
+            "swin",
+            "--split-pretrained",
+            "rev",
+        ],
+    )
     assert args.seeds == [1]
     inputs = split_inputs(args)
     assert inputs.model == ModelOptions(model="m", device="cpu", model_seed=6, cache_dir="c")
     # The --split-model-* flags are the model flags with a prefix: only the model differs.
-    assert inputs.split_model == ModelOptions(model_type="hf_vision", model="swin", pretrained="rev", device="cpu",
-                                              model_seed=6, cache_dir="c")
+    assert inputs.split_model == ModelOptions(
+        model_type="hf_vision", model="swin", pretrained="rev", device="cpu", model_seed=6, cache_dir="c"
+    )
     assert split_inputs(parse("splits", ["--model", "m"])).split_model is None
 
 
@@ -115,22 +165,40 @@ def test_flag_table_and_its_guard() -> None:
     add_model_arguments(parser, prefix="second-", only=("model", "device"), defaults={"device": "cpu"})
     args = parser.parse_args(["--second-model", "x"])
     assert vars(args) == {"second_model": "x", "second_device": "cpu"}
-    assert model_options(args, "second-", base=ModelOptions(model_seed=9)) == \
-        ModelOptions(model="x", device="cpu", model_seed=9)
+    assert model_options(args, "second-", base=ModelOptions(model_seed=9)) == ModelOptions(model="x", device="cpu", model_seed=9)
 
 
 # --------------------------------------------------------------------------- one ModelSpec, one RunContext
 
 
 def test_model_spec_and_run_context_come_from_the_options(tmp_path: Path, monkeypatch) -> None:
-    options = ModelOptions(model_type="hf", model="m", pretrained="p", model_cache_dir="mc", device="cpu", amp=False,
-                           model_seed=3, encode_batch_size=8, num_workers=2, skip_bad_images=True,
-                           cache_dir=tmp_path / "c", dataset_root="root")
+    options = ModelOptions(
+        model_type="hf",
+        model="m",
+        pretrained="p",
+        model_cache_dir="mc",
+        device="cpu",
+        amp=False,
+        model_seed=3,
+        encode_batch_size=8,
+        num_workers=2,
+        skip_bad_images=True,
+        cache_dir=tmp_path / "c",
+        dataset_root="root",
+    )
     assert options.model_spec() == ModelSpec("hf", "m", "p", device="cpu", seed=3, amp=False, model_cache_dir="mc")
     context = RunContext.from_options(options, seeds=[1], language="de")
-    assert context == RunContext(spec=options.model_spec(), dataset_root="root", cache_dir=tmp_path / "c",
-                                 data_cache_dir=tmp_path / "c" / "datasets", batch_size=8, num_workers=2,
-                                 skip_bad_images=True, seeds=[1], language="de")
+    assert context == RunContext(
+        spec=options.model_spec(),
+        dataset_root="root",
+        cache_dir=tmp_path / "c",
+        data_cache_dir=tmp_path / "c" / "datasets",
+        batch_size=8,
+        num_workers=2,
+        skip_bad_images=True,
+        seeds=[1],
+        language="de",
+    )
     # --no-cache stores no features, but families built from a raw root still go under the cache root.
     off = RunContext.from_options(dataclasses.replace(options, use_cache=False, data_cache_dir=tmp_path / "d"))
     assert (off.cache_dir, off.data_cache_dir) == (None, tmp_path / "d")

@@ -17,8 +17,17 @@ FAST = {"rank": 4, "epochs": 6, "lr": 1e-2, "batch_size": 64, "seeds": (0, 1), "
 
 @pytest.fixture(scope="module")
 def marked() -> ExperimentData:
-    return planted_experiment_data({"variant": 0}, dim=16, n_train=160, n_validation=40, n_test=80, seeds=(0, 1),
-                                   pool_size=400, signal=0.3, marker_strength=1.0)
+    return planted_experiment_data(
+        {"variant": 0},
+        dim=16,
+        n_train=160,
+        n_validation=40,
+        n_test=80,
+        seeds=(0, 1),
+        pool_size=400,
+        signal=0.3,
+        marker_strength=1.0,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +60,12 @@ def test_image_only_shortcut_probe_is_reported_beside_the_text_only_one(record: 
 def test_oe_record_structure_table_and_per_seed_differences(record: dict) -> None:
     assert record["experiment"] == "oe"
     assert_one_vocabulary(record)
-    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == ("planted", "synthetic", 1e-9,
-                                                                                         [0, 1])
+    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == (
+        "planted",
+        "synthetic",
+        1e-9,
+        [0, 1],
+    )
     assert record["marker_caption_example"] == "this is an out of distribution negative example: <caption>"
     fam = record["families"]["variant"]
     assert fam["n_cycles"]["0"] == {"test": 80, "train": 160, "validation": 40}
@@ -108,9 +121,28 @@ def test_oe_command_encodes_marked_captions_through_the_same_backend(shapes_cycl
 
     features = tmp_path / "features.npz"
     without = write_features_for_folder(shapes_cycles, tmp_path / "bare.npz")
-    args = ["oe", "--task", "cycles/shapes_strict_size", "--model-type", "features", "--dataset-root",
-            str(shapes_cycles), "--out", str(tmp_path / "out"), "--epochs", "1", "--rank", "2", "--text-only-epochs", "2",
-            "--seeds", "0", "--min-cycles", "5", "--no-cache"]
+    args = [
+        "oe",
+        "--task",
+        "cycles/shapes_strict_size",
+        "--model-type",
+        "features",
+        "--dataset-root",
+        str(shapes_cycles),
+        "--out",
+        str(tmp_path / "out"),
+        "--epochs",
+        "1",
+        "--rank",
+        "2",
+        "--text-only-epochs",
+        "2",
+        "--seeds",
+        "0",
+        "--min-cycles",
+        "5",
+        "--no-cache",
+    ]
     # A backend that cannot encode the marked captions is an error that names the missing caption.
     assert main([*args, "--model", str(without)]) == 2
     write_features_for_folder(shapes_cycles, features, markers=True)

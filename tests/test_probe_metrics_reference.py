@@ -113,7 +113,8 @@ def test_leakage_is_the_mean_over_folds_of_nearest_train_cosines():
     nearest_other = [max(float(small[i] @ small[j]) / np.linalg.norm(small[i]) / np.linalg.norm(small[j])
                          for j in range(4) if j != i) for i in range(4)]  # fmt: skip
     assert leakage_score(small, [(np.array([0, 1]), np.array([2, 3]))]).threshold == pytest.approx(
-        np.median(nearest_other), abs=1e-12)
+        np.median(nearest_other), abs=1e-12
+    )
 
 
 def summary_of(selectivity: list[float], dominance: list[float]) -> dict:
@@ -154,8 +155,7 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers():
     with pytest.raises(ValueError, match=rf"^attributes with zero positive concepts cannot be probed: \[{listed}\]$"):
         probe_attributes(np.zeros((4, 2)), many, [[]] * 12)
     single = ConceptAttributeData(data.concepts, ("one",), labels[:, 11:], data.supercategories)
-    assert probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], progress=False).f1.shape \
-        == (1, 1)
+    assert probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], progress=False).f1.shape == (1, 1)
     # No folds at all: nothing to average, NaN per attribute (not an error).
     assert np.isnan(probe_attributes(np.eye(4)[:, :2], data, [[]], progress=False).mean_f1).all()
 

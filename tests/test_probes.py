@@ -27,9 +27,17 @@ FAST = {"epochs": 8, "lr": 1e-2, "batch_size": 64, "seeds": (0, 1)}
 
 @pytest.fixture(scope="module")
 def planted() -> ExperimentData:
-    return planted_experiment_data({"strict_a": 0, "strict_b": 1, "small": 2}, dim=16, n_train=160, n_validation=40,
-                                   n_test=80, seeds=(0, 1), pool_size=400, signal=0.3,
-                                   cycle_counts={"small": (160, 7, 80)})
+    return planted_experiment_data(
+        {"strict_a": 0, "strict_b": 1, "small": 2},
+        dim=16,
+        n_train=160,
+        n_validation=40,
+        n_test=80,
+        seeds=(0, 1),
+        pool_size=400,
+        signal=0.3,
+        cycle_counts={"small": (160, 7, 80)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +49,25 @@ def test_probe_record_structure_audit_and_unavailable(probe_record: dict) -> Non
     record = probe_record
     assert record["experiment"] == "probe"
     assert_one_vocabulary(record)
-    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == ("planted", "synthetic", 1e-9,
-                                                                                         [0, 1])
+    assert (record["model"], record["pretrained"], record["tie_tolerance"], record["seeds"]) == (
+        "planted",
+        "synthetic",
+        1e-9,
+        [0, 1],
+    )
     assert record["family_order"] == ["strict_a", "strict_b", "small"]
-    assert record["families"]["small"] == {"available": False,
-                                           "unavailable_reason": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
+    assert record["families"]["small"] == {
+        "available": False,
+        "unavailable_reason": "seed 0 split 'validation' has 7 cycles (minimum 20)",
+    }
     assert record["unavailable"] == {"small": "seed 0 split 'validation' has 7 cycles (minimum 20)"}
     assert set(record["n_cycles"]) == {"strict_a", "strict_b"}
     for name in ("strict_a", "strict_b"):
         fam = record["families"][name]
-        assert fam["n_cycles"] == {"0": {"test": 80, "train": 160, "validation": 40},
-                                   "1": {"test": 80, "train": 160, "validation": 40}}
+        assert fam["n_cycles"] == {
+            "0": {"test": 80, "train": 160, "validation": 40},
+            "1": {"test": 80, "train": 160, "validation": 40},
+        }
         assert set(fam["probes"]) == {"diagonal", "bilinear", "low_rank_r1", "low_rank_r4"}
         for probe in fam["probes"].values():
             accs = [probe["runs"][s]["test_cycle_acc"] for s in ("0", "1")]
@@ -65,7 +81,10 @@ def test_probe_record_structure_audit_and_unavailable(probe_record: dict) -> Non
         assert audit["passed"] is True
         for seed_report in audit["per_seed"].values():
             assert {p: v["cycle_acc"] for p, v in seed_report["probes"].items()} == {
-                "image_only": 0.5, "text_only": 0.5, "additive": 0.5}
+                "image_only": 0.5,
+                "text_only": 0.5,
+                "additive": 0.5,
+            }
         # The planted direction is found by the full bilinear probe, not by the additive ones.
         assert fam["probes"]["bilinear"]["mean"] > 0.75
 
@@ -87,14 +106,14 @@ def test_train_probe_is_deterministic_and_selects_best_epoch(planted: Experiment
 def test_factorized_deltas_equal_contrast_bilinear_deltas(seed: int, rank: int, full: bool) -> None:
     rng = np.random.default_rng(seed)
     phi, psi = rng.standard_normal((7, 6)), rng.standard_normal((9, 6))
-    index = np.stack([rng.choice(7, 2, replace=False).tolist() + rng.choice(9, 2, replace=False).tolist()
-                      for _ in range(11)])
+    index = np.stack([rng.choice(7, 2, replace=False).tolist() + rng.choice(9, 2, replace=False).tolist() for _ in range(11)])
     if full:
         export = {"matrix": rng.standard_normal((6, 6))}
     else:
         export = {"factors": (rng.standard_normal((6, rank)), rng.standard_normal((6, rank)))}
-    np.testing.assert_allclose(factorized_deltas(phi, psi, index, export), bilinear_deltas(phi, psi, index, **export),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        factorized_deltas(phi, psi, index, export), bilinear_deltas(phi, psi, index, **export), rtol=1e-12, atol=1e-12
+    )
 
 
 def test_mismatched_feature_dimensions_are_named(planted: ExperimentData) -> None:
@@ -130,9 +149,13 @@ def write_features_for_folder(folder: Path, out: Path, dim: int = 16, markers: b
         captions.update(table["caption_0"] + table["caption_1"])
     caption_keys = sorted(captions) + ([marker_caption(c) for c in sorted(captions)] if markers else [])
     rng = np.random.default_rng(0)
-    np.savez(out, image_features=rng.standard_normal((len(images), dim)).astype(np.float32),
-             caption_features=rng.standard_normal((len(caption_keys), dim)).astype(np.float32),
-             image_keys=np.array(sorted(images)), caption_keys=np.array(caption_keys))
+    np.savez(
+        out,
+        image_features=rng.standard_normal((len(images), dim)).astype(np.float32),
+        caption_features=rng.standard_normal((len(caption_keys), dim)).astype(np.float32),
+        image_keys=np.array(sorted(images)),
+        caption_keys=np.array(caption_keys),
+    )
     return out
 
 
@@ -141,9 +164,30 @@ def test_probe_command_end_to_end_on_shapes_world(shapes_cycles: Path, tmp_path:
 
     features = write_features_for_folder(shapes_cycles, tmp_path / "features.npz")
     out = tmp_path / "results"
-    code = main(["probe", "--task", "cycles/shapes_strict_size", "cycles/shapes_box_size", "--model-type", "features",
-                 "--model", str(features), "--dataset-root", str(shapes_cycles), "--out", str(out), "--epochs", "2",
-                 "--ranks", "1", "2", "--min-cycles", "5", "--no-cache"])
+    code = main(
+        [
+            "probe",
+            "--task",
+            "cycles/shapes_strict_size",
+            "cycles/shapes_box_size",
+            "--model-type",
+            "features",
+            "--model",
+            str(features),
+            "--dataset-root",
+            str(shapes_cycles),
+            "--out",
+            str(out),
+            "--epochs",
+            "2",
+            "--ranks",
+            "1",
+            "2",
+            "--min-cycles",
+            "5",
+            "--no-cache",
+        ]
+    )
     assert code == 0
     record = json.loads((out / "probe.json").read_text())
     assert record["model"] == str(features) and record["tie_tolerance"] == 1e-9

@@ -42,11 +42,11 @@ def test_family_provenance_in_the_readme_matches_the_registry():
     paper = PAPER_FAMILIES["coco"]
     added = [n for n in list_families("coco") if n not in paper]
     assert added == ["box_size", "object_position", "category_count", "supercategory_object"]
-    text = README[README.index("**Which families are the paper's.**"):README.index("**Thresholds**")]
-    sentence = text[text.index("This project adds"):text.index("(14 COCO families in all)")]
+    text = README[README.index("**Which families are the paper's.**") : README.index("**Thresholds**")]
+    sentence = text[text.index("This project adds") : text.index("(14 COCO families in all)")]
     assert re.findall(r"`(\w+)`", sentence) == added
     for name in paper:
-        assert f"`{name}`" in text[:text.index("This project adds")]
+        assert f"`{name}`" in text[: text.index("This project adds")]
     assert "binding" in PAPER_FAMILIES["gqa"] and "not one of" in PAPER_FAMILIES["gqa"]["binding"]
 
 

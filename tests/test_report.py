@@ -21,9 +21,17 @@ STEMS = ("strict_relation_bars", "rank_sweep", "transfer_heatmap", "alignment_vs
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 
-    data = planted_experiment_data({"strict_left_right": 0, "strict_size": 1, "strict_same_pair": 2, "coarse": 0},
-                                   dim=8, n_train=40, n_validation=20, n_test=30, seeds=(0, 1), pool_size=200,
-                                   marker_strength=1.0, cycle_counts={"strict_same_pair": (40, 20, 4)})
+    data = planted_experiment_data(
+        {"strict_left_right": 0, "strict_size": 1, "strict_same_pair": 2, "coarse": 0},
+        dim=8,
+        n_train=40,
+        n_validation=20,
+        n_test=30,
+        seeds=(0, 1),
+        pool_size=200,
+        marker_strength=1.0,
+        cycle_counts={"strict_same_pair": (40, 20, 4)},
+    )
     out = tmp_path_factory.mktemp("results")
     common = {"epochs": 1, "seeds": (0, 1), "batch_size": 64}
     write_json(run_probes(data, ProbeSettings(ranks=(1, 2), audit_epochs=1, **common)), out / "probe.json")

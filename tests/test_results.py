@@ -33,14 +33,12 @@ def test_write_json_sorts_indents_ends_with_a_newline_and_creates_the_folder(tmp
     path = tmp_path / "deep" / "er" / "r.json"
     returned = write_json({"b": 1, "a": [1.5, None], "c": {"z": "é", "y": True}}, path)
     assert returned == path
-    expected = ('{\n  "a": [\n    1.5,\n    null\n  ],\n  "b": 1,\n  "c": {\n    "y": true,\n    "z": "\\u00e9"\n'
-                "  }\n}\n")
+    expected = '{\n  "a": [\n    1.5,\n    null\n  ],\n  "b": 1,\n  "c": {\n    "y": true,\n    "z": "\\u00e9"\n  }\n}\n'
     assert path.read_bytes() == expected.encode("ascii")
     assert write_json({"a": 1}, str(tmp_path / "s.json")) == tmp_path / "s.json"  # a str path is a path
 
 
-def test_write_json_is_atomic_an_interrupted_write_keeps_the_old_file(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_json_is_atomic_an_interrupted_write_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "r.json"
     write_json({"run": 1}, path)
     old = path.read_bytes()
@@ -63,12 +61,31 @@ def test_write_json_is_atomic_an_interrupted_write_keeps_the_old_file(tmp_path: 
 
 
 def test_clean_turns_numpy_and_non_finite_values_into_plain_json() -> None:
-    value = {1: np.float32(0.25), "i": np.int64(7), "b": np.bool_(True), "nan": float("nan"), "inf": np.float64(np.inf),
-             "t": (np.int32(1), [np.float64(-np.inf), 2.5]), "a": np.array([[1, 2], [3, 4]], dtype=np.int16),
-             "s": "text", "none": None, "py": [True, 3]}
+    value = {
+        1: np.float32(0.25),
+        "i": np.int64(7),
+        "b": np.bool_(True),
+        "nan": float("nan"),
+        "inf": np.float64(np.inf),
+        "t": (np.int32(1), [np.float64(-np.inf), 2.5]),
+        "a": np.array([[1, 2], [3, 4]], dtype=np.int16),
+        "s": "text",
+        "none": None,
+        "py": [True, 3],
+    }
     out = clean(value)
-    assert out == {"1": 0.25, "i": 7, "b": True, "nan": None, "inf": None, "t": [1, [None, 2.5]],
-                   "a": [[1, 2], [3, 4]], "s": "text", "none": None, "py": [True, 3]}
+    assert out == {
+        "1": 0.25,
+        "i": 7,
+        "b": True,
+        "nan": None,
+        "inf": None,
+        "t": [1, [None, 2.5]],
+        "a": [[1, 2], [3, 4]],
+        "s": "text",
+        "none": None,
+        "py": [True, 3],
+    }
     types = {k: type(v) for k, v in out.items()}
     assert types["1"] is float and types["i"] is int and types["b"] is bool and types["t"] is list
     assert type(out["t"][0]) is int and type(out["a"][0][0]) is int
@@ -80,8 +97,9 @@ def test_clean_turns_numpy_and_non_finite_values_into_plain_json() -> None:
 # --------------------------------------------------------------------------- mean_sd
 
 
-@pytest.mark.parametrize("values", [[0.5, 0.7, 0.9], [1.0, 3.0], [0.25, 0.25, 0.75, 1.0, 0.0],
-                                    list(np.random.default_rng(3).uniform(size=7))])
+@pytest.mark.parametrize(
+    "values", [[0.5, 0.7, 0.9], [1.0, 3.0], [0.25, 0.25, 0.75, 1.0, 0.0], list(np.random.default_rng(3).uniform(size=7))]
+)
 def test_mean_sd_is_the_mean_and_the_sample_sd(values: list[float]) -> None:
     got = mean_sd(values)
     assert set(got) == {"mean", "sd"}
@@ -129,17 +147,23 @@ def test_mean_sd_skip_missing_leaves_out_what_is_not_a_finite_number() -> None:
 
 def test_benchmark_record_and_output_path_follow_clip_benchmark(tmp_path: Path) -> None:
     record = benchmark_record("cycles/shapes_x", "ViT-B-32", None, {"cycle_acc": 0.5})
-    assert record == {"dataset": "cycles/shapes_x", "model": "ViT-B-32", "pretrained": "", "task": "cycles",
-                      "metrics": {"cycle_acc": 0.5}, "language": "en"}
+    assert record == {
+        "dataset": "cycles/shapes_x",
+        "model": "ViT-B-32",
+        "pretrained": "",
+        "task": "cycles",
+        "metrics": {"cycle_acc": 0.5},
+        "language": "en",
+    }
     assert RESULT_TASK == "cycles"
-    assert (output_path(DEFAULT_OUTPUT, "cycles/shapes_x", "ViT-B-32", "openai")
-            == "cycles_shapes_x_openai_ViT-B-32_en_cycles.json")
+    assert (
+        output_path(DEFAULT_OUTPUT, "cycles/shapes_x", "ViT-B-32", "openai") == "cycles_shapes_x_openai_ViT-B-32_en_cycles.json"
+    )
     weights = tmp_path / "ckpt" / "model.pt"
     weights.parent.mkdir()
     weights.write_bytes(b"w")
     template = "{pretrained}|{pretrained_full_path}|{task}|{language}"
-    assert output_path(template, "d", "m", str(weights), "fr", "audit") == (
-        f"model.pt|{str(weights).replace('/', '_')}|audit|fr")
+    assert output_path(template, "d", "m", str(weights), "fr", "audit") == (f"model.pt|{str(weights).replace('/', '_')}|audit|fr")
     assert output_path(template, "d", "m", "laion/x") == "laion/x|laion/x|cycles|en"  # not a file: as given
 
 
@@ -147,8 +171,13 @@ def test_benchmark_record_and_output_path_follow_clip_benchmark(tmp_path: Path) 
 
 
 def test_the_vocabulary_check_finds_old_spellings_at_any_depth() -> None:
-    record = {"tie_tolerance": 1e-9, "families": {"a": {"available": False, "reason": "too few"}},
-              "per_seed": [{"tie_tol": 1e-9}], "unavailable_reason": "x", "unavailable": {"reason": "a name"}}
+    record = {
+        "tie_tolerance": 1e-9,
+        "families": {"a": {"available": False, "reason": "too few"}},
+        "per_seed": [{"tie_tol": 1e-9}],
+        "unavailable_reason": "x",
+        "unavailable": {"reason": "a name"},
+    }
     assert old_spellings(record) == ["families.a.reason", "per_seed.0.tie_tol", "unavailable.reason"]
     with pytest.raises(AssertionError, match=r"families\.a\.reason \(use 'unavailable_reason'\)"):
         assert_one_vocabulary(record)

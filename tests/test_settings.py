@@ -16,8 +16,16 @@ from clip_cycles.encoding import encoder
 from clip_cycles.integrations.clip_benchmark import options_from_clip_benchmark
 from clip_cycles.tasks.registry import TaskRegistry, shipped_tasks_dir
 
-ENV_NAMES = [settings.CACHE_ENV, settings.SKIP_BAD_IMAGES_ENV, settings.TASKS_PATH_ENV, settings.SPLIT_EMBEDDINGS_ENV,
-             settings.NO_NUMBA_ENV, settings.FAULT_ENV, settings.FAULT_RANK_ENV, settings.DIST_TIMEOUT_ENV]
+ENV_NAMES = [
+    settings.CACHE_ENV,
+    settings.SKIP_BAD_IMAGES_ENV,
+    settings.TASKS_PATH_ENV,
+    settings.SPLIT_EMBEDDINGS_ENV,
+    settings.NO_NUMBA_ENV,
+    settings.FAULT_ENV,
+    settings.FAULT_RANK_ENV,
+    settings.DIST_TIMEOUT_ENV,
+]
 
 
 @pytest.fixture(autouse=True)
@@ -45,8 +53,18 @@ def test_switches_are_on_unless_empty_or_zero(monkeypatch: pytest.MonkeyPatch, v
 
 
 def test_skip_bad_images_reaches_the_plugins_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    args = types.SimpleNamespace(model_type="open_clip", model="m", pretrained="p", model_cache_dir=None, amp=True,
-                                 seed=2, batch_size=16, num_workers=0, dataset_root="root", dataset="cycles/x")
+    args = types.SimpleNamespace(
+        model_type="open_clip",
+        model="m",
+        pretrained="p",
+        model_cache_dir=None,
+        amp=True,
+        seed=2,
+        batch_size=16,
+        num_workers=0,
+        dataset_root="root",
+        dataset="cycles/x",
+    )
     assert not options_from_clip_benchmark(args, "cpu").skip_bad_images
     monkeypatch.setenv("CLIP_CYCLES_SKIP_BAD_IMAGES", "1")
     options = options_from_clip_benchmark(args, "cpu")
@@ -99,8 +117,11 @@ def test_barrier_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
 ROOT = Path(clip_cycles.__file__).parent
 #: Where the environment may be read besides settings: the stdlib-only start-up hook, and torchrun's
 #: own variables in distributed.world_from_env (see the settings module docstring).
-ALLOWED = {("integrations/_activation.py", "activate"), ("integrations/_activation.py", "install"),
-           ("encoding/distributed.py", "world_from_env")}
+ALLOWED = {
+    ("integrations/_activation.py", "activate"),
+    ("integrations/_activation.py", "install"),
+    ("encoding/distributed.py", "world_from_env"),
+}
 
 
 def _environment_reads() -> list[tuple[str, str]]:
@@ -109,8 +130,12 @@ def _environment_reads() -> list[tuple[str, str]]:
     def visit(node: ast.AST, rel: str, where: str, out: list[tuple[str, str]]) -> None:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             where = node.name
-        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "putenv") \
-                and isinstance(node.value, ast.Name) and node.value.id == "os":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("environ", "getenv", "putenv")
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+        ):
             out.append((rel, where))
         for child in ast.iter_child_nodes(node):
             visit(child, rel, where, out)
@@ -129,7 +154,11 @@ def test_only_settings_reads_clip_cycles_variables() -> None:
     names = set()
     for path in ROOT.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and node.value.startswith("CLIP_CYCLES_") and node.value.isupper():
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("CLIP_CYCLES_")
+                and node.value.isupper()
+            ):
                 names.add(node.value)
     assert names - set(ENV_NAMES) == {"CLIP_CYCLES_NO_PLUGIN"}

@@ -71,8 +71,7 @@ def test_scene_graphs_match_boxes_and_relations(shapes_world):
     relation_names = set()
     for image_id, graph in graphs.items():
         objects = graph["objects"]
-        assert sorted((o["name"], [o["x"], o["y"], o["w"], o["h"]]) for o in objects.values()) == sorted(
-            boxes[int(image_id)])
+        assert sorted((o["name"], [o["x"], o["y"], o["w"], o["h"]]) for o in objects.values()) == sorted(boxes[int(image_id)])
         assert graph["file_name"].startswith("val2017/")
         width = graph["width"]
         for obj in objects.values():

@@ -56,10 +56,18 @@ def _toy_default_root(cache_dir: Path) -> Path:
 
 
 TOY = Source(
-    name="toy", title="toy world", layout="toy.json", markers=("toy.json",), annotations=("toy.json",),
-    image_dirs=("pictures",), builders=("coco",),
+    name="toy",
+    title="toy world",
+    layout="toy.json",
+    markers=("toy.json",),
+    annotations=("toy.json",),
+    image_dirs=("pictures",),
+    builders=("coco",),
     card=SourceCard(title="Toy cycle families", license="cc0-1.0", license_text="toy licence", citation="toy"),
-    build_help="make the toy world", build_flags=_toy_flags, build=_toy_run, root_flag="--toy-root",
+    build_help="make the toy world",
+    build_flags=_toy_flags,
+    build=_toy_run,
+    root_flag="--toy-root",
     default_root=_toy_default_root,
 )
 
@@ -88,8 +96,17 @@ def _coco_root(root: Path) -> Path:
 
 
 def _task(source: str) -> TaskSpec:
-    return TaskSpec(name=f"cycles/{source}_strict_size", source=source, config="strict_size", seeds=(0,), split="test",
-                    metrics=(), tie_tolerance=1e-9, caption_template="{caption}", path=Path("t.yaml"))
+    return TaskSpec(
+        name=f"cycles/{source}_strict_size",
+        source=source,
+        config="strict_size",
+        seeds=(0,),
+        split="test",
+        metrics=(),
+        tie_tolerance=1e-9,
+        caption_template="{caption}",
+        path=Path("t.yaml"),
+    )
 
 
 # --- registration ---------------------------------------------------------------------------------------
@@ -120,15 +137,18 @@ def test_registering_adds_and_unregistering_removes(toy: Source) -> None:
     assert get_source("toy").title == "toy world"  # the first registration stands
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"name": ""}, "must be a non-empty word"),
-    ({"name": "a/b"}, "must be a non-empty word"),
-    ({"markers": ()}, "markers and builders must not be empty"),
-    ({"builders": ()}, "markers and builders must not be empty"),
-    ({"families_module": "clip_cycles.data.coco_families"}, "families_module and build_families go together"),
-    ({"build_families": build.build_coco_folder}, "families_module and build_families go together"),
-    ({"families_module": "m", "build_families": build.build_coco_folder}, "must feed itself"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"name": ""}, "must be a non-empty word"),
+        ({"name": "a/b"}, "must be a non-empty word"),
+        ({"markers": ()}, "markers and builders must not be empty"),
+        ({"builders": ()}, "markers and builders must not be empty"),
+        ({"families_module": "clip_cycles.data.coco_families"}, "families_module and build_families go together"),
+        ({"build_families": build.build_coco_folder}, "families_module and build_families go together"),
+        ({"families_module": "m", "build_families": build.build_coco_folder}, "must feed itself"),
+    ],
+)
 def test_registration_checks_refuse_a_bad_source(change: dict, message: str) -> None:
     bad = replace(TOY, name=change.pop("name", "toy_bad"), **change)
     with pytest.raises(ValueError, match=message):
@@ -182,8 +202,11 @@ def test_fingerprints_take_each_sources_files(tmp_path: Path) -> None:
     assert sorted(raw_root_fingerprint("gqa", gqa)["images"]) == ["images"]
     world = _touch(_coco_root(tmp_path / "world"), "val_sceneGraphs.json", "shapes_world.json", "train2017/2.jpg")
     assert sorted(raw_root_fingerprint("shapes", world)["annotations"]) == [
-        "annotations/captions_val2017.json", "annotations/instances_val2017.json", "shapes_world.json",
-        "val_sceneGraphs.json"]
+        "annotations/captions_val2017.json",
+        "annotations/instances_val2017.json",
+        "shapes_world.json",
+        "val_sceneGraphs.json",
+    ]
     assert sorted(raw_root_fingerprint("shapes", world)["images"]) == ["train2017", "val2017"]
     with pytest.raises(ValueError, match="unknown source 'imagenet'"):
         raw_root_fingerprint("imagenet", world)
@@ -234,13 +257,19 @@ def test_every_registered_source_has_a_build_subcommand(toy: Source) -> None:
 
 
 @pytest.mark.parametrize("source", ["coco", "gqa"])
-def test_the_recorded_rebuild_command_parses_back_to_every_image(source: str, shapes_world: Path,
-                                                                 tmp_path: Path) -> None:
+def test_the_recorded_rebuild_command_parses_back_to_every_image(source: str, shapes_world: Path, tmp_path: Path) -> None:
     """A build with pools of None (every image) records ``--pool-* 0``, which the build flags read as None."""
     pools = {"coco": {"pool_train": None, "pool_val": None}, "gqa": {"pool_train": None, "pool_test": None}}[source]
     builder = {"coco": build.build_coco_folder, "gqa": build.build_gqa_folder}[source]
-    folder, _ = builder(shapes_world, tmp_path / "out", families=["box_left_right" if source == "coco" else "binding"],
-                        seeds=(0,), min_cycles=5, allow_empty=True, **pools)
+    folder, _ = builder(
+        shapes_world,
+        tmp_path / "out",
+        families=["box_left_right" if source == "coco" else "binding"],
+        seeds=(0,),
+        min_cycles=5,
+        allow_empty=True,
+        **pools,
+    )
     recorded = shlex.split(json.loads((Path(folder) / "build_info.json").read_text())["rebuild_command"])
     assert recorded[:3] == ["clip-cycles", "build", source]
     for flag in pools:
@@ -267,8 +296,11 @@ def test_task_dataset_path_is_a_registered_source(tmp_path: Path, toy: Source) -
     (tmp_path / "cycles" / "bad.yaml").write_text(body.format(name="bad", source="imagenet"))
     registry = TaskRegistry([tmp_path])
     assert registry.get("cycles/mine").source == "toy"
-    with pytest.raises(ValueError, match=r"bad\.yaml line 2: field 'dataset_path': 'imagenet' is not one of "
-                                         r"\['coco', 'gqa', 'shapes', 'toy'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"bad\.yaml line 2: field 'dataset_path': 'imagenet' is not one of "
+        r"\['coco', 'gqa', 'shapes', 'toy'\]",
+    ):
         registry.get("cycles/bad")
 
 

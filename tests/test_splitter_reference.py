@@ -310,10 +310,8 @@ def test_attribute_names_select_each_attributes_published_folds():
     X = np.zeros((6, 2))
     labels = np.array([[1, 0], [0, 1], [1, 0], [0, 1], [1, 1], [0, 0]], dtype=bool)
     # Written by hand: different folds per attribute, so a swap or an index-based lookup shows.
-    by_name = {"red": [(np.array([0, 1, 2, 3]), np.array([4, 5]))],
-               "round": [(np.array([2, 3, 4, 5]), np.array([0, 1]))]}
+    by_name = {"red": [(np.array([0, 1, 2, 3]), np.array([4, 5]))], "round": [(np.array([2, 3, 4, 5]), np.array([0, 1]))]}
     folds = attribute_folds(PublishedFolds(by_name, "file.json"), X, labels, attributes=["round", "red"])
-    assert [[(tr.tolist(), te.tolist()) for tr, te in f] for f in folds] == [
-        [([2, 3, 4, 5], [0, 1])], [([0, 1, 2, 3], [4, 5])]]
+    assert [[(tr.tolist(), te.tolist()) for tr, te in f] for f in folds] == [[([2, 3, 4, 5], [0, 1])], [([0, 1, 2, 3], [4, 5])]]
     with pytest.raises(ValueError, match="no folds for attribute 'square'"):
         attribute_folds(PublishedFolds(by_name, "file.json"), X, labels, attributes=["red", "square"])

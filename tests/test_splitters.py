@@ -33,8 +33,9 @@ def world():
 
 def all_splitters(world):
     context = SplitContext(world.data.concepts, world.data.supercategories, world.llm_groups)
-    return {name: make_splitter(name, context, seed=3, **({"n_clusters": 16} if name == "clustering" else {}))
-            for name in STRATEGIES}
+    return {
+        name: make_splitter(name, context, seed=3, **({"n_clusters": 16} if name == "clustering" else {})) for name in STRATEGIES
+    }
 
 
 def check_folds(folds, n):
@@ -125,8 +126,9 @@ def test_supercategory_rules_train_and_group(world):
 
 
 def test_grouping_split_sends_groups_to_train(world):
-    group_ids, unknown = concept_groups_to_ids([list(g) for g in world.llm_groups] + [["ghost", "concept00001"]],
-                                               world.data.concepts)
+    group_ids, unknown = concept_groups_to_ids(
+        [list(g) for g in world.llm_groups] + [["ghost", "concept00001"]], world.data.concepts
+    )
     assert unknown == ("ghost",)
     grouped = np.flatnonzero(group_ids >= 0)
     assert len(grouped) == 2 * len(world.llm_groups)
@@ -153,9 +155,9 @@ def test_similarity_split_forces_top_pairs_to_train(world):
 def test_load_concept_groups_json_and_text(tmp_path):
     (tmp_path / "g.json").write_text('[["cup", "mug"], ["sofa", "couch"]]')
     (tmp_path / "g.txt").write_text("cup, mug\n\nsofa,couch\n")
-    assert load_concept_groups(tmp_path / "g.json") == load_concept_groups(tmp_path / "g.txt") == [
-        ["cup", "mug"], ["sofa", "couch"]
-    ]
+    assert (
+        load_concept_groups(tmp_path / "g.json") == load_concept_groups(tmp_path / "g.txt") == [["cup", "mug"], ["sofa", "couch"]]
+    )
     (tmp_path / "bad.json").write_text('{"cup": "mug"}')
     with pytest.raises(ValueError, match="JSON list of lists"):
         load_concept_groups(tmp_path / "bad.json")

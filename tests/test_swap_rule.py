@@ -19,10 +19,12 @@ from clip_cycles.data.coco_families import load_coco_index
 from clip_cycles.data.families import build_family, get_family
 
 W, H = 200, 100  # non-square: the horizontal margin is 20 px, the vertical one 10 px
-CATEGORIES = [{"supercategory": "kitchen", "id": 44, "name": "bottle"},
-              {"supercategory": "kitchen", "id": 47, "name": "cup"},
-              {"supercategory": "animal", "id": 17, "name": "cat"},
-              {"supercategory": "animal", "id": 18, "name": "dog"}]
+CATEGORIES = [
+    {"supercategory": "kitchen", "id": 44, "name": "bottle"},
+    {"supercategory": "kitchen", "id": 47, "name": "cup"},
+    {"supercategory": "animal", "id": 17, "name": "cat"},
+    {"supercategory": "animal", "id": 18, "name": "dog"},
+]
 CAT_ID = {c["name"]: c["id"] for c in CATEGORIES}
 
 
@@ -36,16 +38,31 @@ IMAGES = {
     1: [("bottle", at(100, 20), 0), ("cup", at(100, 80), 0)],
     # Dog above cat; a bottle at y 40 with two cups just below it (y 45, 47): "a cup below a bottle"
     # is true of neither cup by the 10 px margin, "a cup above a bottle" of neither: sub-margin.
-    2: [("dog", at(30, 20), 0), ("cat", at(30, 80), 0), ("bottle", at(150, 40), 0), ("cup", at(140, 45), 0),
-        ("cup", at(160, 47), 0)],
+    2: [
+        ("dog", at(30, 20), 0),
+        ("cat", at(30, 80), 0),
+        ("bottle", at(150, 40), 0),
+        ("cup", at(140, 45), 0),
+        ("cup", at(160, 47), 0),
+    ],
     # Dog above cat; the bottle at y 50 has one cup 30 px below and one 30 px above: instances disagree.
-    3: [("dog", at(30, 5), 0), ("cat", at(30, 95), 0), ("bottle", at(150, 50), 0), ("cup", at(140, 80), 0),
-        ("cup", at(160, 20), 0)],
+    3: [
+        ("dog", at(30, 5), 0),
+        ("cat", at(30, 95), 0),
+        ("bottle", at(150, 50), 0),
+        ("cup", at(140, 80), 0),
+        ("cup", at(160, 20), 0),
+    ],
     # Dog above cat only.
     5: [("dog", at(30, 20), 0), ("cat", at(30, 80), 0)],
     # Dog above cat; the bottle at y 20 with one cup below it and a crowd region of cups.
-    6: [("dog", at(30, 5), 0), ("cat", at(30, 95), 0), ("bottle", at(150, 20), 0), ("cup", at(150, 80), 0),
-        ("cup", at(120, 60, 40, 30), 1)],
+    6: [
+        ("dog", at(30, 5), 0),
+        ("cat", at(30, 95), 0),
+        ("bottle", at(150, 20), 0),
+        ("cup", at(150, 80), 0),
+        ("cup", at(120, 60, 40, 30), 1),
+    ],
     # The opposite of image 1: two cups, both above the bottle by >= 10 px.
     7: [("bottle", at(100, 80), 0), ("cup", at(60, 20), 0), ("cup", at(140, 30), 0)],
 }
@@ -58,25 +75,44 @@ def write_real_coco(root: Path) -> Path:
     for split, ids in (("train2017", sorted(IMAGES)), ("val2017", [99])):
         images, instances, captions = [], [], []
         for image_id in ids:
-            images.append({"license": 3, "file_name": f"{image_id:012d}.jpg",
-                           "coco_url": f"http://images.cocodataset.org/{split}/{image_id:012d}.jpg",
-                           "height": H, "width": W, "date_captured": "2013-11-14 16:28:13",
-                           "flickr_url": "http://farm4.staticflickr.com/x.jpg", "id": image_id})
+            images.append(
+                {
+                    "license": 3,
+                    "file_name": f"{image_id:012d}.jpg",
+                    "coco_url": f"http://images.cocodataset.org/{split}/{image_id:012d}.jpg",
+                    "height": H,
+                    "width": W,
+                    "date_captured": "2013-11-14 16:28:13",
+                    "flickr_url": "http://farm4.staticflickr.com/x.jpg",
+                    "id": image_id,
+                }
+            )
             for name, bbox, crowd in IMAGES.get(image_id, [("dog", at(30, 20), 0)]):
                 ann_id += 1
                 x, y, w, h = bbox
-                seg = ({"counts": [int(y) * 1, int(h), 5], "size": [H, W]} if crowd
-                       else [[x, y, x + w, y, x + w, y + h, x, y + h]])
-                instances.append({"segmentation": seg, "area": w * h, "iscrowd": crowd, "image_id": image_id,
-                                  "bbox": bbox, "category_id": CAT_ID[name], "id": ann_id})
+                seg = {"counts": [int(y) * 1, int(h), 5], "size": [H, W]} if crowd else [[x, y, x + w, y, x + w, y + h, x, y + h]]
+                instances.append(
+                    {
+                        "segmentation": seg,
+                        "area": w * h,
+                        "iscrowd": crowd,
+                        "image_id": image_id,
+                        "bbox": bbox,
+                        "category_id": CAT_ID[name],
+                        "id": ann_id,
+                    }
+                )
             for text in ("A kitchen counter with some things on it.", "Some objects in a room "):
                 ann_id += 1
                 captions.append({"image_id": image_id, "id": ann_id, "caption": text})
-        head = {"info": {"description": "COCO 2017 Dataset", "year": 2017, "version": "1.0"},
-                "licenses": [{"url": "http://creativecommons.org/licenses/by-nc-sa/2.0/", "id": 3, "name": "x"}],
-                "images": images}
+        head = {
+            "info": {"description": "COCO 2017 Dataset", "year": 2017, "version": "1.0"},
+            "licenses": [{"url": "http://creativecommons.org/licenses/by-nc-sa/2.0/", "id": 3, "name": "x"}],
+            "images": images,
+        }
         (root / "annotations" / f"instances_{split}.json").write_text(
-            json.dumps({**head, "annotations": instances, "categories": CATEGORIES}))
+            json.dumps({**head, "annotations": instances, "categories": CATEGORIES})
+        )
         (root / "annotations" / f"captions_{split}.json").write_text(json.dumps({**head, "annotations": captions}))
     return root
 
@@ -89,6 +125,7 @@ def coco(tmp_path_factory):
 
 
 # --- the test's own reading of the raw annotations ---------------------------------------------------------------
+
 
 def raw_instances(raw: dict, image_id: int, name: str) -> tuple[list[tuple[float, float]], bool]:
     """Box centres of the non-crowd instances of ``name`` and whether a crowd region of it exists."""
@@ -139,8 +176,7 @@ def test_verdicts_match_a_hand_computation_on_every_instance_pair(coco):
 
 def _build(name: str, train: list[int]):
     index = load_coco_index(Path(_ROOT[0]))
-    return build_family(get_family("coco", name), index, {0: {"train": train, "validation": [], "test": []}},
-                        min_cycles=1)
+    return build_family(get_family("coco", name), index, {0: {"train": train, "validation": [], "test": []}}, min_cycles=1)
 
 
 _ROOT: list[str] = []
@@ -185,8 +221,9 @@ def test_every_built_relation_cycle_is_right_by_hand_on_the_raw_json(coco):
     index, raw = coco
     for name in ("box_above_below", "strict_above_below"):
         for seed in range(4):
-            build = build_family(get_family("coco", name), index,
-                                 {seed: {"train": sorted(IMAGES), "validation": [], "test": []}}, min_cycles=1)
+            build = build_family(
+                get_family("coco", name), index, {seed: {"train": sorted(IMAGES), "validation": [], "test": []}}, min_cycles=1
+            )
             _check_directions_by_hand(raw, build)
 
 
@@ -213,8 +250,9 @@ def test_object_position_needs_every_instance_on_its_side(tmp_path):
     ]
     root = _write_coco(tmp_path, cats, train, [{"id": 9, "objects": [(1, at(40, 50))]}], width=W, height=H)
     index = load_coco_index(root)
-    build = build_family(get_family("coco", "object_position"), index,
-                         {0: {"train": [1, 2, 3, 4, 5], "validation": [], "test": []}}, min_cycles=1)
+    build = build_family(
+        get_family("coco", "object_position"), index, {0: {"train": [1, 2, 3, 4, 5], "validation": [], "test": []}}, min_cycles=1
+    )
     assert build.excluded == {"matched_not_all_instances": 1, "matched_sub_margin": 1,
                               "matched_crowd_uncertain_extent": 1}  # fmt: skip
     (record,) = build.records[0]["train"]

@@ -44,7 +44,8 @@ def test_own_keys_override_included_ones_in_order(tmp_path: Path) -> None:
     # A mapping is replaced whole, not merged (lmms-eval's rule).
     _write(tmp_path, "_kw_yaml", "dataset_kwargs: {config: x, seeds: [0, 1]}\n")
     assert read_task_yaml(_write(tmp_path, "kw.yaml", "include: _kw_yaml\ndataset_kwargs: {config: y}\n")) == {
-        "dataset_kwargs": {"config": "y"}}
+        "dataset_kwargs": {"config": "y"}
+    }
 
 
 def test_nested_includes_are_relative_to_each_including_file(tmp_path: Path) -> None:
@@ -134,8 +135,11 @@ def test_line_numbers_hold_with_either_yaml_loader(tmp_path: Path, monkeypatch: 
 def test_a_prompt_from_a_template_reaches_the_pair_scorer(tmp_path: Path) -> None:
     from clip_cycles.encoding.vlm_scores import PromptConfig, prompt_config_for_task
 
-    _write(tmp_path, "cycles/_default_template_yaml",
-           TEMPLATE + 'lmms_eval_specific_kwargs: {default: {prompt: "USER: {image} says", score: mean}}\n')
+    _write(
+        tmp_path,
+        "cycles/_default_template_yaml",
+        TEMPLATE + 'lmms_eval_specific_kwargs: {default: {prompt: "USER: {image} says", score: mean}}\n',
+    )
     _write(tmp_path, "cycles/p.yaml", _task("p"))
     task = TaskRegistry([tmp_path]).get("cycles/p")
     assert prompt_config_for_task(task) == PromptConfig("USER: {image} says", "mean")

@@ -30,10 +30,17 @@ from clip_cycles.settings import TASKS_PATH_ENV
 from clip_cycles.tasks.registry import AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, get_task, shipped_tasks_dir
 
 TINY = TINY_OPEN_CLIP
-CATEGORIES = {"animal": (200, 40, 40), "food": (40, 200, 40), "tool": (40, 40, 200), "vehicle": (200, 200, 40),
-              "plant": (40, 200, 200), "clothing": (200, 40, 200)}
-NAMES = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-         "quebec romeo sierra tango").split()
+CATEGORIES = {
+    "animal": (200, 40, 40),
+    "food": (40, 200, 40),
+    "tool": (40, 40, 200),
+    "vehicle": (200, 200, 40),
+    "plant": (40, 200, 200),
+    "clothing": (200, 40, 200),
+}
+NAMES = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango"
+).split()
 RESULT_KEYS = {"dataset", "model", "pretrained", "task", "metrics", "language"}
 
 
@@ -119,8 +126,27 @@ def clip_benchmark(dataset: str, model: str, root: Path, out: Path, *extra: str)
     from clip_cycles.integrations.clip_benchmark import main
 
     template = str(out / "{dataset}_{task}.json")
-    main(["eval", "--dataset", dataset, "--model", model, "--pretrained", "none", "--dataset_root", str(root),
-          "--no_amp", "--num_workers", "0", "--batch_size", "64", "--output", template, *extra])
+    main(
+        [
+            "eval",
+            "--dataset",
+            dataset,
+            "--model",
+            model,
+            "--pretrained",
+            "none",
+            "--dataset_root",
+            str(root),
+            "--no_amp",
+            "--num_workers",
+            "0",
+            "--batch_size",
+            "64",
+            "--output",
+            template,
+            *extra,
+        ]
+    )
     files = sorted(out.glob(dataset.replace("/", "_") + "_*.json"))
     assert len(files) == 1, files
     return json.loads(files[0].read_text())
@@ -134,8 +160,7 @@ def test_derived_namespaces_and_shipped_attribute_tasks(tmp_path: Path) -> None:
     probe = registry.get("cycles_probe/coco_strict_size")
     base = registry.get("cycles/coco_strict_size")
     assert isinstance(probe, TaskSpec) and isinstance(base, TaskSpec)
-    assert (probe.output_type, probe.config, probe.source, probe.seeds) == ("cycle_probe", "strict_size", "coco",
-                                                                           base.seeds)
+    assert (probe.output_type, probe.config, probe.source, probe.seeds) == ("cycle_probe", "strict_size", "coco", base.seeds)
     assert probe.metric_names[0] == "cycle_acc" and not probe.experiment_kwargs
     group = registry.get("cycles_oe/shapes_all")
     assert isinstance(group, GroupSpec)
@@ -150,14 +175,16 @@ def test_derived_namespaces_and_shipped_attribute_tasks(tmp_path: Path) -> None:
     assert [t.name for t in registry.expand(["attributes/things_all"])] == [f"attributes/things_{s}" for s in strategies]
     clustering = registry.get("attributes/things_clustering")
     assert isinstance(clustering, AttributeTaskSpec)
-    assert (clustering.strategy, clustering.k, clustering.min_concepts, clustering.embedding) == ("clustering", 100, 10,
-                                                                                                  "image")
+    assert (clustering.strategy, clustering.k, clustering.min_concepts, clustering.embedding) == ("clustering", 100, 10, "image")
     assert set(clustering.metric_names) >= {"f1_selectivity", "cs"}
 
     # An explicit YAML of a derived name wins over the derivation.
-    _yaml(tmp_path / "cycles_probe", "coco_strict_size",
-          "task: cycles_probe/coco_strict_size\ndataset_path: coco\ndataset_kwargs: {config: strict_size, seeds: [1]}\n"
-          "output_type: cycle_probe\nmetric_list: [cycle_acc]\nexperiment_kwargs: {epochs: 3}\n")
+    _yaml(
+        tmp_path / "cycles_probe",
+        "coco_strict_size",
+        "task: cycles_probe/coco_strict_size\ndataset_path: coco\ndataset_kwargs: {config: strict_size, seeds: [1]}\n"
+        "output_type: cycle_probe\nmetric_list: [cycle_acc]\nexperiment_kwargs: {epochs: 3}\n",
+    )
     mine = TaskRegistry([tmp_path, shipped_tasks_dir()]).get("cycles_probe/coco_strict_size")
     assert isinstance(mine, TaskSpec) and mine.seeds == (1,) and mine.experiment_kwargs == {"epochs": 3}
 
@@ -199,9 +226,13 @@ def test_unknown_experiment_setting_names_file_and_field(tmp_path: Path) -> None
     from clip_cycles.evaluation.experiment_runners import experiment_settings
     from clip_cycles.experiments.probes import ProbeSettings
 
-    _yaml(tmp_path / "cycles_probe", "odd", "task: cycles_probe/odd\ndataset_path: shapes\n"
-          "dataset_kwargs: {config: strict_size, seeds: [2]}\noutput_type: cycle_probe\nmetric_list: [cycle_acc]\n"
-          "experiment_kwargs: {epochs: 2, ranks: [1, 4], learning_rate: 0.1}\n")
+    _yaml(
+        tmp_path / "cycles_probe",
+        "odd",
+        "task: cycles_probe/odd\ndataset_path: shapes\n"
+        "dataset_kwargs: {config: strict_size, seeds: [2]}\noutput_type: cycle_probe\nmetric_list: [cycle_acc]\n"
+        "experiment_kwargs: {epochs: 2, ranks: [1, 4], learning_rate: 0.1}\n",
+    )
     spec = TaskRegistry([tmp_path]).get("cycles_probe/odd")
     assert isinstance(spec, TaskSpec)
     with pytest.raises(ValueError, match=r"odd\.yaml: field 'experiment_kwargs\.learning_rate'"):
@@ -216,27 +247,39 @@ def test_unknown_experiment_setting_names_file_and_field(tmp_path: Path) -> None
 
 def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: str, env: Path, tmp_path: Path) -> None:
     quick = "experiment_kwargs: {{{kwargs}}}\n"
-    _yaml(env / "cycles_probe", "shapes_strict_left_right",
-          "task: cycles_probe/shapes_strict_left_right\ndataset_path: shapes\n"
-          "dataset_kwargs: {config: strict_left_right, seeds: [0, 1]}\noutput_type: cycle_probe\n"
-          "metric_list: [cycle_acc, zero_shot_cycle_acc]\n"
-          + quick.format(kwargs="epochs: 2, ranks: [1, 4], full_heads: [diagonal], min_cycles: 5, audit_epochs: 1"))
-    _yaml(env / "cycles", "quick_left_right",
-          "task: cycles/quick_left_right\ndataset_path: shapes\ndataset_kwargs: {config: strict_left_right, seeds: [0, 1]}\n"
-          "metric_list: [cycle_acc]\n")
-    _yaml(env / "cycles_oe", "shapes_object_variant",
-          "task: cycles_oe/shapes_object_variant\ndataset_path: shapes\n"
-          "dataset_kwargs: {config: object_variant, seeds: [0]}\noutput_type: cycle_oe\n"
-          "metric_list: [cycle_acc, shortcut_oe_cycle_acc, text_only_cycle_acc]\n"
-          + quick.format(kwargs="epochs: 1, rank: 4, text_only_epochs: 2, min_cycles: 5"))
+    _yaml(
+        env / "cycles_probe",
+        "shapes_strict_left_right",
+        "task: cycles_probe/shapes_strict_left_right\ndataset_path: shapes\n"
+        "dataset_kwargs: {config: strict_left_right, seeds: [0, 1]}\noutput_type: cycle_probe\n"
+        "metric_list: [cycle_acc, zero_shot_cycle_acc]\n"
+        + quick.format(kwargs="epochs: 2, ranks: [1, 4], full_heads: [diagonal], min_cycles: 5, audit_epochs: 1"),
+    )
+    _yaml(
+        env / "cycles",
+        "quick_left_right",
+        "task: cycles/quick_left_right\ndataset_path: shapes\ndataset_kwargs: {config: strict_left_right, seeds: [0, 1]}\n"
+        "metric_list: [cycle_acc]\n",
+    )
+    _yaml(
+        env / "cycles_oe",
+        "shapes_object_variant",
+        "task: cycles_oe/shapes_object_variant\ndataset_path: shapes\n"
+        "dataset_kwargs: {config: object_variant, seeds: [0]}\noutput_type: cycle_oe\n"
+        "metric_list: [cycle_acc, shortcut_oe_cycle_acc, text_only_cycle_acc]\n"
+        + quick.format(kwargs="epochs: 1, rank: 4, text_only_epochs: 2, min_cycles: 5"),
+    )
 
     probe = clip_benchmark("cycles_probe/shapes_strict_left_right", tiny_model, shapes_cycles, tmp_path)
     zero = clip_benchmark("cycles/quick_left_right", tiny_model, shapes_cycles, tmp_path)
     assert set(probe) == RESULT_KEYS
     for record in (probe, zero):
         assert_one_vocabulary(record)
-    assert (probe["dataset"], probe["task"], probe["pretrained"]) == ("cycles_probe/shapes_strict_left_right",
-                                                                      "cycle_probe", "none")
+    assert (probe["dataset"], probe["task"], probe["pretrained"]) == (
+        "cycles_probe/shapes_strict_left_right",
+        "cycle_probe",
+        "none",
+    )
     m = probe["metrics"]
     assert m["available"] is True and m["seeds"] == [0, 1] and m["probe_rank"] == 4
     assert 0.0 <= m["cycle_acc"] <= 1.0 and m["cycle_acc"] == m["low_rank_r4_cycle_acc"]
@@ -262,14 +305,31 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
 
     families = ["strict_left_right", "box_left_right", "object_variant"]
     members = ", ".join(f"cycles/shapes_{f}" for f in families)
-    _yaml(env / "cycles_transfer", "shapes_three",
-          f"task: cycles_transfer/shapes_three\ndataset_path: shapes\ndataset_kwargs: {{tasks: [{members}], seeds: [0]}}\n"
-          "output_type: cycle_transfer\nmetric_list: [pearson, in_family_cycle_acc]\n"
-          "experiment_kwargs: {epochs: 2, rank: 4, min_cycles: 5}\n")
+    _yaml(
+        env / "cycles_transfer",
+        "shapes_three",
+        f"task: cycles_transfer/shapes_three\ndataset_path: shapes\ndataset_kwargs: {{tasks: [{members}], seeds: [0]}}\n"
+        "output_type: cycle_transfer\nmetric_list: [pearson, in_family_cycle_acc]\n"
+        "experiment_kwargs: {epochs: 2, rank: 4, min_cycles: 5}\n",
+    )
     out = tmp_path / "out"
-    assert cli_main(["eval", "--task", "cycles_transfer/shapes_three", "--model", tiny_model, "--pretrained", "none",
-                     "--dataset-root", str(shapes_cycles), "--num-workers", "0",
-                     "--output", str(out / "{dataset}_{task}.json")]) in (0, None)
+    assert cli_main(
+        [
+            "eval",
+            "--task",
+            "cycles_transfer/shapes_three",
+            "--model",
+            tiny_model,
+            "--pretrained",
+            "none",
+            "--dataset-root",
+            str(shapes_cycles),
+            "--num-workers",
+            "0",
+            "--output",
+            str(out / "{dataset}_{task}.json"),
+        ]
+    ) in (0, None)
     record = json.loads((out / "cycles_transfer_shapes_three_cycle_transfer.json").read_text())
     assert set(record) == RESULT_KEYS and record["task"] == "cycle_transfer"
     assert_one_vocabulary(record)
@@ -283,8 +343,9 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
     assert m["cross_family_cycle_acc"] == pytest.approx(transfer[~np.eye(3, dtype=bool)].mean())
 
 
-def test_unknown_task_lists_available_ones(env: Path, tiny_model: str, tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_task_lists_available_ones(
+    env: Path, tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for name in ("cycles_probe/no_such_family", "attributes/things_nothing"):
         with pytest.raises(SystemExit) as stop:
             clip_benchmark(name, tiny_model, tmp_path, tmp_path)
@@ -302,13 +363,11 @@ def test_unknown_task_lists_available_ones(env: Path, tiny_model: str, tmp_path:
 # --------------------------------------------------------------------------- attribute splits
 
 
-def test_attribute_clustering_through_clip_benchmark(things_root: Path, tiny_model: str, env: Path,
-                                                     tmp_path: Path) -> None:
+def test_attribute_clustering_through_clip_benchmark(things_root: Path, tiny_model: str, env: Path, tmp_path: Path) -> None:
     first = clip_benchmark("attributes/things_clustering", tiny_model, things_root, tmp_path / "a")
     assert set(first) == RESULT_KEYS
     assert_one_vocabulary(first)
-    assert (first["dataset"], first["task"], first["model"]) == ("attributes/things_clustering", "attribute_splits",
-                                                                 tiny_model)
+    assert (first["dataset"], first["task"], first["model"]) == ("attributes/things_clustering", "attribute_splits", tiny_model)
     m = first["metrics"]
     assert m["available"] is True and m["strategy"] == "clustering" and m["k"] == 100 and m["seeds"] == [0, 1, 2]
     assert math.isfinite(m["f1_selectivity"]) and -1.0 <= m["cs"] <= 1.0 and m["cs_sd"] >= 0.0
@@ -327,16 +386,32 @@ def test_attribute_clustering_through_clip_benchmark(things_root: Path, tiny_mod
     assert json.dumps(second, sort_keys=True) == json.dumps(first, sort_keys=True)
 
 
-def test_all_strategies_through_clip_cycles_eval(things_root: Path, tiny_model: str, env: Path,
-                                                 tmp_path: Path) -> None:
+def test_all_strategies_through_clip_cycles_eval(things_root: Path, tiny_model: str, env: Path, tmp_path: Path) -> None:
     from clip_cycles.cli import main as cli_main
 
     out = tmp_path / "out"
-    assert cli_main(["eval", "--task", "attributes/things_all", "--model", tiny_model, "--pretrained", "none",
-                     "--dataset-root", str(things_root), "--num-workers", "0", "--seeds", "0",
-                     "--output", str(out / "{dataset}.json")]) in (0, None)
-    results = {p.stem.removeprefix("attributes_things_"): json.loads(p.read_text())["metrics"]
-               for p in sorted(out.glob("*.json"))}
+    assert cli_main(
+        [
+            "eval",
+            "--task",
+            "attributes/things_all",
+            "--model",
+            tiny_model,
+            "--pretrained",
+            "none",
+            "--dataset-root",
+            str(things_root),
+            "--num-workers",
+            "0",
+            "--seeds",
+            "0",
+            "--output",
+            str(out / "{dataset}.json"),
+        ]
+    ) in (0, None)
+    results = {
+        p.stem.removeprefix("attributes_things_"): json.loads(p.read_text())["metrics"] for p in sorted(out.glob("*.json"))
+    }
     assert sorted(results) == ["clustering", "llm", "random", "similarity", "supercategory"]
     for strategy, m in results.items():
         assert m["available"] is True and m["seeds"] == [0], strategy
@@ -353,8 +428,9 @@ def test_all_strategies_through_clip_cycles_eval(things_root: Path, tiny_model: 
     assert results["random"]["f1_selectivity"] > results["supercategory"]["f1_selectivity"]
 
 
-def test_one_split_embedding_for_every_model(things_root: Path, tiny_model: str, env: Path, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_split_embedding_for_every_model(
+    things_root: Path, tiny_model: str, env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """dataset_kwargs.split_embeddings (or $CLIP_CYCLES_SPLIT_EMBEDDINGS) makes the clustering split; results say so."""
     concepts = [c for c in (things_root / "unique_id.txt").read_text().split() if c]
     split_file = tmp_path / "split.npz"
@@ -382,16 +458,33 @@ def test_one_split_embedding_for_every_model(things_root: Path, tiny_model: str,
 def test_splits_command_embeds_with_a_backend(things_root: Path, tiny_model: str, env: Path, tmp_path: Path) -> None:
     from clip_cycles.cli import main as cli_main
 
-    common = ["splits", "--things-root", str(things_root), "--model", tiny_model, "--pretrained", "none",
-              "--strategies", "random", "clustering", "--k", "20", "--k-values", "--num-workers", "0"]
+    common = [
+        "splits",
+        "--things-root",
+        str(things_root),
+        "--model",
+        tiny_model,
+        "--pretrained",
+        "none",
+        "--strategies",
+        "random",
+        "clustering",
+        "--k",
+        "20",
+        "--k-values",
+        "--num-workers",
+        "0",
+    ]
     assert cli_main([*common, "--out", str(tmp_path / "image")]) in (0, None)
     image = json.loads((tmp_path / "image" / "results.json").read_text())
     name = f"{tiny_model}/none"
     assert set(image["grid"]["table"]) == {name}
     assert set(image["grid"]["table"][name]) == {"random", "clustering"}
     assert image["data"]["skipped"]["concept_without_images"] == 1
-    assert cli_main([*common, "--concept-text", "definition", "--model-name", "tiny-text",
-                     "--out", str(tmp_path / "text")]) in (0, None)
+    assert cli_main([*common, "--concept-text", "definition", "--model-name", "tiny-text", "--out", str(tmp_path / "text")]) in (
+        0,
+        None,
+    )
     text = json.loads((tmp_path / "text" / "results.json").read_text())
     assert set(text["grid"]["table"]) == {"tiny-text"}
     # Text embeddings need no images: the imageless concept stays in.

@@ -41,8 +41,13 @@ def test_shipped_tasks_cover_every_registered_family() -> None:
     attributes = {f"attributes/things_{s}" for s in ("random", "llm", "similarity", "clustering", "supercategory")}
     benchmarks = {"cycles/winoground", *(f"audit/{f}" for f in ("winoground", "sugarcrepe", "aro", "comparison_table"))}
     assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes | benchmarks
-    assert registry.group_names(derived=False) == ["attributes/things_all", "cycles/coco_all", "cycles/gqa_all",
-                                                   "cycles/shapes_all", "cycles/shapes_gqa_all"]
+    assert registry.group_names(derived=False) == [
+        "attributes/things_all",
+        "cycles/coco_all",
+        "cycles/gqa_all",
+        "cycles/shapes_all",
+        "cycles/shapes_gqa_all",
+    ]
     assert {t.name for t in registry.expand(["cycles/coco_all"])} == coco
     assert {t.name for t in registry.expand(["cycles/gqa_all"])} == gqa
     spec = registry.get("cycles/coco_strict_size")
@@ -73,7 +78,9 @@ def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.Monk
     _write(tmp_path, "trained", GOOD.format(name="trained") + "audit_fit: train\n")
     assert get_task("cycles/trained").audit_fit == "train"
     assert [t.name for t in expand_tasks(["cycles/my_group", "cycles/my_family"])] == [
-        "cycles/my_family", "cycles/shapes_strict_size"]
+        "cycles/my_family",
+        "cycles/shapes_strict_size",
+    ]
     assert isinstance(get_task("cycles/my_group"), GroupSpec)
 
 

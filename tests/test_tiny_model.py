@@ -34,8 +34,12 @@ def test_shipped_checkpoint_scores_coarse_object_well_above_chance(shapes_cycles
     from clip_cycles.evaluation.zero_shot import evaluate
 
     spec = ModelSpec(backend="open_clip", model="cycles-tiny", pretrained="shapes")
-    records, encoded = evaluate(["cycles/shapes_coarse_object", "cycles/shapes_strict_left_right"], spec,
-                                dataset_root=shapes_cycles, cache_dir=tmp_path / "cache")
+    records, encoded = evaluate(
+        ["cycles/shapes_coarse_object", "cycles/shapes_strict_left_right"],
+        spec,
+        dataset_root=shapes_cycles,
+        cache_dir=tmp_path / "cache",
+    )
     metrics = {r["dataset"]: r["metrics"] for r in records}
     coarse = metrics["cycles/shapes_coarse_object"]
     assert coarse["cycle_acc"] >= 0.8, coarse
@@ -87,8 +91,9 @@ def test_training_is_deterministic_and_resumes_to_the_same_weights(tmp_path: Pat
     again = train_tiny(tmp_path / "b", tmp_path / "work_b", steps=4, batch_size=8, world=world, checkpoint_every=2)
     assert straight["sha256"] == again["sha256"]
     # Interrupted after 2 steps (checkpointed), then resumed to 4: the same weights.
-    stopped = train_tiny(tmp_path / "c", tmp_path / "work_c", steps=4, batch_size=8, world=world, checkpoint_every=3,
-                         stop_after=2)
+    stopped = train_tiny(
+        tmp_path / "c", tmp_path / "work_c", steps=4, batch_size=8, world=world, checkpoint_every=3, stop_after=2
+    )
     assert stopped == {"interrupted_at": 2}
     state = json.loads((tmp_path / "work_c" / "state.json").read_text())
     assert state["step"] == 2

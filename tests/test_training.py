@@ -80,8 +80,15 @@ def test_four_entry_bce_moves_additive_heads_but_cycle_acc_stays_half(task):
 def test_same_seed_same_parameters_and_results(task):
     phi, psi, train, val, test = task
     runs = [
-        train_on_cycles(make_head("low_rank", DIM, DIM, rank=2, seed=s), phi, psi, train, val, test,
-                        TrainConfig(lr=3e-2, epochs=3, batch_size=64, seed=s, threads=1))
+        train_on_cycles(
+            make_head("low_rank", DIM, DIM, rank=2, seed=s),
+            phi,
+            psi,
+            train,
+            val,
+            test,
+            TrainConfig(lr=3e-2, epochs=3, batch_size=64, seed=s, threads=1),
+        )
         for s in (5, 5, 6)
     ]
     a, b, c = (r.head.state_dict() for r in runs)
@@ -98,8 +105,9 @@ def test_train_on_pairs_with_a_validation_function(task):
     pairs = np.concatenate([np.column_stack([pos, np.ones(len(pos), int)]), np.column_stack([neg, np.zeros(len(neg), int)])])
     head = make_head("oe", DIM, DIM, rank=2, seed=0)
     config = TrainConfig(lr=3e-2, epochs=6, batch_size=128, seed=0, loss="pairwise_bce", threads=1)
-    result = train_on_pairs(head, phi, psi, pairs, config, validate=cycle_acc_validator(phi, psi, val),
-                            val_metric="val_cycle_acc", test_cycles=test)
+    result = train_on_pairs(
+        head, phi, psi, pairs, config, validate=cycle_acc_validator(phi, psi, val), val_metric="val_cycle_acc", test_cycles=test
+    )
     assert result.val_metric == "val_cycle_acc"
     assert result.test_cycle_acc > 0.8
     assert result.to_dict()["tie_tolerance"] == config.tie_tolerance

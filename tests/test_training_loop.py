@@ -157,9 +157,10 @@ def reference_adamw_loop(head, phi, psi, cycles, val, epochs, batch_size, lr, we
     for _ in range(epochs):
         order = torch.randperm(cycles.shape[0], generator=generator)
         for start in range(0, cycles.shape[0], batch_size):
-            rows = cycles[order[start:start + batch_size]]
-            loss = torch.nn.functional.softplus(-head.cycle_delta(phi[rows[:, 0]], phi[rows[:, 1]], psi[rows[:, 2]],
-                                                                  psi[rows[:, 3]])).mean()
+            rows = cycles[order[start : start + batch_size]]
+            loss = torch.nn.functional.softplus(
+                -head.cycle_delta(phi[rows[:, 0]], phi[rows[:, 1]], psi[rows[:, 2]], psi[rows[:, 3]])
+            ).mean()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -187,8 +188,7 @@ def test_fit_head_reproduces_a_hand_written_adamw_loop_bit_for_bit():
         reference_vals = reference_adamw_loop(reference, phi, psi, cycles, val, 6, 16, 5e-2, 1e-4, seed=4)
     head = make_head("low_rank", 6, 6, rank=3, seed=4)
     config = TrainConfig(lr=5e-2, weight_decay=1e-4, epochs=6, batch_size=16, seed=4, threads=1)
-    run = fit_head(head, 50, cycle_batch_loss(get_loss("cycle"), head, phi, psi, cycles), config,
-                   Validation("val", val))
+    run = fit_head(head, 50, cycle_batch_loss(get_loss("cycle"), head, phi, psi, cycles), config, Validation("val", val))
     assert [r.val for r in run.history] == reference_vals
     assert run.best_epoch == reference_vals.index(max(reference_vals)) + 1
     assert all(torch.equal(reference.state_dict()[k], v) for k, v in head.state_dict().items())

@@ -27,8 +27,17 @@ TRAIN = {"rank": 4, "epochs": 12, "lr": 1e-2, "batch_size": 128, "seeds": (0, 1)
 
 @pytest.fixture(scope="module")
 def planted() -> ExperimentData:
-    return planted_experiment_data(GROUPS, dim=32, n_train=300, n_validation=60, n_test=120, seeds=(0, 1),
-                                   pool_size=600, signal=0.2, cycle_counts={"few": (300, 60, 3)})
+    return planted_experiment_data(
+        GROUPS,
+        dim=32,
+        n_train=300,
+        n_validation=60,
+        n_test=120,
+        seeds=(0, 1),
+        pool_size=600,
+        signal=0.2,
+        cycle_counts={"few": (300, 60, 3)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,20 +79,30 @@ def test_alignment_is_symmetric_with_unit_diagonal(record: dict) -> None:
 
 
 def test_transfer_diagonal_equals_the_probe_result_of_the_same_seed(planted: ExperimentData, record: dict) -> None:
-    probe = run_probes(planted, ProbeSettings(epochs=TRAIN["epochs"], lr=TRAIN["lr"], batch_size=TRAIN["batch_size"],
-                                              seeds=TRAIN["seeds"], ranks=(TRAIN["rank"],), full_heads=(), audit=False))
+    probe = run_probes(
+        planted,
+        ProbeSettings(
+            epochs=TRAIN["epochs"],
+            lr=TRAIN["lr"],
+            batch_size=TRAIN["batch_size"],
+            seeds=TRAIN["seeds"],
+            ranks=(TRAIN["rank"],),
+            full_heads=(),
+            audit=False,
+        ),
+    )
     for seed in ("0", "1"):
         diagonal = np.diag(np.asarray(record["per_seed"][seed]["transfer"]))
-        expected = [probe["families"][n]["probes"]["low_rank_r4"]["runs"][seed]["test_cycle_acc"]
-                    for n in record["families"]]
+        expected = [probe["families"][n]["probes"]["low_rank_r4"]["runs"][seed]["test_cycle_acc"] for n in record["families"]]
         assert diagonal.tolist() == expected
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.integers(0, 2**31 - 1))
 def test_mean_cycle_difference_matrix_equals_mean_of_outer_products(seed: int) -> None:
-    data = planted_experiment_data({"f": 0}, dim=5, n_train=3, n_validation=4, n_test=3, seeds=(0,), pool_size=200,
-                                   seed=seed % 1000)
+    data = planted_experiment_data(
+        {"f": 0}, dim=5, n_train=3, n_validation=4, n_test=3, seeds=(0,), pool_size=200, seed=seed % 1000
+    )
     family = data.families["f"]
     cycles = family.split(0, "validation")
     phi, psi = family.image_features.astype(np.float64), family.caption_features.astype(np.float64)

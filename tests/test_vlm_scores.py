@@ -24,8 +24,7 @@ def native(vlm: str, shapes_cycles: Path, tmp_path_factory: pytest.TempPathFacto
     from clip_cycles.evaluation.zero_shot import evaluate
 
     cache = tmp_path_factory.mktemp("vlm_cache")
-    records, scores = evaluate([TASK], ModelSpec("hf_vlm", vlm, None), shapes_cycles, cache, seeds=[0],
-                               batch_size=64)
+    records, scores = evaluate([TASK], ModelSpec("hf_vlm", vlm, None), shapes_cycles, cache, seeds=[0], batch_size=64)
     return records, scores, cache
 
 
@@ -40,8 +39,9 @@ def plain(vlm: str) -> tuple[Any, Any]:
 N_CHECKED = 8
 
 
-def _blocks(plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str = "",
-            prompt: str = "{image} Caption:") -> tuple[np.ndarray, np.ndarray]:
+def _blocks(
+    plain: tuple[Any, Any], shapes_cycles: Path, seed: int, prefix: str = "", prompt: str = "{image} Caption:"
+) -> tuple[np.ndarray, np.ndarray]:
     """Blocks of the first cycles of a seed, scored pair by pair with plain transformers (an independent loop)."""
     import torch
     from PIL import Image
@@ -173,8 +173,9 @@ def test_image_only_and_pair_backends_refuse_what_they_cannot_do(vlm: str, shape
         encode([ImageItem("x", data=b"1")], [], ModelSpec("hf_vlm", vlm, None))
 
 
-def test_lmms_eval_bridge_gives_the_native_cycle_acc(native: Any, vlm: str, shapes_cycles: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lmms_eval_bridge_gives_the_native_cycle_acc(
+    native: Any, vlm: str, shapes_cycles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pytest.importorskip("lmms_eval")
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.tasks import TaskManager
@@ -186,8 +187,7 @@ def test_lmms_eval_bridge_gives_the_native_cycle_acc(native: Any, vlm: str, shap
     names = write_lmms_tasks(shapes_cycles, folder, [TASK], seeds=[0])
     assert names == ["clip_cycles_box_left_right_seed0", "clip_cycles_box_left_right"]
     model = ClipCyclesVLM(pretrained=vlm, batch_size=64)
-    out = simple_evaluate(model=model, tasks=names[:1], task_manager=TaskManager(include_path=str(folder)),
-                          log_samples=False)
+    out = simple_evaluate(model=model, tasks=names[:1], task_manager=TaskManager(include_path=str(folder)), log_samples=False)
     records, _, _ = native
     per_seed = records[0]["metrics"]["per_seed"]
     for seed in (0,):
@@ -227,8 +227,9 @@ def test_prompt_settings_are_validated_with_the_file_and_field(tmp_path: Path) -
     from clip_cycles.encoding.vlm_scores import PromptConfig, prompt_config_from_yaml
 
     assert prompt_config_from_yaml({}, "t.yaml") == PromptConfig("{image} Caption:", "sum")
-    data = {"lmms_eval_specific_kwargs": {"default": {"prompt": "A {image} B:", "score": "mean"},
-                                          "hf_vlm": {"prompt": "C {image}:"}}}
+    data = {
+        "lmms_eval_specific_kwargs": {"default": {"prompt": "A {image} B:", "score": "mean"}, "hf_vlm": {"prompt": "C {image}:"}}
+    }
     assert prompt_config_from_yaml(data, "t.yaml") == PromptConfig("C {image}:", "mean")
     with pytest.raises(ValueError, match=r"t.yaml: field lmms_eval_specific_kwargs: .*must contain \{image\}"):
         prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"prompt": "no image"}}}, "t.yaml")
@@ -268,8 +269,14 @@ def test_sharded_pair_scoring_rank_0_completes_and_sums_the_ranks(monkeypatch: p
         stats = vlm_scores.PairScoreStats(scored_pairs=len(set((i.key, t) for i, t in pairs)))
         return {"default": configs[0]}, vlm_scores.PairScores({}, {}, [], [], {}, {}, stats)
 
-    other = {"rank": 1, "pairs": 3, "scored_pairs": 3, "cached_pairs": 0, "skipped_bad_images": 0,
-             "bad_images": {"c": "unreadable"}}
+    other = {
+        "rank": 1,
+        "pairs": 3,
+        "scored_pairs": 3,
+        "cached_pairs": 0,
+        "skipped_bad_images": 0,
+        "bad_images": {"c": "unreadable"},
+    }
     monkeypatch.setattr(vlm_scores, "score_pairs", fake_score_pairs)
     monkeypatch.setattr(vlm_scores, "current", lambda: DistContext(rank=0, world_size=2, backend="gloo"))
     monkeypatch.setattr(distributed, "barrier", lambda ctx=None: None)

@@ -19,9 +19,14 @@ def test_score_blocks_against_a_direct_count() -> None:
         delta = blocks[:, 0, 0] + blocks[:, 1, 1] - blocks[:, 0, 1] - blocks[:, 1, 0]
         text = (blocks[:, 0, 0] >= blocks[:, 0, 1]) & (blocks[:, 1, 1] > blocks[:, 1, 0])
         image = (blocks[:, 0, 0] >= blocks[:, 1, 0]) & (blocks[:, 1, 1] > blocks[:, 0, 1])
-        expected = {"cycle_acc": float(np.mean(np.where(delta > tol, 1.0, np.where(delta < -tol, 0.0, 0.5)))),
-                    "text_acc": float(text.mean()), "image_acc": float(image.mean()),
-                    "group_acc": float((text & image).mean()), "n_cycles": 300, "n_ties": int((abs(delta) <= tol).sum())}
+        expected = {
+            "cycle_acc": float(np.mean(np.where(delta > tol, 1.0, np.where(delta < -tol, 0.0, 0.5)))),
+            "text_acc": float(text.mean()),
+            "image_acc": float(image.mean()),
+            "group_acc": float((text & image).mean()),
+            "n_cycles": 300,
+            "n_ties": int((abs(delta) <= tol).sum()),
+        }
         assert score_blocks(blocks, tol) == pytest.approx(expected, abs=1e-12)
         assert expected["n_ties"] > 0 and expected["cycle_acc"] != 0.5
 
@@ -30,8 +35,12 @@ def test_cycle_index_maps_rows_to_table_rows_and_counts_drops() -> None:
     items = {k: ImageItem(key=k) for k in ("a.jpg", "b.jpg", "c.jpg", "gone.jpg")}
     rows = CycleRows.from_pairs(
         ["c0", "c1", "c2", "c3"],
-        [(items["a.jpg"], items["b.jpg"]), (items["gone.jpg"], items["c.jpg"]), (items["c.jpg"], items["a.jpg"]),
-         (items["b.jpg"], items["gone.jpg"])],  # fmt: skip
+        [
+            (items["a.jpg"], items["b.jpg"]),
+            (items["gone.jpg"], items["c.jpg"]),
+            (items["c.jpg"], items["a.jpg"]),
+            (items["b.jpg"], items["gone.jpg"]),
+        ],  # fmt: skip
         [("x", "y"), ("y", "z"), ("z", "x"), ("x", "z")],
     )
     encoded = EncodedFeatures(np.zeros((3, 2), np.float32), np.zeros((3, 2), np.float32),

@@ -43,8 +43,13 @@ def labels_for(rows: list[tuple[str, str, str | None]]) -> np.ndarray:
     rng = np.random.default_rng(7)
     cats = [c for _, _, c in rows]
     labels = np.zeros((len(rows), len(ATTRIBUTES)), dtype=bool)
-    home = {"is_alive": ("animal", "plant"), "is_edible": ("food", "plant"), "is_metal": ("tool", "vehicle"),
-            "has_wheels": ("vehicle",), "is_green": ("plant",)}
+    home = {
+        "is_alive": ("animal", "plant"),
+        "is_edible": ("food", "plant"),
+        "is_metal": ("tool", "vehicle"),
+        "has_wheels": ("vehicle",),
+        "is_green": ("plant",),
+    }
     for a, name in enumerate(ATTRIBUTES):
         if name in home:
             labels[:, a] = [c in home[name] for c in cats]
@@ -104,8 +109,7 @@ def write_published_splits(root: Path, attributes: list[str], n_concepts: int) -
     for _ in attributes:
         test = sorted(rng.choice(n_concepts, size=n_concepts // 5, replace=False).tolist())
         kmeans_splits.append([sorted(set(range(n_concepts)) - set(test)), test])
-    (root / "kmeans_splits.json").write_text(json.dumps({"features": attributes, "splits": kmeans_splits}),
-                                             encoding="utf-8")
+    (root / "kmeans_splits.json").write_text(json.dumps({"features": attributes, "splits": kmeans_splits}), encoding="utf-8")
     moved = sorted(rng.choice(n_concepts, size=9, replace=False).tolist())
     text = " ".join(str(i) for i in moved[:5]) + "\n" + "  ".join(str(i) for i in moved[5:]) + "\n"
     (root / "similarity_moves.txt").write_text(text, encoding="utf-8")

@@ -86,9 +86,7 @@ def evaluate_comparison(
     return float(sum(w * score(u, v) for u, v, w in zip(image_ids, caption_ids, weights)))
 
 
-def signed_degrees(
-    image_ids: Sequence[Hashable], caption_ids: Sequence[Hashable], weights: Sequence[float]
-) -> BalanceReport:
+def signed_degrees(image_ids: Sequence[Hashable], caption_ids: Sequence[Hashable], weights: Sequence[float]) -> BalanceReport:
     """Theorem 1: a linear comparison cancels every additive score iff all signed degrees are 0.
 
     Parameters
@@ -246,9 +244,7 @@ def marginal_tv(
     return pair_measure_tv(matched, swapped)
 
 
-def pair_measure_tv(
-    matched: Sequence[tuple[Hashable, Hashable]], swapped: Sequence[tuple[Hashable, Hashable]]
-) -> MarginalReport:
+def pair_measure_tv(matched: Sequence[tuple[Hashable, Hashable]], swapped: Sequence[tuple[Hashable, Hashable]]) -> MarginalReport:
     """TV distance of image and caption measures between explicit matched and swapped pair lists."""
     if not matched or not swapped:
         raise ValueError(f"need matched and swapped pairs, got {len(matched)} matched and {len(swapped)} swapped")
@@ -295,6 +291,7 @@ def predicate_validity(
     once each, in order.
     """
     if refutes is None:
+
         def refutes(u: Hashable, v: Hashable) -> bool:
             return not predicate(u, v)
 

@@ -298,4 +298,3 @@ def block_scores_from_score_fn(score_fn: ScoreFunction, cycles: object) -> np.nd
 def deltas_from_score_fn(score_fn: ScoreFunction, cycles: object) -> np.ndarray:
     """Delta of every cycle under a vectorized score function (see block_scores_from_score_fn)."""
     return deltas_from_blocks(block_scores_from_score_fn(score_fn, cycles))
-

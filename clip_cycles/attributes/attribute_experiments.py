@@ -103,8 +103,13 @@ def run_grid(
                 metric: mean_sd([per_seed[s][metric] for s in per_seed], skip_missing=True, count=True)  # type: ignore[index]
                 for metric in ("f1_selectivity", "cs")
             }
-            | {"leakage": mean_sd([per_seed[s]["leakage"]["mean_nearest_train_similarity"] for s in per_seed],  # type: ignore[index]
-                                  skip_missing=True, count=True)}
+            | {
+                "leakage": mean_sd(
+                    [per_seed[s]["leakage"]["mean_nearest_train_similarity"] for s in per_seed],  # type: ignore[index]
+                    skip_missing=True,
+                    count=True,
+                )
+            }
             | {
                 "n_attributes_scored": [per_seed[s]["n_attributes_scored"] for s in per_seed],  # type: ignore[index]
                 "n_degenerate_folds": [per_seed[s]["coverage"]["n_degenerate_folds"] for s in per_seed],  # type: ignore[index]
@@ -139,8 +144,13 @@ def run_k_ablation(
                 continue
             runs = [
                 attribute_task_metrics(
-                    X, data, "clustering", seed, split_params={"n_clusters": k, "fold_assignment": fold_assignment},
-                    context=context, solver=solver,
+                    X,
+                    data,
+                    "clustering",
+                    seed,
+                    split_params={"n_clusters": k, "fold_assignment": fold_assignment},
+                    context=context,
+                    solver=solver,
                 )
                 for seed in seeds
             ]
@@ -293,11 +303,22 @@ def split_inputs(args: argparse.Namespace) -> SplitInputs:
     model = model_options(args)
     split_model = model_options(args, SPLIT_PREFIX, base=model)
     return SplitInputs(
-        things_root=args.things_root, pairs=args.pairs, concept_list=args.concept_list, categories=args.categories,
-        embeddings=tuple(args.embeddings), groups=args.groups, split_embeddings=args.split_embeddings,
-        attributes=args.attributes, multi_category=args.multi_category, published_split=tuple(args.published_split),
-        synthetic=args.synthetic, world_seed=args.world_seed, min_concepts=args.min_concepts, model=model,
-        model_name=args.model_name, concept_text=args.concept_text,
+        things_root=args.things_root,
+        pairs=args.pairs,
+        concept_list=args.concept_list,
+        categories=args.categories,
+        embeddings=tuple(args.embeddings),
+        groups=args.groups,
+        split_embeddings=args.split_embeddings,
+        attributes=args.attributes,
+        multi_category=args.multi_category,
+        published_split=tuple(args.published_split),
+        synthetic=args.synthetic,
+        world_seed=args.world_seed,
+        min_concepts=args.min_concepts,
+        model=model,
+        model_name=args.model_name,
+        concept_text=args.concept_text,
         split_model=split_model if split_model.model else None,
     )
 
@@ -335,8 +356,15 @@ def load_inputs(inputs: SplitInputs) -> tuple[ConceptAttributeData, dict[str, np
     if not inputs.things_root or not (inputs.embeddings or inputs.model.model):
         raise ValueError("give --things-root with --model MODEL and/or --embeddings NAME=FILE.npz, or --synthetic")
     root = Path(inputs.things_root)
-    data = load_things(root, inputs.pairs, inputs.concept_list, inputs.categories, inputs.min_concepts,
-                       multi_category=inputs.multi_category, attributes=attribute_list)
+    data = load_things(
+        root,
+        inputs.pairs,
+        inputs.concept_list,
+        inputs.categories,
+        inputs.min_concepts,
+        multi_category=inputs.multi_category,
+        attributes=attribute_list,
+    )
     # Published split files index the full concept list, before any concept is dropped.
     index_concepts = load_concept_list(_find_file(root, inputs.concept_list, CONCEPT_LIST_NAMES, "concept list"))
     raw = {name: load_embeddings_npz(path) for name, path in map(_parse_model, inputs.embeddings)}
@@ -362,9 +390,7 @@ def load_inputs(inputs: SplitInputs) -> tuple[ConceptAttributeData, dict[str, np
         split_raw = split_embeddings_from_model(split_model, root, data, inputs.categories, inputs.min_concepts)
         split_source = f"{split_model.model_type}:{split_model.model}"
         common &= set(split_raw[0])
-    data = data.restrict(
-        np.array([c in common for c in data.concepts]), inputs.min_concepts, reason="concept_without_embedding"
-    )
+    data = data.restrict(np.array([c in common for c in data.concepts]), inputs.min_concepts, reason="concept_without_embedding")
     models = {}
     for name, (ids, matrix) in raw.items():
         data_m, models[name] = align_embeddings(data, ids, matrix, inputs.min_concepts)
@@ -375,8 +401,9 @@ def load_inputs(inputs: SplitInputs) -> tuple[ConceptAttributeData, dict[str, np
     if split_raw is not None:
         _, split_embeddings = align_embeddings(data, split_raw[0], split_raw[1], inputs.min_concepts)
     published = _published_splits(inputs.published_split, data, index_concepts, root)
-    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
-                           published=published, split_embedding_name=split_source)  # type: ignore[arg-type]
+    context = SplitContext(
+        data.concepts, data.supercategories, groups, split_embeddings, published=published, split_embedding_name=split_source
+    )  # type: ignore[arg-type]
     return data, models, context
 
 
@@ -386,20 +413,28 @@ def strategy_names(strategies: Sequence[str], context: SplitContext) -> list[str
     names += [n for n in context.published if n not in names]
     unknown = [s for s in names if s not in STRATEGIES and s not in context.published]
     if unknown:
-        raise ValueError(f"unknown strategies {unknown}; available: {sorted(STRATEGIES)} "
-                         "(or name a published split with --published-split NAME=FILE)")
+        raise ValueError(
+            f"unknown strategies {unknown}; available: {sorted(STRATEGIES)} "
+            "(or name a published split with --published-split NAME=FILE)"
+        )
     return names
 
 
-def _embed_with_model(
-    inputs: SplitInputs, data: ConceptAttributeData
-) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
+def _embed_with_model(inputs: SplitInputs, data: ConceptAttributeData) -> tuple[str, tuple[ConceptAttributeData, np.ndarray]]:
     """Embed the THINGS root's concepts with the ``--model`` backend through the feature cache."""
     context = RunContext.from_options(inputs.model)
     source = inputs.concept_text or "image"
     embedded, matrix, info = embed_concepts(
-        inputs.things_root, data, context.spec, context.cache_dir, source, inputs.categories,  # type: ignore[arg-type]
-        inputs.min_concepts, context.batch_size, context.num_workers, context.skip_bad_images,
+        inputs.things_root,
+        data,
+        context.spec,
+        context.cache_dir,
+        source,
+        inputs.categories,  # type: ignore[arg-type]
+        inputs.min_concepts,
+        context.batch_size,
+        context.num_workers,
+        context.skip_bad_images,
     )
     name = inputs.model_name or "/".join(p for p in (inputs.model.model, inputs.model.pretrained) if p)
     print(f"embedded {len(embedded.concepts)} concepts with {name} ({json.dumps(info, sort_keys=True)})")
@@ -422,11 +457,11 @@ def run(args: argparse.Namespace) -> int:
     if cluster_k is None and args.synthetic == "small":
         # The paper's k=100 is for 1,854 concepts; keep the same cluster size on the small world.
         cluster_k = max(2, round(100 * len(data.concepts) / 1854))
-    results["grid"] = run_grid(models, data, context, strategies, args.seeds, args.solver, cluster_k,
-                               args.fold_assignment)
+    results["grid"] = run_grid(models, data, context, strategies, args.seeds, args.solver, cluster_k, args.fold_assignment)
     if args.k_values:
-        results["k_ablation"] = run_k_ablation(models, data, context, args.k_values, args.seeds, args.solver,
-                                               args.fold_assignment)
+        results["k_ablation"] = run_k_ablation(
+            models, data, context, args.k_values, args.seeds, args.solver, args.fold_assignment
+        )
     results = clean(results)  # type: ignore[assignment]
     write_json(results, out / "results.json")
     (out / "results.md").write_text(markdown_report(results))
@@ -444,24 +479,36 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--concept-list", help="THINGS concept list; default: unique_id.txt in the root")
     source.add_argument("--categories", help="supercategory TSV; default: category53_wideFormat.tsv in the root")
     source.add_argument(
-        "--embeddings", action="append", default=[], metavar="NAME=FILE.npz",
+        "--embeddings",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npz",
         help="concept embeddings of one model (arrays 'concepts', 'embeddings'); repeat per model",
     )
     source.add_argument("--groups", help="near-duplicate concept groups for the llm split (JSON list of lists)")
     source.add_argument(
-        "--split-embeddings", metavar="NAME_OR_FILE",
+        "--split-embeddings",
+        metavar="NAME_OR_FILE",
         help="one embedding to cluster / measure similarity on for every model (paper 2: one model for all): "
-             "a model name from --embeddings/--model, or an npz; default: each model's own",
+        "a model name from --embeddings/--model, or an npz; default: each model's own",
     )
-    source.add_argument("--attributes", metavar="FILE",
-                        help="restrict to these attributes (JSON list, e.g. paper 2's 211, or one name a line)")
-    source.add_argument("--multi-category", choices=MULTI_CATEGORY_RULES, default="largest",
-                        help="category of a concept in several: the largest (paper 2's scripts) or its first 1")
     source.add_argument(
-        "--published-split", action="append", default=[], metavar="NAME=FILE",
+        "--attributes", metavar="FILE", help="restrict to these attributes (JSON list, e.g. paper 2's 211, or one name a line)"
+    )
+    source.add_argument(
+        "--multi-category",
+        choices=MULTI_CATEGORY_RULES,
+        default="largest",
+        help="category of a concept in several: the largest (paper 2's scripts) or its first 1",
+    )
+    source.add_argument(
+        "--published-split",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
         help="paper 2's published split as strategy NAME: a JSON of per-attribute folds "
-             "(attribute -> {train_idxs, test_idxs}, or {features, splits}) or a text file of concept indices "
-             "moved from test to train (similarity/LLM); indices into the concept list; repeatable",
+        "(attribute -> {train_idxs, test_idxs}, or {features, splits}) or a text file of concept indices "
+        "moved from test to train (similarity/LLM); indices into the concept list; repeatable",
     )
     add_split_model_arguments(source)  # --split-model-type/--split-model/--split-pretrained
     source.add_argument("--synthetic", choices=("small", "things"), help="use the synthetic concept world")
@@ -469,11 +516,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model (embed the THINGS root's concepts with any backend, through the cache)")
     # The model flags of every command, without the task data flags and without the --seed alias
     # (which would shadow the abbreviation of --seeds here).
-    add_model_arguments(model, data=False,
-                        helps={"model": "model name (backend-specific); omit to use --embeddings only"})
+    add_model_arguments(model, data=False, helps={"model": "model name (backend-specific); omit to use --embeddings only"})
     model.add_argument("--model-name", default=None, help="row name in the tables (default: MODEL/PRETRAINED)")
-    model.add_argument("--concept-text", choices=("name", "definition"), default=None,
-                       help="text embeddings of concept names or definitions instead of mean image embeddings")
+    model.add_argument(
+        "--concept-text",
+        choices=("name", "definition"),
+        default=None,
+        help="text embeddings of concept names or definitions instead of mean image embeddings",
+    )
     parser.add_argument("--min-concepts", type=int, default=DEFAULT_MIN_CONCEPTS, help="attribute filter (10)")
     parser.add_argument("--strategies", nargs="+", default=list(PAPER_STRATEGY_ORDER), help="split strategies")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="split seeds")
@@ -481,14 +531,19 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "--k", type=int, default=None, help="k of the clustering split (default 100; scaled to 100/1854 on --synthetic small)"
     )
     parser.add_argument(
-        "--k-values", nargs="*", type=int, default=list(DEFAULT_K_VALUES),
+        "--k-values",
+        nargs="*",
+        type=int,
+        default=list(DEFAULT_K_VALUES),
         help="k ablation values (empty to skip); the paper scans [10, 400]",
     )
     parser.add_argument("--solver", default="lockstep", choices=sorted(PROBE_SOLVERS), help="probe solver")
     parser.add_argument(
-        "--fold-assignment", choices=FOLD_ASSIGNMENTS, default="per_attribute",
+        "--fold-assignment",
+        choices=FOLD_ASSIGNMENTS,
+        default="per_attribute",
         help="group splitters: deal groups per attribute so positives reach both sides (default), "
-             "or one shared partition for every attribute (the old behaviour)",
+        "or one shared partition for every attribute (the old behaviour)",
     )
     parser.add_argument("--out", required=True, help="results folder")
     parser.set_defaults(func=run)

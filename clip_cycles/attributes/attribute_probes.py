@@ -92,9 +92,7 @@ def _balanced_weights(y: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, np.where(y, w_pos, w_neg), 0.0)
 
 
-def _loss_gradient(
-    X: np.ndarray, y: np.ndarray, weight: np.ndarray, W: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def _loss_gradient(X: np.ndarray, y: np.ndarray, weight: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Half-binomial loss and gradient of K columns at once, scaled like scikit-learn (/ sum of weights)."""
     d = X.shape[1]
     z = X @ W[:d] + W[d]
@@ -202,9 +200,19 @@ def fit_logistic_lockstep(
 
 
 def _lockstep_loop(
-    X: np.ndarray, target: np.ndarray, weight: np.ndarray, states: list[dict[str, np.ndarray]],
-    bounds: tuple[np.ndarray, np.ndarray, np.ndarray], factr: float, tol: float, max_iter: int,
-    f: np.ndarray, G: np.ndarray, n_iter: np.ndarray, active: list[int], bar: object,
+    X: np.ndarray,
+    target: np.ndarray,
+    weight: np.ndarray,
+    states: list[dict[str, np.ndarray]],
+    bounds: tuple[np.ndarray, np.ndarray, np.ndarray],
+    factr: float,
+    tol: float,
+    max_iter: int,
+    f: np.ndarray,
+    G: np.ndarray,
+    n_iter: np.ndarray,
+    active: list[int],
+    bar: object,
 ) -> None:
     from scipy.optimize import _lbfgsb
 
@@ -216,9 +224,23 @@ def _lockstep_loop(
             s = states[k]
             while True:
                 _lbfgsb.setulb(
-                    LBFGS_MEMORY, s["x"], bounds[0], bounds[1], bounds[2], float(f[k]),
-                    np.ascontiguousarray(G[:, k]), factr, tol, s["wa"], s["iwa"], s["task"],
-                    s["lsave"], s["isave"], s["dsave"], LBFGS_MAXLS, s["ln_task"],
+                    LBFGS_MEMORY,
+                    s["x"],
+                    bounds[0],
+                    bounds[1],
+                    bounds[2],
+                    float(f[k]),
+                    np.ascontiguousarray(G[:, k]),
+                    factr,
+                    tol,
+                    s["wa"],
+                    s["iwa"],
+                    s["task"],
+                    s["lsave"],
+                    s["isave"],
+                    s["dsave"],
+                    LBFGS_MAXLS,
+                    s["ln_task"],
                 )
                 task = int(s["task"][0])
                 if task == 3:
@@ -241,7 +263,11 @@ def _lockstep_loop(
 
 
 def fit_logistic_sklearn(
-    X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, max_iter: int = MAX_ITER, tol: float = TOL,
+    X: np.ndarray,
+    y: np.ndarray,
+    train_mask: np.ndarray,
+    max_iter: int = MAX_ITER,
+    tol: float = TOL,
     progress: bool | None = None,
 ) -> LogisticFits:
     """The straightforward reference: one scikit-learn fit per column, one process."""
@@ -266,7 +292,11 @@ def fit_logistic_sklearn(
 
 
 def _fit_lockstep_or_fallback(
-    X: np.ndarray, y: np.ndarray, train_mask: np.ndarray, max_iter: int = MAX_ITER, tol: float = TOL,
+    X: np.ndarray,
+    y: np.ndarray,
+    train_mask: np.ndarray,
+    max_iter: int = MAX_ITER,
+    tol: float = TOL,
     progress: bool | None = None,
 ) -> LogisticFits:
     if not _lbfgsb_available():  # pragma: no cover - older scipy
@@ -405,7 +435,7 @@ class AttributeProbeResult:
             "n_attributes_scored": len(self.attributes),
             "n_attributes_cs": int(np.isfinite(self.dominance).sum()),
             "averaged_over": "all attributes; every fold scored (degenerate folds: test F1 = 0); "
-                             "CS over the attributes with a finite supercategory dominance",
+            "CS over the attributes with a finite supercategory dominance",
             "coverage": self.coverage.summary(),
         }
 
@@ -506,8 +536,6 @@ def attribute_task_metrics(
     return metrics
 
 
-def strategy_folds(
-    splitter: ConceptSplitter, X: np.ndarray, data: ConceptAttributeData
-) -> list[list[Fold]]:
+def strategy_folds(splitter: ConceptSplitter, X: np.ndarray, data: ConceptAttributeData) -> list[list[Fold]]:
     """Folds per attribute for ``splitter`` on ``data`` (thin alias of :func:`attribute_folds`)."""
     return attribute_folds(splitter, X, data.labels, attributes=data.attributes)

@@ -64,12 +64,22 @@ def concept_image_embeddings(
     """
     paths = images.paths if isinstance(images, ConceptImages) else images
     root_path = Path(root) if root is not None else None
-    items = {_image_key(Path(p), root_path): ImageItem(key=_image_key(Path(p), root_path), path=Path(p))
-             for c in paths for p in paths[c]}
+    items = {
+        _image_key(Path(p), root_path): ImageItem(key=_image_key(Path(p), root_path), path=Path(p))
+        for c in paths
+        for p in paths[c]
+    }
     if not items:
         raise ValueError("no concept image to embed: every concept has an empty image list")
-    encoded = encode(list(items.values()), [], spec, feature_cache_dir=cache_dir, batch_size=batch_size,
-                     num_workers=num_workers, skip_bad_images=skip_bad_images)
+    encoded = encode(
+        list(items.values()),
+        [],
+        spec,
+        feature_cache_dir=cache_dir,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        skip_bad_images=skip_bad_images,
+    )
     table = np.asarray(encoded.image_features, dtype=np.float64)
     rows = encoded.image_rows
     # Skipped (bad) images are absent from image_rows: drop them from their concept, and
@@ -133,20 +143,24 @@ def embed_concepts(
             keep = np.array([c in images.paths for c in data.concepts])
             data = data.restrict(keep, min_concepts, reason="concept_without_images")
             if not data.attributes:
-                raise ValueError(f"{root}: after dropping {len(images.missing)} concepts without images under "
-                                 f"object_images/, no attribute keeps {min_concepts} positive concepts")
+                raise ValueError(
+                    f"{root}: after dropping {len(images.missing)} concepts without images under "
+                    f"object_images/, no attribute keeps {min_concepts} positive concepts"
+                )
         paths = {c: images.paths[c] for c in data.concepts}
         info["n_images"] = int(sum(len(p) for p in paths.values()))
-        ids, matrix = concept_image_embeddings(paths, spec, cache_dir, root=root, batch_size=batch_size,
-                                               num_workers=num_workers, skip_bad_images=skip_bad_images)
+        ids, matrix = concept_image_embeddings(
+            paths, spec, cache_dir, root=root, batch_size=batch_size, num_workers=num_workers, skip_bad_images=skip_bad_images
+        )
     elif source in ("name", "definition"):
         definitions = None
         if source == "definition":
             candidates = [_in_root(root, categories)] if categories else [root / n for n in CATEGORY_TSV_NAMES]
             tsv = next((p for p in candidates if p.is_file()), None)
             if tsv is None:
-                raise FileNotFoundError(f"concept definitions need the category TSV; none of "
-                                        f"{[str(p) for p in candidates]} exists")
+                raise FileNotFoundError(
+                    f"concept definitions need the category TSV; none of {[str(p) for p in candidates]} exists"
+                )
             definitions = assign_supercategories(data.concepts, load_supercategory_tsv(tsv)).definitions
             info["n_concepts_without_definition"] = int(sum(not d for d in definitions))
         texts = concept_texts(data.concepts, definitions)

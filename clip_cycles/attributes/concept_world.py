@@ -117,9 +117,7 @@ def make_concept_world(config: ConceptWorldConfig | None = None, seed: int = 0) 
     for a, kind in enumerate(kinds):
         if kind == "taxonomic":
             # A taxonomic attribute lives in some subgroups of its home category.
-            home_subgroups = homes[a] * cfg.subgroups_per_category + np.flatnonzero(
-                rng.random(cfg.subgroups_per_category) < 0.75
-            )
+            home_subgroups = homes[a] * cfg.subgroups_per_category + np.flatnonzero(rng.random(cfg.subgroups_per_category) < 0.75)
             at_home = np.isin(subgroup, home_subgroups)
             rate = np.where(at_home, cfg.home_rate, cfg.away_rate)
         else:
@@ -146,9 +144,7 @@ def make_concept_world(config: ConceptWorldConfig | None = None, seed: int = 0) 
 
     concepts = tuple(f"concept{i:05d}" for i in range(cfg.n_concepts))
     attributes = tuple(f"{kind[:3]}_attr{a:03d}" for a, kind in enumerate(kinds))
-    supercategories = tuple(
-        f"category{c:02d}" if c < cfg.n_supercategories else None for c in category.tolist()
-    )
+    supercategories = tuple(f"category{c:02d}" if c < cfg.n_supercategories else None for c in category.tolist())
     data = ConceptAttributeData(
         concepts=concepts,
         attributes=attributes,
@@ -165,9 +161,7 @@ def make_concept_world(config: ConceptWorldConfig | None = None, seed: int = 0) 
     )
 
 
-def _near_duplicate_groups(
-    embeddings: np.ndarray, concepts: tuple[str, ...], fraction: float
-) -> tuple[tuple[str, ...], ...]:
+def _near_duplicate_groups(embeddings: np.ndarray, concepts: tuple[str, ...], fraction: float) -> tuple[tuple[str, ...], ...]:
     """Pairs of mutual nearest neighbours, closest first, until ``fraction`` of concepts is grouped.
 
     Stands in for the paper's LLM-found near-duplicates (cup/mug): about 12% of concepts.

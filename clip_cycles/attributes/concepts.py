@@ -97,9 +97,7 @@ class ConceptAttributeData:
                 f"({len(self.concepts)}, {len(self.attributes)})"
             )
         if len(self.supercategories) != len(self.concepts):
-            raise ValueError(
-                f"supercategories has {len(self.supercategories)} entries for {len(self.concepts)} concepts"
-            )
+            raise ValueError(f"supercategories has {len(self.supercategories)} entries for {len(self.concepts)} concepts")
         for kind, names in (("concept", self.concepts), ("attribute", self.attributes)):
             if len(set(names)) != len(names):
                 seen: set[str] = set()
@@ -154,8 +152,9 @@ class ConceptAttributeData:
         wanted = set(names)
         keep = np.array([a in wanted for a in self.attributes], dtype=bool)
         if not keep.any():
-            raise ValueError(f"{source}: none of its {len(wanted)} attributes is in the data "
-                             f"(data has e.g. {_show(self.attributes)})")
+            raise ValueError(
+                f"{source}: none of its {len(wanted)} attributes is in the data (data has e.g. {_show(self.attributes)})"
+            )
         skipped = dict(self.skipped)
         skipped_names = dict(self.skipped_names)
         for key, ids in (
@@ -168,8 +167,13 @@ class ConceptAttributeData:
         notes = dict(self.notes)
         notes["attribute_list"] = source
         return ConceptAttributeData(
-            self.concepts, tuple(a for a, k in zip(self.attributes, keep) if k), self.labels[:, keep],
-            self.supercategories, skipped, skipped_names, notes,
+            self.concepts,
+            tuple(a for a, k in zip(self.attributes, keep) if k),
+            self.labels[:, keep],
+            self.supercategories,
+            skipped,
+            skipped_names,
+            notes,
         )
 
     def summary(self) -> dict[str, object]:
@@ -271,9 +275,7 @@ def _read_pairs_csv(path: Path) -> list[tuple[str, str]]:
         reader = csv.DictReader(handle)
         columns = {name.strip().lower(): name for name in (reader.fieldnames or [])}
         if "concept" not in columns or "attribute" not in columns:
-            raise ValueError(
-                f"{path}: header {reader.fieldnames!r} lacks the columns 'concept' and 'attribute'"
-            )
+            raise ValueError(f"{path}: header {reader.fieldnames!r} lacks the columns 'concept' and 'attribute'")
         pairs = []
         for number, row in enumerate(reader, start=2):
             concept = (row.get(columns["concept"]) or "").strip()
@@ -413,8 +415,10 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
         wrong = [(c, t, k) for c, t, k in zip(categories, totals, counted) if t != k]
         if wrong:
             c, t, k = wrong[0]
-            raise ValueError(f"{path}: the last row looks like column totals but column {c!r} says {t} "
-                             f"where {k} rows hold 1 ({len(wrong)} columns disagree); fix or remove that row")
+            raise ValueError(
+                f"{path}: the last row looks like column totals but column {c!r} says {t} "
+                f"where {k} rows hold 1 ({len(wrong)} columns disagree); fix or remove that row"
+            )
     return SupercategoryTable(tuple(words), tuple(definitions), categories, membership, totals, n_empty)
 
 
@@ -592,13 +596,15 @@ def load_things(
         table = load_supercategory_tsv(tsv)
         assignment = assign_supercategories(concepts, table, multi_category)
         supers = assignment.supercategories
-        notes.update({
-            "multi_category_rule": multi_category,
-            "n_multi_category_concepts": len(assignment.multi_category_concepts),
-            "multi_category_concepts": list(assignment.multi_category_concepts[:NAMES_SHOWN]),
-            "category_totals_row": table.totals is not None,
-            "n_empty_category_columns": table.n_empty_columns,
-        })
+        notes.update(
+            {
+                "multi_category_rule": multi_category,
+                "n_multi_category_concepts": len(assignment.multi_category_concepts),
+                "multi_category_concepts": list(assignment.multi_category_concepts[:NAMES_SHOWN]),
+                "category_totals_row": table.totals is not None,
+                "n_empty_category_columns": table.n_empty_columns,
+            }
+        )
         if assignment.concepts_without_row:
             extra_skips["concept_without_category_row"] = assignment.concepts_without_row
         if assignment.rows_without_concept:
@@ -737,7 +743,7 @@ def mean_embeddings_by_concept(
     for start in tqdm(range(0, len(flat), batch_size), desc="encode concepts", disable=None):
         chunk = np.asarray(encode(flat[start : start + batch_size]), dtype=np.float64)
         if chunk.ndim != 2 or chunk.shape[0] != len(flat[start : start + batch_size]):
-            raise ValueError(f"encoder returned shape {chunk.shape} for {len(flat[start:start + batch_size])} items")
+            raise ValueError(f"encoder returned shape {chunk.shape} for {len(flat[start : start + batch_size])} items")
         chunks.append(chunk)
     features = np.concatenate(chunks)
     if normalize_items:
@@ -776,5 +782,7 @@ def concept_embeddings_from_texts(
 ) -> tuple[tuple[str, ...], np.ndarray]:
     """Concept embedding = text embedding of the concept's name or definition."""
     return mean_embeddings_by_concept(
-        {c: [t] for c, t in texts.items()}, encode_texts, batch_size=batch_size  # type: ignore[arg-type]
+        {c: [t] for c, t in texts.items()},
+        encode_texts,
+        batch_size=batch_size,  # type: ignore[arg-type]
     )

@@ -32,24 +32,41 @@ SPLIT_PREFIX = "split-"
 
 def add_split_model_arguments(group: Any) -> None:
     """``--split-model-type``, ``--split-model``, ``--split-pretrained`` on a parser or argument group."""
-    add_model_arguments(group, prefix=SPLIT_PREFIX, only=SPLIT_MODEL_FIELDS, defaults={"model_type": "hf_vision"}, helps={
-        "model_type": "backend of --split-model (timm, hf_vision or any embedding backend)",
-        "model": "model whose concept image embeddings make the clustering/similarity splits "
-                 "(instead of --split-embeddings)",
-        "pretrained": "pretrained tag, revision or checkpoint of --split-model",
-    })
+    add_model_arguments(
+        group,
+        prefix=SPLIT_PREFIX,
+        only=SPLIT_MODEL_FIELDS,
+        defaults={"model_type": "hf_vision"},
+        helps={
+            "model_type": "backend of --split-model (timm, hf_vision or any embedding backend)",
+            "model": "model whose concept image embeddings make the clustering/similarity splits (instead of --split-embeddings)",
+            "pretrained": "pretrained tag, revision or checkpoint of --split-model",
+        },
+    )
 
 
-def split_embeddings_from_model(options: ModelOptions, things_root: str | Path, data: Any,
-                                categories: str | None = None,
-                                min_concepts: int = DEFAULT_MIN_CONCEPTS) -> tuple[tuple[str, ...], np.ndarray]:
+def split_embeddings_from_model(
+    options: ModelOptions,
+    things_root: str | Path,
+    data: Any,
+    categories: str | None = None,
+    min_concepts: int = DEFAULT_MIN_CONCEPTS,
+) -> tuple[tuple[str, ...], np.ndarray]:
     """Concept ids and mean image embeddings of ``data``'s concepts under the split model ``options``."""
     context = RunContext.from_options(options)
-    embedded, matrix, info = embed_concepts(things_root, data, context.spec, context.cache_dir, "image", categories,
-                                            min_concepts, context.batch_size, context.num_workers,
-                                            context.skip_bad_images)
-    print(f"split embeddings: {len(embedded.concepts)} concepts with {options.model_type}:{options.model} "
-          f"(dim {info['dim']})")
+    embedded, matrix, info = embed_concepts(
+        things_root,
+        data,
+        context.spec,
+        context.cache_dir,
+        "image",
+        categories,
+        min_concepts,
+        context.batch_size,
+        context.num_workers,
+        context.skip_bad_images,
+    )
+    print(f"split embeddings: {len(embedded.concepts)} concepts with {options.model_type}:{options.model} (dim {info['dim']})")
     return tuple(embedded.concepts), matrix
 
 

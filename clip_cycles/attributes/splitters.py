@@ -90,7 +90,10 @@ class ConceptSplitter:
     label_free: ClassVar[bool] = True
 
     def __init__(
-        self, n_splits: int = 5, n_repeats: int = 2, random_state: int | None = 0,
+        self,
+        n_splits: int = 5,
+        n_repeats: int = 2,
+        random_state: int | None = 0,
         fold_assignment: str = "per_attribute",
     ) -> None:
         if int(n_splits) < 2:
@@ -136,9 +139,7 @@ class ConceptSplitter:
         group_of, forced = self._concept_groups(matrix, groups)
         if y is not None and self.uses_labels:
             labels = _check_label_vector(y, matrix.shape[0])
-            yield from _stratified_group_folds(
-                group_of, forced, labels, self.n_splits, self.n_repeats, self.random_state
-            )
+            yield from _stratified_group_folds(group_of, forced, labels, self.n_splits, self.n_repeats, self.random_state)
             return
         yield from _grouped_folds(group_of, forced, self.n_splits, self.n_repeats, self.random_state)
 
@@ -147,8 +148,7 @@ def _check_label_vector(y: object, n: int) -> np.ndarray:
     labels = np.asarray(y)
     if labels.ndim != 1 or len(labels) != n:
         raise ValueError(
-            f"y must be one attribute's label vector of length {n}, got shape {labels.shape}; "
-            "split each attribute separately"
+            f"y must be one attribute's label vector of length {n}, got shape {labels.shape}; split each attribute separately"
         )
     if len(np.unique(labels)) < 2:
         raise ValueError(
@@ -179,7 +179,11 @@ class _BalancedStratifiedGroupKFold(StratifiedGroupKFold):
 
 
 def _stratified_group_folds(
-    group_of: np.ndarray, forced_train: np.ndarray, y: np.ndarray, n_splits: int, n_repeats: int,
+    group_of: np.ndarray,
+    forced_train: np.ndarray,
+    y: np.ndarray,
+    n_splits: int,
+    n_repeats: int,
     random_state: int | None,
 ) -> Iterator[Fold]:
     """Per-attribute folds: StratifiedGroupKFold over the splittable concepts, forced ones in train."""
@@ -263,8 +267,7 @@ class RandomSplit(ConceptSplitter):
         labels = np.asarray(y)
         if labels.ndim != 1 or len(labels) != n:
             raise ValueError(
-                f"y must be one attribute's label vector of length {n}, got shape {labels.shape}; "
-                "split each attribute separately"
+                f"y must be one attribute's label vector of length {n}, got shape {labels.shape}; split each attribute separately"
             )
         classes, counts = np.unique(labels, return_counts=True)
         if len(classes) < 2:
@@ -286,17 +289,13 @@ def load_concept_groups(path: str | Path) -> list[list[str]]:
     """Read groups of concept ids: a JSON list of lists, or text with one comma-separated group a line."""
     path, text, payload = read_list_file(path, "concept groups file")
     if payload is not None:
-        if not isinstance(payload, list) or not all(
-            isinstance(g, list) and all(isinstance(c, str) for c in g) for g in payload
-        ):
+        if not isinstance(payload, list) or not all(isinstance(g, list) and all(isinstance(c, str) for c in g) for g in payload):
             raise ValueError(f"{path}: expected a JSON list of lists of concept ids")
         return [[c.strip() for c in g if c.strip()] for g in payload]
     return [[c.strip() for c in line.split(",") if c.strip()] for line in text.splitlines() if line.strip()]
 
 
-def concept_groups_to_ids(
-    groups: Sequence[Sequence[str]], concepts: Sequence[str]
-) -> tuple[np.ndarray, tuple[str, ...]]:
+def concept_groups_to_ids(groups: Sequence[Sequence[str]], concepts: Sequence[str]) -> tuple[np.ndarray, tuple[str, ...]]:
     """Per-concept group id (-1 = in no group) from lists of concept ids; also the unknown ids.
 
     Groups sharing a concept are merged. Ids not in ``concepts`` are returned (sorted)
@@ -588,7 +587,10 @@ class MovedToTrainSplit(ConceptSplitter):
     """
 
     def __init__(
-        self, moved_rows: Sequence[int] | np.ndarray, n_splits: int = 10, test_size: float = 0.2,
+        self,
+        moved_rows: Sequence[int] | np.ndarray,
+        n_splits: int = 10,
+        test_size: float = 0.2,
         random_state: int | None = 0,
     ) -> None:
         super().__init__(n_splits, 1, random_state, "per_attribute")
@@ -656,8 +658,10 @@ def _read_published_json(path: Path) -> dict[str, list[tuple[list[int], list[int
     if isinstance(payload, dict) and "features" in payload and "splits" in payload:
         features, splits = payload["features"], payload["splits"]
         if not isinstance(features, list) or not isinstance(splits, list) or len(features) != len(splits):
-            raise ValueError(f"{path}: 'features' and 'splits' must be lists of the same length "
-                             f"(got {type(features).__name__} and {type(splits).__name__})")
+            raise ValueError(
+                f"{path}: 'features' and 'splits' must be lists of the same length "
+                f"(got {type(features).__name__} and {type(splits).__name__})"
+            )
         for i, (name, split) in enumerate(zip(features, splits)):
             if not isinstance(split, list) or len(split) == 0:
                 raise ValueError(f"{path}: splits[{i}] (feature {name!r}) must be [train, test] or a list of them")
@@ -667,18 +671,25 @@ def _read_published_json(path: Path) -> dict[str, list[tuple[list[int], list[int
             for j, pair in enumerate(pairs):
                 if not isinstance(pair, list) or len(pair) != 2:
                     raise ValueError(f"{path}: splits[{i}][{j}] (feature {name!r}) must be [train, test]")
-                folds[str(name)].append((_index_list(path, f"splits[{i}] train", pair[0]),
-                                         _index_list(path, f"splits[{i}] test", pair[1])))
+                folds[str(name)].append(
+                    (_index_list(path, f"splits[{i}] train", pair[0]), _index_list(path, f"splits[{i}] test", pair[1]))
+                )
         return folds
     if isinstance(payload, dict):
         for name, entry in payload.items():
             if not isinstance(entry, dict) or "train_idxs" not in entry or "test_idxs" not in entry:
                 raise ValueError(f"{path}: attribute {name!r} must map to {{'train_idxs': [...], 'test_idxs': [...]}}")
-            folds[str(name)] = [(_index_list(path, f"{name}.train_idxs", entry["train_idxs"]),
-                                 _index_list(path, f"{name}.test_idxs", entry["test_idxs"]))]
+            folds[str(name)] = [
+                (
+                    _index_list(path, f"{name}.train_idxs", entry["train_idxs"]),
+                    _index_list(path, f"{name}.test_idxs", entry["test_idxs"]),
+                )
+            ]
         return folds
-    raise ValueError(f"{path}: expected a JSON object attribute -> {{train_idxs, test_idxs}} "
-                     "or {features: [...], splits: [[train, test], ...]}")
+    raise ValueError(
+        f"{path}: expected a JSON object attribute -> {{train_idxs, test_idxs}} "
+        "or {features: [...], splits: [[train, test], ...]}"
+    )
 
 
 def _read_moved_indices(path: Path) -> list[int]:
@@ -693,7 +704,10 @@ def _read_moved_indices(path: Path) -> list[int]:
 
 
 def load_published_split(
-    name: str, path: str | Path, index_concepts: Sequence[str], concepts: Sequence[str],
+    name: str,
+    path: str | Path,
+    index_concepts: Sequence[str],
+    concepts: Sequence[str],
     attributes: Sequence[str] | None = None,
 ) -> PublishedSplit:
     """Read a paper-2 split file; indices refer to ``index_concepts`` (the full THINGS concept list).
@@ -734,8 +748,10 @@ def load_published_split(
             test, miss_test = rows(test_idx, f"{attribute} fold {k} test")
             both = np.intersect1d(train, test)
             if len(both):
-                raise ValueError(f"{path}: attribute {attribute!r} fold {k}: {len(both)} concepts are in both train "
-                                 f"and test (first: {concepts[int(both[0])]!r})")
+                raise ValueError(
+                    f"{path}: attribute {attribute!r} fold {k}: {len(both)} concepts are in both train "
+                    f"and test (first: {concepts[int(both[0])]!r})"
+                )
             missing_total += miss_train + miss_test
             unassigned += len(concepts) - len(train) - len(test)
             folds[attribute].append((train, test))
@@ -758,7 +774,10 @@ def load_published_split(
 
 
 def attribute_folds(
-    splitter: ConceptSplitter, X: np.ndarray, labels: np.ndarray, groups: object = None,
+    splitter: ConceptSplitter,
+    X: np.ndarray,
+    labels: np.ndarray,
+    groups: object = None,
     attributes: Sequence[str] | None = None,
 ) -> list[list[Fold]]:
     """Folds for every attribute (column of ``labels``; ``attributes`` names them).
@@ -782,10 +801,16 @@ def attribute_folds(
             matrix = _check_matrix(X)
             group_of, forced = splitter._concept_groups(matrix, groups)
             return [
-                list(_stratified_group_folds(
-                    group_of, forced, _check_label_vector(labels[:, a], matrix.shape[0]),
-                    splitter.n_splits, splitter.n_repeats, splitter.random_state,
-                ))
+                list(
+                    _stratified_group_folds(
+                        group_of,
+                        forced,
+                        _check_label_vector(labels[:, a], matrix.shape[0]),
+                        splitter.n_splits,
+                        splitter.n_repeats,
+                        splitter.random_state,
+                    )
+                )
                 for a in columns
             ]
         return [splitter.split_attribute(X, labels[:, a].astype(np.int64), names[a], groups) for a in columns]
@@ -846,8 +871,10 @@ def coverage_report(labels: np.ndarray, folds: Sequence[Sequence[Fold]], attribu
         raise ValueError(f"{len(folds)} fold lists and {len(attributes)} names for {n_attr} attributes")
     n_folds = max((len(f) for f in folds), default=0)
     if any(len(f) != n_folds for f in folds):
-        raise ValueError(f"attributes have different fold counts {sorted({len(f) for f in folds})}; "
-                         "every attribute needs the same number of folds")
+        raise ValueError(
+            f"attributes have different fold counts {sorted({len(f) for f in folds})}; "
+            "every attribute needs the same number of folds"
+        )
     fitted = np.zeros((n_attr, n_folds), dtype=bool)
     no_pos_train = np.zeros(n_attr, dtype=np.int64)
     no_neg_train = np.zeros(n_attr, dtype=np.int64)
@@ -877,8 +904,9 @@ def leakage_folds(splitter: ConceptSplitter, X: np.ndarray, folds: Sequence[Sequ
         for train, test in per_attribute:
             if len(train) == 0 or len(test) == 0:
                 continue
-            seen.setdefault(np.asarray(test, dtype=np.int64).tobytes() + b"|" + np.asarray(train, dtype=np.int64).tobytes(),
-                            (train, test))
+            seen.setdefault(
+                np.asarray(test, dtype=np.int64).tobytes() + b"|" + np.asarray(train, dtype=np.int64).tobytes(), (train, test)
+            )
     return [seen[key] for key in sorted(seen)]
 
 

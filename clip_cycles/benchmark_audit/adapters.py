@@ -125,8 +125,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
         return _read_jsonl(path)
     data = _read_json(path)
     if isinstance(data, dict):  # SugarCrepe style: {id: record}
-        return [{"_id": key, **value} if isinstance(value, dict) else {"_id": key, "_bad": value}
-                for key, value in data.items()]
+        return [{"_id": key, **value} if isinstance(value, dict) else {"_id": key, "_bad": value} for key, value in data.items()]
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a list of records or an object of records, got {type(data).__name__}")
     return data
@@ -167,8 +166,7 @@ WINOGROUND_TAG_FIELDS = ("collapsed_tag", "tag", "secondary_tag", "num_main_pred
 def _winoground_image(value: Any, images_dir: Path, where: str, table: Path, key: str) -> ImageItem:
     if isinstance(value, str) and value:
         path = _image_file(images_dir, value)
-        return ImageItem(key=path.relative_to(images_dir).as_posix() if path.is_relative_to(images_dir) else str(path),
-                         path=path)
+        return ImageItem(key=path.relative_to(images_dir).as_posix() if path.is_relative_to(images_dir) else str(path), path=path)
     if isinstance(value, dict) and (value.get("bytes") or value.get("path")):
         # Parquet from `datasets`: an Image feature stored as {bytes, path}.
         if value.get("bytes"):
@@ -190,9 +188,12 @@ def _winoground_tags(row: dict[str, Any]) -> list[str]:
     return tags
 
 
-@register_adapter("winoground", "Winoground: 2x2 blocks (image_0, image_1, caption_0, caption_1) with tags",
-                  "examples.jsonl (or a .parquet table) with image_0, image_1, caption_0, caption_1 and images/ "
-                  "(the hub layout data/examples.jsonl + data/images/ also works)")
+@register_adapter(
+    "winoground",
+    "Winoground: 2x2 blocks (image_0, image_1, caption_0, caption_1) with tags",
+    "examples.jsonl (or a .parquet table) with image_0, image_1, caption_0, caption_1 and images/ "
+    "(the hub layout data/examples.jsonl + data/images/ also works)",
+)
 def read_winoground(root: Path) -> list[ComparisonSet]:
     """Each block: two text comparisons and two image comparisons, and the block itself as a declared cycle."""
     if root.is_file():
@@ -203,8 +204,10 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
             parquet = sorted(root.glob("*.parquet")) or sorted((root / "data").glob("*.parquet"))
             table = parquet[0] if parquet else None
         if table is None:
-            raise FileNotFoundError(f"{root}: no Winoground table: expected examples.jsonl, data/examples.jsonl or a "
-                                    ".parquet file with columns image_0, image_1, caption_0, caption_1")
+            raise FileNotFoundError(
+                f"{root}: no Winoground table: expected examples.jsonl, data/examples.jsonl or a "
+                ".parquet file with columns image_0, image_1, caption_0, caption_1"
+            )
         base = table.parent
     images_dir = _first_dir([base / "images", root / "images" if root.is_dir() else base]) or base
     builder = ComparisonSetBuilder("winoground", kind="winoground")
@@ -233,8 +236,9 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
 SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 
 
-def hard_negative_subset(name: str, source: Path, items: Iterable[tuple[str, ImageItem, str, str, Sequence[str]]],
-                         kind: str = "hard_negative") -> ComparisonSet:
+def hard_negative_subset(
+    name: str, source: Path, items: Iterable[tuple[str, ImageItem, str, str, Sequence[str]]], kind: str = "hard_negative"
+) -> ComparisonSet:
     """A subset of one-image hard negatives ``(item id, image, true caption, false caption, tags)``."""
     builder = ComparisonSetBuilder(name, kind=kind)
     for item_id, image, positive, negative, tags in items:
@@ -248,9 +252,12 @@ def hard_negative_subset(name: str, source: Path, items: Iterable[tuple[str, Ima
     return builder.build()
 
 
-@register_adapter("sugarcrepe", "SugarCrepe: one image, a caption and a hard negative; seven subsets",
-                  "the seven SugarCrepe files (add_att.json ... swap_obj.json, in the root or data/) and the COCO "
-                  "val2017 images (val2017/ or images/)")
+@register_adapter(
+    "sugarcrepe",
+    "SugarCrepe: one image, a caption and a hard negative; seven subsets",
+    "the seven SugarCrepe files (add_att.json ... swap_obj.json, in the root or data/) and the COCO "
+    "val2017 images (val2017/ or images/)",
+)
 def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
     folder = root if any((root / f"{s}.json").is_file() for s in SUGARCREPE_SUBSETS) else root / "data"
     images_dir = _first_dir([root / "val2017", root / "images", root / "coco" / "val2017"]) or root
@@ -267,12 +274,13 @@ def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
                 raise ValueError(f"{path}: {where} must be an object with filename, caption, negative_caption")
             filename = _text(path, where, row, "filename")
             image = ImageItem(key=filename, path=_image_file(images_dir, filename))
-            items.append((item_id, image, _text(path, where, row, "caption"), _text(path, where, row,
-                                                                                    "negative_caption"), ()))
+            items.append((item_id, image, _text(path, where, row, "caption"), _text(path, where, row, "negative_caption"), ()))
         out.append(hard_negative_subset(subset, path, items))
     if not out:
-        raise FileNotFoundError(f"{root}: no SugarCrepe file found; expected some of "
-                                f"{', '.join(s + '.json' for s in SUGARCREPE_SUBSETS)} in {root} or {root / 'data'}")
+        raise FileNotFoundError(
+            f"{root}: no SugarCrepe file found; expected some of "
+            f"{', '.join(s + '.json' for s in SUGARCREPE_SUBSETS)} in {root} or {root / 'data'}"
+        )
     return out
 
 
@@ -280,8 +288,10 @@ def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
 
 
 ARO_VG_FILES = {"vg_relation": "visual_genome_relation.json", "vg_attribution": "visual_genome_attribution.json"}
-ARO_ORDER_FILES = {"coco_order": ("coco_order.json", "coco_order.jsonl"),
-                   "flickr_order": ("flickr30k_order.json", "flickr30k_order.jsonl")}
+ARO_ORDER_FILES = {
+    "coco_order": ("coco_order.json", "coco_order.jsonl"),
+    "flickr_order": ("flickr30k_order.json", "flickr30k_order.jsonl"),
+}
 
 
 def _box(path: Path, where: str, row: dict[str, Any]) -> tuple[float, float, float, float]:
@@ -309,8 +319,15 @@ def _aro_vg(subset: str, path: Path, images_dir: Path) -> ComparisonSet:
         else:
             attributes = row.get("attributes")
             tags = [f"attributes={'_'.join(map(str, attributes))}"] if isinstance(attributes, list) else []
-        items.append((str(row.get("id", number)), image, _text(path, where, row, "true_caption"),
-                      _text(path, where, row, "false_caption"), tags))
+        items.append(
+            (
+                str(row.get("id", number)),
+                image,
+                _text(path, where, row, "true_caption"),
+                _text(path, where, row, "false_caption"),
+                tags,
+            )
+        )
     return hard_negative_subset(subset, path, items)
 
 
@@ -324,10 +341,11 @@ def _aro_order(subset: str, path: Path, root: Path) -> ComparisonSet:
             file = root / "images" / name
         image = ImageItem(key=name, path=file)
         options = row.get("caption_options")
-        if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) and o.strip()
-                                                                        for o in options):
-            raise ValueError(f"{path}: {where}: field 'caption_options' must list the true caption and at least one "
-                             f"perturbation (non-empty strings), got {options!r}")
+        if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) and o.strip() for o in options):
+            raise ValueError(
+                f"{path}: {where}: field 'caption_options' must list the true caption and at least one "
+                f"perturbation (non-empty strings), got {options!r}"
+            )
         true = options[0]
         for k, perturbed in enumerate(options[1:], 1):
             if perturbed == true:
@@ -339,10 +357,13 @@ def _aro_order(subset: str, path: Path, root: Path) -> ComparisonSet:
     return builder.build()
 
 
-@register_adapter("aro", "ARO: VG-Relation, VG-Attribution (image box, true/false caption), COCO-Order, Flickr-Order",
-                  "visual_genome_relation.json and/or visual_genome_attribution.json with images/, and/or "
-                  "coco_order.json(l) / flickr30k_order.json(l) (ARO test cases: image, caption_options); files in the "
-                  "root or annotations/")
+@register_adapter(
+    "aro",
+    "ARO: VG-Relation, VG-Attribution (image box, true/false caption), COCO-Order, Flickr-Order",
+    "visual_genome_relation.json and/or visual_genome_attribution.json with images/, and/or "
+    "coco_order.json(l) / flickr30k_order.json(l) (ARO test cases: image, caption_options); files in the "
+    "root or annotations/",
+)
 def read_aro(root: Path) -> list[ComparisonSet]:
     out = []
     images_dir = _first_dir([root / "images"]) or root
@@ -355,8 +376,10 @@ def read_aro(root: Path) -> list[ComparisonSet]:
         if path is not None:
             out.append(_aro_order(subset, path, root))
     if not out:
-        raise FileNotFoundError(f"{root}: no ARO file found; expected {', '.join(ARO_VG_FILES.values())} or "
-                                f"{', '.join(n for names in ARO_ORDER_FILES.values() for n in names)}")
+        raise FileNotFoundError(
+            f"{root}: no ARO file found; expected {', '.join(ARO_VG_FILES.values())} or "
+            f"{', '.join(n for names in ARO_ORDER_FILES.values() for n in names)}"
+        )
     return out
 
 
@@ -376,15 +399,20 @@ def _table_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         reader = csv.DictReader(handle)
         header = [h.strip() for h in reader.fieldnames or []]
         reader.fieldnames = header
-        rows = [(number, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()})
-                for number, row in enumerate(reader, 2) if any((v or "").strip() for v in row.values() if
-                                                              isinstance(v, str))]
+        rows = [
+            (number, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()})
+            for number, row in enumerate(reader, 2)
+            if any((v or "").strip() for v in row.values() if isinstance(v, str))
+        ]
     return rows
 
 
-@register_adapter("comparison_table", "Any benchmark as a table of signed edges grouped into comparisons",
-                  "a .csv or .jsonl file (or a folder with comparisons.csv / comparisons.jsonl) with columns image, "
-                  "caption, weight, comparison_id (optional subset, item_id, tag); images relative to the table")
+@register_adapter(
+    "comparison_table",
+    "Any benchmark as a table of signed edges grouped into comparisons",
+    "a .csv or .jsonl file (or a folder with comparisons.csv / comparisons.jsonl) with columns image, "
+    "caption, weight, comparison_id (optional subset, item_id, tag); images relative to the table",
+)
 def read_comparison_table(root: Path) -> list[ComparisonSet]:
     path = root if root.is_file() else _first_file([root / n for n in TABLE_NAMES])
     if path is None:
@@ -407,11 +435,14 @@ def read_comparison_table(root: Path) -> list[ComparisonSet]:
         item = str(row.get("item_id") or comparison)
         entry = comparisons.setdefault(comparison, {"subset": subset, "item": item, "edges": [], "tags": []})
         if (entry["subset"], entry["item"]) != (subset, item):
-            raise ValueError(f"{path}: line {number}: comparison {comparison!r} is in subset {entry['subset']!r}, item "
-                             f"{entry['item']!r} on an earlier line but in {subset!r}, {item!r} here")
+            raise ValueError(
+                f"{path}: line {number}: comparison {comparison!r} is in subset {entry['subset']!r}, item "
+                f"{entry['item']!r} on an earlier line but in {subset!r}, {item!r} here"
+            )
         name = str(row["image"])
-        entry["edges"].append((ImageItem(key=name, path=_image_file(base, name)), _text(path, f"line {number}", row,
-                                                                                          "caption"), weight))
+        entry["edges"].append(
+            (ImageItem(key=name, path=_image_file(base, name)), _text(path, f"line {number}", row, "caption"), weight)
+        )
         tag = row.get("tag")
         if tag not in (None, "") and str(tag) not in entry["tags"]:
             entry["tags"].append(str(tag))

@@ -148,8 +148,9 @@ def _mean(credits: np.ndarray) -> float:
     return float(np.mean(credits))
 
 
-def _cycle_metrics(cs: ComparisonSet, embeddings: Embeddings | None, settings: AuditSettings
-                   ) -> tuple[dict[str, Any], np.ndarray | None, list[tuple[str, ...]]]:
+def _cycle_metrics(
+    cs: ComparisonSet, embeddings: Embeddings | None, settings: AuditSettings
+) -> tuple[dict[str, Any], np.ndarray | None, list[tuple[str, ...]]]:
     pairing = pair_crossing_comparisons(cs)
     n = int(pairing.cycles.shape[0])
     if pairing.declared:
@@ -176,19 +177,25 @@ def _cycle_metrics(cs: ComparisonSet, embeddings: Embeddings | None, settings: A
         deltas = deltas_from_blocks(blocks)
         credits = cycle_credits(deltas, settings.tie_tolerance)
         wino = winoground_scores(blocks)
-        out.update({"cycle_acc": cycle_acc(deltas, settings.tie_tolerance), "text_acc": wino.text_acc,
-                    "image_acc": wino.image_acc, "group_acc": wino.group_acc,
-                    "n_ties": int((np.abs(deltas) <= settings.tie_tolerance).sum())})
+        out.update(
+            {
+                "cycle_acc": cycle_acc(deltas, settings.tie_tolerance),
+                "text_acc": wino.text_acc,
+                "image_acc": wino.image_acc,
+                "group_acc": wino.group_acc,
+                "n_ties": int((np.abs(deltas) <= settings.tie_tolerance).sum()),
+            }
+        )
     elif n:
         out["unavailable_reason"] = "no model given: CycleAcc needs the model's scores"
     else:
-        out["unavailable_reason"] = ("no two comparisons cross (u1, v1 > v2) and (u2, v2 > v1) on different images "
-                                     "with the same caption texts")
+        out["unavailable_reason"] = (
+            "no two comparisons cross (u1, v1 > v2) and (u2, v2 > v1) on different images with the same caption texts"
+        )
     return out, credits, tags
 
 
-def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
-                 settings: AuditSettings | None = None) -> SubsetAudit:
+def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settings: AuditSettings | None = None) -> SubsetAudit:
     """Design, blind baselines, model accuracy and exact cycles of one subset (see the module docstring)."""
     settings = settings or AuditSettings()
     tie_tolerance = settings.tie_tolerance
@@ -216,11 +223,15 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
     lengths = np.array([len(c) for c in cs.captions], dtype=np.float64)
     values["shortest_caption"] = additive_values(d_img, d_cap, None, -lengths)
     values["longest_caption"] = additive_values(d_img, d_cap, None, lengths)
-    metrics: dict[str, Any] = {"kind": cs.kind, "n_comparisons": cs.n_comparisons, "n_items": cs.n_items,
-                               "skipped": dict(sorted(cs.skipped.items())), "design": design}
+    metrics: dict[str, Any] = {
+        "kind": cs.kind,
+        "n_comparisons": cs.n_comparisons,
+        "n_items": cs.n_items,
+        "skipped": dict(sorted(cs.skipped.items())),
+        "design": design,
+    }
     if embeddings is not None:
-        for name, matrix, table in (("caption_probe", d_cap, embeddings.captions),
-                                    ("image_probe", d_img, embeddings.images)):
+        for name, matrix, table in (("caption_probe", d_cap, embeddings.captions), ("image_probe", d_img, embeddings.images)):
             if not settings.probes:
                 metrics[f"{name}_unavailable_reason"] = "probes switched off (AuditSettings.probes=False)"
                 continue
@@ -253,8 +264,9 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None,
     return SubsetAudit(cs.name, metrics, credits)
 
 
-def _per_tag(cs: ComparisonSet, credits: dict[str, np.ndarray], cycle_credit: np.ndarray | None,
-             cycle_tags: list[tuple[str, ...]]) -> dict[str, Any]:
+def _per_tag(
+    cs: ComparisonSet, credits: dict[str, np.ndarray], cycle_credit: np.ndarray | None, cycle_tags: list[tuple[str, ...]]
+) -> dict[str, Any]:
     tags = sorted({t for ts in cs.tags for t in ts} | {t for ts in cycle_tags for t in ts})
     out: dict[str, Any] = {}
     for tag in tags:
@@ -275,8 +287,11 @@ def _per_tag(cs: ComparisonSet, credits: dict[str, np.ndarray], cycle_credit: np
 def summarize(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
     """Headline numbers over all subsets: comparison-weighted means of each accuracy, cycle-weighted CycleAcc."""
     total = sum(a.metrics["n_comparisons"] for a in audits)
-    out: dict[str, Any] = {"n_subsets": len(audits), "n_comparisons": total,
-                           "n_cycles": sum(a.metrics["cycles"]["n_cycles"] for a in audits)}
+    out: dict[str, Any] = {
+        "n_subsets": len(audits),
+        "n_comparisons": total,
+        "n_cycles": sum(a.metrics["cycles"]["n_cycles"] for a in audits),
+    }
     # A score missing from some subset (no model, too few items for a probe) is None over all of them.
     for name in (*BLIND_SCORES, "model"):
         found = all(name in a.credits for a in audits)

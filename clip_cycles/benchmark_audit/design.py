@@ -89,10 +89,12 @@ class ComparisonSet:
     def degree_matrices(self) -> tuple[sparse.csr_matrix, sparse.csr_matrix]:
         """Signed degrees per comparison: (C x images) and (C x captions), duplicates summed."""
         shape_c = self.n_comparisons
-        d_img = sparse.coo_matrix((self.edge_weight, (self.edge_comparison, self.edge_image)),
-                                  shape=(shape_c, len(self.images))).tocsr()
-        d_cap = sparse.coo_matrix((self.edge_weight, (self.edge_comparison, self.edge_caption)),
-                                  shape=(shape_c, len(self.captions))).tocsr()
+        d_img = sparse.coo_matrix(
+            (self.edge_weight, (self.edge_comparison, self.edge_image)), shape=(shape_c, len(self.images))
+        ).tocsr()
+        d_cap = sparse.coo_matrix(
+            (self.edge_weight, (self.edge_comparison, self.edge_caption)), shape=(shape_c, len(self.captions))
+        ).tocsr()
         for matrix in (d_img, d_cap):
             matrix.sum_duplicates()
             # Float weights may leave rounding dust where a degree should be zero.
@@ -118,13 +120,20 @@ class ComparisonSet:
             cycles = cycles[ok]
             cycle_tags = [t for t, k in zip(cycle_tags or [() for _ in ok], ok) if k]
         return ComparisonSet(
-            name=self.name, images=self.images, captions=self.captions,
+            name=self.name,
+            images=self.images,
+            captions=self.captions,
             comparison_ids=[c for c, k in zip(self.comparison_ids, keep) if k],
             item_ids=[c for c, k in zip(self.item_ids, keep) if k],
             edge_comparison=new_index[self.edge_comparison[edge_keep]],
-            edge_image=self.edge_image[edge_keep], edge_caption=self.edge_caption[edge_keep],
-            edge_weight=self.edge_weight[edge_keep], tags=[t for t, k in zip(self.tags, keep) if k],
-            kind=self.kind, cycles=cycles, cycle_tags=cycle_tags, skipped=skipped,
+            edge_image=self.edge_image[edge_keep],
+            edge_caption=self.edge_caption[edge_keep],
+            edge_weight=self.edge_weight[edge_keep],
+            tags=[t for t, k in zip(self.tags, keep) if k],
+            kind=self.kind,
+            cycles=cycles,
+            cycle_tags=cycle_tags,
+            skipped=skipped,
         )
 
 
@@ -164,8 +173,15 @@ class ComparisonSetBuilder:
     def skip(self, reason: str, count: int = 1) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + count
 
-    def add(self, comparison_id: str, item_id: str, images: Sequence[ImageItem], captions: Sequence[str],
-            weights: Sequence[float], tags: Sequence[str] = ()) -> None:
+    def add(
+        self,
+        comparison_id: str,
+        item_id: str,
+        images: Sequence[ImageItem],
+        captions: Sequence[str],
+        weights: Sequence[float],
+        tags: Sequence[str] = (),
+    ) -> None:
         """One comparison from parallel edge sequences (the shape :mod:`clip_cycles.algebra.audits` uses)."""
         c = len(self.comparison_ids)
         self.comparison_ids.append(comparison_id)
@@ -174,8 +190,7 @@ class ComparisonSetBuilder:
         for item, text, weight in zip(images, captions, weights):
             self._edges.append((c, self.image(item), self.caption(text), float(weight)))
 
-    def add_cycle(self, image_1: ImageItem, image_2: ImageItem, caption_1: str, caption_2: str,
-                  tags: Sequence[str] = ()) -> None:
+    def add_cycle(self, image_1: ImageItem, image_2: ImageItem, caption_1: str, caption_2: str, tags: Sequence[str] = ()) -> None:
         """Declare an exact cycle of the format (Winoground block); its comparisons are added separately."""
         self.declares_cycles = True
         self.cycles.append((self.image(image_1), self.image(image_2), self.caption(caption_1), self.caption(caption_2)))
@@ -183,16 +198,26 @@ class ComparisonSetBuilder:
 
     def build(self) -> ComparisonSet:
         if not self.comparison_ids:
-            raise ValueError(f"benchmark subset {self.name!r} has no comparisons"
-                             + (f" (skipped: {self.skipped})" if self.skipped else ""))
+            raise ValueError(
+                f"benchmark subset {self.name!r} has no comparisons" + (f" (skipped: {self.skipped})" if self.skipped else "")
+            )
         edges = np.asarray(self._edges, dtype=np.float64).reshape(-1, 4)
         cycles = np.asarray(self.cycles, dtype=np.int64).reshape(-1, 4) if self.declares_cycles else None
         return ComparisonSet(
-            name=self.name, images=self.images, captions=self.captions, comparison_ids=self.comparison_ids,
-            item_ids=self.item_ids, edge_comparison=edges[:, 0].astype(np.int64),
-            edge_image=edges[:, 1].astype(np.int64), edge_caption=edges[:, 2].astype(np.int64),
-            edge_weight=edges[:, 3].copy(), tags=self.tags, kind=self.kind, cycles=cycles,
-            cycle_tags=list(self.cycle_tags) if self.declares_cycles else None, skipped=dict(self.skipped),
+            name=self.name,
+            images=self.images,
+            captions=self.captions,
+            comparison_ids=self.comparison_ids,
+            item_ids=self.item_ids,
+            edge_comparison=edges[:, 0].astype(np.int64),
+            edge_image=edges[:, 1].astype(np.int64),
+            edge_caption=edges[:, 2].astype(np.int64),
+            edge_weight=edges[:, 3].copy(),
+            tags=self.tags,
+            kind=self.kind,
+            cycles=cycles,
+            cycle_tags=list(self.cycle_tags) if self.declares_cycles else None,
+            skipped=dict(self.skipped),
         )
 
 
@@ -230,7 +255,7 @@ def _edges_by_comparison(cs: ComparisonSet, size: int) -> dict[int, np.ndarray]:
     order = np.argsort(cs.edge_comparison, kind="stable")
     counts = np.bincount(cs.edge_comparison, minlength=cs.n_comparisons)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return {c: order[starts[c]:starts[c] + size] for c in np.flatnonzero(counts == size).tolist()}
+    return {c: order[starts[c] : starts[c] + size] for c in np.flatnonzero(counts == size).tolist()}
 
 
 def cycle_shape(cs: ComparisonSet) -> dict[int, tuple[int, int, int, int]]:
@@ -270,8 +295,15 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
     width = len(cs.captions)
     key, reverse = positives * width + negatives, negatives * width + positives
     candidate = np.isin(key, reverse)
-    shapes = {c: (u, p, n) for c, u, p, n in zip(comparisons[candidate].tolist(), images[candidate].tolist(),
-                                                   positives[candidate].tolist(), negatives[candidate].tolist())}
+    shapes = {
+        c: (u, p, n)
+        for c, u, p, n in zip(
+            comparisons[candidate].tolist(),
+            images[candidate].tolist(),
+            positives[candidate].tolist(),
+            negatives[candidate].tolist(),
+        )
+    }
     waiting: dict[tuple[int, int], list[int]] = {}
     whole = cycle_shape(cs)
     cycles: list[tuple[int, int, int, int]] = [whole[c] for c in sorted(whole)]
@@ -288,12 +320,16 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
         # The earlier comparison gives (u1, v1); the block is (u1, u2, v1, v2) in Winoground order.
         cycles.append((u_other, u, pos_other, neg_other))
         joined.append((other, c))
-    return CyclePairing(np.asarray(cycles, dtype=np.int64).reshape(-1, 4),
-                        np.asarray(joined, dtype=np.int64).reshape(-1, 2), declared=False)
+    return CyclePairing(
+        np.asarray(cycles, dtype=np.int64).reshape(-1, 4), np.asarray(joined, dtype=np.int64).reshape(-1, 2), declared=False
+    )
 
 
 def vertex_ids(cs: ComparisonSet) -> tuple[list[Hashable], list[Hashable], list[float]]:
     """All edges as (image key, caption text, weight) lists, the input of :func:`clip_cycles.algebra.audits.signed_degrees`."""
     keys = [item.key for item in cs.images]
-    return ([keys[i] for i in cs.edge_image.tolist()], [cs.captions[i] for i in cs.edge_caption.tolist()],
-            cs.edge_weight.tolist())
+    return (
+        [keys[i] for i in cs.edge_image.tolist()],
+        [cs.captions[i] for i in cs.edge_caption.tolist()],
+        cs.edge_weight.tolist(),
+    )

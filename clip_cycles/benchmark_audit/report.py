@@ -21,8 +21,10 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("subset", lambda name, m: name),
     ("comparisons", lambda name, m: m["n_comparisons"]),
     ("items", lambda name, m: m["n_items"]),
-    ("unbalanced img / cap", lambda name, m: f"{m['design']['share_images_unbalanced']:.2f} / "
-                                              f"{m['design']['share_captions_unbalanced']:.2f}"),
+    (
+        "unbalanced img / cap",
+        lambda name, m: f"{m['design']['share_images_unbalanced']:.2f} / {m['design']['share_captions_unbalanced']:.2f}",
+    ),
     ("witness", lambda name, m: m.get("witness_acc")),
     ("shortest", lambda name, m: m.get("shortest_caption_acc")),
     ("longest", lambda name, m: m.get("longest_caption_acc")),
@@ -41,16 +43,30 @@ def markdown_table(audit: BenchmarkAudit) -> str:
     for sub in audit.audits:
         lines.append("| " + " | ".join(_fmt(get(sub.name, sub.metrics)) for _, get in COLUMNS) + " |")
     s = audit.summary
-    total = ["**all**", s["n_comparisons"], "", "", s.get("witness_acc"), s.get("shortest_caption_acc"),
-             s.get("longest_caption_acc"), s.get("caption_probe_acc"), s.get("image_probe_acc"), s.get("model_acc"),
-             s["n_cycles"], s.get("cycle_acc")]
+    total = [
+        "**all**",
+        s["n_comparisons"],
+        "",
+        "",
+        s.get("witness_acc"),
+        s.get("shortest_caption_acc"),
+        s.get("longest_caption_acc"),
+        s.get("caption_probe_acc"),
+        s.get("image_probe_acc"),
+        s.get("model_acc"),
+        s["n_cycles"],
+        s.get("cycle_acc"),
+    ]
     lines.append("| " + " | ".join(_fmt(v) for v in total) + " |")
     model = audit.model.get("model")
     who = f"{model} ({audit.model.get('pretrained') or 'random init'})" if model else "no model (design only)"
-    lines += ["", f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
-              "Accuracies: mean credit (1 win, 0.5 tie, 0 loss) over the subset's comparisons; CycleAcc over its "
-              "exact cycles. A blind column near the model's means the benchmark can be passed without "
-              "looking at the pairing."]
+    lines += [
+        "",
+        f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
+        "Accuracies: mean credit (1 win, 0.5 tie, 0 loss) over the subset's comparisons; CycleAcc over its "
+        "exact cycles. A blind column near the model's means the benchmark can be passed without "
+        "looking at the pairing.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -66,8 +82,7 @@ def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
     series = {
         "model": [a.metrics.get("model_acc") for a in audit.audits],
         "caption-only probe": [a.metrics.get("caption_probe_acc") for a in audit.audits],
-        "best length rule": [max(a.metrics["shortest_caption_acc"], a.metrics["longest_caption_acc"])
-                             for a in audit.audits],
+        "best length rule": [max(a.metrics["shortest_caption_acc"], a.metrics["longest_caption_acc"]) for a in audit.audits],
         "CycleAcc (paired cycles)": [a.metrics["cycles"].get("cycle_acc") for a in audit.audits],
     }
     series = {k: v for k, v in series.items() if any(x is not None for x in v)}

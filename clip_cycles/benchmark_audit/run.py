@@ -39,27 +39,42 @@ class BenchmarkAudit:
 
     def metrics(self) -> dict[str, Any]:
         """The ``metrics`` of the result record: headline numbers first, then per subset."""
-        out: dict[str, Any] = {**self.summary, "tie_tolerance": self.settings.tie_tolerance,
-                               "probe": {"folds": self.settings.probe_folds, "C": self.settings.probe_c,
-                                         "folds_by": "item"},
-                               "averaged_over": {"*_acc": "the subset's comparisons (credit 1 / 0.5 tie / 0)",
-                                                 "model_item_acc": "items (an item counts its weakest comparison)",
-                                                 "cycle_acc": "exact cycles (declared or paired)"},
-                               "subsets": {a.name: a.metrics for a in self.audits}}
+        out: dict[str, Any] = {
+            **self.summary,
+            "tie_tolerance": self.settings.tie_tolerance,
+            "probe": {"folds": self.settings.probe_folds, "C": self.settings.probe_c, "folds_by": "item"},
+            "averaged_over": {
+                "*_acc": "the subset's comparisons (credit 1 / 0.5 tie / 0)",
+                "model_item_acc": "items (an item counts its weakest comparison)",
+                "cycle_acc": "exact cycles (declared or paired)",
+            },
+            "subsets": {a.name: a.metrics for a in self.audits},
+        }
         if self.encode_stats is not None:
             out["encoding"] = self.encode_stats
         return out
 
     def record(self, language: str = "en") -> dict[str, Any]:
         """clip_benchmark's result JSON."""
-        return benchmark_record(f"audit/{self.benchmark}", self.model.get("model", ""), self.model.get("pretrained"),
-                                clean(self.metrics()), task=RESULT_TASK, language=language)
+        return benchmark_record(
+            f"audit/{self.benchmark}",
+            self.model.get("model", ""),
+            self.model.get("pretrained"),
+            clean(self.metrics()),
+            task=RESULT_TASK,
+            language=language,
+        )
 
 
-def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: str | Path | None = None,
-                  batch_size: int = 64, num_workers: int | None = None, skip_bad_images: bool = False,
-                  caption_format: Callable[[str], str] | None = None
-                  ) -> tuple[list[ComparisonSet], list[Embeddings], EncodeStats]:
+def embed_subsets(
+    subsets: Sequence[ComparisonSet],
+    spec: ModelSpec,
+    cache_dir: str | Path | None = None,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    caption_format: Callable[[str], str] | None = None,
+) -> tuple[list[ComparisonSet], list[Embeddings], EncodeStats]:
     """Encode every subset's images and captions in one pass through the feature cache.
 
     Items with a comparison touching an image that could not be read (``skip_bad_images``)
@@ -69,8 +84,9 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
     fmt = caption_format or (lambda text: text)
     images = [item for cs in subsets for item in cs.images]
     captions = [fmt(text) for cs in subsets for text in cs.captions]
-    encoded = encode(images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers,
-                     skip_bad_images=skip_bad_images)
+    encoded = encode(
+        images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers, skip_bad_images=skip_bad_images
+    )
     out_sets, out_embeddings = [], []
     dim = encoded.caption_features.shape[1]
     for cs in subsets:
@@ -83,8 +99,10 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
             bad_items = {cs.item_ids[c] for c in np.flatnonzero(bad).tolist()}
             bad = np.array([item in bad_items for item in cs.item_ids], dtype=bool)
             if bad.all():
-                raise ValueError(f"subset {cs.name!r}: every item touches an unreadable image "
-                                 f"(first: {next(i.key for i, p in zip(cs.images, present) if not p)!r})")
+                raise ValueError(
+                    f"subset {cs.name!r}: every item touches an unreadable image "
+                    f"(first: {next(i.key for i, p in zip(cs.images, present) if not p)!r})"
+                )
             cs = cs.restrict(~bad, "comparison_of_item_with_bad_image")
         phi = np.zeros((len(cs.images), dim), dtype=np.float64)
         for i, item in enumerate(cs.images):
@@ -97,10 +115,18 @@ def embed_subsets(subsets: Sequence[ComparisonSet], spec: ModelSpec, cache_dir: 
     return out_sets, out_embeddings, encoded.stats
 
 
-def audit_benchmark(name: str, root: str | Path, spec: ModelSpec | None = None, cache_dir: str | Path | None = None,
-                    subsets: Sequence[str] | None = None, settings: AuditSettings | None = None, batch_size: int = 64,
-                    num_workers: int | None = None, skip_bad_images: bool = False,
-                    caption_format: Callable[[str], str] | None = None) -> BenchmarkAudit:
+def audit_benchmark(
+    name: str,
+    root: str | Path,
+    spec: ModelSpec | None = None,
+    cache_dir: str | Path | None = None,
+    subsets: Sequence[str] | None = None,
+    settings: AuditSettings | None = None,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    caption_format: Callable[[str], str] | None = None,
+) -> BenchmarkAudit:
     """Read benchmark ``name`` at ``root`` and audit every subset; ``spec=None`` audits the design and length rules only."""
     from tqdm import tqdm
 
@@ -110,11 +136,11 @@ def audit_benchmark(name: str, root: str | Path, spec: ModelSpec | None = None, 
     stats = None
     model: dict[str, Any] = {}
     if spec is not None:
-        sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images,
-                                                  caption_format)
+        sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images, caption_format)
         embeddings = list(found)
         stats = encode_stats.to_dict()
         model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend}
-    audits = [audit_subset(cs, emb, settings)
-              for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=None)]
+    audits = [
+        audit_subset(cs, emb, settings) for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=None)
+    ]
     return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model)

@@ -167,10 +167,19 @@ _NUMBER_TYPES = (int, float)
 def _box_problem(bbox: Any, image: ImageEntry, path: Path, ann_id: Any) -> str | None:
     # Exact types first (COCO has ~860k boxes); the isinstance check explains anything else
     # (bool is an int subclass but never a coordinate).
-    if not (type(bbox) is list and len(bbox) == 4 and type(bbox[0]) in _NUMBER_TYPES
-            and type(bbox[1]) in _NUMBER_TYPES and type(bbox[2]) in _NUMBER_TYPES and type(bbox[3]) in _NUMBER_TYPES):
-        if not isinstance(bbox, list) or len(bbox) != 4 or \
-                not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox):
+    if not (
+        type(bbox) is list
+        and len(bbox) == 4
+        and type(bbox[0]) in _NUMBER_TYPES
+        and type(bbox[1]) in _NUMBER_TYPES
+        and type(bbox[2]) in _NUMBER_TYPES
+        and type(bbox[3]) in _NUMBER_TYPES
+    ):
+        if (
+            not isinstance(bbox, list)
+            or len(bbox) != 4
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox)
+        ):
             raise ValueError(f"{path}: annotation {ann_id} field 'bbox' must be [x, y, w, h] numbers, got {bbox!r}")
     x, y, w, h = bbox
     if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(w) and math.isfinite(h)):
@@ -249,9 +258,7 @@ def load_coco_split(root: str | Path, split: str = "train2017", with_captions: b
     return CocoSplit(root, split, images, instances, captions, categories, skipped)
 
 
-def _load_captions(
-    path: Path, images: dict[int, ImageEntry], dropped: set[Any], skipped: Counter
-) -> dict[int, list[str]]:
+def _load_captions(path: Path, images: dict[int, ImageEntry], dropped: set[Any], skipped: Counter) -> dict[int, list[str]]:
     data = read_json(path)
     captions: dict[int, list[str]] = {}
     for i, entry in enumerate(_require_list(data, "annotations", path)):

@@ -133,33 +133,62 @@ def build_gqa_folder(
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="output dataset folder")
     parser.add_argument("--families", nargs="+", default=None, help="family names (default: all of the source)")
-    parser.add_argument("--seeds", nargs="+", type=seed_argument, default=[0, 1, 2],
-                        help="split seeds, non-negative integers (default 0 1 2)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="let --out hold other files; only the card, build_info.json and data/ Parquet are replaced")
-    parser.add_argument("--allow-empty", action="store_true",
-                        help="write the folder even when no family has an available split (otherwise an error)")
-    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
-                        help=f"minimum cycles per split and seed (default {DEFAULT_MIN_CYCLES}); a short split is not "
-                        "available (zero-shot scoring needs its scored split, probe experiments all three)")
+    parser.add_argument(
+        "--seeds", nargs="+", type=seed_argument, default=[0, 1, 2], help="split seeds, non-negative integers (default 0 1 2)"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="let --out hold other files; only the card, build_info.json and data/ Parquet are replaced",
+    )
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write the folder even when no family has an available split (otherwise an error)",
+    )
+    parser.add_argument(
+        "--min-cycles",
+        type=int,
+        default=DEFAULT_MIN_CYCLES,
+        help=f"minimum cycles per split and seed (default {DEFAULT_MIN_CYCLES}); a short split is not "
+        "available (zero-shot scoring needs its scored split, probe experiments all three)",
+    )
     parser.add_argument("--self-contained", action="store_true", help="embed images (datasets.Image) in Parquet")
-    parser.add_argument("--num-proc", type=int, default=1,
-                        help="processes for text-neighbour search and candidate indexing (same output for any count)")
+    parser.add_argument(
+        "--num-proc",
+        type=int,
+        default=1,
+        help="processes for text-neighbour search and candidate indexing (same output for any count)",
+    )
 
 
 def add_coco_flags(parser: argparse.ArgumentParser) -> None:
     """Flags of ``clip-cycles build coco`` (``--coco-root`` comes from the source registry)."""
     _common(parser)
-    parser.add_argument("--pool-train", type=_pool_size, default=DEFAULT_POOL_TRAIN,
-                        help=f"train2017 pool size, 0 = all (default {DEFAULT_POOL_TRAIN})")
-    parser.add_argument("--pool-val", type=_pool_size, default=DEFAULT_POOL_VAL,
-                        help=f"val2017 pool size, 0 = all (default {DEFAULT_POOL_VAL})")
-    parser.add_argument("--validation-fraction", type=float, default=DEFAULT_VALIDATION_FRACTION,
-                        help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})")
-    parser.add_argument("--margin", type=float, default=0.1,
-                        help="spatial margin of relation/position captions, fraction of width/height (default 0.1)")
-    parser.add_argument("--size-ratio", type=float, default=1.5,
-                        help="area ratio of 'larger than'/'smaller than' captions (default 1.5)")
+    parser.add_argument(
+        "--pool-train",
+        type=_pool_size,
+        default=DEFAULT_POOL_TRAIN,
+        help=f"train2017 pool size, 0 = all (default {DEFAULT_POOL_TRAIN})",
+    )
+    parser.add_argument(
+        "--pool-val", type=_pool_size, default=DEFAULT_POOL_VAL, help=f"val2017 pool size, 0 = all (default {DEFAULT_POOL_VAL})"
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=DEFAULT_VALIDATION_FRACTION,
+        help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=0.1,
+        help="spatial margin of relation/position captions, fraction of width/height (default 0.1)",
+    )
+    parser.add_argument(
+        "--size-ratio", type=float, default=1.5, help="area ratio of 'larger than'/'smaller than' captions (default 1.5)"
+    )
 
 
 def run_coco(args: argparse.Namespace) -> int:
@@ -184,12 +213,24 @@ def _pool_size(text: str) -> int | None:
 def add_gqa_flags(parser: argparse.ArgumentParser) -> None:
     """Flags of ``clip-cycles build gqa`` (``--gqa-root`` comes from the source registry)."""
     _common(parser)
-    parser.add_argument("--pool-train", type=_pool_size, default=gqa_families.DEFAULT_POOL_TRAIN,
-                        help=f"train-file pool size, 0 = all (default {gqa_families.DEFAULT_POOL_TRAIN})")
-    parser.add_argument("--pool-test", type=_pool_size, default=gqa_families.DEFAULT_POOL_TEST,
-                        help=f"val-file pool size for test, 0 = all (default {gqa_families.DEFAULT_POOL_TEST})")
-    parser.add_argument("--validation-fraction", type=float, default=gqa_families.GQA_VALIDATION_FRACTION,
-                        help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)")
+    parser.add_argument(
+        "--pool-train",
+        type=_pool_size,
+        default=gqa_families.DEFAULT_POOL_TRAIN,
+        help=f"train-file pool size, 0 = all (default {gqa_families.DEFAULT_POOL_TRAIN})",
+    )
+    parser.add_argument(
+        "--pool-test",
+        type=_pool_size,
+        default=gqa_families.DEFAULT_POOL_TEST,
+        help=f"val-file pool size for test, 0 = all (default {gqa_families.DEFAULT_POOL_TEST})",
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=gqa_families.GQA_VALIDATION_FRACTION,
+        help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)",
+    )
 
 
 def run_gqa(args: argparse.Namespace) -> int:

@@ -85,6 +85,8 @@ def geometry(margin: float = DEFAULT_MARGIN, size_ratio: float = DEFAULT_SIZE_RA
         yield
     finally:
         _GEOMETRY.update(previous)
+
+
 #: Partners tried per image in greedy pairing, and uses of one image per family split.
 PARTNER_TRIES: int = 30
 MAX_IMAGE_USES: int = 2
@@ -294,6 +296,7 @@ def load_coco_index(root: str | Path, **_: Any) -> CocoIndex:
 
 # --- caption semantics -------------------------------------------------------------------------------------------
 
+
 def _centre(box: Sequence[float]) -> tuple[float, float]:
     return box[0] + box[2] / 2.0, box[1] + box[3] / 2.0
 
@@ -460,6 +463,7 @@ def render_caption(meaning: Mapping[str, Any]) -> str:
 
 # --- pairing helpers ---------------------------------------------------------------------------------------------
 
+
 class _Uses:
     """Per-split bookkeeping: uses per image and pairs already made (no duplicate blocks)."""
 
@@ -477,8 +481,7 @@ class _Uses:
         if a == b:
             return False
         count, limit = self.count, self.max_uses
-        return (count.get(a, 0) < limit and count.get(b, 0) < limit
-                and ((a, b) if a < b else (b, a)) not in self.pairs)
+        return count.get(a, 0) < limit and count.get(b, 0) < limit and ((a, b) if a < b else (b, a)) not in self.pairs
 
     def take(self, a: int, b: int) -> None:
         self.count[a] = self.count.get(a, 0) + 1
@@ -581,6 +584,7 @@ def _caption(meaning_json: str, meaning: Mapping[str, Any]) -> str:
 
 # --- coarse families with human captions ------------------------------------------------------------------------
 
+
 class HumanCaptionFamily(CocoFamily):
     """Families on COCO's own captions; a caption's meaning is the set of categories it mentions."""
 
@@ -612,8 +616,9 @@ class HumanCaptionFamily(CocoFamily):
 
     def to_cycle(self, a: tuple, b: tuple, stratum: str | None = None) -> Cycle:
         m0, m1 = {"kind": "mentions", "categories": list(a[2])}, {"kind": "mentions", "categories": list(b[2])}
-        return Cycle(a[0], b[0], a[1], b[1], canonical_json(m0), canonical_json(m1), canonical_json({"rule": self.name}),
-                     stratum, stratum)
+        return Cycle(
+            a[0], b[0], a[1], b[1], canonical_json(m0), canonical_json(m1), canonical_json({"rule": self.name}), stratum, stratum
+        )
 
 
 @register_family(
@@ -649,8 +654,10 @@ class MatchedObject(HumanCaptionFamily):
         uses, cycles = _Uses(), []
         for signature in sorted(strata):
             ok = lambda a, b: self.swap_invalid(index, a, b)  # noqa: E731
-            cycles += [self.to_cycle(a, b, "+".join(signature))
-                       for a, b in _greedy_pairs(strata[signature], rng, uses, lambda f: f[0], ok)]
+            cycles += [
+                self.to_cycle(a, b, "+".join(signature))
+                for a, b in _greedy_pairs(strata[signature], rng, uses, lambda f: f[0], ok)
+            ]
         return cycles
 
 
@@ -698,8 +705,9 @@ class TextNeighbor(HumanCaptionFamily):
             k = min(self.pool_neighbors, len(facts) - 1)
             columns = vectors.T.tocsr()
             starts = list(range(0, len(facts), NEIGHBOUR_BLOCK))
-            blocks = parallel_map(lambda start: _top_neighbours(vectors[start:start + NEIGHBOUR_BLOCK], columns, start, k),
-                                  starts, chunk_size=1)
+            blocks = parallel_map(
+                lambda start: _top_neighbours(vectors[start : start + NEIGHBOUR_BLOCK], columns, start, k), starts, chunk_size=1
+            )
             rows = [row for block in blocks for row in block]
             result = {facts[i][0]: [facts[j][0] for j in row] for i, row in enumerate(rows)}
         index.memo[key] = result
@@ -756,6 +764,7 @@ def _top_neighbours(block: Any, columns: Any, offset: int, k: int) -> list[list[
 
 
 # --- relation families (template captions from box geometry) ---------------------------------------------------
+
 
 def _present_categories(objects: ImageObjects) -> list[str]:
     """Categories with an instance or a crowd region (crowd ones are candidates only to be counted as excluded)."""
@@ -814,7 +823,7 @@ class RelationFamily(CocoFamily):
         margin, ratio = self.margin, self.ratio
         out, excluded = [], []
         for i, a in enumerate(cats):
-            for b in cats[i + 1:]:
+            for b in cats[i + 1 :]:
                 verdicts = _relation_verdicts(objects, a, b, margin, ratio)
                 # "a r b" true is the same fact as "b opposite(r) a": both captions are offered.
                 found = [(a, r, b) for r in relations if verdicts[r] == TRUE]
@@ -896,14 +905,18 @@ _MANY = """A caption is true when A != B, neither A nor B has a crowd region, an
     opposite relation by the same {what}. Anything else (a sub-{what} pair, instance pairs that disagree, a crowd
     region) is undecided: such a caption is never used, neither as a matched nor as a swapped caption, and the
     rejected candidates are counted per reason in build_info.json (``excluded``)."""
-_BOX_TEXT = """Template captions "a A <relation> a B" from box geometry, relation in {rels}. """ + _MANY + """ Each
+_BOX_TEXT = (
+    """Template captions "a A <relation> a B" from box geometry, relation in {rels}. """
+    + _MANY
+    + """ Each
     image contributes one true fact; partners describe a different unordered category pair and each swapped
     caption is false beyond doubt on the other image (often because an object is absent: this is the coarse
     box-relation family)."""
-_HORIZONTAL_RULE = ("the box centres differ in x by at least margin x width (margin: default 0.1, --margin) in the "
-                    "stated direction")
-_VERTICAL_RULE = ("the box centres differ in y by at least margin x height (margin: default 0.1, --margin) in the "
-                  "stated direction")
+)
+_HORIZONTAL_RULE = (
+    "the box centres differ in x by at least margin x width (margin: default 0.1, --margin) in the stated direction"
+)
+_VERTICAL_RULE = "the box centres differ in y by at least margin x height (margin: default 0.1, --margin) in the stated direction"
 _SIZE_RULE = "the stated larger box has at least ratio (default 1.5, --size-ratio) times the other's area"
 
 
@@ -949,10 +962,14 @@ class StrictFlipFamily(RelationFamily):
         return cycles
 
 
-_STRICT_TEXT = """Template captions "a A <relation> a B" with relation in {rels}. """ + _MANY + """ Both images
+_STRICT_TEXT = (
+    """Template captions "a A <relation> a B" with relation in {rels}. """
+    + _MANY
+    + """ Both images
     contain A and B; the relation holds (for every instance pair) one way in the first image and the opposite way
     in the second, and the captions state the same pair with opposite relations, so each swap is false by geometry
     alone, never by a missing object. Candidate stratum: the unordered category pair."""
+)
 
 
 @register_family("coco", "strict_left_right", predicate=_STRICT_TEXT.format(

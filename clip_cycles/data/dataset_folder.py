@@ -87,13 +87,14 @@ def _image_value(root: Path, file_name: str, image_id: int, cache: dict[str, byt
         path = root / file_name
         if not path.is_file():
             raise FileNotFoundError(
-                f"self-contained mode: image file {path} of image id {image_id} is missing; "
-                "restore it or build in reference mode"
+                f"self-contained mode: image file {path} of image id {image_id} is missing; restore it or build in reference mode"
             )
         data = path.read_bytes()
         if not data:
-            raise ValueError(f"self-contained mode: image file {path} of image id {image_id} is empty (0 bytes); "
-                             "restore it or build in reference mode")
+            raise ValueError(
+                f"self-contained mode: image file {path} of image id {image_id} is empty (0 bytes); "
+                "restore it or build in reference mode"
+            )
         cache[file_name] = data
     return {"bytes": cache[file_name], "path": file_name}
 
@@ -144,18 +145,33 @@ def _yaml_header(card: SourceCard, builds: Sequence[FamilyBuild]) -> str:
 
 #: The card's thresholds table: (name, flag and default, what it does).
 THRESHOLDS: tuple[tuple[str, str, str], ...] = (
-    ("spatial margin", "`clip-cycles build coco --margin` (default 0.1)",
-     "relation and position captions: box centres must differ by at least margin x width (left/right) or "
-     "margin x height (above/below), for every instance pair; COCO only (GQA relations are annotated edges)"),
-    ("size ratio", "`clip-cycles build coco --size-ratio` (default 1.5)",
-     "'larger than' / 'smaller than': one box's area at least ratio x the other's, for every instance pair"),
-    ("minimum cycles", "`--min-cycles` of `clip-cycles build` and of the experiments (default 20)",
-     "a split with fewer cycles in some seed is not available: zero-shot scoring needs the split it scores, "
-     "probe experiments need train, validation and test"),
-    ("tie tolerance", "`tie_tolerance` in the task YAML (default 1e-9)",
-     "|Delta| <= tie tolerance scores one half; one fixed absolute value for every block, model and run"),
-    ("validation fraction", "`clip-cycles build coco|gqa --validation-fraction` (COCO 0.2, GQA 1/7)",
-     "share of the train pool that goes to validation per seed (image-disjoint from train)"),
+    (
+        "spatial margin",
+        "`clip-cycles build coco --margin` (default 0.1)",
+        "relation and position captions: box centres must differ by at least margin x width (left/right) or "
+        "margin x height (above/below), for every instance pair; COCO only (GQA relations are annotated edges)",
+    ),
+    (
+        "size ratio",
+        "`clip-cycles build coco --size-ratio` (default 1.5)",
+        "'larger than' / 'smaller than': one box's area at least ratio x the other's, for every instance pair",
+    ),
+    (
+        "minimum cycles",
+        "`--min-cycles` of `clip-cycles build` and of the experiments (default 20)",
+        "a split with fewer cycles in some seed is not available: zero-shot scoring needs the split it scores, "
+        "probe experiments need train, validation and test",
+    ),
+    (
+        "tie tolerance",
+        "`tie_tolerance` in the task YAML (default 1e-9)",
+        "|Delta| <= tie tolerance scores one half; one fixed absolute value for every block, model and run",
+    ),
+    (
+        "validation fraction",
+        "`clip-cycles build coco|gqa --validation-fraction` (COCO 0.2, GQA 1/7)",
+        "share of the train pool that goes to validation per seed (image-disjoint from train)",
+    ),
 )
 
 
@@ -174,8 +190,11 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
         "Score with CycleAcc: s00 + s11 - s01 - s10 > 0.",
         "",
         f"Source: `{info['source']}` at `{info['source_root']}`; mode: `{info['mode']}` "
-        + ("(image columns are file names relative to the source root)." if info["mode"] == "reference"
-           else "(images embedded as `datasets.Image`)."),
+        + (
+            "(image columns are file names relative to the source root)."
+            if info["mode"] == "reference"
+            else "(images embedded as `datasets.Image`)."
+        ),
         "",
         "```python",
         "import datasets",
@@ -227,9 +246,14 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
                 for split in SPLITS:
                     report = build.audits.get(seed, {}).get(split)
                     gates = "-" if report is None else f"{report['matched_violations']} / {report['swap_violations']}"
-                    ident = "-" if report is None else (
-                        f"{report['image_tv']:g} / {report['caption_tv']:g} / "
-                        + ("balanced" if report["balanced"] else "UNBALANCED"))
+                    ident = (
+                        "-"
+                        if report is None
+                        else (
+                            f"{report['image_tv']:g} / {report['caption_tv']:g} / "
+                            + ("balanced" if report["balanced"] else "UNBALANCED")
+                        )
+                    )
                     out.append(f"| {seed} | {split} | {build.counts[seed][split]} | {gates} | {ident} |")
             out.append("")
         if build.excluded:
@@ -247,9 +271,15 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
     thresholds = dict(info.get("thresholds", {}))
     used = {"spatial margin": thresholds.get("margin"), "size ratio": thresholds.get("size_ratio"),
             "minimum cycles": info["min_cycles"], "validation fraction": info["validation_fraction"]}  # fmt: skip
-    out += ["", "## Thresholds", "",
-            "Every threshold is this project's documented choice (paper 1 does not state its values), with the "
-            "flag that changes it:", "", "| threshold | this build | flag (default) | meaning |", "|---|---|---|---|"]
+    out += [
+        "",
+        "## Thresholds",
+        "",
+        "Every threshold is this project's documented choice (paper 1 does not state its values), with the flag that changes it:",
+        "",
+        "| threshold | this build | flag (default) | meaning |",
+        "|---|---|---|---|",
+    ]
     for name, flag, meaning in THRESHOLDS:
         value = used.get(name)
         out.append(f"| {name} | {'-' if value is None else value} | {flag} | {meaning} |")
@@ -437,13 +467,28 @@ def write_folder(
     # A family short in some split still serves the splits that meet the rule (zero-shot scoring).
     if not any(b.available or b.available_splits for b in builds) and not allow_empty:
         reasons = "; ".join(f"{b.name}: {b.reason}" for b in builds) or "no family was requested"
-        raise ValueError(f"no family has an available split, nothing was written to {out} ({reasons}); lower --min-cycles, "
-                         "use a larger pool, or pass --allow-empty to write the folder anyway")
+        raise ValueError(
+            f"no family has an available split, nothing was written to {out} ({reasons}); lower --min-cycles, "
+            "use a larger pool, or pass --allow-empty to write the folder anyway"
+        )
     foreign = _check_out(out, overwrite)
     staging = _staging(out)
     try:
-        _write_into(staging, out.name, root, index, builds, mode, rebuild_command, pools, min_cycles,
-                    validation_fraction, skipped, extra_info, tqdm)
+        _write_into(
+            staging,
+            out.name,
+            root,
+            index,
+            builds,
+            mode,
+            rebuild_command,
+            pools,
+            min_cycles,
+            validation_fraction,
+            skipped,
+            extra_info,
+            tqdm,
+        )
         info = read_build_info(staging)
         problems = verify_folder_files(staging, info)
         if problems:
@@ -455,9 +500,21 @@ def write_folder(
     return out
 
 
-def _write_into(out: Path, folder_name: str, root: Path, index: Any, builds: Sequence[FamilyBuild], mode: str,
-                rebuild_command: str, pools: Mapping[str, int], min_cycles: int, validation_fraction: float,
-                skipped: Mapping[str, int] | None, extra_info: Mapping[str, Any] | None, tqdm: Any) -> None:
+def _write_into(
+    out: Path,
+    folder_name: str,
+    root: Path,
+    index: Any,
+    builds: Sequence[FamilyBuild],
+    mode: str,
+    rebuild_command: str,
+    pools: Mapping[str, int],
+    min_cycles: int,
+    validation_fraction: float,
+    skipped: Mapping[str, int] | None,
+    extra_info: Mapping[str, Any] | None,
+    tqdm: Any,
+) -> None:
     written = []
     for build in tqdm(builds, desc="writing parquet", disable=None):
         for seed, splits in sorted(build.records.items()):
@@ -516,15 +573,18 @@ def read_build_info(folder: Path) -> dict:
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text at byte {error.start}; rebuild the folder") from None
     except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}; "
-                         "rebuild the folder with `clip-cycles build`") from None
+        raise ValueError(
+            f"{path}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}; "
+            "rebuild the folder with `clip-cycles build`"
+        ) from None
 
     def bad(field_name: str, what: str) -> ValueError:
         return ValueError(f"{path}: field {field_name!r} {what}; rebuild the folder with `clip-cycles build`")
 
     if not isinstance(info, dict):
-        raise ValueError(f"{path}: top level must be a JSON object, got {type(info).__name__}; "
-                         "rebuild the folder with `clip-cycles build`")
+        raise ValueError(
+            f"{path}: top level must be a JSON object, got {type(info).__name__}; rebuild the folder with `clip-cycles build`"
+        )
     for key in ("source", "source_root", "mode"):
         if not isinstance(info.get(key), str) or not info[key]:
             raise bad(key, "is missing or not a non-empty string")
@@ -548,8 +608,8 @@ def read_build_info(folder: Path) -> dict:
             if not str(seed).isdigit():
                 raise bad(f"{where}.counts", f"has seed {seed!r}, not a non-negative integer")
             if not isinstance(splits, dict) or not all(
-                    isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0
-                    for sp in SPLITS):
+                isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0 for sp in SPLITS
+            ):
                 raise bad(f"{where}.counts.{seed}", f"needs non-negative integer counts for {list(SPLITS)}")
     files = info.get("files")
     if not isinstance(files, dict):
@@ -557,8 +617,12 @@ def read_build_info(folder: Path) -> dict:
     for name, record in files.items():
         if not _OWN_PARQUET.match(str(name)):
             raise bad(f"files.{name}", "is not a data/<family>/seed<k>/<split>.parquet path")
-        if not isinstance(record, dict) or not isinstance(record.get("rows"), int) \
-                or isinstance(record.get("rows"), bool) or record["rows"] < 0:
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("rows"), int)
+            or isinstance(record.get("rows"), bool)
+            or record["rows"] < 0
+        ):
             raise bad(f"files.{name}.rows", "is missing or not a non-negative integer")
         if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
             raise bad(f"files.{name}.sha256", "is missing or not a sha256 hex digest")
@@ -597,8 +661,7 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
     promised = expected_files(info)
     for name in sorted(promised):
         if included(name) and name not in files:
-            problems.append(f"{folder / name}: promised by families.*.counts but not listed under 'files' in "
-                            "build_info.json")
+            problems.append(f"{folder / name}: promised by families.*.counts but not listed under 'files' in build_info.json")
     for name, record in sorted(files.items()):
         if not included(name):
             continue
@@ -614,11 +677,11 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
         if rows != record["rows"]:
             problems.append(f"{path}: {rows} rows but build_info.json records {record['rows']}")
         if name in promised and promised[name] != record["rows"]:
-            problems.append(f"{path}: build_info.json records {record['rows']} rows but the family counts say "
-                            f"{promised[name]}")
+            problems.append(f"{path}: build_info.json records {record['rows']} rows but the family counts say {promised[name]}")
         if _sha256(path) != record["sha256"]:
-            problems.append(f"{path}: content differs from the sha256 in build_info.json (edited after the build); "
-                            "rebuild the folder")
+            problems.append(
+                f"{path}: content differs from the sha256 in build_info.json (edited after the build); rebuild the folder"
+            )
     return problems
 
 

@@ -112,7 +112,7 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64)
     procs = min(_num_proc, (len(items) + chunk_size - 1) // chunk_size)
     if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
         return [fn(item) for item in items]
-    chunks = [items[i:i + chunk_size] for i in range(0, len(items), chunk_size)]
+    chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)]
     _task = fn
     try:
         with multiprocessing.get_context("fork").Pool(procs) as pool:
@@ -486,10 +486,7 @@ def audit_summary(report: Mapping[str, Any]) -> str:
     The first two are gates; TV and balance are identities of the block design.
     """
     balance = "balanced" if report["balanced"] else "UNBALANCED"
-    return (
-        f"{report['matched_violations']}/{report['swap_violations']}/"
-        f"{report['image_tv']:g}/{report['caption_tv']:g}/{balance}"
-    )
+    return f"{report['matched_violations']}/{report['swap_violations']}/{report['image_tv']:g}/{report['caption_tv']:g}/{balance}"
 
 
 @dataclass
@@ -510,9 +507,7 @@ class FamilyBuild:
     excluded: dict[str, int] = field(default_factory=dict)
 
 
-def to_records(
-    family: Family, index: SourceIndex, cycles: Sequence[Cycle], seed: int, split: str
-) -> list[CycleRecord]:
+def to_records(family: Family, index: SourceIndex, cycles: Sequence[Cycle], seed: int, split: str) -> list[CycleRecord]:
     """Attach file names, ids and the stored predicate to a split's cycles (the stratum gate on each)."""
     records = []
     strata_json: dict[str, str] = {}

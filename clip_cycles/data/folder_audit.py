@@ -227,7 +227,8 @@ def read_gqa_world(root: Path) -> World:
             for object_id, obj in graph.get("objects", {}).items():
                 image.objects[str(object_id)] = obj
                 image.boxes.setdefault(obj["name"], []).append(
-                    (float(obj["x"]), float(obj["y"]), float(obj["w"]), float(obj["h"])))
+                    (float(obj["x"]), float(obj["y"]), float(obj["w"]), float(obj["h"]))
+                )
             images[_gqa_row_id(str(image_id))] = image
     return World("gqa", images)
 
@@ -410,7 +411,7 @@ def _values(obj: Mapping[str, Any], kind: str) -> set[str]:
 
 
 def gqa_attribute_truth(kind: str, value: str, name: str, image: Image) -> str:
-    """"a <value> <name>": every <name> carries it (true); every one another value of the type only (false)."""
+    """ "a <value> <name>": every <name> carries it (true); every one another value of the type only (false)."""
     objects = [o for _, o in _named(image, name)]
     if not objects:
         return FALSE
@@ -425,7 +426,7 @@ def _edge(image: Image, source_id: str, relation: str, target_id: str) -> bool:
 
 
 def gqa_relation_truth(subject: str, relation: str, obj: str, image: Image) -> str:
-    """"<subject> <relation> <object>" from the scene graph (module docstring rules)."""
+    """ "<subject> <relation> <object>" from the scene graph (module docstring rules)."""
     subjects, objects = _named(image, subject), _named(image, obj)
     if not subjects or not objects:
         return FALSE
@@ -567,8 +568,10 @@ def _file_integrity(folder: Path, info: Mapping[str, Any], expected: set[str]) -
 
     record = info.get("files")
     if not isinstance(record, dict):
-        return ["build_info.json has no `files` record (row counts and sha256 per Parquet file); "
-                "rebuild the folder with this version of clip-cycles"]
+        return [
+            "build_info.json has no `files` record (row counts and sha256 per Parquet file); "
+            "rebuild the folder with this version of clip-cycles"
+        ]
     found: list[str] = []
     for rel in sorted(set(record) - expected):
         found.append(f"{rel}: listed in build_info.json `files` but not a file of an available split")
@@ -585,8 +588,10 @@ def _file_integrity(folder: Path, info: Mapping[str, Any], expected: set[str]) -
             for chunk in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(chunk)
         if digest.hexdigest() != entry.get("sha256"):
-            found.append(f"{rel}: sha256 {digest.hexdigest()[:12]}... differs from build_info.json "
-                         f"({str(entry.get('sha256'))[:12]}...): the file was changed after the build")
+            found.append(
+                f"{rel}: sha256 {digest.hexdigest()[:12]}... differs from build_info.json "
+                f"({str(entry.get('sha256'))[:12]}...): the file was changed after the build"
+            )
         rows = pq.ParquetFile(path).metadata.num_rows
         if rows != entry.get("rows"):
             found.append(f"{rel}: {rows} rows but build_info.json `files` records {entry.get('rows')}")

@@ -25,6 +25,7 @@ class FamilyTask(Protocol):
 
     def format_caption(self, caption: str) -> str: ...
 
+
 ROW_FIELDS = ("image_0", "image_1", "caption_0", "caption_1", "cycle_id")
 
 
@@ -59,7 +60,8 @@ def open_built_folder(root: str | Path, families: Sequence[str] | None = None, v
         problems = verify_folder_files(root, info, families=families)
         if problems:
             raise ValueError(
-                f"{root} does not match its build_info.json, refusing to score it: " + "; ".join(problems)
+                f"{root} does not match its build_info.json, refusing to score it: "
+                + "; ".join(problems)
                 + f". Rebuild it: {info.get('rebuild_command', 'clip-cycles build ...')}"
             )
     return BuiltFolder(root, info)
@@ -99,14 +101,20 @@ class CycleRows:
         return self.captions[a], self.captions[b]
 
     @classmethod
-    def from_pairs(cls, cycle_ids: Sequence[str], image_pairs: Sequence[tuple[ImageItem, ImageItem]],
-                   caption_pairs: Sequence[tuple[str, str]]) -> CycleRows:
+    def from_pairs(
+        cls,
+        cycle_ids: Sequence[str],
+        image_pairs: Sequence[tuple[ImageItem, ImageItem]],
+        caption_pairs: Sequence[tuple[str, str]],
+    ) -> CycleRows:
         """Rows from per-cycle pairs (items interned by key, captions by text), e.g. for data built in code."""
         import pyarrow as pa
 
         if not len(cycle_ids) == len(image_pairs) == len(caption_pairs):
-            raise ValueError(f"{len(cycle_ids)} cycle ids, {len(image_pairs)} image pairs and "
-                             f"{len(caption_pairs)} caption pairs: one of each per cycle")
+            raise ValueError(
+                f"{len(cycle_ids)} cycle ids, {len(image_pairs)} image pairs and "
+                f"{len(caption_pairs)} caption pairs: one of each per cycle"
+            )
         images: dict[str, int] = {}
         items: list[ImageItem] = []
         for pair in image_pairs:
@@ -141,10 +149,18 @@ class CycleRows:
             caption_map = np.array([captions.setdefault(c, len(captions)) for c in part.captions], dtype=np.int64)
             image_index.append(image_map[part.image_index])
             caption_index.append(caption_map[part.caption_index])
-        ids = pa.concat_arrays([pa.array(p.cycle_ids, type=pa.string()) for p in parts]) if parts else pa.array(
-            [], type=pa.string())
-        return cls(ids, items, np.concatenate(image_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
-                   list(captions), np.concatenate(caption_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64))
+        ids = (
+            pa.concat_arrays([pa.array(p.cycle_ids, type=pa.string()) for p in parts])
+            if parts
+            else pa.array([], type=pa.string())
+        )
+        return cls(
+            ids,
+            items,
+            np.concatenate(image_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
+            list(captions),
+            np.concatenate(caption_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
+        )
 
 
 def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
@@ -248,8 +264,9 @@ def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tupl
             raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
     same = codes[:, 0] == codes[:, 1]
     if same.any():
-        raise ValueError(f"{_where(path, ids, _first_row(same))}: caption_0 equals caption_1; "
-                         "a cycle needs two distinct captions")
+        raise ValueError(
+            f"{_where(path, ids, _first_row(same))}: caption_0 equals caption_1; a cycle needs two distinct captions"
+        )
     formatted = [task.format_caption(c) for c in unique]
     position: dict[str, int] = {}
     remap = np.array([position.setdefault(text, len(position)) for text in formatted], dtype=np.int64)
@@ -262,8 +279,9 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
     nulls = values.is_null().to_numpy(zero_copy_only=False)
     if nulls.any():
         k = _first_row(nulls)
-        raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a "
-                         "datasets.Image struct, got NoneType")
+        raise ValueError(
+            f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a datasets.Image struct, got NoneType"
+        )
     if _stringlike(values.type):
         unique, codes = _codes(values)
     else:  # datasets.Image structs (self-contained folders): one Python value per row
@@ -294,8 +312,7 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
     codes = remap[codes]
     same = codes[:, 0] == codes[:, 1]
     if same.any():
-        raise ValueError(f"{_where(path, ids, _first_row(same))}: image_0 equals image_1; "
-                         "a cycle needs two distinct images")
+        raise ValueError(f"{_where(path, ids, _first_row(same))}: image_0 equals image_1; a cycle needs two distinct images")
     return keep, codes
 
 
@@ -313,8 +330,7 @@ def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str
     # serves the splits that meet it (``available_splits``; older folders: all or nothing).
     if entry.get("available") is False and split not in entry.get("available_splits", ()):
         reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
-        raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in "
-                                f"{folder.root}: {reason}")
+        raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in {folder.root}: {reason}")
     return entry
 
 

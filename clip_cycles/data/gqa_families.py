@@ -100,18 +100,50 @@ MAX_PARTNER_BUCKETS: int = 8
 #: form a cycle. Attributes outside these tables are ignored by the attribute families.
 ATTRIBUTE_TYPES: dict[str, dict[str, str]] = {
     "color": {
-        **{c: c for c in (
-            "white", "black", "blue", "green", "red", "brown", "yellow", "gray", "orange",
-            "pink", "purple", "silver", "gold", "beige", "tan", "maroon", "cyan", "magenta",
-        )},
+        **{
+            c: c
+            for c in (
+                "white",
+                "black",
+                "blue",
+                "green",
+                "red",
+                "brown",
+                "yellow",
+                "gray",
+                "orange",
+                "pink",
+                "purple",
+                "silver",
+                "gold",
+                "beige",
+                "tan",
+                "maroon",
+                "cyan",
+                "magenta",
+            )
+        },
         "grey": "gray",
         "golden": "gold",
     },
     "material": {
-        **{m: m for m in (
-            "metal", "wooden", "plastic", "glass", "concrete", "brick", "stone", "leather",
-            "rubber", "paper", "ceramic", "cloth",
-        )},
+        **{
+            m: m
+            for m in (
+                "metal",
+                "wooden",
+                "plastic",
+                "glass",
+                "concrete",
+                "brick",
+                "stone",
+                "leather",
+                "rubber",
+                "paper",
+                "ceramic",
+                "cloth",
+            )
+        },
         "wood": "wooden",
         "metallic": "metal",
         "cement": "concrete",
@@ -296,9 +328,7 @@ class GqaFamily(Family):
         order = rng.permutation(len(cycles)) if cycles else np.zeros(0, dtype=int)
         return [cycles[i] for i in order.tolist()]
 
-    def _pair_group(
-        self, buckets: dict[str, list[tuple[int, SceneGraph, Statement]]], rng: np.random.Generator
-    ) -> list[Cycle]:
+    def _pair_group(self, buckets: dict[str, list[tuple[int, SceneGraph, Statement]]], rng: np.random.Generator) -> list[Cycle]:
         """Greedy pairing across value buckets, largest bucket first (a maximum matching when
         every pair is compatible); a max-heap of (size, value) keeps each step O(log k)."""
         pools = {}
@@ -333,9 +363,7 @@ class GqaFamily(Family):
             cycles.append(self._cycle(first, second))
         return cycles
 
-    def _cycle(
-        self, first: tuple[int, SceneGraph, Statement], second: tuple[int, SceneGraph, Statement]
-    ) -> Cycle:
+    def _cycle(self, first: tuple[int, SceneGraph, Statement], second: tuple[int, SceneGraph, Statement]) -> Cycle:
         (id0, graph0, s0), (id1, graph1, s1) = first, second
         details = {
             "gqa_image_id_0": graph0.image_id,
@@ -449,8 +477,7 @@ class AttributeFamily(GqaFamily):
     def holds(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> bool:
         graph = index.graph(image_id)
         return any(
-            o.name == meaning["object"] and meaning["value"] in attribute_values(o, meaning["type"])
-            for o in graph.objects
+            o.name == meaning["object"] and meaning["value"] in attribute_values(o, meaning["type"]) for o in graph.objects
         )
 
 
@@ -472,9 +499,7 @@ def _synonyms(attribute_type: str) -> str:
 
 for _type in ("color", "material", "size"):
     _cls = type(f"Attribute{_type.title()}", (AttributeFamily,), {"attribute_type": _type})
-    register_family(
-        "gqa", f"attribute_{_type}", _ATTRIBUTE_PREDICATE.format(type=_type, synonyms=_synonyms(_type))
-    )(_cls)
+    register_family("gqa", f"attribute_{_type}", _ATTRIBUTE_PREDICATE.format(type=_type, synonyms=_synonyms(_type)))(_cls)
 
 
 # --------------------------------------------------------------------------- relation families
@@ -493,8 +518,7 @@ def _matched_exclusion(graph: SceneGraph, meaning: Mapping[str, Any]) -> Exclude
     verdict = relation_verdict(graph, meaning["subject"], meaning["relation"], meaning["object"])
     if verdict == "true":
         return None
-    return Excluded("matched_contradictory_annotation" if verdict == "contradictory_annotation"
-                    else "matched_not_all_instances")
+    return Excluded("matched_contradictory_annotation" if verdict == "contradictory_annotation" else "matched_not_all_instances")
 
 
 class _RelationArgumentFamily(GqaFamily):
@@ -767,5 +791,3 @@ def build_gqa_families(
         validation_fraction=validation_fraction, progress=progress,
     )  # fmt: skip
     return index, builds, pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)
-
-

@@ -28,6 +28,7 @@ class ImageItem:
                 raise ValueError(f"image {self.key!r} at {self.path} is unreadable: {error}") from error
         if not data:
             where = f" at {self.path}" if self.path is not None else " (embedded)"
-            raise ValueError(f"image {self.key!r}{where} is an empty (0-byte) file; restore it or pass "
-                             "--skip-bad-images to count and skip it")
+            raise ValueError(
+                f"image {self.key!r}{where} is an empty (0-byte) file; restore it or pass --skip-bad-images to count and skip it"
+            )
         return data

@@ -103,8 +103,7 @@ def _place(rng: np.random.Generator, sizes: list[int], image_size: int, gap: int
             x = int(rng.integers(1, image_size - side))
             y = int(rng.integers(1, image_size - side))
             if all(
-                x + side + gap <= px or px + ps + gap <= x or y + side + gap <= py or py + ps + gap <= y
-                for px, py, ps in placed
+                x + side + gap <= px or px + ps + gap <= x or y + side + gap <= py or py + ps + gap <= y for px, py, ps in placed
             ):
                 placed.append((x, y, side))
                 break
@@ -298,8 +297,10 @@ def write_shapes_world(
     foreign = _foreign_files(out)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise ValueError(f"--out {out} holds files that are not a shapes world written by clip_cycles ({shown}); "
-                         "`build shapes` never writes into existing annotations or images: choose a new or empty folder")
+        raise ValueError(
+            f"--out {out} holds files that are not a shapes world written by clip_cycles ({shown}); "
+            "`build shapes` never writes into existing annotations or images: choose a new or empty folder"
+        )
     staging = out.parent / f".{out.name}.building-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)

@@ -105,14 +105,20 @@ def register_source(source: Source) -> Source:
     if source.name in _REGISTRY:
         raise ValueError(f"source {source.name!r} is already registered; choose another name")
     if not source.markers or not source.builders:
-        raise ValueError(f"source {source.name!r}: markers and builders must not be empty (a root must be "
-                         "recognisable and feed at least one family builder)")
+        raise ValueError(
+            f"source {source.name!r}: markers and builders must not be empty (a root must be "
+            "recognisable and feed at least one family builder)"
+        )
     if source.is_builder != (source.build_families is not None):
-        raise ValueError(f"source {source.name!r}: families_module and build_families go together (a family builder "
-                         "registers families and builds folders from roots)")
+        raise ValueError(
+            f"source {source.name!r}: families_module and build_families go together (a family builder "
+            "registers families and builds folders from roots)"
+        )
     if source.is_builder and source.name not in source.builders:
-        raise ValueError(f"source {source.name!r} is a family builder, so it must feed itself (builders "
-                         f"{list(source.builders)} lack {source.name!r})")
+        raise ValueError(
+            f"source {source.name!r} is a family builder, so it must feed itself (builders "
+            f"{list(source.builders)} lack {source.name!r})"
+        )
     _REGISTRY[source.name] = source
     return source
 
@@ -203,10 +209,16 @@ def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
     if not isinstance(old, dict):
         return "no source fingerprint was stored with the cached build"
     before, after = old.get("annotations", {}), new["annotations"]
-    changed = [f"{name} {'removed' if name not in after else 'added' if name not in before else 'changed'}"
-               for name in sorted(set(before) | set(after)) if before.get(name) != after.get(name)]
-    changed += [f"{name}/ listing changed" for name in sorted(set(old.get("images", {})) | set(new["images"]))
-                if old.get("images", {}).get(name) != new["images"].get(name)]
+    changed = [
+        f"{name} {'removed' if name not in after else 'added' if name not in before else 'changed'}"
+        for name in sorted(set(before) | set(after))
+        if before.get(name) != after.get(name)
+    ]
+    changed += [
+        f"{name}/ listing changed"
+        for name in sorted(set(old.get("images", {})) | set(new["images"]))
+        if old.get("images", {}).get(name) != new["images"].get(name)
+    ]
     return ", ".join(changed) or "the fingerprint format changed"
 
 
@@ -225,78 +237,84 @@ def build_from_raw(builder: str, raw_root: Path, families: Sequence[str], out: P
 
 # --- the shipped sources ----------------------------------------------------------------------------------
 
-register_source(Source(
-    name="coco",
-    title="COCO",
-    layout="annotations/instances_val2017.json and val2017/",
-    markers=("annotations/instances_val2017.json",),
-    annotations=("annotations/*.json",),
-    image_dirs=("train2017", "val2017"),
-    builders=("coco",),
-    card=SourceCard(
-        title="COCO cycle families",
-        license="cc-by-4.0",
-        license_text=(
-            "COCO annotations are CC BY 4.0 (cocodataset.org/#termsofuse); the images belong to their Flickr "
-            "owners under the Flickr terms of use. Reference-mode rows hold only file names, captions and ids."
+register_source(
+    Source(
+        name="coco",
+        title="COCO",
+        layout="annotations/instances_val2017.json and val2017/",
+        markers=("annotations/instances_val2017.json",),
+        annotations=("annotations/*.json",),
+        image_dirs=("train2017", "val2017"),
+        builders=("coco",),
+        card=SourceCard(
+            title="COCO cycle families",
+            license="cc-by-4.0",
+            license_text=(
+                "COCO annotations are CC BY 4.0 (cocodataset.org/#termsofuse); the images belong to their Flickr "
+                "owners under the Flickr terms of use. Reference-mode rows hold only file names, captions and ids."
+            ),
+            citation=(
+                "@inproceedings{lin2014coco,\n  title={Microsoft COCO: Common Objects in Context},\n"
+                "  author={Lin, Tsung-Yi and others},\n  booktitle={ECCV},\n  year={2014}\n}"
+            ),
         ),
-        citation=(
-            "@inproceedings{lin2014coco,\n  title={Microsoft COCO: Common Objects in Context},\n"
-            "  author={Lin, Tsung-Yi and others},\n  booktitle={ECCV},\n  year={2014}\n}"
-        ),
-    ),
-    build_help="build the COCO families from the standard COCO layout",
-    root_flag="--coco-root",
-    build_flags="clip_cycles.data.build:add_coco_flags",
-    build="clip_cycles.data.build:run_coco",
-    families_module="clip_cycles.data.coco_families",
-    build_families="clip_cycles.data.build:build_coco_folder",
-))
+        build_help="build the COCO families from the standard COCO layout",
+        root_flag="--coco-root",
+        build_flags="clip_cycles.data.build:add_coco_flags",
+        build="clip_cycles.data.build:run_coco",
+        families_module="clip_cycles.data.coco_families",
+        build_families="clip_cycles.data.build:build_coco_folder",
+    )
+)
 
-register_source(Source(
-    name="gqa",
-    title="GQA",
-    layout="val_sceneGraphs.json",
-    markers=("val_sceneGraphs.json", "train_sceneGraphs.json"),
-    annotations=("*_sceneGraphs.json",),
-    image_dirs=("images",),
-    builders=("gqa",),
-    card=SourceCard(
-        title="GQA cycle families",
-        license="cc-by-4.0",
-        license_text="GQA scene graphs and questions are CC BY 4.0; images come from Visual Genome (CC BY 4.0).",
-        citation=(
-            "@inproceedings{hudson2019gqa,\n  title={GQA: A New Dataset for Real-World Visual Reasoning and "
-            "Compositional Question Answering},\n  author={Hudson, Drew A. and Manning, Christopher D.},\n"
-            "  booktitle={CVPR},\n  year={2019}\n}"
+register_source(
+    Source(
+        name="gqa",
+        title="GQA",
+        layout="val_sceneGraphs.json",
+        markers=("val_sceneGraphs.json", "train_sceneGraphs.json"),
+        annotations=("*_sceneGraphs.json",),
+        image_dirs=("images",),
+        builders=("gqa",),
+        card=SourceCard(
+            title="GQA cycle families",
+            license="cc-by-4.0",
+            license_text="GQA scene graphs and questions are CC BY 4.0; images come from Visual Genome (CC BY 4.0).",
+            citation=(
+                "@inproceedings{hudson2019gqa,\n  title={GQA: A New Dataset for Real-World Visual Reasoning and "
+                "Compositional Question Answering},\n  author={Hudson, Drew A. and Manning, Christopher D.},\n"
+                "  booktitle={CVPR},\n  year={2019}\n}"
+            ),
         ),
-    ),
-    build_help="build the GQA families from train/val scene graphs",
-    root_flag="--gqa-root",
-    build_flags="clip_cycles.data.build:add_gqa_flags",
-    build="clip_cycles.data.build:run_gqa",
-    families_module="clip_cycles.data.gqa_families",
-    build_families="clip_cycles.data.build:build_gqa_folder",
-))
+        build_help="build the GQA families from train/val scene graphs",
+        root_flag="--gqa-root",
+        build_flags="clip_cycles.data.build:add_gqa_flags",
+        build="clip_cycles.data.build:run_gqa",
+        families_module="clip_cycles.data.gqa_families",
+        build_families="clip_cycles.data.build:build_gqa_folder",
+    )
+)
 
-register_source(Source(
-    name="shapes",
-    title="shapes world",
-    layout="shapes_world.json, made by `clip-cycles build shapes --out <folder>`",
-    markers=("shapes_world.json",),
-    # The world is both layouts at once: its fingerprint covers every annotation file it writes.
-    annotations=("annotations/*.json", "*_sceneGraphs.json", "shapes_world.json"),
-    image_dirs=("train2017", "val2017"),
-    builders=("coco", "gqa"),
-    card=SourceCard(
-        title="Shapes-world cycle families",
-        license="cc0-1.0",
-        license_text="The synthetic shapes world is generated by clip_cycles and dedicated to the public domain (CC0 1.0).",
-        citation="Generated by clip_cycles (clip_cycles.data.shapes_world); cite the clip_cycles repository.",
-    ),
-    build_help="generate the synthetic shapes world (COCO layout + GQA scene graphs)",
-    build_flags="clip_cycles.data.shapes_world:add_build_flags",
-    build="clip_cycles.data.shapes_world:run",
-    default_root="clip_cycles.data.shapes_world:default_task_world",
-    priority=1,
-))
+register_source(
+    Source(
+        name="shapes",
+        title="shapes world",
+        layout="shapes_world.json, made by `clip-cycles build shapes --out <folder>`",
+        markers=("shapes_world.json",),
+        # The world is both layouts at once: its fingerprint covers every annotation file it writes.
+        annotations=("annotations/*.json", "*_sceneGraphs.json", "shapes_world.json"),
+        image_dirs=("train2017", "val2017"),
+        builders=("coco", "gqa"),
+        card=SourceCard(
+            title="Shapes-world cycle families",
+            license="cc0-1.0",
+            license_text="The synthetic shapes world is generated by clip_cycles and dedicated to the public domain (CC0 1.0).",
+            citation="Generated by clip_cycles (clip_cycles.data.shapes_world); cite the clip_cycles repository.",
+        ),
+        build_help="generate the synthetic shapes world (COCO layout + GQA scene graphs)",
+        build_flags="clip_cycles.data.shapes_world:add_build_flags",
+        build="clip_cycles.data.shapes_world:run",
+        default_root="clip_cycles.data.shapes_world:default_task_world",
+        priority=1,
+    )
+)

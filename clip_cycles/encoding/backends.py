@@ -119,12 +119,12 @@ def backend_capabilities(name: str) -> frozenset[str]:
     return frozenset(getattr(_resolve(target), "capabilities", ("image", "text")) if target else ("image", "text"))
 
 
-def load_model(backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None,
-               device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_model(
+    backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """Load ``(model, transform, tokenizer)`` through backend ``backend``; the model is put in eval mode."""
     loader = get_backend(backend)
-    model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir,
-                                         device=device)
+    model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
     if hasattr(model, "eval"):
         model.eval()
     return model, transform, tokenizer
@@ -155,7 +155,7 @@ def load_weights_only(path: str | Path) -> dict[str, Any]:
     if not isinstance(state, dict) or not state:
         raise ValueError(f"checkpoint {path} holds no state dict")
     if all(k.startswith("module.") for k in state):
-        state = {k[len("module."):]: v for k, v in state.items()}
+        state = {k[len("module.") :]: v for k, v in state.items()}
     return state
 
 
@@ -173,8 +173,10 @@ def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
     import open_clip
 
     if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
-        raise ValueError(f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
-                         "(or local-dir:<folder>, hf-hub:<repo>)")
+        raise ValueError(
+            f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
+            "(or local-dir:<folder>, hf-hub:<repo>)"
+        )
     if is_random_init(pretrained) or os.path.isfile(pretrained or "") or model_name.startswith(("local-dir:", "hf-hub:")):
         return
     assert pretrained is not None
@@ -186,8 +188,9 @@ def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
         )
 
 
-def load_open_clip(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
-                   device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_open_clip(
+    model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """OpenCLIP config + (tag | checkpoint path | none); checkpoints load weights-only."""
     import open_clip
 
@@ -262,12 +265,14 @@ class _HFTokenizer:
     def __call__(self, texts: Sequence[str]) -> Any:
         # Fixed-length padding: a caption's tokens never depend on the rest of its batch
         # (SigLIP is trained this way; CLIP pools at EOS, so padding after it is inert).
-        return self.tokenizer(list(texts), padding="max_length", truncation=True, max_length=self.max_length,
-                              return_tensors="pt")["input_ids"]
+        return self.tokenizer(
+            list(texts), padding="max_length", truncation=True, max_length=self.max_length, return_tensors="pt"
+        )["input_ids"]
 
 
-def load_hf(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
-            device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_hf(
+    model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """A transformers CLIP/SigLIP model by hub id or local folder (``pretrained`` may name a revision)."""
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
@@ -409,14 +414,14 @@ def read_features_file(path: str | Path) -> PrecomputedFeatures:
     caption_table = _check_table(captions, caption_index, path, "caption_features")
     if image_table.shape[1] != caption_table.shape[1]:
         raise ValueError(
-            f"features file {path}: image_features have {image_table.shape[1]} dims but caption_features "
-            f"{caption_table.shape[1]}"
+            f"features file {path}: image_features have {image_table.shape[1]} dims but caption_features {caption_table.shape[1]}"
         )
     return PrecomputedFeatures(path, image_index, caption_index, image_table, caption_table)
 
 
-def load_features(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
-                  device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_features(
+    model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """The ``features`` backend: ``model_name`` is the path of the features file."""
     return read_features_file(model_name), None, None
 

@@ -64,19 +64,23 @@ class ImageOnlyModel:
 
 def text_missing_message(backend: str, model: str) -> str:
     """The error of an image-only backend asked for caption or concept-name embeddings."""
-    return (f"model backend {backend!r} ({model}) gives image embeddings only; this task also needs caption "
-            "embeddings (cycle tasks, --concept-text). Use it where only images are embedded (clip-cycles splits "
-            "with image concept embeddings, --split-model-type for the clustering split), or pick a two-tower "
-            "backend (open_clip, hf) or hf_vlm for cycle tasks")
+    return (
+        f"model backend {backend!r} ({model}) gives image embeddings only; this task also needs caption "
+        "embeddings (cycle tasks, --concept-text). Use it where only images are embedded (clip-cycles splits "
+        "with image concept embeddings, --split-model-type for the clustering split), or pick a two-tower "
+        "backend (open_clip, hf) or hf_vlm for cycle tasks"
+    )
 
 
 def require_embeddings(backend: str, model: str, need_text: bool) -> None:
     """Raise a clear ValueError when ``backend`` lacks the embeddings a run needs (images, and captions if asked)."""
     capabilities = backend_capabilities(backend)
     if "pair_scores" in capabilities:
-        raise ValueError(f"model backend {backend!r} ({model}) scores (image, caption) pairs and has no embeddings: "
-                         "use it for zero-shot cycles/ tasks (clip-cycles eval); probes, OE, transfer and concept "
-                         "embeddings need an embedding backend (open_clip, hf, timm, hf_vision)")
+        raise ValueError(
+            f"model backend {backend!r} ({model}) scores (image, caption) pairs and has no embeddings: "
+            "use it for zero-shot cycles/ tasks (clip-cycles eval); probes, OE, transfer and concept "
+            "embeddings need an embedding backend (open_clip, hf, timm, hf_vision)"
+        )
     if need_text and "text" not in capabilities:
         raise ValueError(text_missing_message(backend, model))
 
@@ -88,8 +92,9 @@ def _timm_embed(model: Any, pixels: Any) -> Any:
     return model.forward_head(model.forward_features(pixels), pre_logits=True)
 
 
-def load_timm(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
-              device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_timm(
+    model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """A timm model as an image encoder: ``(ImageOnlyModel, eval transform, None)``."""
     import timm
     from timm.data import create_transform, resolve_model_data_config
@@ -101,9 +106,11 @@ def load_timm(model_name: str, pretrained: str | None = None, cache_dir: str | N
     use_weights = False
     if name.startswith(("local-dir:", "hf-hub:")):
         use_weights = True  # a folder or hub entry names its own weights
-        if name.startswith("local-dir:") and not (Path(name[len("local-dir:"):]) / "config.json").is_file():
-            raise FileNotFoundError(f"timm model folder {name[len('local-dir:'):]} has no config.json "
-                                    "(timm's format: architecture, model_args, pretrained_cfg, plus model.safetensors)")
+        if name.startswith("local-dir:") and not (Path(name[len("local-dir:") :]) / "config.json").is_file():
+            raise FileNotFoundError(
+                f"timm model folder {name[len('local-dir:') :]} has no config.json "
+                "(timm's format: architecture, model_args, pretrained_cfg, plus model.safetensors)"
+            )
     elif not is_random_init(pretrained):
         assert pretrained is not None
         if os.path.isfile(pretrained):
@@ -128,8 +135,10 @@ def load_timm(model_name: str, pretrained: str | None = None, cache_dir: str | N
         missing = [k for k in missing if not k.startswith(head)]  # a classifier head is not used for embeddings
         unexpected = [k for k in unexpected if not k.startswith(head)]
         if missing or unexpected:
-            raise ValueError(f"checkpoint {checkpoint} does not fit timm model {name}: missing keys {sorted(missing)[:5]}, "
-                             f"unexpected keys {sorted(unexpected)[:5]}")
+            raise ValueError(
+                f"checkpoint {checkpoint} does not fit timm model {name}: missing keys {sorted(missing)[:5]}, "
+                f"unexpected keys {sorted(unexpected)[:5]}"
+            )
     transform = create_transform(**resolve_model_data_config(model), is_training=False)
     wrapped = ImageOnlyModel("timm", name, model, _timm_embed).to(device).eval()
     return wrapped, transform, None
@@ -140,9 +149,11 @@ def load_timm(model_name: str, pretrained: str | None = None, cache_dir: str | N
 
 def _hf_embedder(model: Any) -> Any:
     if hasattr(model, "get_image_features"):
+
         def embed_tower(m: Any, pixels: Any) -> Any:
             out = m.get_image_features(pixel_values=pixels)
             return out if not hasattr(out, "pooler_output") else out.pooler_output
+
         return embed_tower
     use_cls = getattr(model.config, "model_type", "") in CLS_TOKEN_MODEL_TYPES
 
@@ -156,8 +167,9 @@ def _hf_embedder(model: Any) -> Any:
     return embed
 
 
-def load_hf_vision(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
-                   device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_hf_vision(
+    model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """A transformers vision model (``AutoModel`` + ``AutoImageProcessor``) as an image encoder."""
     from transformers import AutoImageProcessor, AutoModel
 
@@ -167,8 +179,9 @@ def load_hf_vision(model_name: str, pretrained: str | None = None, cache_dir: st
         model = AutoModel.from_pretrained(model_name, **kwargs)
         processor = AutoImageProcessor.from_pretrained(model_name, **kwargs)
     except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"hf_vision: cannot load {model_name!r} as a vision model with an image processor "
-                         f"({type(error).__name__}: {error})") from error
+        raise ValueError(
+            f"hf_vision: cannot load {model_name!r} as a vision model with an image processor ({type(error).__name__}: {error})"
+        ) from error
     wrapped = ImageOnlyModel("hf_vision", model_name, model, _hf_embedder(model)).to(device).eval()
     return wrapped, _HFTransform(processor), None
 

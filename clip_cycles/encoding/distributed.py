@@ -129,8 +129,10 @@ def world_from_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, 
     local = _int_env(LOCAL_RANK_ENV, env, rank)
     assert local is not None
     if world < 1 or not 0 <= rank < world or local < 0:
-        raise ValueError(f"inconsistent torchrun variables: {RANK_ENV}={rank} {WORLD_SIZE_ENV}={world} "
-                         f"{LOCAL_RANK_ENV}={local}; expected 0 <= RANK < WORLD_SIZE")
+        raise ValueError(
+            f"inconsistent torchrun variables: {RANK_ENV}={rank} {WORLD_SIZE_ENV}={world} "
+            f"{LOCAL_RANK_ENV}={local}; expected 0 <= RANK < WORLD_SIZE"
+        )
     return rank, world, local
 
 
@@ -175,8 +177,10 @@ def init(device: str, environ: Mapping[str, str] | None = None) -> DistContext:
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout))
         _owned = True
     elif dist.get_world_size() != world_size or dist.get_rank() != rank:
-        raise ValueError(f"a process group of rank {dist.get_rank()}/{dist.get_world_size()} is already initialized "
-                         f"but torchrun says {rank}/{world_size}")
+        raise ValueError(
+            f"a process group of rank {dist.get_rank()}/{dist.get_world_size()} is already initialized "
+            f"but torchrun says {rank}/{world_size}"
+        )
     else:
         backend = str(dist.get_backend())
     _current = DistContext(rank, world_size, local_rank, backend, device)
@@ -268,8 +272,10 @@ def gather_to_main(obj: Any, ctx: DistContext | None = None) -> list[Any] | None
 def require_shared_cache(cache_dir: str | Path | None, work: str, results: str) -> None:
     """Refuse sharded ``work`` without a cache: rank 0 reads the other ranks' ``results`` from it."""
     if cache_dir is None:
-        raise ValueError(f"{work} under torchrun needs the shared cache (--cache-dir or $CLIP_CYCLES_CACHE): "
-                         f"drop --no-cache; rank 0 reads the other ranks' {results} from it")
+        raise ValueError(
+            f"{work} under torchrun needs the shared cache (--cache-dir or $CLIP_CYCLES_CACHE): "
+            f"drop --no-cache; rank 0 reads the other ranks' {results} from it"
+        )
 
 
 @dataclass
@@ -281,9 +287,15 @@ class Completed(Generic[R]):
     bad_images: dict[str, str]
 
 
-def rank_zero_completes(ctx: DistContext, cache_dir: str | Path | None, work: str, results: str,
-                        run_shard: Callable[[], dict[str, Any]], complete: Callable[[dict[str, str]], R],
-                        redone: Callable[[R], str | None]) -> Completed[R] | None:
+def rank_zero_completes(
+    ctx: DistContext,
+    cache_dir: str | Path | None,
+    work: str,
+    results: str,
+    run_shard: Callable[[], dict[str, Any]],
+    complete: Callable[[dict[str, str]], R],
+    redone: Callable[[R], str | None],
+) -> Completed[R] | None:
     """The sharded pattern "every rank fills the cache with its shard, rank 0 completes" (active process group).
 
     Each rank calls ``run_shard()``, which computes its shard into the shared cache and
@@ -304,14 +316,24 @@ def rank_zero_completes(ctx: DistContext, cache_dir: str | Path | None, work: st
     result = complete(bad)
     message = redone(result)
     if message:
-        print(f"warning: rank 0 had to {message} the other ranks reported as done; is the cache {cache_dir} "
-              "on a filesystem every rank (and node) sees?", file=sys.stderr)
+        print(
+            f"warning: rank 0 had to {message} the other ranks reported as done; is the cache {cache_dir} "
+            "on a filesystem every rank (and node) sees?",
+            file=sys.stderr,
+        )
     return Completed(result, reports, bad)
 
 
-def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec,
-                   feature_cache_dir: str | Path | None, batch_size: int, num_workers: int | None = None,
-                   skip_bad_images: bool = False, ctx: DistContext | None = None) -> EncodedFeatures | None:
+def encode_sharded(
+    images: Sequence[ImageItem],
+    captions: Sequence[str],
+    spec: ModelSpec,
+    feature_cache_dir: str | Path | None,
+    batch_size: int,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    ctx: DistContext | None = None,
+) -> EncodedFeatures | None:
     """:func:`clip_cycles.encoding.encoder.encode` spread over the ranks; the full result on rank 0, None elsewhere.
 
     With a single process this is exactly ``encode``. Under an active process group each
@@ -332,15 +354,25 @@ def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: M
         mine_images = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
         mine_captions = shard(captions, ctx.rank, ctx.world_size)
         part = encode(mine_images, mine_captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)
-        print(f"rank {ctx.rank}/{ctx.world_size}: encoded {part.stats.encoded_images} images and "
-              f"{part.stats.encoded_captions} captions of its shard ({len(mine_images)} images, "
-              f"{len(mine_captions)} captions; {part.stats.cached_images} + {part.stats.cached_captions} cached)",
-              file=sys.stderr, flush=True)
+        print(
+            f"rank {ctx.rank}/{ctx.world_size}: encoded {part.stats.encoded_images} images and "
+            f"{part.stats.encoded_captions} captions of its shard ({len(mine_images)} images, "
+            f"{len(mine_captions)} captions; {part.stats.cached_images} + {part.stats.cached_captions} cached)",
+            file=sys.stderr,
+            flush=True,
+        )
         return {"rank": ctx.rank, "images": len(mine_images), "captions": len(mine_captions), **part.stats.to_dict()}
 
     def encode_all(bad: dict[str, str]) -> EncodedFeatures:
-        return encode([item for item in images if item.key not in bad], captions, spec, feature_cache_dir,
-                      batch_size, num_workers, skip_bad_images)
+        return encode(
+            [item for item in images if item.key not in bad],
+            captions,
+            spec,
+            feature_cache_dir,
+            batch_size,
+            num_workers,
+            skip_bad_images,
+        )
 
     def redone(final: EncodedFeatures) -> str | None:
         stats = final.stats
@@ -359,6 +391,20 @@ def encode_sharded(images: Sequence[ImageItem], captions: Sequence[str], spec: M
     stats.cached_images = sum(r["cached_images"] for r in reports)
     stats.cached_captions = sum(r["cached_captions"] for r in reports)
     stats.model_loaded = stats.model_loaded or any(r["model_loaded"] for r in reports)
-    stats.ranks = [{k: r[k] for k in ("rank", "images", "captions", "encoded_images", "encoded_captions",
-                                      "cached_images", "cached_captions", "skipped_bad_images")} for r in reports]
+    stats.ranks = [
+        {
+            k: r[k]
+            for k in (
+                "rank",
+                "images",
+                "captions",
+                "encoded_images",
+                "encoded_captions",
+                "cached_images",
+                "cached_captions",
+                "skipped_bad_images",
+            )
+        }
+        for r in reports
+    ]
     return final

@@ -67,8 +67,6 @@ class InjectedFault(RuntimeError):
     """Raised by the fault-injection switch to simulate a run killed halfway."""
 
 
-
-
 @dataclass
 class ModelSpec:
     """What to load: a backend name, model and weights, and where to run it.
@@ -101,9 +99,13 @@ class ModelSpec:
         random_init = is_random_init(self.pretrained)
         # The seed is part of the key even with weights: a local-dir config without a
         # checkpoint is random-init whatever its pretrained tag says.
-        desc: dict[str, Any] = {"backend": self.backend, "model": self.model,
-                                "pretrained": "" if random_init else self.pretrained, "precision": self.precision,
-                                "seed": self.seed}
+        desc: dict[str, Any] = {
+            "backend": self.backend,
+            "model": self.model,
+            "pretrained": "" if random_init else self.pretrained,
+            "precision": self.precision,
+            "seed": self.seed,
+        }
         weights: dict[str, Any] = {}
         model_path = local_weights_path(self.model)
         if model_path is not None and (self.model.startswith("local-dir:") or self.backend != "open_clip"):
@@ -124,8 +126,7 @@ class ModelSpec:
         if self.loader is not None:
             model, transform, tokenizer = self.loader()
         else:
-            model, transform, tokenizer = load_model(self.backend, self.model, self.pretrained,
-                                                     self.model_cache_dir, self.device)
+            model, transform, tokenizer = load_model(self.backend, self.model, self.pretrained, self.model_cache_dir, self.device)
         if hasattr(model, "eval"):
             model.eval()
         return model, transform, tokenizer
@@ -215,8 +216,11 @@ class _ImageDataset:
         except Image.DecompressionBombError as error:
             # PIL refuses images over 2x Image.MAX_IMAGE_PIXELS: a possible decompression bomb.
             where = f" ({item.path})" if item.path is not None else ""
-            return index, None, (f"image {item.key!r}{where} is refused as a possible decompression bomb "
-                                 f"(more pixels than PIL allows): {error}")
+            return (
+                index,
+                None,
+                (f"image {item.key!r}{where} is refused as a possible decompression bomb (more pixels than PIL allows): {error}"),
+            )
         except (OSError, ValueError, UnidentifiedImageError) as error:
             where = f" ({item.path})" if item.path is not None else ""
             return index, None, f"image {item.key!r}{where} cannot be decoded: {type(error).__name__}: {error}"
@@ -315,8 +319,10 @@ class _Session:
         _, transform, tokenizer = self.loaded
         prep = preprocessing_ids(transform, tokenizer, self.spec.precision)
         desc = self.description()
-        if namespaces_for(self.cache_root, desc, prep)["image"].name != self.namespaces["image"].name or \
-                namespaces_for(self.cache_root, desc, prep)["text"].name != self.namespaces["text"].name:
+        if (
+            namespaces_for(self.cache_root, desc, prep)["image"].name != self.namespaces["image"].name
+            or namespaces_for(self.cache_root, desc, prep)["text"].name != self.namespaces["text"].name
+        ):
             # The library changed the preprocessing since the manifest was written: re-key.
             write_manifest(self.cache_root, desc, prep)
             self.namespaces = namespaces_for(self.cache_root, desc, prep)
@@ -335,9 +341,17 @@ def _image_contents(items: Sequence[ImageItem], skip_bad: bool, stats: EncodeSta
     return hashes
 
 
-def _encode_images(session: _Session, items: list[ImageItem], hashes: list[str], batch_size: int,
-                   num_workers: int, skip_bad: bool, store: Callable[[list[str], np.ndarray], None],
-                   stats: EncodeStats, between: Callable[[], None] | None = None) -> None:
+def _encode_images(
+    session: _Session,
+    items: list[ImageItem],
+    hashes: list[str],
+    batch_size: int,
+    num_workers: int,
+    skip_bad: bool,
+    store: Callable[[list[str], np.ndarray], None],
+    stats: EncodeStats,
+    between: Callable[[], None] | None = None,
+) -> None:
     """Encode ``items`` in batches decoded by ``num_workers`` workers; ``between`` runs after each batch.
 
     While the main process runs ``between`` (the caption batches), the workers keep
@@ -347,8 +361,12 @@ def _encode_images(session: _Session, items: list[ImageItem], hashes: list[str],
 
     model, transform, _ = session.get()
     loader = torch.utils.data.DataLoader(
-        _ImageDataset(items, transform), batch_size=batch_size, shuffle=False, num_workers=num_workers,
-        collate_fn=_collate, prefetch_factor=4 if num_workers > 0 else None,
+        _ImageDataset(items, transform),
+        batch_size=batch_size,
+        shuffle=False,
+        num_workers=num_workers,
+        collate_fn=_collate,
+        prefetch_factor=4 if num_workers > 0 else None,
     )
     spec = session.spec
     autocast = torch.autocast("cuda") if spec.precision == "amp" else nullcontext()
@@ -369,8 +387,9 @@ def _encode_images(session: _Session, items: list[ImageItem], hashes: list[str],
             between()
 
 
-def _encode_captions(session: _Session, captions: list[str], batch_size: int,
-                     store: Callable[[list[str], np.ndarray], None], stats: EncodeStats) -> Iterator[None]:
+def _encode_captions(
+    session: _Session, captions: list[str], batch_size: int, store: Callable[[list[str], np.ndarray], None], stats: EncodeStats
+) -> Iterator[None]:
     """Encode ``captions`` batch by batch, yielding after each stored batch (so image batches can interleave)."""
     import torch
 
@@ -379,7 +398,7 @@ def _encode_captions(session: _Session, captions: list[str], batch_size: int,
     autocast = torch.autocast("cuda") if spec.precision == "amp" else nullcontext()
     starts = range(0, len(captions), batch_size)
     for start in _progress(starts, len(starts), "encoding captions"):
-        batch = captions[start:start + batch_size]
+        batch = captions[start : start + batch_size]
         tokens = tokenizer(batch)
         with torch.no_grad(), autocast:
             output = model.encode_text(tokens.to(spec.device))
@@ -389,9 +408,15 @@ def _encode_captions(session: _Session, captions: list[str], batch_size: int,
         yield
 
 
-def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec,
-           feature_cache_dir: str | Path | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-           num_workers: int | None = None, skip_bad_images: bool = False) -> EncodedFeatures:
+def encode(
+    images: Sequence[ImageItem],
+    captions: Sequence[str],
+    spec: ModelSpec,
+    feature_cache_dir: str | Path | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+) -> EncodedFeatures:
     """Encode the unique ``images`` and ``captions`` once each, through the feature cache.
 
     Parameters
@@ -419,7 +444,6 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
         if not isinstance(caption, str) or not caption.strip():
             raise ValueError(f"caption {i} is empty or not a string: {caption!r}")
     if spec.loader is None:  # image-only (timm, hf_vision) and pair-scoring (hf_vlm) backends: a clear error
-
         require_embeddings(spec.backend, spec.model, need_text=bool(unique_captions))
     stats.unique_images = len(unique_images)
     stats.unique_captions = len(unique_captions)
@@ -471,8 +495,11 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
 
     text_of = {h: c for c, h in caption_hashes.items()}
     caption_batch = max(batch_size, MIN_CAPTION_BATCH)
-    caption_steps = _encode_captions(session, [text_of[h] for h in missing_texts], caption_batch,
-                                     storer("text", text_table), stats) if missing_texts else iter(())
+    caption_steps = (
+        _encode_captions(session, [text_of[h] for h in missing_texts], caption_batch, storer("text", text_table), stats)
+        if missing_texts
+        else iter(())
+    )
     if missing_images:
         todo = [by_hash[h] for h in missing_images]
         workers = default_num_workers(len(todo), batch_size) if num_workers is None else num_workers
@@ -487,8 +514,9 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
 
             between = advance
 
-        _encode_images(session, todo, missing_images, batch_size, workers, skip_bad_images,
-                       storer("image", image_table), stats, between)
+        _encode_images(
+            session, todo, missing_images, batch_size, workers, skip_bad_images, storer("image", image_table), stats, between
+        )
     for _ in caption_steps:  # what is left (all of them without decoding workers)
         pass
 
@@ -504,44 +532,40 @@ def encode(images: Sequence[ImageItem], captions: Sequence[str], spec: ModelSpec
         if item.key in key_hash and key_hash[item.key] not in image_table and item.key not in stats.bad_images:
             # Same content as an image that failed to decode.
             stats.bad_images[item.key] = "same file content as an image that cannot be decoded"
-    return _assemble(image_keys, [image_table[key_hash[k]] for k in image_keys],
-                     unique_captions, [text_table[caption_hashes[c]] for c in unique_captions], stats)
+    return _assemble(
+        image_keys,
+        [image_table[key_hash[k]] for k in image_keys],
+        unique_captions,
+        [text_table[caption_hashes[c]] for c in unique_captions],
+        stats,
+    )
 
 
-def _assemble(image_keys: list[str], image_rows: list[np.ndarray], captions: list[str],
-              caption_rows: list[np.ndarray], stats: EncodeStats) -> EncodedFeatures:
+def _assemble(
+    image_keys: list[str], image_rows: list[np.ndarray], captions: list[str], caption_rows: list[np.ndarray], stats: EncodeStats
+) -> EncodedFeatures:
     def table(rows: list[np.ndarray]) -> np.ndarray:
         return np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
 
     images, texts = table(image_rows), table(caption_rows)
     if images.size and texts.size and images.shape[1] != texts.shape[1]:
         raise ValueError(f"image features have {images.shape[1]} dims but caption features {texts.shape[1]}")
-    return EncodedFeatures(images, texts, {k: i for i, k in enumerate(image_keys)},
-                           {c: i for i, c in enumerate(captions)}, stats)
+    return EncodedFeatures(images, texts, {k: i for i, k in enumerate(image_keys)}, {c: i for i, c in enumerate(captions)}, stats)
 
 
-def _from_precomputed(session: _Session, images: list[ImageItem], captions: list[str],
-                      stats: EncodeStats) -> EncodedFeatures:
+def _from_precomputed(session: _Session, images: list[ImageItem], captions: list[str], stats: EncodeStats) -> EncodedFeatures:
     model, _, _ = session.get()
     if not hasattr(model, "lookup_images"):
         raise ValueError(f"backend 'features' returned {type(model).__name__}, not a precomputed feature table")
     image_features = model.lookup_images([item.key for item in images])
     caption_features = model.lookup_captions(captions)
     norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731
-    for name, table, keys in (("image", image_features, [i.key for i in images]), ("caption", caption_features,
-                                                                                     captions)):
+    for name, table, keys in (("image", image_features, [i.key for i in images]), ("caption", caption_features, captions)):
         zero = np.linalg.norm(table, axis=1) == 0
         if zero.any():
             raise ValueError(f"features file has an all-zero {name} feature for {keys[int(np.flatnonzero(zero)[0])]!r}")
     stats.unique_image_contents = len(images)
-    return _assemble([i.key for i in images], list(norm(image_features)), captions, list(norm(caption_features)),
-                     stats)
+    return _assemble([i.key for i in images], list(norm(image_features)), captions, list(norm(caption_features)), stats)
 
 
 # --------------------------------------------------------------------------- CLI
-
-
-
-
-
-

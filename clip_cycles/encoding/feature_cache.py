@@ -39,15 +39,6 @@ from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest
 STALE_TMP_SECONDS = 600.0
 
 
-
-
-
-
-
-
-
-
-
 def shard_checksum(items: Sequence[str], features: np.ndarray) -> str:
     """sha256 over the shard header (items, shape, dtype) and the feature bytes.
 
@@ -57,10 +48,6 @@ def shard_checksum(items: Sequence[str], features: np.ndarray) -> str:
     hasher = hashlib.sha256(header.encode("utf-8") + b"\x00")
     hasher.update(np.ascontiguousarray(features).tobytes())
     return hasher.hexdigest()
-
-
-
-
 
 
 @dataclass
@@ -119,8 +106,12 @@ class FeatureNamespace:
             meta = handle.metadata() or {}
             features = handle.get_tensor(self.tensor)
         items = json.loads(meta["items"])
-        if (features.ndim != 2 or features.dtype != self.dtype or features.shape[0] != len(items)
-                or self.width not in (None, features.shape[1])):
+        if (
+            features.ndim != 2
+            or features.dtype != self.dtype
+            or features.shape[0] != len(items)
+            or self.width not in (None, features.shape[1])
+        ):
             raise ValueError(f"shape {features.shape} / dtype {features.dtype} does not fit {len(items)} items")
         if shard_checksum(items, features) != meta["checksum"]:
             raise ValueError("checksum mismatch (header or features changed)")
@@ -217,28 +208,20 @@ def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessi
     atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
 
 
-def namespaces_for(root: str | Path, model: Mapping[str, Any], preprocessing: Mapping[str, Any],
-                   kinds: Iterable[str] = ("image", "text")) -> dict[str, FeatureNamespace]:
+def namespaces_for(
+    root: str | Path, model: Mapping[str, Any], preprocessing: Mapping[str, Any], kinds: Iterable[str] = ("image", "text")
+) -> dict[str, FeatureNamespace]:
     """One namespace per feature kind: keyed by the model, its preprocessing/tokenizer and precision."""
     out = {}
     for kind in kinds:
-        desc = {"kind": kind, "model": dict(model), "preprocessing": preprocessing.get(kind),
-                "precision": preprocessing.get("precision")}
+        desc = {
+            "kind": kind,
+            "model": dict(model),
+            "preprocessing": preprocessing.get(kind),
+            "precision": preprocessing.get("precision"),
+        }
         out[kind] = FeatureNamespace(root, desc)
     return out
 
 
 # --------------------------------------------------------------------------- content fingerprints
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -36,36 +36,59 @@ class ModelFlag:
 
 
 MODEL_FLAGS: tuple[ModelFlag, ...] = (
-    ModelFlag("model_type", "--model-type",
-              {"default": "open_clip", "help": "backend name (see clip_cycles.encoding.backends)"}),
+    ModelFlag("model_type", "--model-type", {"default": "open_clip", "help": "backend name (see clip_cycles.encoding.backends)"}),
     ModelFlag("model", "--model", {"default": None, "help": "model name (backend-specific; a file for 'features')"}),
-    ModelFlag("pretrained", "--pretrained",
-              {"default": None, "help": "pretrained tag or checkpoint path; none = random init"}),
-    ModelFlag("dataset_root", "--dataset-root",
-              {"default": None, "help": "built dataset folder or raw COCO/GQA root "
-                                        "(shapes tasks build their own if omitted)"}, data=True),
-    ModelFlag("data_cache_dir", "--data-cache-dir",
-              {"default": None, "help": "where families built from a raw root are kept (default: <cache-dir>/datasets)"},
-              data=True),
-    ModelFlag("cache_dir", "--cache-dir",
-              {"default": None, "help": "feature cache root (default: $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)"}),
-    ModelFlag("use_cache", "--no-cache",
-              {"action": "store_false", "help": "encode everything and store nothing"}),
-    ModelFlag("model_cache_dir", "--model-cache-dir",
-              {"default": None, "help": "where the backend keeps downloaded weights"}),
+    ModelFlag("pretrained", "--pretrained", {"default": None, "help": "pretrained tag or checkpoint path; none = random init"}),
+    ModelFlag(
+        "dataset_root",
+        "--dataset-root",
+        {"default": None, "help": "built dataset folder or raw COCO/GQA root (shapes tasks build their own if omitted)"},
+        data=True,
+    ),
+    ModelFlag(
+        "data_cache_dir",
+        "--data-cache-dir",
+        {"default": None, "help": "where families built from a raw root are kept (default: <cache-dir>/datasets)"},
+        data=True,
+    ),
+    ModelFlag(
+        "cache_dir",
+        "--cache-dir",
+        {"default": None, "help": "feature cache root (default: $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)"},
+    ),
+    ModelFlag("use_cache", "--no-cache", {"action": "store_false", "help": "encode everything and store nothing"}),
+    ModelFlag("model_cache_dir", "--model-cache-dir", {"default": None, "help": "where the backend keeps downloaded weights"}),
     ModelFlag("device", "--device", {"default": None, "help": "cpu or cuda (default: cuda when available)"}),
     ModelFlag("amp", "--no-amp", {"action": "store_false", "help": "fp32 on CUDA too"}),
-    ModelFlag("model_seed", "--model-seed",
-              {"type": int, "default": 0, "help": "torch seed before loading (random-init models)"}, ("--seed",)),
-    ModelFlag("encode_batch_size", "--encode-batch-size",
-              {"type": int, "default": DEFAULT_BATCH_SIZE, "help": "images or captions per encoder batch"},
-              ("--batch-size",)),
-    ModelFlag("num_workers", "--num-workers",
-              {"type": int, "default": None,
-               "help": "image decoding workers (default: min(4, CPUs - 1); none for jobs of at most two batches)"}),
-    ModelFlag("skip_bad_images", "--skip-bad-images",
-              {"action": "store_true",
-               "help": "count and report missing or undecodable images (and drop what uses them) instead of failing"}),
+    ModelFlag(
+        "model_seed",
+        "--model-seed",
+        {"type": int, "default": 0, "help": "torch seed before loading (random-init models)"},
+        ("--seed",),
+    ),
+    ModelFlag(
+        "encode_batch_size",
+        "--encode-batch-size",
+        {"type": int, "default": DEFAULT_BATCH_SIZE, "help": "images or captions per encoder batch"},
+        ("--batch-size",),
+    ),
+    ModelFlag(
+        "num_workers",
+        "--num-workers",
+        {
+            "type": int,
+            "default": None,
+            "help": "image decoding workers (default: min(4, CPUs - 1); none for jobs of at most two batches)",
+        },
+    ),
+    ModelFlag(
+        "skip_bad_images",
+        "--skip-bad-images",
+        {
+            "action": "store_true",
+            "help": "count and report missing or undecodable images (and drop what uses them) instead of failing",
+        },
+    ),
 )
 
 _BY_FIELD = {f.field: f for f in MODEL_FLAGS}
@@ -75,9 +98,17 @@ def _prefixed(flag: str, prefix: str) -> str:
     return "--" + prefix + flag.removeprefix("--")
 
 
-def add_model_arguments(parser: Any, *, model_required: bool = False, data: bool = True, aliases: bool = False,
-                        prefix: str = "", only: Sequence[str] | None = None,
-                        defaults: Mapping[str, Any] | None = None, helps: Mapping[str, str] | None = None) -> None:
+def add_model_arguments(
+    parser: Any,
+    *,
+    model_required: bool = False,
+    data: bool = True,
+    aliases: bool = False,
+    prefix: str = "",
+    only: Sequence[str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    helps: Mapping[str, str] | None = None,
+) -> None:
     """Add the model flags to a parser or argument group.
 
     Parameters
@@ -107,14 +138,14 @@ def add_model_arguments(parser: Any, *, model_required: bool = False, data: bool
         if flag.field == "model" and model_required:
             kwargs["required"] = True
         names = [flag.flag, *(flag.aliases if aliases else ())]
-        parser.add_argument(*(_prefixed(name, prefix) for name in names), dest=(prefix + flag.field).replace("-", "_"),
-                            **kwargs)
+        parser.add_argument(*(_prefixed(name, prefix) for name in names), dest=(prefix + flag.field).replace("-", "_"), **kwargs)
 
 
 def add_task_argument(parser: Any, required: bool = True) -> None:
     """``--task NAME ...``: the tasks or collections a command reads (``eval``, ``encode``, ``probe``, ...)."""
-    parser.add_argument("--task", nargs="+", required=required, default=None,
-                        help="task or collection names, e.g. cycles/coco_all")
+    parser.add_argument(
+        "--task", nargs="+", required=required, default=None, help="task or collection names, e.g. cycles/coco_all"
+    )
 
 
 def model_options(args: argparse.Namespace, prefix: str = "", base: ModelOptions | None = None) -> ModelOptions:

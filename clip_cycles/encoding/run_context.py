@@ -54,8 +54,16 @@ class ModelOptions:
             import torch
 
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        return ModelSpec(backend=self.model_type, model=self.model, pretrained=self.pretrained, device=device,
-                         seed=self.model_seed, amp=self.amp, model_cache_dir=self.model_cache_dir, loader=loader)
+        return ModelSpec(
+            backend=self.model_type,
+            model=self.model,
+            pretrained=self.pretrained,
+            device=device,
+            seed=self.model_seed,
+            amp=self.amp,
+            model_cache_dir=self.model_cache_dir,
+            loader=loader,
+        )
 
 
 @dataclass
@@ -77,19 +85,30 @@ class RunContext:
     language: str = "en"
 
     @classmethod
-    def from_options(cls, options: ModelOptions, seeds: Sequence[int] | None = None, language: str = "en",
-                     loader: Callable[[], Any] | None = None) -> RunContext:
+    def from_options(
+        cls,
+        options: ModelOptions,
+        seeds: Sequence[int] | None = None,
+        language: str = "en",
+        loader: Callable[[], Any] | None = None,
+    ) -> RunContext:
         """The context of a run with ``options``: its ModelSpec and its caches resolved.
 
         The feature cache is ``options.cache_dir`` (else ``$CLIP_CYCLES_CACHE``, else
         ``~/.cache/clip_cycles``), None with ``use_cache=False``; the data cache is
         ``options.data_cache_dir`` or ``datasets/`` under that root (also without the feature cache).
         """
-        return cls(spec=options.model_spec(loader), dataset_root=options.dataset_root,
-                   cache_dir=resolve_cache_dir(options.cache_dir) if options.use_cache else None,
-                   data_cache_dir=resolve_data_cache_dir(options.data_cache_dir, options.cache_dir),
-                   batch_size=options.encode_batch_size, num_workers=options.num_workers,
-                   skip_bad_images=options.skip_bad_images, seeds=seeds, language=language)
+        return cls(
+            spec=options.model_spec(loader),
+            dataset_root=options.dataset_root,
+            cache_dir=resolve_cache_dir(options.cache_dir) if options.use_cache else None,
+            data_cache_dir=resolve_data_cache_dir(options.data_cache_dir, options.cache_dir),
+            batch_size=options.encode_batch_size,
+            num_workers=options.num_workers,
+            skip_bad_images=options.skip_bad_images,
+            seeds=seeds,
+            language=language,
+        )
 
 
 @dataclass

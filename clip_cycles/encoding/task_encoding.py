@@ -17,10 +17,18 @@ from clip_cycles.tasks.loading import TaskData, load_task_data, resolve_dataset_
 from clip_cycles.tasks.registry import TaskSpec
 
 
-def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str | Path | None,
-                 cache_dir: Path | None, data_cache_dir: str | Path | None = None, batch_size: int = 64,
-                 num_workers: int | None = None, skip_bad_images: bool = False, with_audit: bool | None = None,
-                 seeds: Sequence[int] | None = None) -> tuple[list[TaskData], EncodedFeatures | None]:
+def encode_tasks(
+    tasks: Sequence[TaskSpec],
+    spec: ModelSpec,
+    dataset_root: str | Path | None,
+    cache_dir: Path | None,
+    data_cache_dir: str | Path | None = None,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    with_audit: bool | None = None,
+    seeds: Sequence[int] | None = None,
+) -> tuple[list[TaskData], EncodedFeatures | None]:
     """Load every task's cycles and encode all their unique images and captions in one pass.
 
     Under a process group (:func:`clip_cycles.encoding.distributed.process_group`) the encoding is
@@ -28,8 +36,10 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     """
     unsupported = [t.name for t in tasks if not isinstance(t, TaskSpec) or t.members]
     if unsupported:
-        raise ValueError(f"tasks {unsupported} are not single-family cycle tasks; their runners "
-                         "(clip_cycles.evaluation.runners) encode what they need")
+        raise ValueError(
+            f"tasks {unsupported} are not single-family cycle tasks; their runners "
+            "(clip_cycles.evaluation.runners) encode what they need"
+        )
     if seeds is not None:
         check_seeds(seeds)
     data_cache = resolve_data_cache_dir(data_cache_dir, cache_dir)
@@ -38,23 +48,22 @@ def encode_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str |
     loaded = []
     for task in tasks:
         # Train/validation are read (and encoded) only when the audit fits on the train split.
-        audit = ("additive_audit" in task.metric_names and task.audit_fit == "train") if with_audit is None \
-            else with_audit
+        audit = ("additive_audit" in task.metric_names and task.audit_fit == "train") if with_audit is None else with_audit
         loaded.append(load_task_data(task, folders[task.name], seeds, audit))
 
     if uses_pair_scores(spec):  # generative VLMs score each unique (image, caption) pair instead
         return loaded, score_tasks(loaded, spec, cache_dir, batch_size, skip_bad_images)  # type: ignore[return-value]
     images, captions = unique_items(loaded)
-    encoded = encode_sharded(images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers,
-                             skip_bad_images=skip_bad_images)
+    encoded = encode_sharded(
+        images, captions, spec, cache_dir, batch_size=batch_size, num_workers=num_workers, skip_bad_images=skip_bad_images
+    )
     return loaded, encoded
 
 
 def cycle_index(rows: CycleRows, encoded: EncodedFeatures) -> tuple[np.ndarray, int]:
     """(N, 4) indices into the encoded tables; cycles touching a skipped image are dropped and counted."""
     image_rows, caption_rows = encoded.image_rows, encoded.caption_rows
-    images = np.fromiter((image_rows.get(item.key, -1) for item in rows.image_items), dtype=np.int64,
-                         count=len(rows.image_items))
+    images = np.fromiter((image_rows.get(item.key, -1) for item in rows.image_items), dtype=np.int64, count=len(rows.image_items))
     captions = np.fromiter((caption_rows[text] for text in rows.captions), dtype=np.int64, count=len(rows.captions))
     index = np.concatenate([images[rows.image_index], captions[rows.caption_index]], axis=1)
     keep = (index[:, :2] >= 0).all(axis=1)

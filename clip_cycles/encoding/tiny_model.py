@@ -100,9 +100,7 @@ def load_tiny_model(weights: str | Path | None = None, device: str = "cpu") -> t
     path = check_shipped_checkpoint(weights)
     register_tiny_model(path)
     try:
-        model, _, preprocess = open_clip.create_model_and_transforms(
-            MODEL_NAME, pretrained=PRETRAINED_TAG, device=device
-        )
+        model, _, preprocess = open_clip.create_model_and_transforms(MODEL_NAME, pretrained=PRETRAINED_TAG, device=device)
     except Exception as error:  # safetensors raises its own types on truncated files
         raise CheckpointError(
             f"cannot load cycles-tiny weights from {path} ({error}); rebuild with `{REBUILD_COMMAND}`"

@@ -107,8 +107,7 @@ def prompt_config_for_task(task: TaskSpec) -> PromptConfig:
 
 
 def _folder_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES
-                  and ".cache" not in p.parts)
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES and ".cache" not in p.parts)
 
 
 @lru_cache(maxsize=16)
@@ -160,17 +159,21 @@ class HFVLMScorer:
         self.tokenizer = tokenizer
         self.image_token = getattr(processor, "image_token", None) or getattr(tokenizer, "image_token", None)
         if not self.image_token:
-            raise ValueError(f"hf_vlm model {name!r}: the processor names no image token; write it into the prompt "
-                             "template in place of {image}")
+            raise ValueError(
+                f"hf_vlm model {name!r}: the processor names no image token; write it into the prompt "
+                "template in place of {image}"
+            )
 
     def eval(self) -> HFVLMScorer:
         self.model.eval()
         return self
 
     def encode_image(self, pixels: Any) -> Any:
-        raise ValueError(f"backend {BACKEND} ({self.name}) scores (image, caption) pairs and has no embeddings: use it "
-                         "for zero-shot cycles/ tasks (clip-cycles eval); probes, OE, transfer and concept embeddings "
-                         "need an embedding backend (open_clip, hf, timm, hf_vision)")
+        raise ValueError(
+            f"backend {BACKEND} ({self.name}) scores (image, caption) pairs and has no embeddings: use it "
+            "for zero-shot cycles/ tasks (clip-cycles eval); probes, OE, transfer and concept embeddings "
+            "need an embedding backend (open_clip, hf, timm, hf_vision)"
+        )
 
     encode_text = encode_image
 
@@ -208,7 +211,7 @@ class HFVLMScorer:
                     f"{texts[row]!r} (the tokenizer merges them with the prompt or appends tokens); end the prompt "
                     "template with a separate word or punctuation"
                 )
-            logp = torch.log_softmax(logits[row, start - 1:end - 1].float(), dim=-1)
+            logp = torch.log_softmax(logits[row, start - 1 : end - 1].float(), dim=-1)
             picked = logp.gather(1, ids[row, start:end].unsqueeze(1)).squeeze(1)
             out[row, 0] = float(picked.double().sum())
             out[row, 1] = float(len(target))
@@ -218,8 +221,9 @@ class HFVLMScorer:
         return out
 
 
-def load_hf_vlm(model_name: str, pretrained: str | None = None, cache_dir: str | None = None,
-                device: str = "cpu") -> tuple[Any, Any, Any]:
+def load_hf_vlm(
+    model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
+) -> tuple[Any, Any, Any]:
     """The ``hf_vlm`` backend: a hub id or local folder (``pretrained`` may name a hub revision)."""
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -229,8 +233,10 @@ def load_hf_vlm(model_name: str, pretrained: str | None = None, cache_dir: str |
         processor = AutoProcessor.from_pretrained(model_name, **kwargs)
         model = AutoModelForImageTextToText.from_pretrained(model_name, **kwargs)
     except (OSError, ValueError, KeyError) as error:
-        raise ValueError(f"hf_vlm: cannot load {model_name!r} as an image-text-to-text model with its processor "
-                         f"({type(error).__name__}: {error})") from error
+        raise ValueError(
+            f"hf_vlm: cannot load {model_name!r} as an image-text-to-text model with its processor "
+            f"({type(error).__name__}: {error})"
+        ) from error
     model.to(device).eval()
     scorer = HFVLMScorer(model, processor, model_name, model_fingerprint(model_name, revision), device)
     return scorer, None, None
@@ -271,8 +277,14 @@ class PairScoreCache(FeatureNamespace):
 def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
     """What a pair score depends on: model content, prompt, precision, library version (not the score mode)."""
     revision = None if is_random_init(spec.pretrained) else spec.pretrained
-    return {"backend": spec.backend, "model": model_fingerprint(spec.model, revision), "prompt": config.prompt,
-            "precision": spec.precision, "seed": spec.seed, "transformers": _version("transformers")}
+    return {
+        "backend": spec.backend,
+        "model": model_fingerprint(spec.model, revision),
+        "prompt": config.prompt,
+        "precision": spec.precision,
+        "seed": spec.seed,
+        "transformers": _version("transformers"),
+    }
 
 
 # --------------------------------------------------------------------------- scoring pairs
@@ -305,12 +317,21 @@ class PairScoreStats:
 
     def to_dict(self) -> dict[str, Any]:
         extra = {"world_size": len(self.ranks), "ranks": list(self.ranks)} if self.ranks else {}
-        return {**extra, "unique_images": self.unique_images, "unique_image_contents": self.unique_image_contents,
-                "unique_captions": self.unique_captions, "requested_pairs": self.requested_pairs,
-                "unique_pairs": self.unique_pairs, "scored_pairs": self.scored_pairs,
-                "cached_pairs": self.cached_pairs, "forward_passes": self.forward_passes,
-                "model_loaded": self.model_loaded, "skipped_bad_images": len(self.bad_images),
-                "bad_images": dict(sorted(self.bad_images.items())), "corrupt_shards": list(self.corrupt_shards)}
+        return {
+            **extra,
+            "unique_images": self.unique_images,
+            "unique_image_contents": self.unique_image_contents,
+            "unique_captions": self.unique_captions,
+            "requested_pairs": self.requested_pairs,
+            "unique_pairs": self.unique_pairs,
+            "scored_pairs": self.scored_pairs,
+            "cached_pairs": self.cached_pairs,
+            "forward_passes": self.forward_passes,
+            "model_loaded": self.model_loaded,
+            "skipped_bad_images": len(self.bad_images),
+            "bad_images": dict(sorted(self.bad_images.items())),
+            "corrupt_shards": list(self.corrupt_shards),
+        }
 
 
 @dataclass
@@ -350,10 +371,13 @@ class PairScores:
 
     def audit_unavailable(self) -> dict[str, Any]:
         """The additive audit trains probes on embeddings, which a pair scorer does not have."""
-        return {"available": False, "passed": None,
-                "unavailable_reason": f"backend {BACKEND} scores (image, caption) pairs and has no image or caption "
-                                      "embeddings for the additive probes; the cycle contrast still removes every "
-                                      "image-only and caption-only term of its scores"}
+        return {
+            "available": False,
+            "passed": None,
+            "unavailable_reason": f"backend {BACKEND} scores (image, caption) pairs and has no image or caption "
+            "embeddings for the additive probes; the cycle contrast still removes every "
+            "image-only and caption-only term of its scores",
+        }
 
 
 def _decode(item: ImageItem) -> Any:
@@ -370,9 +394,15 @@ def _progress(iterable: Any, total: int, desc: str) -> Any:
     return tqdm(iterable, total=total, desc=desc, unit="batch", disable=None)
 
 
-def score_pairs(pairs: Iterable[tuple[ImageItem, str]], spec: ModelSpec, configs: Sequence[PromptConfig],
-                cache_dir: str | Path | None = None, batch_size: int = 16, skip_bad_images: bool = False,
-                scorer: Any = None) -> tuple[dict[str, PromptConfig], PairScores]:
+def score_pairs(
+    pairs: Iterable[tuple[ImageItem, str]],
+    spec: ModelSpec,
+    configs: Sequence[PromptConfig],
+    cache_dir: str | Path | None = None,
+    batch_size: int = 16,
+    skip_bad_images: bool = False,
+    scorer: Any = None,
+) -> tuple[dict[str, PromptConfig], PairScores]:
     """Score every unique (image content, caption) pair once per prompt, through the pair score cache.
 
     Parameters
@@ -449,21 +479,30 @@ def score_pairs(pairs: Iterable[tuple[ImageItem, str]], spec: ModelSpec, configs
     good_images = [k for k in items if k in key_hash and k not in stats.bad_images]
     image_rows = {k: i for i, k in enumerate(good_images)}
     captions = list(caption_order)
-    result = PairScores(image_rows, {c: i for i, c in enumerate(captions)}, [key_hash[k] for k in good_images],
-                        captions, tables, {}, stats)
+    result = PairScores(
+        image_rows, {c: i for i, c in enumerate(captions)}, [key_hash[k] for k in good_images], captions, tables, {}, stats
+    )
     return names, result
 
 
-def _score_missing(scorer: Any, missing: list[tuple[str, str]], unique: Mapping[tuple[str, str], ImageItem],
-                   config: PromptConfig, batch_size: int, skip_bad_images: bool, stats: PairScoreStats,
-                   table: dict[str, np.ndarray], cache: PairScoreCache | None) -> None:
+def _score_missing(
+    scorer: Any,
+    missing: list[tuple[str, str]],
+    unique: Mapping[tuple[str, str], ImageItem],
+    config: PromptConfig,
+    batch_size: int,
+    skip_bad_images: bool,
+    stats: PairScoreStats,
+    table: dict[str, np.ndarray],
+    cache: PairScoreCache | None,
+) -> None:
     fault = _FaultCounter()
     decoded: dict[str, Any] = {}
     bad_hashes: set[str] = set()
     starts = range(0, len(missing), batch_size)
     for start in _progress(starts, len(starts), "scoring pairs"):
         batch = []
-        for h, caption in missing[start:start + batch_size]:
+        for h, caption in missing[start : start + batch_size]:
             if h in bad_hashes:
                 continue
             if h not in decoded:
@@ -504,8 +543,9 @@ def cycle_pairs(data: Sequence[TaskData]) -> list[tuple[ImageItem, str]]:
     return pairs
 
 
-def score_tasks(data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path | None, batch_size: int = 16,
-                skip_bad_images: bool = False) -> PairScores | None:
+def score_tasks(
+    data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path | None, batch_size: int = 16, skip_bad_images: bool = False
+) -> PairScores | None:
     """Pair scores for the cycles of loaded tasks, each with its prompt; sharded under torchrun.
 
     The hook of :func:`clip_cycles.evaluation.zero_shot.encode_tasks` for pair-scoring backends: the
@@ -519,17 +559,23 @@ def score_tasks(data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path
     if not ctx.active:
         names, scores = score_pairs(pairs, spec, prompts, cache_dir, batch_size, skip_bad_images)
     else:
+
         def score_shard() -> dict[str, Any]:
             by_key = {(i.key, c): (i, c) for i, c in pairs}
             mine = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
             _, part = score_pairs(mine, spec, prompts, cache_dir, batch_size, skip_bad_images)
-            print(f"rank {ctx.rank}/{ctx.world_size}: scored {part.stats.scored_pairs} pairs of its shard "
-                  f"({len(mine)} pairs; {part.stats.cached_pairs} cached)", file=sys.stderr, flush=True)
+            print(
+                f"rank {ctx.rank}/{ctx.world_size}: scored {part.stats.scored_pairs} pairs of its shard "
+                f"({len(mine)} pairs; {part.stats.cached_pairs} cached)",
+                file=sys.stderr,
+                flush=True,
+            )
             return {"rank": ctx.rank, "pairs": len(mine), **part.stats.to_dict()}
 
         def score_all(bad: dict[str, str]) -> tuple[dict[str, PromptConfig], PairScores]:
-            return score_pairs([(i, c) for i, c in pairs if i.key not in bad], spec, prompts, cache_dir, batch_size,
-                               skip_bad_images)
+            return score_pairs(
+                [(i, c) for i, c in pairs if i.key not in bad], spec, prompts, cache_dir, batch_size, skip_bad_images
+            )
 
         def redone(result: tuple[dict[str, PromptConfig], PairScores]) -> str | None:
             scored = result[1].stats.scored_pairs
@@ -541,8 +587,9 @@ def score_tasks(data: Sequence[TaskData], spec: ModelSpec, cache_dir: str | Path
         names, scores = done.result
         scores.stats.bad_images.update(done.bad_images)
         scores.stats.scored_pairs += sum(r["scored_pairs"] for r in done.reports)
-        scores.stats.ranks = [{k: r[k] for k in ("rank", "pairs", "scored_pairs", "cached_pairs", "skipped_bad_images")}
-                              for r in done.reports]
+        scores.stats.ranks = [
+            {k: r[k] for k in ("rank", "pairs", "scored_pairs", "cached_pairs", "skipped_bad_images")} for r in done.reports
+        ]
     by_config = {config: name for name, config in names.items()}
     scores.task_configs = {task: (by_config[config], config) for task, config in configs.items()}
     return scores

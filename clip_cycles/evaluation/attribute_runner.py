@@ -26,8 +26,9 @@ from clip_cycles.settings import split_embeddings_override
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec
 
 
-def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np.ndarray, root: Path,
-                      seeds: Sequence[int]) -> dict[str, Any]:
+def attribute_metrics(
+    task: AttributeTaskSpec, data: ConceptAttributeData, X: np.ndarray, root: Path, seeds: Sequence[int]
+) -> dict[str, Any]:
     """One attribute task on embedded concepts: every seed, then mean and sd of the headline metrics.
 
     A strategy that cannot run on this data (no groups file, no supercategories) gives
@@ -36,15 +37,24 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     counted per seed. ``split_embedding`` says which embedding made the split.
     """
     if task.strategy not in STRATEGIES:
-        raise ValueError(f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
-                         f"(available: {sorted(STRATEGIES)})")
-    base: dict[str, Any] = {"strategy": task.strategy, "seeds": list(seeds), "n_concepts": len(data.concepts),
-                            "n_attributes": len(data.attributes), "data": data.summary()}
+        raise ValueError(
+            f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
+            f"(available: {sorted(STRATEGIES)})"
+        )
+    base: dict[str, Any] = {
+        "strategy": task.strategy,
+        "seeds": list(seeds),
+        "n_concepts": len(data.concepts),
+        "n_attributes": len(data.attributes),
+        "data": data.summary(),
+    }
     params = dict(task.split_params)
     if task.k is not None:
         if task.k > len(data.concepts):
-            raise ValueError(f"{task.path}: field 'dataset_kwargs.k': k={task.k} clusters for {len(data.concepts)} "
-                             f"concepts; lower k to at most the number of concepts")
+            raise ValueError(
+                f"{task.path}: field 'dataset_kwargs.k': k={task.k} clusters for {len(data.concepts)} "
+                f"concepts; lower k to at most the number of concepts"
+            )
         params["n_clusters"] = task.k
         base["k"] = task.k
     groups = None
@@ -59,15 +69,15 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     split_embeddings, split_name = _split_embeddings(task, data, root)
     if split_name is not None:
         base["split_embeddings"] = split_name
-    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings,
-                           split_embedding_name=split_name)
+    context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings, split_embedding_name=split_name)
     solver = task.experiment_kwargs.get("solver", "lockstep")
     threshold = task.experiment_kwargs.get("leakage_threshold")
     per_seed: dict[str, dict[str, Any]] = {}
     try:
         for seed in seeds:
-            per_seed[str(seed)] = attribute_task_metrics(X, data, task.strategy, seed, split_params=params,
-                                                         context=context, solver=solver, leakage_threshold=threshold)
+            per_seed[str(seed)] = attribute_task_metrics(
+                X, data, task.strategy, seed, split_params=params, context=context, solver=solver, leakage_threshold=threshold
+            )
     except StrategyUnavailable as reason:
         return {**base, "available": False, "unavailable_reason": str(reason)}
     runs = [per_seed[s] for s in per_seed]
@@ -88,8 +98,7 @@ def attribute_metrics(task: AttributeTaskSpec, data: ConceptAttributeData, X: np
     return metrics
 
 
-def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
-                      root: Path) -> tuple[np.ndarray | None, str | None]:
+def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData, root: Path) -> tuple[np.ndarray | None, str | None]:
     """One split embedding for every model: ``$CLIP_CYCLES_SPLIT_EMBEDDINGS`` or the task's key (root-relative).
 
     Returns the matrix in ``data`` order and the file that made it, or (None, None) for
@@ -103,8 +112,10 @@ def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData,
     row = {c: i for i, c in enumerate(ids)}
     missing = [c for c in data.concepts if c not in row]
     if missing:
-        raise ValueError(f"split embeddings {path} lack {len(missing)} concepts (first: {missing[:5]}); "
-                         "embed every concept of the THINGS root with the split model")
+        raise ValueError(
+            f"split embeddings {path} lack {len(missing)} concepts (first: {missing[:5]}); "
+            "embed every concept of the THINGS root with the split model"
+        )
     return matrix[[row[c] for c in data.concepts]], str(path)
 
 
@@ -118,9 +129,11 @@ class _Embedded:
 def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Attribute tasks on the THINGS root ``context.dataset_root``; tasks with the same inputs share one embedding."""
     if context.dataset_root is None:
-        raise ValueError(f"task {tasks[0].name} needs a THINGS root (--dataset_root / --dataset-root): a folder with "
-                         "unique_id.txt, concept_attribute_pairs.json (or .csv), category53_wideFormat.tsv and "
-                         "object_images/<concept>/*.jpg")
+        raise ValueError(
+            f"task {tasks[0].name} needs a THINGS root (--dataset_root / --dataset-root): a folder with "
+            "unique_id.txt, concept_attribute_pairs.json (or .csv), category53_wideFormat.tsv and "
+            "object_images/<concept>/*.jpg"
+        )
     root = Path(context.dataset_root).expanduser()
     if not root.is_dir():
         raise FileNotFoundError(f"THINGS root {root} does not exist")
@@ -131,14 +144,26 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
         key = (task.pairs, task.concept_list, task.categories, task.min_concepts, task.embedding)
         if key not in embedded:
             data = load_things(root, task.pairs, task.concept_list, task.categories, task.min_concepts)
-            data, X, info = embed_concepts(root, data, context.spec, context.cache_dir, task.embedding, task.categories,
-                                           task.min_concepts, context.batch_size, context.num_workers,
-                                           context.skip_bad_images)
+            data, X, info = embed_concepts(
+                root,
+                data,
+                context.spec,
+                context.cache_dir,
+                task.embedding,
+                task.categories,
+                task.min_concepts,
+                context.batch_size,
+                context.num_workers,
+                context.skip_bad_images,
+            )
             embedded[key] = _Embedded(data, X, info)
         prepared = embedded[key]
         seeds = list(context.seeds) if context.seeds else list(task.seeds)
-        print(f"{task.name}: {len(prepared.data.concepts)} concepts, {len(prepared.data.attributes)} attributes, "
-              f"strategy {task.strategy}, seeds {seeds}", file=sys.stderr)
+        print(
+            f"{task.name}: {len(prepared.data.concepts)} concepts, {len(prepared.data.attributes)} attributes, "
+            f"strategy {task.strategy}, seeds {seeds}",
+            file=sys.stderr,
+        )
         metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
         metrics["concept_embedding"] = prepared.info
         records.append(checked_record(task, context.spec, clean(metrics)))

@@ -31,8 +31,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tie-tolerance", type=float, default=DEFAULT_TIE_TOLERANCE)
     parser.add_argument("--probe-folds", type=int, default=5, help="cross-validation folds (by item) of the probes")
     # The model flags of `clip-cycles eval`, without its data flags: an audit reads --root, not tasks.
-    add_model_arguments(parser.add_argument_group("model (as clip-cycles eval)"), data=False, aliases=True,
-                        helps={"model": "model name (backend-specific); omit to audit the design and length rules only"})
+    add_model_arguments(
+        parser.add_argument_group("model (as clip-cycles eval)"),
+        data=False,
+        aliases=True,
+        helps={"model": "model name (backend-specific); omit to audit the design and length rules only"},
+    )
     parser.set_defaults(func=run)
 
 
@@ -43,9 +47,17 @@ def run(args: argparse.Namespace) -> int:
     options = model_options(args)
     # Without a model nothing is encoded, so no cache either: only the design and the length rules are audited.
     context = RunContext.from_options(options) if options.model else None
-    audit = audit_benchmark(args.name, args.root, context.spec if context else None,
-                            context.cache_dir if context else None, args.subset, settings, options.encode_batch_size,
-                            options.num_workers, options.skip_bad_images)
+    audit = audit_benchmark(
+        args.name,
+        args.root,
+        context.spec if context else None,
+        context.cache_dir if context else None,
+        args.subset,
+        settings,
+        options.encode_batch_size,
+        options.num_workers,
+        options.skip_bad_images,
+    )
     out = Path(args.out or os.path.join("results", f"audit_{args.name}"))
     out.mkdir(parents=True, exist_ok=True)
     stem = f"audit_{args.name}"

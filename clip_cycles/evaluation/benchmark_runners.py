@@ -29,8 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def _root(task: TaskSpec, context: RunContext) -> Path:
     adapter = get_adapter(task.config)
     if context.dataset_root is None:
-        raise ValueError(f"task {task.name} needs a benchmark root (--dataset_root / --dataset-root) holding "
-                         f"{adapter.expects}")
+        raise ValueError(f"task {task.name} needs a benchmark root (--dataset_root / --dataset-root) holding {adapter.expects}")
     return Path(context.dataset_root).expanduser()
 
 
@@ -39,10 +38,19 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
     root = _root(task, context)
     sets = load_benchmark(task.config, root)
     if any(cs.cycles is None for cs in sets):
-        raise ValueError(f"{task.path}: field 'dataset_kwargs.config': format {task.config!r} declares no 2x2 blocks; "
-                         "audit it with the audit/ tasks or clip-cycles audit-benchmark instead")
-    sets, embeddings, stats = embed_subsets(sets, context.spec, context.cache_dir, context.batch_size,
-                                            context.num_workers, context.skip_bad_images, task.format_caption)
+        raise ValueError(
+            f"{task.path}: field 'dataset_kwargs.config': format {task.config!r} declares no 2x2 blocks; "
+            "audit it with the audit/ tasks or clip-cycles audit-benchmark instead"
+        )
+    sets, embeddings, stats = embed_subsets(
+        sets,
+        context.spec,
+        context.cache_dir,
+        context.batch_size,
+        context.num_workers,
+        context.skip_bad_images,
+        task.format_caption,
+    )
     metrics: dict[str, Any] = {}
     blocks_all, tags_all = [], []
     skipped: dict[str, int] = {}
@@ -81,11 +89,20 @@ def run_benchmark_audit(tasks: Sequence[AnyTask], context: RunContext) -> RunOut
         allowed = ("probe_folds", "probe_c")
         unknown = sorted(set(task.experiment_kwargs) - set(allowed))  # type: ignore[union-attr]
         if unknown:
-            raise ValueError(f"{task.path}: field 'experiment_kwargs.{unknown[0]}': unknown setting "
-                             f"(allowed: {', '.join(allowed)})")
+            raise ValueError(
+                f"{task.path}: field 'experiment_kwargs.{unknown[0]}': unknown setting (allowed: {', '.join(allowed)})"
+            )
         settings = AuditSettings(tie_tolerance=task.tie_tolerance, **dict(task.experiment_kwargs))  # type: ignore[union-attr]
-        audit = audit_benchmark(task.config, _root(task, context), context.spec, context.cache_dir,  # type: ignore[union-attr]
-                                settings=settings, batch_size=context.batch_size, num_workers=context.num_workers,
-                                skip_bad_images=context.skip_bad_images, caption_format=task.format_caption)  # type: ignore[union-attr]
+        audit = audit_benchmark(
+            task.config,
+            _root(task, context),
+            context.spec,
+            context.cache_dir,  # type: ignore[union-attr]
+            settings=settings,
+            batch_size=context.batch_size,
+            num_workers=context.num_workers,
+            skip_bad_images=context.skip_bad_images,
+            caption_format=task.format_caption,
+        )  # type: ignore[union-attr]
         records.append(checked_record(task, context.spec, audit.record(context.language)["metrics"]))  # type: ignore[arg-type]
     return RunOutcome(records)

@@ -63,8 +63,9 @@ class DemoSettings:
     world_images: int = DEMO_WORLD["n_images"]
 
 
-QUICK = DemoSettings(seeds=(0,), probe_epochs=3, ranks=(1, 8, 64), transfer_epochs=3, oe_epochs=3,
-                     images_per_concept=2, attribute_seeds=(0,))
+QUICK = DemoSettings(
+    seeds=(0,), probe_epochs=3, ranks=(1, 8, 64), transfer_epochs=3, oe_epochs=3, images_per_concept=2, attribute_seeds=(0,)
+)
 
 
 def check_writable(path: Path) -> Path:
@@ -80,8 +81,6 @@ def check_writable(path: Path) -> Path:
             "choose another with --cache-dir DIR or the CLIP_CYCLES_CACHE environment variable"
         ) from error
     return path
-
-
 
 
 def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
@@ -104,8 +103,7 @@ def demo_context(world: Path, cache: Path, seeds: Sequence[int]) -> RunContext:
     """cycles-tiny with its shipped ``shapes`` weights (open_clip backend, on the CPU) on ``world``, caching in ``cache``."""
     register_tiny_model(check_shipped_checkpoint())
     # The CPU even where CUDA is present, so the demo's numbers are the same on every machine.
-    options = ModelOptions(model=MODEL_NAME, pretrained=PRETRAINED_TAG, device="cpu", cache_dir=cache,
-                           dataset_root=world)
+    options = ModelOptions(model=MODEL_NAME, pretrained=PRETRAINED_TAG, device="cpu", cache_dir=cache, dataset_root=world)
     return RunContext.from_options(options, seeds=seeds)
 
 
@@ -119,9 +117,17 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
     families: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
     spec, seeds = context.spec, context.seeds or ()
-    records, _ = evaluate_tasks(expand_tasks([COLLECTION]), spec, context.dataset_root, context.cache_dir,
-                                context.data_cache_dir, context.batch_size, context.num_workers,  # type: ignore[arg-type]
-                                context.skip_bad_images, context.seeds)
+    records, _ = evaluate_tasks(
+        expand_tasks([COLLECTION]),
+        spec,
+        context.dataset_root,
+        context.cache_dir,
+        context.data_cache_dir,
+        context.batch_size,
+        context.num_workers,  # type: ignore[arg-type]
+        context.skip_bad_images,
+        context.seeds,
+    )
     for record in records:
         name = record["dataset"].removeprefix("cycles_").removeprefix("cycles/")
         metrics = record["metrics"]
@@ -146,18 +152,28 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
     assert cache is not None  # the demo always caches: its concept world lives there too
     root = cache / "demo" / f"shape_concepts-{settings.images_per_concept}"
     world = make_shape_concepts(root, images_per_concept=settings.images_per_concept)
-    concepts, X = concept_image_embeddings(world.images, spec, cache_dir=cache, root=root, batch_size=run.batch_size,
-                                           num_workers=run.num_workers, skip_bad_images=run.skip_bad_images)
+    concepts, X = concept_image_embeddings(
+        world.images,
+        spec,
+        cache_dir=cache,
+        root=root,
+        batch_size=run.batch_size,
+        num_workers=run.num_workers,
+        skip_bad_images=run.skip_bad_images,
+    )
     if concepts != world.data.concepts:
         raise ValueError(f"concept embeddings came back for {len(concepts)} of {len(world.data.concepts)} concepts")
-    context = SplitContext(concepts=world.data.concepts, supercategories=world.data.supercategories,
-                           concept_groups=world.concept_groups)
+    context = SplitContext(
+        concepts=world.data.concepts, supercategories=world.data.supercategories, concept_groups=world.concept_groups
+    )
     # k-means with k ~ concepts / 7 keeps clusters about the size of a supercategory, as k=100 does on THINGS.
     params = {"clustering": {"n_clusters": max(2, len(world.data.concepts) // 7)}}
     strategies: dict[str, Any] = {}
     for name in STRATEGIES:
-        runs = [attribute_task_metrics(X, world.data, name, seed, context=context, split_params=params.get(name))
-                for seed in settings.attribute_seeds]
+        runs = [
+            attribute_task_metrics(X, world.data, name, seed, context=context, split_params=params.get(name))
+            for seed in settings.attribute_seeds
+        ]
         strategies[name] = {
             "f1_selectivity": mean_sd([r["f1_selectivity"] for r in runs]),
             "cs": mean_sd([r["cs"] for r in runs]) if all(r["cs"] is not None for r in runs) else None,
@@ -170,9 +186,13 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
         "pretrained": spec.pretrained,
         "tie_tolerance": DEFAULT_TIE_TOLERANCE,
         "seeds": list(settings.attribute_seeds),
-        "world": {"concepts": len(world.data.concepts), "attributes": list(world.data.attributes),
-                  "images_per_concept": settings.images_per_concept, "supercategory": "shape",
-                  "concept_groups": len(world.concept_groups)},
+        "world": {
+            "concepts": len(world.data.concepts),
+            "attributes": list(world.data.attributes),
+            "images_per_concept": settings.images_per_concept,
+            "supercategory": "shape",
+            "concept_groups": len(world.concept_groups),
+        },
         "strategies": strategies,
     }
 
@@ -203,21 +223,26 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
     transfer = results.get("transfer")
     if transfer:
         corr = transfer["correlation"]
-        lines.append(f"transfer: alignment vs transfer Pearson {_fmt(corr['pearson'])}, Spearman {_fmt(corr['spearman'])}"
-                     f" over {transfer['n_pairs']} ordered pairs")
+        lines.append(
+            f"transfer: alignment vs transfer Pearson {_fmt(corr['pearson'])}, Spearman {_fmt(corr['spearman'])}"
+            f" over {transfer['n_pairs']} ordered pairs"
+        )
     oe = results.get("oe", {}).get("families", {}).get(OE_FAMILY)
     if oe and oe.get("available"):
         methods = oe["methods"]
         lines.append("OE (exact test CycleAcc): " + ", ".join(f"{m} {_fmt(v['test_cycle_acc'])}" for m, v in methods.items()))
     attributes = results.get("attributes")
     if attributes:
-        lines.append("attribute splits (F1 selectivity / CS): " + ", ".join(
-            f"{name} {_fmt(s['f1_selectivity'])} / {_fmt(s['cs'])}" for name, s in attributes["strategies"].items()))
+        lines.append(
+            "attribute splits (F1 selectivity / CS): "
+            + ", ".join(f"{name} {_fmt(s['f1_selectivity'])} / {_fmt(s['cs'])}" for name, s in attributes["strategies"].items())
+        )
     return "\n".join(lines)
 
 
-def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
-             settings: DemoSettings | None = None) -> dict[str, dict[str, Any]]:
+def run_demo(
+    out: str | Path = "results", cache_dir: str | Path | None = None, settings: DemoSettings | None = None
+) -> dict[str, dict[str, Any]]:
     """Run the demo and return its result records (also written, with the report, under ``out``)."""
     settings = settings or DemoSettings()
     cache = check_writable(resolve_cache_dir(cache_dir))
@@ -238,16 +263,29 @@ def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
     lap("shapes world")
     results: dict[str, dict[str, Any]] = {"zero_shot": zero_shot(context)}
     lap("family builds and zero-shot evaluation")
-    features = load_from_tasks([COLLECTION], context.spec, context.dataset_root, context.cache_dir,
-                               context.data_cache_dir, context.seeds, True, context.batch_size, context.num_workers,
-                               context.skip_bad_images)
-    results["probe"] = run_probes(features, ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks,
-                                                          seeds=settings.seeds))
+    features = load_from_tasks(
+        [COLLECTION],
+        context.spec,
+        context.dataset_root,
+        context.cache_dir,
+        context.data_cache_dir,
+        context.seeds,
+        True,
+        context.batch_size,
+        context.num_workers,
+        context.skip_bad_images,
+    )
+    results["probe"] = run_probes(
+        features, ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks, seeds=settings.seeds)
+    )
     lap("probe rank sweep")
     results["transfer"] = run_transfer(features, TransferSettings(epochs=settings.transfer_epochs, seeds=settings.seeds))
     lap("transfer grid")
-    oe_data = dataclasses.replace(features, families={k: v for k, v in features.families.items() if k == OE_FAMILY},
-                                  unavailable={k: v for k, v in features.unavailable.items() if k == OE_FAMILY})
+    oe_data = dataclasses.replace(
+        features,
+        families={k: v for k, v in features.families.items() if k == OE_FAMILY},
+        unavailable={k: v for k, v in features.unavailable.items() if k == OE_FAMILY},
+    )
     results["oe"] = run_oe(oe_data, OESettings(epochs=settings.oe_epochs, seeds=settings.seeds))
     lap("OE experiment")
     results["attributes"] = attribute_splits(context, settings)
@@ -264,8 +302,9 @@ def run_demo(out: str | Path = "results", cache_dir: str | Path | None = None,
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``clip-cycles demo``."""
     parser.add_argument("--out", default="results", help="results folder (JSON, report.md, figures)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="cache for data and features (default $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)")
+    parser.add_argument(
+        "--cache-dir", default=None, help="cache for data and features (default $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)"
+    )
     parser.add_argument("--quick", action="store_true", help="one seed and fewer epochs (a smoke run)")
     parser.set_defaults(func=_run)
 

@@ -24,9 +24,16 @@ def run(args: argparse.Namespace) -> int:
     tasks = expand_tasks(args.task)
     context = RunContext.from_options(model_options(args))
     with process_group(context.spec):
-        _, encoded = encode_tasks(tasks, context.spec, context.dataset_root, context.cache_dir,
-                                  data_cache_dir=context.data_cache_dir, batch_size=context.batch_size,
-                                  num_workers=context.num_workers, skip_bad_images=context.skip_bad_images)
+        _, encoded = encode_tasks(
+            tasks,
+            context.spec,
+            context.dataset_root,
+            context.cache_dir,
+            data_cache_dir=context.data_cache_dir,
+            batch_size=context.batch_size,
+            num_workers=context.num_workers,
+            skip_bad_images=context.skip_bad_images,
+        )
     if encoded is not None:  # None on the ranks other than 0
         print(json.dumps(encoded.stats.to_dict(), indent=2, sort_keys=True))
     return 0

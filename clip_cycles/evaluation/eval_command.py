@@ -19,11 +19,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles eval``: the same results as the clip_benchmark plugin, without its CLI."""
     add_task_argument(parser)
     add_model_arguments(parser, model_required=True, aliases=True)
-    parser.add_argument("--output", default=DEFAULT_OUTPUT,
-                        help="result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
-                             "{task} {language} {pretrained_full_path}); '-' prints to stdout")
-    parser.add_argument("--seeds", type=seed_argument, nargs="+", default=None,
-                        help="restrict to these seeds (non-negative integers)")
+    parser.add_argument(
+        "--output",
+        default=DEFAULT_OUTPUT,
+        help="result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
+        "{task} {language} {pretrained_full_path}); '-' prints to stdout",
+    )
+    parser.add_argument(
+        "--seeds", type=seed_argument, nargs="+", default=None, help="restrict to these seeds (non-negative integers)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -37,15 +41,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if outcome.encoded is not None:
         stats = outcome.encoded.stats
-        print(f"encoded {stats.encoded_images} images and {stats.encoded_captions} captions "
-              f"({stats.cached_images} + {stats.cached_captions} from the cache; "
-              f"{len(stats.bad_images)} bad images skipped)", file=sys.stderr)
+        print(
+            f"encoded {stats.encoded_images} images and {stats.encoded_captions} captions "
+            f"({stats.cached_images} + {stats.cached_captions} from the cache; "
+            f"{len(stats.bad_images)} bad images skipped)",
+            file=sys.stderr,
+        )
     for record in outcome.records:
         if args.output == "-":
             print(json.dumps(record, sort_keys=True, indent=2))
         else:
-            path = write_json(record, output_path(args.output, record["dataset"], spec.model, spec.pretrained,
-                                                  task=record["task"]))
+            path = write_json(
+                record, output_path(args.output, record["dataset"], spec.model, spec.pretrained, task=record["task"])
+            )
             print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}", file=sys.stderr)
     return 0
 

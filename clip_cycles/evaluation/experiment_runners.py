@@ -25,8 +25,10 @@ def experiment_settings(settings_class: type, task: TaskSpec, seeds: Sequence[in
     kwargs: dict[str, Any] = {}
     for key, value in task.experiment_kwargs.items():
         if key not in names:
-            raise ValueError(f"{task.path}: field 'experiment_kwargs.{key}': unknown setting for {task.output_type} "
-                             f"(allowed: {', '.join(names)})")
+            raise ValueError(
+                f"{task.path}: field 'experiment_kwargs.{key}': unknown setting for {task.output_type} "
+                f"(allowed: {', '.join(names)})"
+            )
         kwargs[key] = tuple(value) if isinstance(value, list) else value
     try:
         return settings_class(**kwargs, seeds=tuple(seeds))
@@ -35,13 +37,27 @@ def experiment_settings(settings_class: type, task: TaskSpec, seeds: Sequence[in
 
 
 def _experiment_data(task: TaskSpec, context: RunContext, seeds: Sequence[int], with_markers: bool = False) -> Any:
-    return load_from_tasks(list(task.members) or [task.name], context.spec, context.dataset_root, context.cache_dir,
-                           context.data_cache_dir, seeds, with_markers, context.batch_size, context.num_workers,
-                           context.skip_bad_images)
+    return load_from_tasks(
+        list(task.members) or [task.name],
+        context.spec,
+        context.dataset_root,
+        context.cache_dir,
+        context.data_cache_dir,
+        seeds,
+        with_markers,
+        context.batch_size,
+        context.num_workers,
+        context.skip_bad_images,
+    )
 
 
-def _run_experiment(tasks: Sequence[AnyTask], context: RunContext, settings_class: type,
-                    metrics: Callable[[Any, Any], dict[str, Any]], with_markers: bool = False) -> RunOutcome:
+def _run_experiment(
+    tasks: Sequence[AnyTask],
+    context: RunContext,
+    settings_class: type,
+    metrics: Callable[[Any, Any], dict[str, Any]],
+    with_markers: bool = False,
+) -> RunOutcome:
     records = []
     for task in tasks:
         assert isinstance(task, TaskSpec)

@@ -56,8 +56,7 @@ class Runner:
         try:
             return getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError) as error:
-            raise ValueError(f"runner of output type {self.output_type!r}: cannot load {self.target!r} ({error})") \
-                from error
+            raise ValueError(f"runner of output type {self.output_type!r}: cannot load {self.target!r} ({error})") from error
 
 
 RUNNERS: dict[str, Runner] = {}
@@ -126,8 +125,14 @@ def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome
 def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     """Zero-shot scores of every task from one encoder pass (``clip_cycles.evaluation.zero_shot``)."""
     records, encoded = evaluate_tasks(
-        tasks, context.spec, context.dataset_root, context.cache_dir, context.data_cache_dir,  # type: ignore[arg-type]
-        batch_size=context.batch_size, num_workers=context.num_workers, skip_bad_images=context.skip_bad_images,
+        tasks,
+        context.spec,
+        context.dataset_root,
+        context.cache_dir,
+        context.data_cache_dir,  # type: ignore[arg-type]
+        batch_size=context.batch_size,
+        num_workers=context.num_workers,
+        skip_bad_images=context.skip_bad_images,
         seeds=context.seeds,
     )
     return RunOutcome(records, encoded, main=encoded is not None)
@@ -136,38 +141,10 @@ def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
 # --------------------------------------------------------------------------- paper-1 experiments
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- benchmark formats
 
 
-
-
-
-
 # --------------------------------------------------------------------------- attribute splits
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 __all__ = ["RUNNERS", "Runner", "RunnerFunc", "register_runner", "run_selection", "run_tasks", "runner_for"]

@@ -45,70 +45,10 @@ from clip_cycles.tasks.registry import AnyTask, TaskSpec, expand_tasks
 # --------------------------------------------------------------------------- dataset roots
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- cycle rows
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --------------------------------------------------------------------------- encoding and scoring
-
-
-
-
-
-
 
 
 def score_blocks(blocks: np.ndarray, tie_tolerance: float) -> dict[str, Any]:
@@ -146,8 +86,7 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]
-             ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """The feature rows ``parts`` use (in order of first use) and ``parts`` re-indexed into them.
 
     The audit then depends on this task's cycles and features only, not on which other
@@ -167,8 +106,15 @@ def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]
     return tables[0], tables[1], [np.concatenate(cols, axis=1) for cols in out]
 
 
-def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
-           phi: np.ndarray, psi: np.ndarray, cache_dir: Path | None = None) -> dict[str, Any]:
+def _audit(
+    task: TaskSpec,
+    seed: int,
+    data: TaskData,
+    encoded: EncodedFeatures,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    cache_dir: Path | None = None,
+) -> dict[str, Any]:
     """The additive audit of one seed; cached under ``cache_dir/audits`` keyed by its inputs' content."""
     splits = data.splits[seed]
     test, _ = cycle_index(splits[task.split], encoded)
@@ -188,19 +134,24 @@ def _audit(task: TaskSpec, seed: int, data: TaskData, encoded: EncodedFeatures,
         h = hashlib.sha256()
         for array in (phi_c, psi_c, *indexed):
             h.update(repr((array.dtype.str, array.shape)).encode("utf-8") + array.tobytes())
-        settings = {"version": AUDIT_CACHE_VERSION, "code": _code_digest(), "arrays": h.hexdigest(), "fit": task.audit_fit,
-                    "has_validation": val is not None, "seed": seed, "tie_tolerance": repr(task.tie_tolerance)}
+        settings = {
+            "version": AUDIT_CACHE_VERSION,
+            "code": _code_digest(),
+            "arrays": h.hexdigest(),
+            "fit": task.audit_fit,
+            "has_validation": val is not None,
+            "seed": seed,
+            "tie_tolerance": repr(task.tie_tolerance),
+        }
         key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
         path = cache_dir / "audits" / f"{key}.json"
         try:
             cached = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"),
-                                                                                              dict):
+            if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
                 return cached["report"]
         except (OSError, ValueError):
             pass  # absent or unreadable: compute (and rewrite) it
-    report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed,
-                            tie_tolerance=task.tie_tolerance).to_dict()
+    report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed, tie_tolerance=task.tie_tolerance).to_dict()
     report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
         payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)
@@ -215,8 +166,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
     """
     task = data.task
     if data.unavailable is not None:
-        return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0,
-                "tie_tolerance": task.tie_tolerance}
+        return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0, "tie_tolerance": task.tie_tolerance}
     pair_blocks = getattr(encoded, "block_scores", None)  # issue 18: pair scorers (clip_cycles.encoding.vlm_scores)
     if pair_blocks is None:
         phi = encoded.image_features.astype(np.float64)
@@ -260,8 +210,9 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
     return metrics
 
 
-def result_record(task: TaskSpec, model: str, pretrained: str | None, metrics: dict[str, Any],
-                  language: str = "en") -> dict[str, Any]:
+def result_record(
+    task: TaskSpec, model: str, pretrained: str | None, metrics: dict[str, Any], language: str = "en"
+) -> dict[str, Any]:
     """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``."""
     return benchmark_record(task.name, model, pretrained, metrics, language=language)
 
@@ -277,10 +228,18 @@ def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> d
     return result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
 
 
-def evaluate(task_names: Sequence[str], spec: ModelSpec, dataset_root: str | Path | None = None,
-             cache_dir: str | Path | None = None, use_cache: bool = True, data_cache_dir: str | Path | None = None,
-             batch_size: int = 64, num_workers: int | None = None, skip_bad_images: bool = False,
-             seeds: Sequence[int] | None = None) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
+def evaluate(
+    task_names: Sequence[str],
+    spec: ModelSpec,
+    dataset_root: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    use_cache: bool = True,
+    data_cache_dir: str | Path | None = None,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    seeds: Sequence[int] | None = None,
+) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
     """Evaluate ``spec`` on cycle_selection tasks (collections expanded); returns result records and the encoder output.
 
     Under torchrun only rank 0 scores: the other ranks get ``([], None)``. Tasks of
@@ -288,32 +247,44 @@ def evaluate(task_names: Sequence[str], spec: ModelSpec, dataset_root: str | Pat
     """
     tasks = expand_tasks(task_names)
     cache = resolve_cache_dir(cache_dir) if use_cache else None
-    return evaluate_tasks(tasks, spec, dataset_root, cache, resolve_data_cache_dir(data_cache_dir, cache_dir),
-                          batch_size, num_workers, skip_bad_images, seeds)
+    return evaluate_tasks(
+        tasks,
+        spec,
+        dataset_root,
+        cache,
+        resolve_data_cache_dir(data_cache_dir, cache_dir),
+        batch_size,
+        num_workers,
+        skip_bad_images,
+        seeds,
+    )
 
 
-def evaluate_tasks(tasks: Sequence[TaskSpec], spec: ModelSpec, dataset_root: str | Path | None,
-                   cache: Path | None, data_cache_dir: str | Path, batch_size: int = 64, num_workers: int | None = None,
-                   skip_bad_images: bool = False, seeds: Sequence[int] | None = None
-                   ) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
+def evaluate_tasks(
+    tasks: Sequence[TaskSpec],
+    spec: ModelSpec,
+    dataset_root: str | Path | None,
+    cache: Path | None,
+    data_cache_dir: str | Path,
+    batch_size: int = 64,
+    num_workers: int | None = None,
+    skip_bad_images: bool = False,
+    seeds: Sequence[int] | None = None,
+) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
     """:func:`evaluate` on resolved task specs, with the feature cache (None: none) and data cache already chosen."""
     other = [t.name for t in tasks if t.output_type != "cycle_selection"]
     if other:
-        raise ValueError(f"tasks {other} are not cycle_selection tasks; run them with clip_cycles.evaluation.runners.run_tasks "
-                         "(`clip-cycles eval` and the clip_benchmark plugin do)")
-    loaded, encoded = encode_tasks(tasks, spec, dataset_root, cache, data_cache_dir, batch_size,
-                                   num_workers, skip_bad_images, seeds=seeds)
+        raise ValueError(
+            f"tasks {other} are not cycle_selection tasks; run them with clip_cycles.evaluation.runners.run_tasks "
+            "(`clip-cycles eval` and the clip_benchmark plugin do)"
+        )
+    loaded, encoded = encode_tasks(
+        tasks, spec, dataset_root, cache, data_cache_dir, batch_size, num_workers, skip_bad_images, seeds=seeds
+    )
     if encoded is None:
         return [], None
-    records = [result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache))
-               for data in loaded]
+    records = [result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache)) for data in loaded]
     return records, encoded
 
 
 # --------------------------------------------------------------------------- CLI
-
-
-
-
-
-

@@ -32,8 +32,13 @@ def add_input_arguments(parser: Any) -> None:
     add_model_arguments(group)
 
 
-def load_input(features: str | Path | None, tasks: Sequence[str] | None, options: ModelOptions,
-               seeds: Sequence[int] | None = None, with_markers: bool = False) -> ExperimentData:
+def load_input(
+    features: str | Path | None,
+    tasks: Sequence[str] | None,
+    options: ModelOptions,
+    seeds: Sequence[int] | None = None,
+    with_markers: bool = False,
+) -> ExperimentData:
     """An experiment's ExperimentData: the ``features`` npz, or ``tasks`` encoded with the model of ``options``."""
     if features is not None:
         if tasks or options.model:
@@ -43,9 +48,18 @@ def load_input(features: str | Path | None, tasks: Sequence[str] | None, options
         raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
 
     context = RunContext.from_options(options, seeds=seeds)
-    return load_from_tasks(tasks, context.spec, context.dataset_root, context.cache_dir, context.data_cache_dir,
-                           context.seeds, with_markers, context.batch_size, context.num_workers,
-                           context.skip_bad_images)
+    return load_from_tasks(
+        tasks,
+        context.spec,
+        context.dataset_root,
+        context.cache_dir,
+        context.data_cache_dir,
+        context.seeds,
+        with_markers,
+        context.batch_size,
+        context.num_workers,
+        context.skip_bad_images,
+    )
 
 
 def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
@@ -54,8 +68,12 @@ def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds
     parser.add_argument("--out", required=True, help="results directory (JSON, report.md and figures go here)")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds), help="cycle-split seeds")
     parser.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
-    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES,
-                        help="families with fewer cycles in any seed/split are reported unavailable")
+    parser.add_argument(
+        "--min-cycles",
+        type=int,
+        default=DEFAULT_MIN_CYCLES,
+        help="families with fewer cycles in any seed/split are reported unavailable",
+    )
     parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
 
 
@@ -84,9 +102,17 @@ def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
 
 def probe_command(args: argparse.Namespace) -> int:
     """Run the probe sweep and write ``probe.json`` (+ report)."""
-    settings = ProbeSettings(epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay, batch_size=args.batch_size,
-                             ranks=tuple(args.ranks), full_heads=tuple(args.full_heads), seeds=tuple(args.seeds),
-                             min_cycles=args.min_cycles, audit=not args.no_audit)
+    settings = ProbeSettings(
+        epochs=args.epochs,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        batch_size=args.batch_size,
+        ranks=tuple(args.ranks),
+        full_heads=tuple(args.full_heads),
+        seeds=tuple(args.seeds),
+        min_cycles=args.min_cycles,
+        audit=not args.no_audit,
+    )
     data = load_input(args.features, args.task, model_options(args), settings.seeds)
     return finish(run_probes(data, settings), args.out, probes.RESULT_FILE, report=not args.no_report)
 
@@ -103,8 +129,15 @@ def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
 
 def transfer_command(args: argparse.Namespace) -> int:
     """Run the transfer grid and write ``transfer.json`` (+ report)."""
-    settings = TransferSettings(rank=args.rank, epochs=args.epochs, lr=args.lr, weight_decay=args.weight_decay,
-                                batch_size=args.batch_size, seeds=tuple(args.seeds), min_cycles=args.min_cycles)
+    settings = TransferSettings(
+        rank=args.rank,
+        epochs=args.epochs,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        batch_size=args.batch_size,
+        seeds=tuple(args.seeds),
+        min_cycles=args.min_cycles,
+    )
     data = load_input(args.features, args.task, model_options(args), settings.seeds)
     return finish(transfer.run_transfer(data, settings), args.out, transfer.RESULT_FILE, report=not args.no_report)
 
@@ -116,18 +149,30 @@ def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--weight-decay", type=float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=512, help="training batch size")
-    parser.add_argument("--text-only-epochs", type=int, default=50,
-                        help="epochs of the text-only and image-only shortcut probes (paper 1: 50)")
-    parser.add_argument("--text-only-lr", type=float, default=1e-2,
-                        help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)")
+    parser.add_argument(
+        "--text-only-epochs", type=int, default=50, help="epochs of the text-only and image-only shortcut probes (paper 1: 50)"
+    )
+    parser.add_argument(
+        "--text-only-lr",
+        type=float,
+        default=1e-2,
+        help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)",
+    )
     parser.set_defaults(func=oe_command)
 
 
 def oe_command(args: argparse.Namespace) -> int:
     """Run the OE experiment and write ``oe.json`` (+ report)."""
-    settings = OESettings(rank=args.rank, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                          weight_decay=args.weight_decay, seeds=tuple(args.seeds),
-                          text_only_epochs=args.text_only_epochs, text_only_lr=args.text_only_lr,
-                          min_cycles=args.min_cycles)
+    settings = OESettings(
+        rank=args.rank,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        seeds=tuple(args.seeds),
+        text_only_epochs=args.text_only_epochs,
+        text_only_lr=args.text_only_lr,
+        min_cycles=args.min_cycles,
+    )
     data = load_input(args.features, args.task, model_options(args), settings.seeds, with_markers=True)
     return finish(oe.run_oe(data, settings), args.out, oe.RESULT_FILE, report=not args.no_report)

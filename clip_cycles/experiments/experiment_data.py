@@ -133,8 +133,7 @@ class ExperimentData:
 
     def identity(self) -> dict[str, Any]:
         """``model``, ``pretrained``, ``tie_tolerance`` and ``source`` for result JSONs."""
-        return {"model": self.model, "pretrained": self.pretrained, "tie_tolerance": self.tie_tolerance,
-                "source": self.source}
+        return {"model": self.model, "pretrained": self.pretrained, "tie_tolerance": self.tie_tolerance, "source": self.source}
 
     def family_names(self) -> list[str]:
         """Every family, available or not, in a stable order (loaded ones first, as given)."""
@@ -257,8 +256,10 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         raise ValueError(f"{path}: array 'meta' is missing (write the file with save_experiment_data)")
     meta = json.loads(str(arrays["meta"]))
     if meta.get("format") != NPZ_FORMAT:
-        raise ValueError(f"{path}: field 'format' is {meta.get('format')!r}, expected {NPZ_FORMAT!r}; "
-                         "write the file again with save_experiment_data")
+        raise ValueError(
+            f"{path}: field 'format' is {meta.get('format')!r}, expected {NPZ_FORMAT!r}; "
+            "write the file again with save_experiment_data"
+        )
 
     def get(key: str) -> np.ndarray:
         if key not in arrays:
@@ -279,8 +280,12 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         family.validate()
         families[family.name] = family
     return ExperimentData(
-        model=meta["model"], pretrained=meta["pretrained"], families=families, tie_tolerance=float(meta["tie_tolerance"]),
-        unavailable=dict(meta.get("unavailable", {})), source=meta.get("source", ""),
+        model=meta["model"],
+        pretrained=meta["pretrained"],
+        families=families,
+        tie_tolerance=float(meta["tie_tolerance"]),
+        unavailable=dict(meta.get("unavailable", {})),
+        source=meta.get("source", ""),
     )
 
 
@@ -336,8 +341,15 @@ def load_from_tasks(
             loaded.append(task_data)
     images, unique_captions = unique_items(loaded)
     extra = [marker_caption(c) for c in unique_captions] if with_markers else []
-    encoded = encode(images, unique_captions + extra, spec, cache_dir, batch_size=batch_size,
-                     num_workers=num_workers, skip_bad_images=skip_bad_images)
+    encoded = encode(
+        images,
+        unique_captions + extra,
+        spec,
+        cache_dir,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        skip_bad_images=skip_bad_images,
+    )
     marker_rows = None
     if with_markers:
         marker_rows = np.full(encoded.caption_features.shape[0], -1, dtype=np.int64)
@@ -354,11 +366,14 @@ def load_from_tasks(
                 dropped += n_dropped
                 cycles[seed][split] = index
         name = family_name(task_data.task.name)
-        families[name] = FamilyFeatures(name, encoded.image_features, encoded.caption_features, cycles, marker_rows,
-                                        dropped)
+        families[name] = FamilyFeatures(name, encoded.image_features, encoded.caption_features, cycles, marker_rows, dropped)
     return ExperimentData(
-        model=spec.model, pretrained=spec.pretrained or "", families=families, tie_tolerance=tasks[0].tie_tolerance,
-        unavailable=unavailable, source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
+        model=spec.model,
+        pretrained=spec.pretrained or "",
+        families=families,
+        tie_tolerance=tasks[0].tie_tolerance,
+        unavailable=unavailable,
+        source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
     )
 
 
@@ -405,9 +420,11 @@ def planted_experiment_data(
         Per-family override of (n_train, n_validation, n_test), e.g. to make one too small.
     """
     rng = np.random.default_rng(seed)
-    groups = dict(family_groups) if isinstance(family_groups, dict) else {
-        f"family_{i:02d}": int(g) for i, g in enumerate(family_groups)
-    }
+    groups = (
+        dict(family_groups)
+        if isinstance(family_groups, dict)
+        else {f"family_{i:02d}": int(g) for i, g in enumerate(family_groups)}
+    )
     n_groups = max(groups.values()) + 1
     image_dirs = _unit_rows(rng, n_groups, dim)
     caption_dirs = _unit_rows(rng, n_groups, dim)
@@ -438,12 +455,14 @@ def planted_experiment_data(
                 caps = caption_perm[bounds[k] : bounds[k + 1]]
                 cycles[int(s)][split] = _planted_cycles(split_rng, imgs, caps, x[:, g], y[:, g], counts[k])
         families[name] = FamilyFeatures(name, phi, psi, cycles, marker_rows)
-    return ExperimentData(model=model, pretrained=pretrained, families=families,
-                          source=f"planted synthetic features (dim {dim}, seed {seed})")
+    return ExperimentData(
+        model=model, pretrained=pretrained, families=families, source=f"planted synthetic features (dim {dim}, seed {seed})"
+    )
 
 
-def _planted_cycles(rng: np.random.Generator, images: np.ndarray, captions: np.ndarray, x: np.ndarray, y: np.ndarray,
-                    n: int) -> np.ndarray:
+def _planted_cycles(
+    rng: np.random.Generator, images: np.ndarray, captions: np.ndarray, x: np.ndarray, y: np.ndarray, n: int
+) -> np.ndarray:
     if n == 0:
         return np.zeros((0, 4), dtype=np.int64)
     by_sign_image = {s: images[x[images] == s] for s in (-1.0, 1.0)}
@@ -460,5 +479,3 @@ def _planted_cycles(rng: np.random.Generator, images: np.ndarray, captions: np.n
         out[rows, 2] = rng.choice(by_sign_caption[sign], size=rows.size)
         out[rows, 3] = rng.choice(by_sign_caption[-sign], size=rows.size)
     return out
-
-

@@ -91,14 +91,17 @@ def oe_pairs(family: FamilyFeatures, seed: int, split: str) -> np.ndarray:
     """The OE construction of a split: (image, caption, label) rows, positives (1) then marked negatives (0)."""
     positives = matched_pairs(family.split(seed, split))
     negatives = marked_negatives(family, positives, split)
-    return np.concatenate([
-        np.column_stack([positives, np.ones(len(positives), dtype=np.int64)]),
-        np.column_stack([negatives, np.zeros(len(negatives), dtype=np.int64)]),
-    ]).astype(np.int64)
+    return np.concatenate(
+        [
+            np.column_stack([positives, np.ones(len(positives), dtype=np.int64)]),
+            np.column_stack([negatives, np.zeros(len(negatives), dtype=np.int64)]),
+        ]
+    ).astype(np.int64)
 
 
-def oe_validation_accuracy(family: FamilyFeatures, seed: int, split: str = "validation",
-                           tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> Callable[[ScoreHead], float]:
+def oe_validation_accuracy(
+    family: FamilyFeatures, seed: int, split: str = "validation", tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+) -> Callable[[ScoreHead], float]:
     """``validate(head)``: paired accuracy of positives over their marked negatives (ties one half)."""
     positives = matched_pairs(family.split(seed, split))
     negatives = marked_negatives(family, positives, split)
@@ -113,17 +116,39 @@ def oe_validation_accuracy(family: FamilyFeatures, seed: int, split: str = "vali
     return validate
 
 
-def _train_on_oe_pairs(family: FamilyFeatures, seed: int, head_name: str, rank: int | None, epochs: int, lr: float,
-                       settings: OESettings, tie_tolerance: float) -> tuple[ScoreHead, int, float]:
+def _train_on_oe_pairs(
+    family: FamilyFeatures,
+    seed: int,
+    head_name: str,
+    rank: int | None,
+    epochs: int,
+    lr: float,
+    settings: OESettings,
+    tie_tolerance: float,
+) -> tuple[ScoreHead, int, float]:
     """Pairwise BCE on the OE construction, selected on OE validation accuracy (the shared loop, as ``train_probe``)."""
     from clip_cycles.heads.score_heads import make_head  # imports torch
 
     head = make_head(head_name, family.image_dim, family.caption_dim, rank=rank, seed=seed)
-    config = TrainConfig(lr=lr, weight_decay=settings.weight_decay, epochs=epochs, batch_size=settings.batch_size,
-                         seed=seed, loss="pairwise_bce", tie_tolerance=tie_tolerance, threads=settings.threads)
-    result = train_on_pairs(head, family.image_features, family.caption_features, oe_pairs(family, seed, "train"),
-                            config, validate=oe_validation_accuracy(family, seed, tie_tolerance=tie_tolerance),
-                            val_metric="oe_validation_acc")
+    config = TrainConfig(
+        lr=lr,
+        weight_decay=settings.weight_decay,
+        epochs=epochs,
+        batch_size=settings.batch_size,
+        seed=seed,
+        loss="pairwise_bce",
+        tie_tolerance=tie_tolerance,
+        threads=settings.threads,
+    )
+    result = train_on_pairs(
+        head,
+        family.image_features,
+        family.caption_features,
+        oe_pairs(family, seed, "train"),
+        config,
+        validate=oe_validation_accuracy(family, seed, tie_tolerance=tie_tolerance),
+        val_metric="oe_validation_acc",
+    )
     return result.head, result.best_epoch, float(result.best_val)
 
 
@@ -136,8 +161,9 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tolerance: float
         test_cycles = CycleSubset(family, family.split(seed, "test"))
         oe_val = oe_validation_accuracy(family, seed, tie_tolerance=tie_tolerance)
 
-        def record(head: ScoreHead, best_epoch: int, val_cycles=val_cycles, test_cycles=test_cycles,
-                   oe_val=oe_val) -> dict[str, Any]:
+        def record(
+            head: ScoreHead, best_epoch: int, val_cycles=val_cycles, test_cycles=test_cycles, oe_val=oe_val
+        ) -> dict[str, Any]:
             return {
                 "test_cycle_acc": cycle_acc(test_cycles.deltas(head), tie_tolerance),
                 "val_cycle_acc": cycle_acc(val_cycles.deltas(head), tie_tolerance),
@@ -146,15 +172,28 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tolerance: float
             }
 
         for method, loss in (("cycle_oe", "cycle"), ("four_entry_bce", "four_entry_bce")):
-            run = train_probe(family, seed, "oe", settings.rank, settings.epochs, settings.lr, settings.weight_decay,
-                              settings.batch_size, loss=loss, tie_tolerance=tie_tolerance, threads=settings.threads)
+            run = train_probe(
+                family,
+                seed,
+                "oe",
+                settings.rank,
+                settings.epochs,
+                settings.lr,
+                settings.weight_decay,
+                settings.batch_size,
+                loss=loss,
+                tie_tolerance=tie_tolerance,
+                threads=settings.threads,
+            )
             per_method[method][str(seed)] = {**record(run.head, run.best_epoch), "selected_on": "val_cycle_acc"}
-        head, best_epoch, _ = _train_on_oe_pairs(family, seed, "oe", settings.rank, settings.epochs, settings.lr,
-                                                 settings, tie_tolerance)
+        head, best_epoch, _ = _train_on_oe_pairs(
+            family, seed, "oe", settings.rank, settings.epochs, settings.lr, settings, tie_tolerance
+        )
         per_method["shortcut_oe"][str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
         for probe in SHORTCUT_PROBES:
-            head, best_epoch, _ = _train_on_oe_pairs(family, seed, probe, None, settings.text_only_epochs,
-                                                     settings.text_only_lr, settings, tie_tolerance)
+            head, best_epoch, _ = _train_on_oe_pairs(
+                family, seed, probe, None, settings.text_only_epochs, settings.text_only_lr, settings, tie_tolerance
+            )
             shortcut[probe][str(seed)] = {**record(head, best_epoch), "selected_on": "oe_val_acc"}
     methods = {}
     for method, runs in per_method.items():
@@ -165,12 +204,17 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tolerance: float
         }
     differences = {}
     for other in ("shortcut_oe", "four_entry_bce"):
-        diff = {s: per_method["cycle_oe"][s]["test_cycle_acc"] - per_method[other][s]["test_cycle_acc"]
-                for s in per_method["cycle_oe"]}
+        diff = {
+            s: per_method["cycle_oe"][s]["test_cycle_acc"] - per_method[other][s]["test_cycle_acc"]
+            for s in per_method["cycle_oe"]
+        }
         differences[f"cycle_oe_minus_{other}"] = summarize(diff)
     table = [
-        {"seed": int(s), **{m: per_method[m][s]["test_cycle_acc"] for m in METHODS},
-         **{f"{p}_{k}": shortcut[p][s][k] for p in SHORTCUT_PROBES for k in ("test_cycle_acc", "oe_val_acc")}}
+        {
+            "seed": int(s),
+            **{m: per_method[m][s]["test_cycle_acc"] for m in METHODS},
+            **{f"{p}_{k}": shortcut[p][s][k] for p in SHORTCUT_PROBES for k in ("test_cycle_acc", "oe_val_acc")},
+        }
         for s in (str(x) for x in settings.seeds)
     ]
     return {
@@ -178,11 +222,14 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tolerance: float
         "n_cycles": family.counts(),
         "dropped_cycles": family.dropped_cycles,
         "methods": methods,
-        **{f"{p}_probe": {
-            "runs": runs,
-            "oe_val_acc": summarize({s: r["oe_val_acc"] for s, r in runs.items()}),
-            "test_cycle_acc": summarize({s: r["test_cycle_acc"] for s, r in runs.items()}),
-        } for p, runs in shortcut.items()},
+        **{
+            f"{p}_probe": {
+                "runs": runs,
+                "oe_val_acc": summarize({s: r["oe_val_acc"] for s, r in runs.items()}),
+                "test_cycle_acc": summarize({s: r["test_cycle_acc"] for s, r in runs.items()}),
+            }
+            for p, runs in shortcut.items()
+        },
         "differences": differences,
         "per_seed_table": table,
     }
@@ -192,8 +239,7 @@ def run_oe(data: ExperimentData, settings: OESettings | None = None) -> dict[str
     """The OE experiment on every usable family, as one JSON-ready record."""
     settings = settings or OESettings()
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
-    families: dict[str, Any] = {name: oe_family(family, settings, data.tie_tolerance)
-                                for name, family in usable.items()}
+    families: dict[str, Any] = {name: oe_family(family, settings, data.tie_tolerance) for name, family in usable.items()}
     for name, reason in unavailable.items():
         families[name] = {"available": False, "unavailable_reason": reason}
     return {
@@ -223,8 +269,12 @@ def oe_metrics(data: ExperimentData, settings: OESettings | None = None) -> dict
     if len(names) != 1:
         raise ValueError(f"oe_metrics scores one family per dataset, got {len(names)}: {names}")
     family = record["families"][names[0]]
-    base = {"model": data.model, "pretrained": data.pretrained, "tie_tolerance": data.tie_tolerance,
-            "seeds": list(settings.seeds)}
+    base = {
+        "model": data.model,
+        "pretrained": data.pretrained,
+        "tie_tolerance": data.tie_tolerance,
+        "seeds": list(settings.seeds),
+    }
     if not family["available"]:
         return {**base, "available": False, "unavailable_reason": family["unavailable_reason"], "n_cycles": 0}
     metrics: dict[str, Any] = {**base, "available": True}
@@ -240,7 +290,3 @@ def oe_metrics(data: ExperimentData, settings: OESettings | None = None) -> dict
     metrics["n_cycles"] = int(sum(sum(v.values()) for v in family["n_cycles"].values()))
     metrics["oe"] = record
     return metrics
-
-
-
-

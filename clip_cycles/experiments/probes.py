@@ -157,8 +157,11 @@ def float64_logits(head: ScoreHead, phi: np.ndarray, psi: np.ndarray) -> np.ndar
 
     scorer = float64_copy(head)
     with torch.no_grad():
-        return scorer(torch.from_numpy(np.asarray(phi, dtype=np.float64)),
-                      torch.from_numpy(np.asarray(psi, dtype=np.float64))).numpy().astype(np.float64)
+        return (
+            scorer(torch.from_numpy(np.asarray(phi, dtype=np.float64)), torch.from_numpy(np.asarray(psi, dtype=np.float64)))
+            .numpy()
+            .astype(np.float64)
+        )
 
 
 def train_probe(
@@ -189,8 +192,16 @@ def train_probe(
 
     from clip_cycles.heads.score_heads import make_head  # imports torch
 
-    config = TrainConfig(lr=lr, weight_decay=weight_decay, epochs=epochs, batch_size=batch_size, seed=seed, loss=loss,
-                         tie_tolerance=tie_tolerance, threads=threads)
+    config = TrainConfig(
+        lr=lr,
+        weight_decay=weight_decay,
+        epochs=epochs,
+        batch_size=batch_size,
+        seed=seed,
+        loss=loss,
+        tie_tolerance=tie_tolerance,
+        threads=threads,
+    )
     spec = loss_of_kind(config.loss, "cycle", "train_probe")
     head = make_head(head_name, family.image_dim, family.caption_dim, rank=rank, seed=seed)
     train = family.split(seed, "train")
@@ -201,8 +212,7 @@ def train_probe(
     batch_loss = cycle_batch_loss(spec, head, phi_t, psi_t, torch.from_numpy(train))
     validation = Validation("val_cycle_acc", lambda h: cycle_acc(val_deltas(h), tie_tolerance))
     run = fit_head(head, train.shape[0], batch_loss, config, validation, f"{family.name} {probe_key(head_name, rank)}")
-    return ProbeRun(head=head, best_epoch=run.best_epoch, best_val=run.best_val,
-                    val_history=[r.val for r in run.history])
+    return ProbeRun(head=head, best_epoch=run.best_epoch, best_val=run.best_val, val_history=[r.val for r in run.history])
 
 
 def head_cycle_deltas(head: ScoreHead, family: FamilyFeatures, cycles: np.ndarray) -> np.ndarray:
@@ -210,17 +220,20 @@ def head_cycle_deltas(head: ScoreHead, family: FamilyFeatures, cycles: np.ndarra
     return CycleSubset(family, cycles).deltas(head)
 
 
-def score_head(head: ScoreHead, family: FamilyFeatures, seed: int, split: str = "test",
-               tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
+def score_head(
+    head: ScoreHead, family: FamilyFeatures, seed: int, split: str = "test", tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+) -> float:
     """Exact CycleAcc of ``head`` on ``family``'s ``split`` cycles of ``seed``."""
     return cycle_acc(head_cycle_deltas(head, family, family.split(seed, split)), tie_tolerance)
 
 
-def zero_shot_cycle_acc(family: FamilyFeatures, seed: int, split: str = "test",
-                        tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> float:
+def zero_shot_cycle_acc(
+    family: FamilyFeatures, seed: int, split: str = "test", tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+) -> float:
     """Exact CycleAcc of the frozen dot-product score (cosine on normalized features)."""
-    return cycle_acc(deltas_from_embeddings(family.image_features, family.caption_features, family.split(seed, split)),
-                     tie_tolerance)
+    return cycle_acc(
+        deltas_from_embeddings(family.image_features, family.caption_features, family.split(seed, split)), tie_tolerance
+    )
 
 
 def summarize(per_seed: dict[str, float]) -> dict[str, Any]:
@@ -244,8 +257,7 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
     return specs + [_ProbeSpec("low_rank", r) for r in settings.ranks]
 
 
-def probe_family(family: FamilyFeatures, settings: ProbeSettings,
-                 tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> dict[str, Any]:
+def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> dict[str, Any]:
     """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit."""
     from tqdm.auto import tqdm
 
@@ -258,9 +270,18 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings,
     for seed in settings.seeds:
         zero_shot[str(seed)] = zero_shot_cycle_acc(family, seed, tie_tolerance=tie_tolerance)
         for spec in tqdm(specs, desc=f"{family.name} seed {seed}", disable=None, leave=False):
-            result = train_probe(family, seed, spec.head, spec.rank, settings.epochs, settings.lr,
-                                 settings.weight_decay, settings.batch_size, tie_tolerance=tie_tolerance,
-                                 threads=settings.threads)
+            result = train_probe(
+                family,
+                seed,
+                spec.head,
+                spec.rank,
+                settings.epochs,
+                settings.lr,
+                settings.weight_decay,
+                settings.batch_size,
+                tie_tolerance=tie_tolerance,
+                threads=settings.threads,
+            )
             per_seed[spec.key][str(seed)] = {
                 "test_cycle_acc": score_head(result.head, family, seed, tie_tolerance=tie_tolerance),
                 "best_val_cycle_acc": result.best_val,
@@ -269,10 +290,19 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings,
             }
         if settings.audit:
             phi, psi, sets = subset_tables(family, {k: family.split(seed, k) for k in ("train", "validation", "test")})
-            report = additive_audit(phi, psi, sets["train"], sets["test"], sets["validation"],
-                                    epochs=settings.audit_epochs, seed=seed, lr=settings.lr,
-                                    weight_decay=settings.weight_decay, batch_size=settings.batch_size,
-                                    tie_tolerance=tie_tolerance)
+            report = additive_audit(
+                phi,
+                psi,
+                sets["train"],
+                sets["test"],
+                sets["validation"],
+                epochs=settings.audit_epochs,
+                seed=seed,
+                lr=settings.lr,
+                weight_decay=settings.weight_decay,
+                batch_size=settings.batch_size,
+                tie_tolerance=tie_tolerance,
+            )
             audits[str(seed)] = report.to_dict()
     for spec in specs:
         accs = {s: v["test_cycle_acc"] for s, v in per_seed[spec.key].items()}
@@ -333,8 +363,12 @@ def probe_metrics(data: ExperimentData, settings: ProbeSettings | None = None) -
     if len(names) != 1:
         raise ValueError(f"probe_metrics scores one family per dataset, got {len(names)}: {names}")
     family = record["families"][names[0]]
-    base = {"tie_tolerance": data.tie_tolerance, "seeds": list(settings.seeds), "model": data.model,
-            "pretrained": data.pretrained}
+    base = {
+        "tie_tolerance": data.tie_tolerance,
+        "seeds": list(settings.seeds),
+        "model": data.model,
+        "pretrained": data.pretrained,
+    }
     if not family["available"]:
         return {**base, "available": False, "unavailable_reason": family["unavailable_reason"], "n_cycles": 0}
     rank = REFERENCE_RANK if REFERENCE_RANK in settings.ranks else max(settings.ranks)

@@ -150,8 +150,15 @@ def _na_bar(ax: Any, x: float, width: float, label: str = "n/a") -> None:
 
 def _unavailable_note(ax: Any, unavailable: dict[str, str]) -> None:
     if unavailable:
-        ax.text(0.01, 0.01, "unavailable (n/a): " + ", ".join(sorted(unavailable)), transform=ax.transAxes,
-                fontsize=7, color="#aa0000", va="bottom")
+        ax.text(
+            0.01,
+            0.01,
+            "unavailable (n/a): " + ", ".join(sorted(unavailable)),
+            transform=ax.transAxes,
+            fontsize=7,
+            color="#aa0000",
+            va="bottom",
+        )
 
 
 def _order(record: dict[str, Any], available: list[str]) -> list[str]:
@@ -178,19 +185,36 @@ def strict_relation_figure(probe: dict[str, Any], out: Path) -> list[Path]:
             _na_bar(ax, i, 2 * width)
             continue
         probe_stats = fam["probes"][f"low_rank_r{rank}"]
-        ax.bar(i - width / 2, fam["zero_shot"]["mean"], width, yerr=fam["zero_shot"]["sd"], color="#7f9fbf", capsize=3,
-               label=None if labelled else "zero-shot cosine")
-        ax.bar(i + width / 2, probe_stats["mean"], width, yerr=probe_stats["sd"], color="#d9822b", capsize=3,
-               label=None if labelled else f"rank-{rank} probe")
+        ax.bar(
+            i - width / 2,
+            fam["zero_shot"]["mean"],
+            width,
+            yerr=fam["zero_shot"]["sd"],
+            color="#7f9fbf",
+            capsize=3,
+            label=None if labelled else "zero-shot cosine",
+        )
+        ax.bar(
+            i + width / 2,
+            probe_stats["mean"],
+            width,
+            yerr=probe_stats["sd"],
+            color="#d9822b",
+            capsize=3,
+            label=None if labelled else f"rank-{rank} probe",
+        )
         labelled = True
     ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
     ax.set_xticks(range(len(names)))
-    ax.set_xticklabels([n if probe["families"].get(n, {}).get("available") else f"{n}\n(n/a)" for n in names],
-                       rotation=30, ha="right", fontsize=8)
+    ax.set_xticklabels(
+        [n if probe["families"].get(n, {}).get("available") else f"{n}\n(n/a)" for n in names],
+        rotation=30,
+        ha="right",
+        fontsize=8,
+    )
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("exact test CycleAcc")
-    ax.set_title(f"{probe['model']} ({probe['pretrained']}): zero-shot vs rank-{rank} probe, mean ± sd over seeds",
-                 fontsize=9)
+    ax.set_title(f"{probe['model']} ({probe['pretrained']}): zero-shot vs rank-{rank} probe, mean ± sd over seeds", fontsize=9)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="upper right")
     _unavailable_note(ax, {n: "" for n in names if not probe["families"].get(n, {}).get("available")})
@@ -210,8 +234,7 @@ def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
             ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{name} (n/a)")
             continue
         sweep = fam["rank_sweep"]
-        ax.errorbar(sweep["ranks"], sweep["mean"], yerr=sweep["sd"], marker="o", markersize=3, capsize=2,
-                    linewidth=1, label=name)
+        ax.errorbar(sweep["ranks"], sweep["mean"], yerr=sweep["sd"], marker="o", markersize=3, capsize=2, linewidth=1, label=name)
     ax.set_xscale("log", base=2)
     ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
     ax.set_xlabel("probe rank")
@@ -246,12 +269,18 @@ def transfer_heatmap_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
     for i in range(k):
         for j in range(k):
             if np.isnan(matrix[i, j]):
-                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#999999",
-                                           linewidth=0))
+                ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#999999", linewidth=0))
                 ax.text(j, i, "n/a", ha="center", va="center", fontsize=6, color="#555555")
             elif k <= 16:
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if matrix[i, j] < 0.6 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{matrix[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if matrix[i, j] < 0.6 else "black",
+                )
     labels = [n if n in transfer["families"] else f"{n} (n/a)" for n in order]
     ax.set_xticks(range(k))
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
@@ -302,8 +331,15 @@ def oe_figure(oe: dict[str, Any], out: Path) -> list[Path]:
             continue
         for m, method in enumerate(METHODS):
             stats = fam["methods"][method]["test_cycle_acc"]
-            ax.bar(i + (m - 1) * width, stats["mean"], width, yerr=stats["sd"], capsize=3, color=colors[m],
-                   label=None if labelled else method)
+            ax.bar(
+                i + (m - 1) * width,
+                stats["mean"],
+                width,
+                yerr=stats["sd"],
+                capsize=3,
+                color=colors[m],
+                label=None if labelled else method,
+            )
         labelled = True
     ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
     ax.set_xticks(range(len(order)))
@@ -353,8 +389,12 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
     figures = _save(fig, out, "zero_shot")
     header = ["family", "CycleAcc", "text", "image", "group", "cycles (test)", "additive audit"]
-    lines = [f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     for name in names:
         m = zero["families"].get(name)
         if m is None:
@@ -377,9 +417,14 @@ def render_probe(probe: dict[str, Any], out: Path) -> tuple[list[str], list[Path
     ranks = probe["settings"]["ranks"]
     heads = list(probe["settings"]["full_heads"])
     header = ["family", "zero-shot", *heads, *[f"r{r}" for r in ranks], "additive audit"]
-    lines = [f"Settings: {json.dumps(probe['settings'], sort_keys=True)}", "",
-             f"Headline probe: rank {rank}. Cells: exact test CycleAcc, mean ± sd over seeds {probe['seeds']}.", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"Settings: {json.dumps(probe['settings'], sort_keys=True)}",
+        "",
+        f"Headline probe: rank {rank}. Cells: exact test CycleAcc, mean ± sd over seeds {probe['seeds']}.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
     for name in order:
         fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
@@ -400,17 +445,27 @@ def render_transfer(transfer: dict[str, Any], out: Path) -> tuple[list[str], lis
     """Transfer section: correlations per seed and summary, the mean matrix, two figures."""
     figures = transfer_heatmap_figure(transfer, out) + alignment_scatter_figure(transfer, out)
     corr = transfer["correlation"]
-    lines = [f"Settings: {json.dumps(transfer['settings'], sort_keys=True)}", "",
-             f"{len(transfer['families'])} families, {transfer['n_pairs']} ordered off-diagonal pairs.", "",
-             "| correlation (alignment vs transfer) | " + " | ".join(f"seed {s}" for s in transfer["per_seed"])
-             + " | mean ± sd |", "|---|" + "---|" * (len(transfer["per_seed"]) + 1)]
+    lines = [
+        f"Settings: {json.dumps(transfer['settings'], sort_keys=True)}",
+        "",
+        f"{len(transfer['families'])} families, {transfer['n_pairs']} ordered off-diagonal pairs.",
+        "",
+        "| correlation (alignment vs transfer) | " + " | ".join(f"seed {s}" for s in transfer["per_seed"]) + " | mean ± sd |",
+        "|---|" + "---|" * (len(transfer["per_seed"]) + 1),
+    ]
     for kind in ("pearson", "spearman"):
         values = [corr[kind]["per_seed"][s] for s in transfer["per_seed"]]
-        lines.append(f"| {kind} | " + " | ".join("undefined" if v is None else f"{v:.4f}" for v in values)
-                     + f" | {_pm(corr[kind])} |")
+        lines.append(
+            f"| {kind} | " + " | ".join("undefined" if v is None else f"{v:.4f}" for v in values) + f" | {_pm(corr[kind])} |"
+        )
     order, matrix = _full_matrix(transfer, "transfer")
-    lines += ["", "Mean transfer CycleAcc (rows: trained on; columns: tested on):", "",
-              "| trained on \\ tested on | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
+    lines += [
+        "",
+        "Mean transfer CycleAcc (rows: trained on; columns: tested on):",
+        "",
+        "| trained on \\ tested on | " + " | ".join(order) + " |",
+        "|---|" + "---|" * len(order),
+    ]
     for i, name in enumerate(order):
         lines.append(f"| {name} | " + " | ".join("n/a" if np.isnan(v) else f"{v:.3f}" for v in matrix[i]) + " |")
     return lines + [""] + _figure_links(figures), figures
@@ -420,8 +475,12 @@ def render_transfer(transfer: dict[str, Any], out: Path) -> tuple[list[str], lis
 def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
     """OE section: per-seed table, mean ± sd, per-seed differences, the text-only probe; one figure."""
     figures = oe_figure(oe, out)
-    lines = [f"Settings: {json.dumps(oe['settings'], sort_keys=True)}", "",
-             f"Shortcut-OE negatives: `{oe['marker_caption_example']}` (train and validation only).", ""]
+    lines = [
+        f"Settings: {json.dumps(oe['settings'], sort_keys=True)}",
+        "",
+        f"Shortcut-OE negatives: `{oe['marker_caption_example']}` (train and validation only).",
+        "",
+    ]
     order = _order(oe, [n for n, f in oe["families"].items() if f.get("available")])
     for name in order:
         fam = oe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
@@ -437,8 +496,7 @@ def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
             lines.append("| " + " | ".join(cells) + " |")
         summary = [_pm(fam["methods"][m]["test_cycle_acc"]) for m in METHODS]
         text = fam["text_only_probe"]
-        lines.append("| mean ± sd | " + " | ".join(summary) + f" | {_pm(text['test_cycle_acc'])} | "
-                     f"{_pm(text['oe_val_acc'])} |")
+        lines.append("| mean ± sd | " + " | ".join(summary) + f" | {_pm(text['test_cycle_acc'])} | {_pm(text['oe_val_acc'])} |")
         lines += ["", "Per-seed differences (exact test CycleAcc):", ""]
         for diff_name, diff in fam["differences"].items():
             per = ", ".join(f"seed {s}: {v:+.4f}" for s, v in diff["per_seed"].items())
@@ -468,8 +526,12 @@ def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str],
     fig.suptitle("Attribute generalization splits")
     figures = _save(fig, out, "attribute_splits")
     world = attributes.get("world", {})
-    lines = [f"World: {json.dumps(world, sort_keys=True)}", "",
-             "| strategy | F1 selectivity | CS | attributes scored |", "|---|---|---|---|"]
+    lines = [
+        f"World: {json.dumps(world, sort_keys=True)}",
+        "",
+        "| strategy | F1 selectivity | CS | attributes scored |",
+        "|---|---|---|---|",
+    ]
     for name in names:
         entry = attributes["strategies"][name]
         lines.append(f"| {name} | {_pm(entry['f1_selectivity'])} | {_pm(entry['cs'])} | {entry['n_attributes_scored']} |")

@@ -339,8 +339,13 @@ def _run_probe(probe: Probe, data: SyntheticData, config: SyntheticConfig, seed:
         tie_tolerance=config.tie_tolerance,
     )
     result = train_on_pairs(
-        head, train.image_features, train.caption_features, train.pairs, train_config,
-        validate=lambda h: split_auroc(h, val), val_metric="auroc",
+        head,
+        train.image_features,
+        train.caption_features,
+        train.pairs,
+        train_config,
+        validate=lambda h: split_auroc(h, val),
+        val_metric="auroc",
     )
     deltas = head_deltas(result.head, test.image_features, test.caption_features, test.cycles)
     return {
@@ -456,9 +461,7 @@ def format_table(result: dict[str, Any]) -> str:
     for name, control in result["controls"].items():
         for label, probe in control["probes"].items():
             a, c = probe["auroc"], probe["cycle_acc"]
-            lines.append(
-                f"{name:<18} {label:<22} {a['mean']:>11.4f} +- {a['sd']:.4f} {c['mean']:>11.4f} +- {c['sd']:.4f}"
-            )
+            lines.append(f"{name:<18} {label:<22} {a['mean']:>11.4f} +- {a['sd']:.4f} {c['mean']:>11.4f} +- {c['sd']:.4f}")
     lines.append(f"seeds {result['seeds']}, tie tolerance {result['tie_tolerance']:g}, epochs {result['config']['epochs']}")
     for check, ok in result["checks"].items():
         lines.append(f"[{'ok' if ok else 'FAIL'}] {check}")

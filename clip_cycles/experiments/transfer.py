@@ -133,9 +133,18 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
         transfer = np.zeros((k, k))
         best_val = []
         for i, name in enumerate(tqdm(names, desc=f"transfer seed {seed}", disable=None)):
-            run = train_probe(usable[name], seed, "low_rank", settings.rank, settings.epochs, settings.lr,
-                              settings.weight_decay, settings.batch_size, tie_tolerance=tie_tolerance,
-                              threads=settings.threads)
+            run = train_probe(
+                usable[name],
+                seed,
+                "low_rank",
+                settings.rank,
+                settings.epochs,
+                settings.lr,
+                settings.weight_decay,
+                settings.batch_size,
+                tie_tolerance=tie_tolerance,
+                threads=settings.threads,
+            )
             best_val.append(run.best_val)
             for j, target in enumerate(names):
                 transfer[i, j] = score_head(run.head, usable[target], seed, "test", tie_tolerance)
@@ -203,7 +212,3 @@ def transfer_metrics(data: ExperimentData, settings: TransferSettings | None = N
         "unavailable": record["unavailable"],
         "transfer": record,
     }
-
-
-
-

@@ -115,8 +115,7 @@ def _validate_pairs(pairs: object, n_images: int, n_captions: int, name: str) ->
         raise ValueError(f"{name}: labels must be 0 or 1")
     if len(np.unique(array[:, 2])) < 2:
         raise ValueError(f"{name}: needs both labels (valid 1 and invalid 0) to train or to compute an AUROC")
-    if (array[:, 0] < 0).any() or (array[:, 0] >= n_images).any() or (array[:, 1] < 0).any() \
-            or (array[:, 1] >= n_captions).any():
+    if (array[:, 0] < 0).any() or (array[:, 0] >= n_images).any() or (array[:, 1] < 0).any() or (array[:, 1] >= n_captions).any():
         raise ValueError(f"{name}: an image or caption index is out of range")
     return array
 
@@ -185,8 +184,14 @@ def fit_additive_probe(
         return NumpyLoss(value=float(np.mean(np.logaddexp(0.0, logit) - y * logit)), grads=grads)
 
     # No validation: an additive probe has nothing to select on exact cycles, so the last epoch is kept.
-    run = fit(NumpyAdam([w_image, w_text, bias], lr=lr, weight_decay=weight_decay), batch_loss, len(pairs),
-              np.random.default_rng(seed).permutation, epochs, batch_size)
+    run = fit(
+        NumpyAdam([w_image, w_text, bias], lr=lr, weight_decay=weight_decay),
+        batch_loss,
+        len(pairs),
+        np.random.default_rng(seed).permutation,
+        epochs,
+        batch_size,
+    )
     image_logit = (phi @ w_image if use_image else np.zeros(phi.shape[0])) + bias[0]
     caption_logit = psi @ w_text if use_text else np.zeros(psi.shape[0])
     logit = image_logit[pairs[:, 0]] + caption_logit[pairs[:, 1]]
@@ -324,8 +329,11 @@ def additive_audit(
     n_val = 0 if val_cycles is None else len(comparisons(val_cycles, design, n_images, n_captions, "validation design"))
     fit_pairs = train.pairs() if train_pairs is None else _validate_pairs(train_pairs, n_images, n_captions, "train_pairs")
     scored_pairs = test.pairs() if eval_pairs is None else _validate_pairs(eval_pairs, n_images, n_captions, "eval_pairs")
-    eval_label = f"the {len(scored_pairs)} evaluated pairs of the test {design}, pooled" if eval_pairs is None \
+    eval_label = (
+        f"the {len(scored_pairs)} evaluated pairs of the test {design}, pooled"
+        if eval_pairs is None
         else f"{len(scored_pairs)} given unblocked pairs"
+    )
     failures: list[str] = []
     unbalanced = unbalanced_comparisons(test)
     witness = None
@@ -333,10 +341,17 @@ def additive_audit(
         i = int(unbalanced[0])
         found = signed_degrees(test.images[i].tolist(), test.captions[i].tolist(), test.weights.tolist()).witness
         assert found is not None  # the vectorised check and signed_degrees agree on imbalance
-        witness = {"comparison": i, "side": found.side, "vertex": int(found.vertex), "value": found.value,
-                   "score": f"the additive score that is 1 on {found.side} row {found.vertex} and 0 elsewhere"}
-        failures.append(f"{unbalanced.size} of {len(test)} test comparisons are unbalanced (Theorem 1); witness: "
-                        f"{found.side} row {found.vertex} has signed degree {found.value:g} in comparison {i}")
+        witness = {
+            "comparison": i,
+            "side": found.side,
+            "vertex": int(found.vertex),
+            "value": found.value,
+            "score": f"the additive score that is 1 on {found.side} row {found.vertex} and 0 elsewhere",
+        }
+        failures.append(
+            f"{unbalanced.size} of {len(test)} test comparisons are unbalanced (Theorem 1); witness: "
+            f"{found.side} row {found.vertex} has signed degree {found.value:g} in comparison {i}"
+        )
     probes: dict[str, ProbeAudit] = {}
     for name in ADDITIVE_PROBES:
         fit = fit_additive_probe(name, phi, psi, fit_pairs, epochs, lr, weight_decay, batch_size, seed)
@@ -347,15 +362,16 @@ def additive_audit(
             max_abs_delta=float(np.max(np.abs(values))),
             steps_taken=fit.steps,
             train_loss=fit.final_loss,
-            pair_auroc=pair_auroc(fit.image_logit[scored_pairs[:, 0]] + fit.caption_logit[scored_pairs[:, 1]],
-                                  scored_pairs[:, 2]),
-            train_pair_auroc=pair_auroc(fit.image_logit[fit_pairs[:, 0]] + fit.caption_logit[fit_pairs[:, 1]],
-                                        fit_pairs[:, 2]),
+            pair_auroc=pair_auroc(
+                fit.image_logit[scored_pairs[:, 0]] + fit.caption_logit[scored_pairs[:, 1]], scored_pairs[:, 2]
+            ),
+            train_pair_auroc=pair_auroc(fit.image_logit[fit_pairs[:, 0]] + fit.caption_logit[fit_pairs[:, 1]], fit_pairs[:, 2]),
         )
         probes[name] = audit
         if not audit.passed:
-            failures.append(f"{name}: accuracy {audit.cycle_acc!r} != 0.5 on the test {design} "
-                            f"(max |T| {audit.max_abs_delta:.3g})")
+            failures.append(
+                f"{name}: accuracy {audit.cycle_acc!r} != 0.5 on the test {design} (max |T| {audit.max_abs_delta:.3g})"
+            )
     return AdditiveAuditReport(
         probes=probes, design=design, n_train_pairs=int(len(fit_pairs)), n_eval_pairs=int(len(scored_pairs)),
         eval_pairs=eval_label, n_test=len(test), n_unbalanced=int(unbalanced.size), witness=witness,

@@ -74,9 +74,7 @@ class ScoreHead(nn.Module):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def cycle_delta(
-        self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor
-    ) -> torch.Tensor:
+    def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
         """Delta = s(u1,v1) + s(u2,v2) - s(u1,v2) - s(u2,v1) for a batch of blocks, shape (B,)."""
         return (self(phi1, psi1) - self(phi1, psi2)) + (self(phi2, psi2) - self(phi2, psi1))
 
@@ -105,9 +103,7 @@ class _AdditiveHead(ScoreHead):
 
     additive = True
 
-    def cycle_delta(
-        self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor
-    ) -> torch.Tensor:
+    def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
         # The row effect a(u) and column effect b(v) cancel within the block by
         # construction, so the contrast is identically zero and carries no gradient.
         return phi1.new_zeros(phi1.shape[0])
@@ -169,9 +165,7 @@ class DiagonalHead(ScoreHead):
     def __init__(self, image_dim: int, caption_dim: int, rank: int | None = None, seed: int = 0) -> None:
         super().__init__(image_dim, caption_dim, rank, seed)
         if self.image_dim != self.caption_dim:
-            raise ValueError(
-                f"head 'diagonal' needs equal image and caption widths, got {self.image_dim} and {self.caption_dim}"
-            )
+            raise ValueError(f"head 'diagonal' needs equal image and caption widths, got {self.image_dim} and {self.caption_dim}")
         g = torch.Generator().manual_seed(self.seed)
         # Start near the plain dot product so the head begins as a cosine-like score.
         self.diag = nn.Parameter(1.0 + 0.01 * torch.randn((self.image_dim,), generator=g))
@@ -179,9 +173,7 @@ class DiagonalHead(ScoreHead):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
         return (phi * self.diag * psi).sum(dim=-1)
 
-    def cycle_delta(
-        self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor
-    ) -> torch.Tensor:
+    def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
         return ((phi1 - phi2) * self.diag * (psi1 - psi2)).sum(dim=-1)
 
     def bilinear_export(self) -> dict[str, Any]:
@@ -200,9 +192,7 @@ class BilinearHead(ScoreHead):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
         return ((phi @ self.matrix) * psi).sum(dim=-1)
 
-    def cycle_delta(
-        self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor
-    ) -> torch.Tensor:
+    def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
         return (((phi1 - phi2) @ self.matrix) * (psi1 - psi2)).sum(dim=-1)
 
     def bilinear_export(self) -> dict[str, Any]:
@@ -225,9 +215,7 @@ class LowRankHead(ScoreHead):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
         return ((phi @ self.image_factor) * (psi @ self.caption_factor)).sum(dim=-1)
 
-    def cycle_delta(
-        self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor
-    ) -> torch.Tensor:
+    def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
         return _factor_delta(phi1, phi2, psi1, psi2, self.image_factor, self.caption_factor)
 
     def bilinear_export(self) -> dict[str, Any]:

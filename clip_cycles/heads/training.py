@@ -234,8 +234,10 @@ def fit(
             optimizer.train(False)
             val = float(validation.validate(optimizer.model))
             if math.isnan(val):
-                raise ValueError(f"validation {validation.metric!r} is NaN after epoch {epoch}: no epoch can be "
-                                 f"compared with it; check the features and the learning rate")
+                raise ValueError(
+                    f"validation {validation.metric!r} is NaN after epoch {epoch}: no epoch can be "
+                    f"compared with it; check the features and the learning rate"
+                )
             if validation.select == "last":
                 best_epoch, best_val = epoch, val
             # Strictly greater: the earliest of equally good epochs wins, deterministically.
@@ -295,8 +297,14 @@ class NumpyAdam:
     ``grads`` match them one to one.
     """
 
-    def __init__(self, params: list[np.ndarray], lr: float, weight_decay: float,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
+    def __init__(
+        self,
+        params: list[np.ndarray],
+        lr: float,
+        weight_decay: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         self.model = params
         self.lr, self.weight_decay, self.betas, self.eps = lr, weight_decay, betas, eps
         self._first = [np.zeros_like(p) for p in params]
@@ -385,8 +393,16 @@ def fit_head(
     generator = torch.Generator().manual_seed(config.seed)
     optimizer = TorchAdamW(head, lr=config.lr, weight_decay=config.weight_decay)
     with deterministic_torch(), torch_threads(config.threads):
-        return fit(optimizer, batch_loss, n_items, lambda n: torch.randperm(n, generator=generator), config.epochs,
-                   config.batch_size, validation, desc)
+        return fit(
+            optimizer,
+            batch_loss,
+            n_items,
+            lambda n: torch.randperm(n, generator=generator),
+            config.epochs,
+            config.batch_size,
+            validation,
+            desc,
+        )
 
 
 def loss_of_kind(name: str, kind: str, caller: str) -> LossSpec:
@@ -448,8 +464,15 @@ def _tensor_tables(head: ScoreHead, image_features: object, caption_features: ob
     return phi, psi, torch.from_numpy(phi.astype(np.float32)), torch.from_numpy(psi.astype(np.float32))
 
 
-def _result(head: ScoreHead, config: TrainConfig, run: Fit, validation: Validation | None, n_train: int,
-            test_acc: float | None, n_test: int) -> TrainResult:
+def _result(
+    head: ScoreHead,
+    config: TrainConfig,
+    run: Fit,
+    validation: Validation | None,
+    n_train: int,
+    test_acc: float | None,
+    n_test: int,
+) -> TrainResult:
     return TrainResult(
         head=head,
         config=config,
@@ -493,8 +516,9 @@ def train_on_cycles(
     spec = loss_of_kind(config.loss, "cycle", "train_on_cycles")
     phi, psi, phi_t, psi_t = _tensor_tables(head, image_features, caption_features)
     train = validate_cycles(train_cycles, phi.shape[0], psi.shape[0])
-    validation = None if val_cycles is None else Validation(
-        "cycle_acc", cycle_acc_validator(phi, psi, val_cycles, config.tie_tolerance))
+    validation = (
+        None if val_cycles is None else Validation("cycle_acc", cycle_acc_validator(phi, psi, val_cycles, config.tie_tolerance))
+    )
     test = None if test_cycles is None else validate_cycles(test_cycles, phi.shape[0], psi.shape[0])
     batch_loss = cycle_batch_loss(spec, head, phi_t, psi_t, torch.from_numpy(train))
     run = fit_head(head, train.shape[0], batch_loss, config, validation, f"train {head.name}")
@@ -552,5 +576,4 @@ def train_on_pairs(
     batch_loss = pair_batch_loss(spec, head, phi_t, psi_t, train_t)
     run = fit_head(head, train_t.shape[0], batch_loss, config, validation, f"train {head.name}")
     test_acc = None if test is None else cycle_acc_validator(phi, psi, test, config.tie_tolerance)(head)
-    return _result(head, config, run, validation, int(train_t.shape[0]), test_acc,
-                   0 if test is None else int(test.shape[0]))
+    return _result(head, config, run, validation, int(train_t.shape[0]), test_acc, 0 if test is None else int(test.shape[0]))

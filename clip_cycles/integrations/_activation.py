@@ -64,8 +64,10 @@ def activate(module: object) -> None:
     try:
         patch_cli(module)
     except Exception as error:  # noqa: BLE001 - clip_benchmark must keep working for its own datasets
-        print(f"clip_cycles: plugin not activated ({type(error).__name__}: {error}); "
-              f"set {DISABLE_ENV}=1 to silence this", file=sys.stderr)
+        print(
+            f"clip_cycles: plugin not activated ({type(error).__name__}: {error}); set {DISABLE_ENV}=1 to silence this",
+            file=sys.stderr,
+        )
 
 
 def install() -> None:

@@ -68,8 +68,7 @@ class CycleBlocksDataset:
         except FileNotFoundError:
             raise
         except Image.DecompressionBombError as error:
-            raise ValueError(f"image {item.key!r} ({item.path}) is refused as a possible decompression bomb: "
-                             f"{error}") from None
+            raise ValueError(f"image {item.key!r} ({item.path}) is refused as a possible decompression bomb: {error}") from None
         except (OSError, Image.UnidentifiedImageError) as error:
             raise ValueError(f"image {item.key!r} ({item.path}) cannot be decoded: {error}") from None
         return self.transform(image) if self.transform is not None else image
@@ -84,8 +83,9 @@ class CycleBlocksDataset:
         return images, list(self.rows.caption_pair(index))
 
 
-def cycle_blocks_dataset(task_name: str, dataset_root: str | None, transform: Any, split: str = "test",
-                         seeds: Any = None) -> CycleBlocksDataset:
+def cycle_blocks_dataset(
+    task_name: str, dataset_root: str | None, transform: Any, split: str = "test", seeds: Any = None
+) -> CycleBlocksDataset:
     """The blocks of a task's split, seeds concatenated in order (for clip_benchmark's own metrics)."""
     task = get_task(task_name)
     if not isinstance(task, TaskSpec):
@@ -116,10 +116,19 @@ def options_from_clip_benchmark(args: Any, device: str) -> ModelOptions:
     The feature cache is ``$CLIP_CYCLES_CACHE`` (clip_benchmark has no such flag) and
     ``$CLIP_CYCLES_SKIP_BAD_IMAGES`` stands in for ``--skip-bad-images``.
     """
-    return ModelOptions(model_type=args.model_type, model=args.model, pretrained=args.pretrained,
-                        model_cache_dir=args.model_cache_dir, device=device, amp=args.amp, model_seed=args.seed,
-                        encode_batch_size=args.batch_size, num_workers=args.num_workers,
-                        skip_bad_images=skip_bad_images(), dataset_root=_dataset_root(args.dataset_root, args.dataset))
+    return ModelOptions(
+        model_type=args.model_type,
+        model=args.model,
+        pretrained=args.pretrained,
+        model_cache_dir=args.model_cache_dir,
+        device=device,
+        amp=args.amp,
+        model_seed=args.seed,
+        encode_batch_size=args.batch_size,
+        num_workers=args.num_workers,
+        skip_bad_images=skip_bad_images(),
+        dataset_root=_dataset_root(args.dataset_root, args.dataset),
+    )
 
 
 def clip_benchmark_loader(options: ModelOptions) -> Callable[[], Any]:
@@ -131,12 +140,19 @@ def clip_benchmark_loader(options: ModelOptions) -> Callable[[], Any]:
         if options.model_type == "open_clip":  # clip_benchmark's own loader: check the names first
             check_open_clip_request(options.model, options.pretrained)  # type: ignore[arg-type]
         try:
-            return load_clip(model_type=options.model_type, model_name=options.model, pretrained=options.pretrained,
-                             cache_dir=options.model_cache_dir, device=options.device)
+            return load_clip(
+                model_type=options.model_type,
+                model_name=options.model,
+                pretrained=options.pretrained,
+                cache_dir=options.model_cache_dir,
+                device=options.device,
+            )
         except (RuntimeError, KeyError, OSError) as error:
             # Loaders fail deep inside their library: say which model could not be loaded.
-            raise ValueError(f"model {options.model!r} (--model_type {options.model_type}, --pretrained "
-                             f"{options.pretrained!r}) could not be loaded: {type(error).__name__}: {error}") from error
+            raise ValueError(
+                f"model {options.model!r} (--model_type {options.model_type}, --pretrained "
+                f"{options.pretrained!r}) could not be loaded: {type(error).__name__}: {error}"
+            ) from error
 
     return loader
 
@@ -164,8 +180,9 @@ def run_cycles(args: Any) -> int:
             print(f"Skip {output}, exists already.")
         return 0
     if args.verbose:
-        print(f"Running '{runner.result_task}' on '{args.dataset}' with the model '{args.pretrained}' "
-              f"on language '{args.language}'")
+        print(
+            f"Running '{runner.result_task}' on '{args.dataset}' with the model '{args.pretrained}' on language '{args.language}'"
+        )
 
     options = options_from_clip_benchmark(args, device)
     context = RunContext.from_options(options, language=args.language, loader=clip_benchmark_loader(options))
@@ -178,8 +195,10 @@ def run_cycles(args: Any) -> int:
     if args.verbose:
         if outcome.encoded is not None:
             stats = outcome.encoded.stats
-            print(f"Encoded {stats.encoded_images} images, {stats.encoded_captions} captions "
-                  f"({stats.cached_images} + {stats.cached_captions} cached)")
+            print(
+                f"Encoded {stats.encoded_images} images, {stats.encoded_captions} captions "
+                f"({stats.cached_images} + {stats.cached_captions} cached)"
+            )
         print(f"Dump results to: {output}")
     write_json(record, output)
     return 0
@@ -233,15 +252,16 @@ def patch_cli(cli: ModuleType) -> None:
                 return original_run(args)
             if output_type != "cycle_selection":
                 raise ValueError(f"{args.dataset}: {output_type} tasks support --task auto only, not {args.task!r}")
-            raise ValueError(f"{args.dataset}: cycles datasets support --task auto (cycle metrics) or "
-                             f"image_caption_selection, not {args.task!r}")
+            raise ValueError(
+                f"{args.dataset}: cycles datasets support --task auto (cycle metrics) or "
+                f"image_caption_selection, not {args.task!r}"
+            )
         except (ValueError, FileNotFoundError) as error:
             # User-facing errors already name the file, field or id: no traceback.
             print(f"clip_benchmark: error: {error}", file=sys.stderr)
             raise SystemExit(2) from None
 
-    def build_dataset(dataset_name: str, root: str = "root", transform: Any = None, split: str = "test",
-                      **kwargs: Any) -> Any:
+    def build_dataset(dataset_name: str, root: str = "root", transform: Any = None, split: str = "test", **kwargs: Any) -> Any:
         if not is_task_name(dataset_name):
             return original_build(dataset_name, root=root, transform=transform, split=split, **kwargs)
         given = None if root == "root" and not os.path.exists(root) else root

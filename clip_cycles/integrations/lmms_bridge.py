@@ -67,6 +67,7 @@ class TaskFunctions:
 
     def process_docs(self, dataset: Any) -> Any:
         """One document per (cycle, image row): the image and both captions."""
+
         def explode(batch: Mapping[str, list[Any]]) -> dict[str, list[Any]]:
             out: dict[str, list[Any]] = {"image": [], "row": [], "cycle_id": [], "caption_0": [], "caption_1": []}
             for i, cycle_id in enumerate(batch["cycle_id"]):
@@ -87,8 +88,10 @@ class TaskFunctions:
         value = doc["image"]
         if isinstance(value, str):
             if self.source_root is None:
-                raise ValueError(f"cycle {doc['cycle_id']}: image {value!r} is a file name but the task folder "
-                                 "names no source root; rewrite it with clip_cycles.integrations.lmms_bridge")
+                raise ValueError(
+                    f"cycle {doc['cycle_id']}: image {value!r} is a file name but the task folder "
+                    "names no source root; rewrite it with clip_cycles.integrations.lmms_bridge"
+                )
             path = self.source_root / value
             if not path.is_file():
                 raise FileNotFoundError(f"cycle {doc['cycle_id']}: image {path} does not exist")
@@ -193,8 +196,13 @@ def _other_model_prompt(config: PromptConfig) -> str:
     return " ".join(config.prompt.replace("{image}", " ").split())
 
 
-def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequence[str],
-                     seeds: Sequence[int] | None = None, loglikelihood_is_loss: bool = False) -> list[str]:
+def write_lmms_tasks(
+    dataset_root: str | Path,
+    out: str | Path,
+    task_names: Sequence[str],
+    seeds: Sequence[int] | None = None,
+    loglikelihood_is_loss: bool = False,
+) -> list[str]:
     """Write an lmms-eval task folder for cycle tasks on a built dataset folder; returns the task and group names.
 
     The folder is written to a temporary sibling and moved into place when complete.
@@ -207,17 +215,20 @@ def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequ
         raise ValueError(f"tasks {bad} are not zero-shot cycle tasks (output_type cycle_selection)")
     tolerances = {t.tie_tolerance for t in tasks}
     if len(tolerances) != 1:
-        raise ValueError(f"tasks {[t.name for t in tasks]} use different tie tolerances {sorted(tolerances)}; "
-                         "write them into separate folders")
+        raise ValueError(
+            f"tasks {[t.name for t in tasks]} use different tie tolerances {sorted(tolerances)}; write them into separate folders"
+        )
     out = Path(out)
     staging = out.with_name(out.name + ".writing")
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     source_root = str(folder.source_root) if str(folder.source_root) not in ("", ".") else None
-    (staging / "utils.py").write_text(UTILS_TEMPLATE.format(root=root, source_root=source_root,
-                                                            tie=tolerances.pop(),
-                                                            sign=-1.0 if loglikelihood_is_loss else 1.0))
+    (staging / "utils.py").write_text(
+        UTILS_TEMPLATE.format(
+            root=root, source_root=source_root, tie=tolerances.pop(), sign=-1.0 if loglikelihood_is_loss else 1.0
+        )
+    )
     shutil.copyfile(TEMPLATE_DIR / "_default_template_yaml", staging / "_default_template_yaml")
     names: list[str] = []
     for task in tasks:
@@ -225,8 +236,10 @@ def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequ
         if family not in folder.info.get("families", {}):
             raise ValueError(f"task {task.name}: family {family!r} is not in {root / 'build_info.json'}")
         if task.caption_template != "{caption}":
-            raise ValueError(f"task {task.name}: caption template {task.caption_template!r} is not supported by the "
-                             "bridge (lmms-eval passes the dataset's captions)")
+            raise ValueError(
+                f"task {task.name}: caption template {task.caption_template!r} is not supported by the "
+                "bridge (lmms-eval passes the dataset's captions)"
+            )
         config = prompt_config_for_task(task)
         members = []
         for seed in seeds if seeds is not None else task.seeds:
@@ -237,16 +250,20 @@ def write_lmms_tasks(dataset_root: str | Path, out: str | Path, task_names: Sequ
                 "dataset_path": str(root),
                 "dataset_name": task.config_name(seed),
                 "test_split": task.split,
-                "lmms_eval_specific_kwargs": {"default": {"prompt": _other_model_prompt(config)},
-                                              MODEL_ID: {"prompt": config.prompt}},
+                "lmms_eval_specific_kwargs": {
+                    "default": {"prompt": _other_model_prompt(config)},
+                    MODEL_ID: {"prompt": config.prompt},
+                },
                 "metadata": {"clip_cycles_task": task.name, "seed": int(seed), "score": config.score},
             }
             (staging / f"{name}.yaml").write_text(yaml.safe_dump(body, sort_keys=True))
             members.append(name)
             names.append(name)
-        group = {"group": f"{TASK_PREFIX}{family}", "task": members,
-                 "aggregate_metric_list": [{"metric": m, "aggregation": "mean", "weight_by_size": False}
-                                           for m in METRICS]}
+        group = {
+            "group": f"{TASK_PREFIX}{family}",
+            "task": members,
+            "aggregate_metric_list": [{"metric": m, "aggregation": "mean", "weight_by_size": False} for m in METRICS],
+        }
         (staging / f"{TASK_PREFIX}{family}.yaml").write_text(yaml.safe_dump(group, sort_keys=False))
         names.append(group["group"])
     if out.exists():
@@ -288,8 +305,15 @@ def _make_model_class() -> type:
     class ClipCyclesVLM(base):  # type: ignore[misc, valid-type]
         """lmms-eval model scoring like the ``hf_vlm`` backend: summed (or mean) caption log-likelihood."""
 
-        def __init__(self, pretrained: str, device: str = "cpu", batch_size: int | str = 16, score: str = "sum",
-                     revision: str | None = None, **kwargs: Any) -> None:
+        def __init__(
+            self,
+            pretrained: str,
+            device: str = "cpu",
+            batch_size: int | str = 16,
+            score: str = "sum",
+            revision: str | None = None,
+            **kwargs: Any,
+        ) -> None:
             super().__init__()
 
             self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
@@ -311,11 +335,12 @@ def _make_model_class() -> type:
             out: list[tuple[float, bool]] = []
             starts = range(0, len(work), self.batch_size_per_gpu)
             for start in tqdm(starts, desc="clip_cycles pair scores", disable=None):
-                batch = work[start:start + self.batch_size_per_gpu]
+                batch = work[start : start + self.batch_size_per_gpu]
                 for prompt in dict.fromkeys(p for p, _, _ in batch):
                     members = [(i, image, caption) for i, (p, image, caption) in enumerate(batch) if p == prompt]
-                    scores = self.scorer.score_batch([m[1] for m in members], [m[2] for m in members],
-                                                     PromptConfig(prompt=prompt, score=self.score))
+                    scores = self.scorer.score_batch(
+                        [m[1] for m in members], [m[2] for m in members], PromptConfig(prompt=prompt, score=self.score)
+                    )
                     for (i, _, _), row in zip(members, scores):
                         value = row[0] / row[1] if self.score == "mean" else row[0]
                         out.append((start + i, float(value)))  # type: ignore[arg-type]
@@ -343,8 +368,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--task", nargs="+", required=True, help="cycle task or collection names, e.g. cycles/coco_all")
     parser.add_argument("--out", required=True, help="task folder to write (pass it to lmms-eval --include_path)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
-    parser.add_argument("--loglikelihood-is-loss", action="store_true",
-                        help="the lmms-eval model returns a loss (lower = better): flip the sign")
+    parser.add_argument(
+        "--loglikelihood-is-loss", action="store_true", help="the lmms-eval model returns a loss (lower = better): flip the sign"
+    )
     args = parser.parse_args(argv)
     try:
         names = write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)

@@ -38,8 +38,7 @@ from clip_cycles.tasks.registry import TaskSpec
 def _expected_roots_message(task: TaskSpec, root: Path | None) -> str:
     where = f"--dataset_root {root}" if root is not None else "no --dataset_root"
     builder = get_builder(get_source(task.source).builders[0])
-    roots = "; ".join(f"{source.title}: {source.layout}"
-                      for source in map(get_source, source_names()))
+    roots = "; ".join(f"{source.title}: {source.layout}" for source in map(get_source, source_names()))
     return (
         f"task {task.name}: {where} is neither a built dataset folder (a folder with build_info.json and "
         f"data/<family>/seed<k>/<split>.parquet, made by `clip-cycles build {builder.name} "
@@ -74,9 +73,12 @@ def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[
     return kind, root
 
 
-def resolve_dataset_roots(tasks: Sequence[TaskSpec], dataset_root: str | Path | None, data_cache_dir: Path,
-                          build: Callable[[str, Path, Sequence[str], Path], Path] = build_from_raw
-                          ) -> dict[str, BuiltFolder]:
+def resolve_dataset_roots(
+    tasks: Sequence[TaskSpec],
+    dataset_root: str | Path | None,
+    data_cache_dir: Path,
+    build: Callable[[str, Path, Sequence[str], Path], Path] = build_from_raw,
+) -> dict[str, BuiltFolder]:
     """The built folder of each task: the given one, or one built from a raw root into ``data_cache_dir``.
 
     Families needed from the same raw root and builder are built together, once; the
@@ -159,8 +161,7 @@ class TaskData:
         return [rows for by_split in self.splits.values() for rows in by_split.values()]
 
 
-def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | None = None,
-                   with_audit: bool = False) -> TaskData:
+def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | None = None, with_audit: bool = False) -> TaskData:
     """Read the task's cycles for each seed: the test split, plus train/validation for the audit."""
     data = TaskData(task, folder)
     wanted = (task.split, task.train_split, "validation") if with_audit else (task.split,)

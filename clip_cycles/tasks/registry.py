@@ -112,15 +112,31 @@ OUTPUT_TYPES: dict[str, OutputType] = {
     for t in (
         OutputType("cycle_selection", None, METRICS),
         OutputType("cycle_probe", None, ("cycle_acc", "zero_shot_cycle_acc", "n_cycles")),
-        OutputType("cycle_transfer", None, ("pearson", "spearman", "in_family_cycle_acc",
-                                               "cross_family_cycle_acc", "n_cycles"), multi_family=True),
-        OutputType("cycle_oe", None, ("cycle_acc", "shortcut_oe_cycle_acc", "four_entry_bce_cycle_acc",
-                                         "text_only_oe_val_acc", "text_only_cycle_acc", "n_cycles")),
-        OutputType("attribute_splits", ("things",), ("f1_selectivity", "cs", "mean_f1", "leakage",
-                                                     "n_attributes_scored")),
+        OutputType(
+            "cycle_transfer",
+            None,
+            ("pearson", "spearman", "in_family_cycle_acc", "cross_family_cycle_acc", "n_cycles"),
+            multi_family=True,
+        ),
+        OutputType(
+            "cycle_oe",
+            None,
+            (
+                "cycle_acc",
+                "shortcut_oe_cycle_acc",
+                "four_entry_bce_cycle_acc",
+                "text_only_oe_val_acc",
+                "text_only_cycle_acc",
+                "n_cycles",
+            ),
+        ),
+        OutputType("attribute_splits", ("things",), ("f1_selectivity", "cs", "mean_f1", "leakage", "n_attributes_scored")),
         OutputType("benchmark_cycles", ("winoground",), ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles")),
-        OutputType("benchmark_audit", ("benchmark",), ("model_acc", "caption_probe_acc", "best_blind_acc", "witness_acc",
-                                                       "cycle_acc", "n_comparisons", "n_cycles")),
+        OutputType(
+            "benchmark_audit",
+            ("benchmark",),
+            ("model_acc", "caption_probe_acc", "best_blind_acc", "witness_acc", "cycle_acc", "n_comparisons", "n_cycles"),
+        ),
     )
 }
 
@@ -383,8 +399,11 @@ def _resolve_includes(path: Path, trail: tuple[Path, ...]) -> dict[str, Any]:
             chain = " -> ".join(p.name for p in (*here, target.resolve()))
             raise _bad(path, INCLUDE_KEY, f"including {name!r} closes an include cycle ({chain}); remove one include")
         if not target.is_file():
-            raise _bad(path, INCLUDE_KEY, f"included file {target} does not exist (include paths are relative "
-                                          "to the including file's folder)")
+            raise _bad(
+                path,
+                INCLUDE_KEY,
+                f"included file {target} does not exist (include paths are relative to the including file's folder)",
+            )
         merged.update(_resolve_includes(target, here))
     merged.update(data)
     return merged
@@ -428,8 +447,10 @@ def _parse_metrics(path: Path, raw: Any, allowed: tuple[str, ...] = METRICS) -> 
 
 def _parse_seeds(path: Path, kwargs: Mapping[str, Any], default: list[int]) -> tuple[int, ...]:
     seeds = kwargs.get("seeds", default)
-    if not isinstance(seeds, list) or not seeds or not all(
-        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
     ):
         raise _bad(path, "dataset_kwargs.seeds", f"must be a non-empty list of non-negative integers, got {seeds!r}")
     if len(set(seeds)) != len(seeds):
@@ -540,10 +561,29 @@ def _parse_cycle_task(path: Path, data: Mapping[str, Any], name: str, output: Ou
     )
 
 
-_ATTRIBUTE_TASK_KEYS = {"task", "dataset_path", "dataset_kwargs", "output_type", "metric_list", "description", "tag",
-                        "experiment_kwargs"}
-_ATTRIBUTE_KWARGS = {"strategy", "seeds", "k", "min_concepts", "embedding", "groups", "pairs", "concept_list",
-                     "categories", "split_params", "split_embeddings"}
+_ATTRIBUTE_TASK_KEYS = {
+    "task",
+    "dataset_path",
+    "dataset_kwargs",
+    "output_type",
+    "metric_list",
+    "description",
+    "tag",
+    "experiment_kwargs",
+}
+_ATTRIBUTE_KWARGS = {
+    "strategy",
+    "seeds",
+    "k",
+    "min_concepts",
+    "embedding",
+    "groups",
+    "pairs",
+    "concept_list",
+    "categories",
+    "split_params",
+    "split_embeddings",
+}
 #: Settings an attribute task may give in ``experiment_kwargs``.
 ATTRIBUTE_EXPERIMENT_KWARGS: tuple[str, ...] = ("solver", "leakage_threshold")
 
@@ -577,8 +617,11 @@ def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output
     experiment = _parse_experiment_kwargs(path, data, output.name)
     unknown = set(experiment) - set(ATTRIBUTE_EXPERIMENT_KWARGS)
     if unknown:
-        raise _bad(path, f"experiment_kwargs.{sorted(unknown)[0]}",
-                   f"unknown setting (allowed: {', '.join(ATTRIBUTE_EXPERIMENT_KWARGS)})")
+        raise _bad(
+            path,
+            f"experiment_kwargs.{sorted(unknown)[0]}",
+            f"unknown setting (allowed: {', '.join(ATTRIBUTE_EXPERIMENT_KWARGS)})",
+        )
     return AttributeTaskSpec(
         name=name,
         strategy=strategy,
@@ -641,16 +684,17 @@ def _derive(entries: dict[str, AnyTask | GroupSpec], namespace: DerivedNamespace
     for name, spec in entries.items():
         if not name.startswith(base_prefix):
             continue
-        new = f"{namespace.prefix}/{name[len(base_prefix):]}"
+        new = f"{namespace.prefix}/{name[len(base_prefix) :]}"
         if new in entries:
             continue
         what = f"{namespace.description} on {name}"
         if isinstance(spec, TaskSpec) and namespace.per_task and spec.output_type == "cycle_selection":
-            derived[new] = replace(spec, name=new, output_type=output.name, description=what,
-                                   metrics=tuple(MetricSpec(m) for m in output.metrics))
+            derived[new] = replace(
+                spec, name=new, output_type=output.name, description=what, metrics=tuple(MetricSpec(m) for m in output.metrics)
+            )
         elif isinstance(spec, GroupSpec) and namespace.per_task:
             if all(m.startswith(base_prefix) for m in spec.tasks):
-                members = tuple(f"{namespace.prefix}/{m[len(base_prefix):]}" for m in spec.tasks)
+                members = tuple(f"{namespace.prefix}/{m[len(base_prefix) :]}" for m in spec.tasks)
                 derived[new] = GroupSpec(new, members, spec.path, what)
         elif isinstance(spec, GroupSpec):
             tasks = _expand(entries, [name])
@@ -661,9 +705,18 @@ def _derive(entries: dict[str, AnyTask | GroupSpec], namespace: DerivedNamespace
             seeds = tuple(s for s in first.seeds if all(s in t.seeds for t in cycle_tasks))
             if not seeds:
                 continue
-            derived[new] = replace(first, name=new, config="", seeds=seeds, output_type=output.name, description=what,
-                                   metrics=tuple(MetricSpec(m) for m in output.metrics), path=spec.path,
-                                   members=tuple(t.name for t in cycle_tasks), tags=())
+            derived[new] = replace(
+                first,
+                name=new,
+                config="",
+                seeds=seeds,
+                output_type=output.name,
+                description=what,
+                metrics=tuple(MetricSpec(m) for m in output.metrics),
+                path=spec.path,
+                members=tuple(t.name for t in cycle_tasks),
+                tags=(),
+            )
     return derived
 
 
@@ -744,13 +797,13 @@ class TaskRegistry:
                     missing = [t for t in spec.tasks if t not in entries]
                     broken = [t for t in missing if t in self.unavailable]
                     if broken:
-                        error = _bad(spec.path, "task", f"names task {broken[0]!r}, which is unavailable "
-                                                        f"({self.unavailable[broken[0]]})")
+                        error = _bad(
+                            spec.path, "task", f"names task {broken[0]!r}, which is unavailable ({self.unavailable[broken[0]]})"
+                        )
                     elif missing:
                         error = _bad(spec.path, "task", f"names unknown tasks {missing}")
                 elif isinstance(spec, TaskSpec) and spec.members:
-                    bad = [t for t in spec.members
-                           if not (isinstance(entries.get(t), TaskSpec) and entries[t].config)]  # type: ignore[union-attr]
+                    bad = [t for t in spec.members if not (isinstance(entries.get(t), TaskSpec) and entries[t].config)]  # type: ignore[union-attr]
                     if bad:
                         error = _bad(spec.path, "dataset_kwargs.tasks", f"names unknown or non-cycle tasks {bad}")
                 if error is not None:
@@ -764,13 +817,11 @@ class TaskRegistry:
 
     def task_names(self, derived: bool = True) -> list[str]:
         """Names of single tasks (not groups), sorted; ``derived=False`` leaves out the derived namespaces."""
-        return sorted(n for n, s in self.entries.items()
-                      if not isinstance(s, GroupSpec) and (derived or n not in self._derived))
+        return sorted(n for n, s in self.entries.items() if not isinstance(s, GroupSpec) and (derived or n not in self._derived))
 
     def group_names(self, derived: bool = True) -> list[str]:
         """Names of groups, sorted; ``derived=False`` leaves out the derived namespaces."""
-        return sorted(n for n, s in self.entries.items()
-                      if isinstance(s, GroupSpec) and (derived or n not in self._derived))
+        return sorted(n for n, s in self.entries.items() if isinstance(s, GroupSpec) and (derived or n not in self._derived))
 
     def get(self, name: str) -> AnyTask | GroupSpec:
         """The spec of ``name``; a ValueError lists the available names when it is unknown."""
@@ -778,8 +829,8 @@ class TaskRegistry:
             raise ValueError(f"task {name!r} is unavailable: {self.unavailable[name]}")
         if name not in self.entries:
             patterns = ", ".join(
-                f"{n.prefix}/<{'task or collection' if n.per_task else 'collection'} of {BASE_NAMESPACE}/> "
-                f"({n.description})" for n in DERIVED_NAMESPACES
+                f"{n.prefix}/<{'task or collection' if n.per_task else 'collection'} of {BASE_NAMESPACE}/> ({n.description})"
+                for n in DERIVED_NAMESPACES
             )
             raise ValueError(
                 f"unknown task {name!r}; available tasks: {', '.join(self.task_names(derived=False))}; "
@@ -808,7 +859,3 @@ def get_task(name: str) -> AnyTask | GroupSpec:
 def expand_tasks(names: Iterable[str]) -> list[AnyTask]:
     """Expand task/group names with the default registry."""
     return TaskRegistry.default().expand(names)
-
-
-
-

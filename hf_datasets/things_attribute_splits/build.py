@@ -30,13 +30,25 @@ from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, 
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
-    "attribute", "strategy", "seed", "repeat", "fold", "train_concepts", "test_concepts",
-    "n_train_positive", "n_test_positive", "degenerate",
+    "attribute",
+    "strategy",
+    "seed",
+    "repeat",
+    "fold",
+    "train_concepts",
+    "test_concepts",
+    "n_train_positive",
+    "n_test_positive",
+    "degenerate",
 )
 
 
 def split_rows(
-    data: ConceptAttributeData, X: np.ndarray, context: SplitContext, strategy: str, seed: int,
+    data: ConceptAttributeData,
+    X: np.ndarray,
+    context: SplitContext,
+    strategy: str,
+    seed: int,
     fold_assignment: str = "per_attribute",
 ) -> dict[str, list[object]]:
     """Column lists of one strategy and seed: one row per (attribute, fold).
@@ -138,11 +150,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     name, X = next(iter(models.items()))
     split_embedding = args.split_embeddings or name
     if context.split_embeddings is None:
-        context = SplitContext(context.concepts, context.supercategories, context.concept_groups, X,
-                               published=context.published, split_embedding_name=name)
+        context = SplitContext(
+            context.concepts,
+            context.supercategories,
+            context.concept_groups,
+            X,
+            published=context.published,
+            split_embedding_name=name,
+        )
     out = Path(args.out)
-    info = build(data, X, context, out, strategy_names(args.strategies, context), args.seeds, args.fold_assignment,
-                 split_embedding)
+    info = build(
+        data, X, context, out, strategy_names(args.strategies, context), args.seeds, args.fold_assignment, split_embedding
+    )
     print(json.dumps({"out": str(out), "embeddings": name, **info["rows"]}, sort_keys=True))  # type: ignore[dict-item]
     return 0
 
