@@ -58,6 +58,8 @@ def test_embedding_adds_at_most_one_and_a_half_times_the_unique_image_bytes(shap
     ratio = added / unique
     print(f"self-contained adds {added} bytes for {len(names)} unique images of {unique} bytes: {ratio:.3f}x")
     assert ratio <= 1.5  # every family x seed x split embedding its images again gave ~36x here
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert f"embedding adds {ratio:.2f}x the\nbytes of the unique images" in readme  # the README quotes this run's figure
     # Each image is one file in the folder, byte-identical to the source.
     images = self_contained / "data" / "images"
     stored = {p.relative_to(images).as_posix() for p in images.rglob("*") if p.is_file()}
@@ -250,3 +252,23 @@ def test_self_contained_builds_are_byte_identical_and_rebuild_in_place(shapes_wo
     again = tree(a)
     assert not any("box_size" in name for name in again) and verify_folder_files(a, read_build_info(a)) == []
     assert set(json.loads(again["build_info.json"])["images"]) == {n for n in again if n.startswith("data/images/")}
+
+
+def test_the_hf_datasets_builder_script_writes_its_own_folder(tmp_path, monkeypatch):
+    """The script builds next to itself and its card template (files no build wrote), self-contained."""
+    import runpy
+    import sys
+
+    import datasets
+
+    folder = tmp_path / "shapes_cycles"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "hf_datasets" / "shapes_cycles", folder)
+    argv = ["build.py", "--world", str(tmp_path / "world"), "--n-images", "300", "--image-size", "64", "--min-cycles", "5",
+            "--seeds", "0", "--self-contained"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(str(folder / "build.py"), run_name="__main__")
+    assert (folder / "build.py").is_file() and "card template" not in (folder / "README.md").read_text()
+    assert read_build_info(folder)["layout"] == "imagefolder" and (folder / "data" / "images").is_dir()
+    test = datasets.load_dataset(str(folder), "box_size", split="test", cache_dir=str(tmp_path / "hf"))
+    assert test.num_rows > 0 and test[0]["image_1"].size == (64, 64)
+    assert audit_folder(folder)["ok"]
