@@ -272,3 +272,13 @@ def test_the_hf_datasets_builder_script_writes_its_own_folder(tmp_path, monkeypa
     test = datasets.load_dataset(str(folder), "box_size", split="test", cache_dir=str(tmp_path / "hf"))
     assert test.num_rows > 0 and test[0]["image_1"].size == (64, 64)
     assert audit_folder(folder)["ok"]
+
+
+def test_the_lmms_eval_bridge_refuses_an_unavailable_scored_split(shapes_world, tmp_path):
+    from clip_cycles.integrations.lmms_bridge import write_lmms_tasks
+
+    out, builds = build_coco_folder(shapes_world, tmp_path / "u", ["strict_size"], seeds=[0], min_cycles=40)
+    assert builds[0].counts[0]["test"] < 40 <= builds[0].counts[0]["train"]  # test is short, train is not
+    with pytest.raises(ValueError, match="split 'test' of family 'strict_size' is unavailable .*fewer than 40 cycles"):
+        write_lmms_tasks(out, tmp_path / "tasks", ["cycles/coco_strict_size"], seeds=[0])
+    assert not (tmp_path / "tasks").exists()

@@ -339,6 +339,16 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
     return keep, codes
 
 
+def available_splits(info: dict[str, Any], family: str) -> tuple[str, ...]:
+    """The splits of ``family`` that meet the minimum-cycle rule (older folders: all or none)."""
+    entry = info.get("families", {}).get(family)
+    if not isinstance(entry, dict):
+        return ()
+    if entry.get("available") is not False:
+        return tuple(SPLITS)
+    return tuple(s for s in SPLITS if s in entry.get("available_splits", ()))
+
+
 def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str, Any]:
     """The family's entry in build_info.json; UnavailableFamily when ``split`` of it is unavailable."""
     family = task.config
@@ -351,7 +361,7 @@ def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str
         )
     # The minimum-cycle rule applies to the split being read: a family short elsewhere still
     # serves the splits that meet it (``available_splits``; older folders: all or nothing).
-    if entry.get("available") is False and split not in entry.get("available_splits", ()):
+    if split not in available_splits(folder.info, family):
         reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
         raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in {folder.root}: {reason}")
     return entry
@@ -419,7 +429,7 @@ def load_split(folder: str | Path, config: str, split: str, **load_kwargs: Any) 
             name if int(k) == 0 else f"{name}_seed{k}" for name, e in built.info["families"].items() for k in e.get("counts", {})
         )
         raise ValueError(f"{built.root}: no config {config!r} (configs: {configs})")
-    if split in entry.get("available_splits", SPLITS if entry.get("available") else ()):
+    if split in available_splits(built.info, family):
         return datasets.load_dataset(str(built.root), config, split=split, **load_kwargs)
     path = built.rows_file(family, seed, split)
     if not path.is_file():
