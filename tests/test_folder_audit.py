@@ -36,13 +36,25 @@ def copy(folder: Path, tmp_path: Path, name: str = "copy") -> Path:
 
 
 def rows_of(folder: Path, family: str, split: str, seed: int = 0) -> list[dict]:
-    return pq.read_table(folder / "data" / family / f"seed{seed}" / f"{split}.parquet").to_pylist()
+    """Rows with ``predicate`` as its JSON text (the column ``predicate_json``), which the tests edit."""
+    rows = pq.read_table(folder / "data" / family / f"seed{seed}" / f"{split}.parquet").to_pylist()
+    for row in rows:
+        row["predicate"] = row.pop("predicate_json")
+    return rows
 
 
 def write_rows(folder: Path, family: str, split: str, rows: list[dict], seed: int = 0) -> None:
+    """Write rows of :func:`rows_of` back: the edited JSON text, and the struct parsed from it (null if it does not parse)."""
     path = folder / "data" / family / f"seed{seed}" / f"{split}.parquet"
     schema = pq.read_table(path).schema
-    pq.write_table(pq.read_table(path).from_pylist(rows, schema=schema), path)
+    out = []
+    for row in rows:
+        try:
+            parsed = json.loads(row["predicate"])
+        except ValueError:
+            parsed = None
+        out.append({**row, "predicate": parsed, "predicate_json": row["predicate"]})
+    pq.write_table(pq.read_table(path).from_pylist(out, schema=schema), path)
 
 
 def set_count(folder: Path, family: str, split: str, n: int, seed: int = 0) -> None:

@@ -1,33 +1,44 @@
 """Built dataset folders: Parquet per family/split/seed, the dataset card, build_info.json, and ``audit``.
 
-Layout (DEVELOPING.md, "Built dataset folders")::
+Layout (DEVELOPING.md, "Built dataset folders"), reference mode (``layout: parquet``)::
 
-    <out>/README.md                      card; YAML ``configs:`` names every Parquet file
-    <out>/build_info.json                source, families, counts, audits, unavailable, skipped
+    <out>/README.md                      card; YAML ``configs:`` names every available split's file
+    <out>/build_info.json                source, families, counts, audits, unavailable, skipped, files
     <out>/data/<family>/seed<k>/{train,validation,test}.parquet
 
-Config ``<family>`` is seed 0, ``<family>_seed<k>`` seed k, each with splits train,
-validation and test, so ``datasets.load_dataset(out, "strict_size", split="test")`` works.
-Files are byte-identical for the same inputs and seed: rows in cycle order, fixed
-schema and compression, no timestamps.
+self-contained mode (``layout: imagefolder``): each image is stored once per build, as a file,
+and the rows name it (``image_0_file_name``, ``image_1_file_name``, relative to ``data/``)::
+
+    <out>/data/<family>-seed<k>-<split>.parquet      rows (the imagefolder builder's metadata files)
+    <out>/data/images/<file relative to the source root>
+
+``datasets`` reads the second layout with its packaged ``imagefolder`` builder: the card's
+config lists its metadata files (``metadata_filenames``) and ``data/images/**``, and every
+``*_file_name`` column becomes a decoded ``datasets.Image`` column of the same name without
+the suffix, so ``load_dataset(out, "strict_size", split="test")`` yields Winoground's
+``image_0``/``image_1`` either way. The metadata files sit in ``data/`` because ``datasets``
+resolves file names below the metadata file's own folder only.
+
+Config ``<family>`` is seed 0, ``<family>_seed<k>`` seed k, each with the splits that meet the
+minimum-cycle rule; a short split is written but left out of ``configs:`` (the card's
+``unavailable_splits`` and each config's description name it; :func:`clip_cycles.data.folder_reader.load_split`
+loads it with a warning). Files are byte-identical for the same inputs and seed: rows in cycle
+order, fixed schema and compression, no timestamps.
 
 Builds are transactions: everything is written into a temporary sibling folder, checked
 (:func:`verify_folder_files`), and only then moved into place, so a failed build leaves
 the previous folder intact. An ``--out`` holding files the project did not write is
 refused unless ``overwrite`` is given, and then only the project's own files (card,
-``build_info.json``, ``data/<family>/seed<k>/<split>.parquet``) are replaced. A build in
-which no family has an available split is refused unless ``allow_empty``.
+``build_info.json``, the row files and stored images) are replaced. A build in which no
+family has an available split is refused unless ``allow_empty``.
 
-``build_info.json`` records each Parquet file's row count and sha256 under ``files``;
-:func:`read_build_info` validates its shape and :func:`verify_folder_files` the files,
-for evaluation and ``audit``.
-
-Two modes: ``reference`` (``image_0``/``image_1`` are file names relative to the source
-root) and ``self_contained`` (``datasets.Image`` structs with the image bytes embedded,
-ready for ``push_to_hub``; a missing image file is an error naming it).
+``build_info.json`` records each Parquet file's row count and sha256 under ``files`` and each
+stored image's size and sha256 under ``images``; :func:`read_build_info` validates its shape and
+:func:`verify_folder_files` the files, for evaluation and ``audit``.
 
 The card's licence and citation are the raw root's source's (:func:`clip_cycles.data.sources.card_for`):
-families the COCO builder makes from the shapes world carry the world's CC0 card.
+families the COCO builder makes from the shapes world carry the world's CC0 card. The card names
+no local path: the raw root is ``<coco root>`` (or ``<gqa root>``, ...); ``build_info.json`` keeps it.
 
 ``clip-cycles audit DIR`` lives in :mod:`clip_cycles.data.folder_audit`: it re-reads the folder
 and the raw annotations without the builders' code.
@@ -40,8 +51,10 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
-from pathlib import Path
+from collections import Counter
+from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from clip_cycles.data.families import (
@@ -57,6 +70,17 @@ from clip_cycles.fingerprints import canonical_json
 from clip_cycles.results import write_json
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
+#: How rows and images are stored: per-file Parquet (reference mode, and self-contained folders of
+#: earlier versions with the image bytes inside every row) or imagefolder (images stored once).
+LAYOUTS: tuple[str, ...] = ("parquet", "imagefolder")
+LAYOUT_OF_MODE: dict[str, str] = {"reference": "parquet", "self_contained": "imagefolder"}
+#: Folder of the stored images (imagefolder layout), and the prefix of the file names in the rows.
+IMAGE_DIR: str = "data/images"
+IMAGE_PREFIX: str = "images/"
+#: Extensions ``datasets``' imagefolder builder takes as images (a stored image must have one).
+IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
+#: Columns written: the row schema, with ``predicate`` as a struct and its JSON text kept beside it.
+FOLDER_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "predicate_json")
 
 PAPER_CITATION = (
     "@inproceedings{cycles2026,\n  title={Can the Parts Fool the Test? Counterfactual Pairing Cycles for "
@@ -64,61 +88,161 @@ PAPER_CITATION = (
 )
 
 
-def _features(mode: str) -> dict[str, Any]:
-    image = {"_type": "Image"} if mode == "self_contained" else {"_type": "Value", "dtype": "string"}
-    string, int64 = {"_type": "Value", "dtype": "string"}, {"_type": "Value", "dtype": "int64"}
-    kinds = {"image_0": image, "image_1": image, "seed": int64, "image_id_0": int64, "image_id_1": int64}
-    return {name: kinds.get(name, string) for name in ROW_COLUMNS}
+def layout_of(info: Mapping[str, Any]) -> str:
+    """The storage layout of a folder from its ``build_info.json`` (folders without the key: ``parquet``)."""
+    return str(info.get("layout", "parquet"))
 
 
-def _schema(mode: str) -> Any:
+def _column_names(layout: str) -> list[str]:
+    """Column names in file order: imagefolder names the image files ``image_<k>_file_name``."""
+    rename = {"image_0": "image_0_file_name", "image_1": "image_1_file_name"} if layout == "imagefolder" else {}
+    return [rename.get(name, name) for name in FOLDER_COLUMNS]
+
+
+def predicate_type(predicates: Iterable[str]) -> Any:
+    """The pyarrow struct type of parsed predicate JSON texts (the union of their fields).
+
+    One type per family, over every seed and split, so all files of a config share their
+    features. ValueError names the predicate that cannot be typed (mixed value types) or a
+    field that is always an empty object (Parquet cannot store a struct without fields).
+    """
     import pyarrow as pa
 
-    image = pa.struct([("bytes", pa.binary()), ("path", pa.string())]) if mode == "self_contained" else pa.string()
-    kinds = {"image_0": image, "image_1": image, "seed": pa.int64(), "image_id_0": pa.int64(), "image_id_1": pa.int64()}
+    values = [json.loads(text) for text in predicates]
+    if not values:
+        return pa.struct([("stratum", pa.string())])
+    try:
+        kind = pa.array(values).type
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+        raise ValueError(f"predicate values cannot share one struct type ({error}); e.g. {values[0]}") from None
+
+    def check(t: Any, where: str) -> None:
+        if pa.types.is_struct(t):
+            if t.num_fields == 0:
+                raise ValueError(f"predicate field {where or '(top)'} is always an empty object; it cannot be a struct field")
+            for i in range(t.num_fields):
+                check(t.field(i).type, f"{where}.{t.field(i).name}".lstrip("."))
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            check(t.value_type, f"{where}[]")
+
+    check(kind, "")
+    return kind
+
+
+def _feature(kind: Any) -> Any:
+    """The ``datasets`` feature dict (as in Parquet's ``huggingface`` metadata) of a pyarrow type."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        return {kind.field(i).name: _feature(kind.field(i).type) for i in range(kind.num_fields)}
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return {"_type": "List", "feature": _feature(kind.value_type)}
+    return {"_type": "Value", "dtype": "string" if pa.types.is_string(kind) else str(kind)}
+
+
+def _features(mode: str, predicate: Any) -> dict[str, Any]:
+    layout = LAYOUT_OF_MODE[mode]
+    string, int64 = {"_type": "Value", "dtype": "string"}, {"_type": "Value", "dtype": "int64"}
+    kinds = {"seed": int64, "image_id_0": int64, "image_id_1": int64, "predicate": _feature(predicate)}
+    return {name: kinds.get(name, string) for name in _column_names(layout)}
+
+
+def _schema(mode: str, predicate: Any) -> Any:
+    import pyarrow as pa
+
+    layout = LAYOUT_OF_MODE[mode]
+    kinds = {"seed": pa.int64(), "image_id_0": pa.int64(), "image_id_1": pa.int64(), "predicate": predicate}
     # Nullable like the schema datasets derives from the features, which it compares field by field.
-    fields = [pa.field(name, kinds.get(name, pa.string())) for name in ROW_COLUMNS]
-    metadata = {"huggingface": canonical_json({"info": {"features": _features(mode)}})}
+    fields = [pa.field(name, kinds.get(name, pa.string())) for name in _column_names(layout)]
+    metadata = {"huggingface": canonical_json({"info": {"features": _features(mode, predicate)}})}
     return pa.schema(fields, metadata=metadata)
 
 
-def _image_value(root: Path, file_name: str, image_id: int, cache: dict[str, bytes]) -> dict[str, Any]:
-    if file_name not in cache:
-        path = root / file_name
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"self-contained mode: image file {path} of image id {image_id} is missing; restore it or build in reference mode"
-            )
-        data = path.read_bytes()
-        if not data:
-            raise ValueError(
-                f"self-contained mode: image file {path} of image id {image_id} is empty (0 bytes); "
-                "restore it or build in reference mode"
-            )
-        cache[file_name] = data
-    return {"bytes": cache[file_name], "path": file_name}
+def write_parquet(path: Path, records: Sequence[Any], mode: str, root: Path, predicate: Any = None) -> None:
+    """Write one split's :class:`~clip_cycles.data.families.CycleRecord` rows; same rows give the same bytes.
 
-
-def write_parquet(path: Path, records: Sequence[Any], mode: str, root: Path) -> None:
-    """Write one split's :class:`~clip_cycles.data.families.CycleRecord` rows; same rows give the same bytes."""
+    ``predicate`` is the family's struct type (:func:`predicate_type`; default: this split's).
+    Self-contained rows name their images under ``images/`` (:func:`store_images` writes them).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     rows = [r.as_row() for r in records]
-    if mode == "self_contained":
-        cache: dict[str, bytes] = {}
-        for row in rows:
-            row["image_0"] = _image_value(root, row["image_0"], row["image_id_0"], cache)
-            row["image_1"] = _image_value(root, row["image_1"], row["image_id_1"], cache)
-    table = pa.Table.from_pylist(rows, schema=_schema(mode))
+    predicate = predicate_type(r["predicate"] for r in rows) if predicate is None else predicate
+    for row in rows:
+        row["predicate_json"] = row["predicate"]
+        row["predicate"] = json.loads(row["predicate"])
+        if mode == "self_contained":
+            row["image_0_file_name"] = IMAGE_PREFIX + row.pop("image_0")
+            row["image_1_file_name"] = IMAGE_PREFIX + row.pop("image_1")
+    table = pa.Table.from_pylist(rows, schema=_schema(mode, predicate))
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="zstd", compression_level=3, row_group_size=4096)
 
 
-def parquet_path(family: str, seed: int, split: str) -> str:
-    """Path of a Parquet file relative to the folder."""
+def _image_name(file_name: str, image_id: int) -> str:
+    """A source-relative image file name that can be stored below ``data/images/``; ValueError otherwise."""
+    name = PurePosixPath(file_name)
+    if not file_name or name.is_absolute() or ".." in name.parts or "\\" in file_name or "://" in file_name:
+        raise ValueError(
+            f"self-contained mode: image id {image_id} has file name {file_name!r}, not a path relative to the "
+            "source root; fix the annotations or build in reference mode"
+        )
+    if name.suffix.lower() not in IMAGE_EXTENSIONS:
+        raise ValueError(
+            f"self-contained mode: image file {file_name!r} of image id {image_id} has no image extension "
+            f"({', '.join(sorted(IMAGE_EXTENSIONS))}), so datasets' imagefolder would not ship it; build in reference mode"
+        )
+    return name.as_posix()
+
+
+def store_images(out: Path, root: Path, builds: Sequence[FamilyBuild]) -> dict[str, dict[str, Any]]:
+    """Copy every image the written rows use, once, to ``out/data/images/``; returns path -> {bytes, sha256}.
+
+    A missing or empty image file is an error naming it and its image id.
+    """
+    first_id: dict[str, int] = {}
+    for build in builds:
+        for _, splits in sorted(build.records.items()):
+            for split in SPLITS:
+                for record in splits[split]:
+                    first_id.setdefault(record.image_0, record.image_id_0)
+                    first_id.setdefault(record.image_1, record.image_id_1)
+    extensions = Counter(PurePosixPath(name).suffix.lower() for name in first_id)
+    if first_id and max(extensions.values()) < 2:
+        # datasets picks its builder by the most common extension (Parquet wins a tie).
+        raise ValueError(
+            f"self-contained mode: the {len(first_id)} images have no extension in common ({dict(extensions)}); "
+            "datasets would read the folder as plain Parquet. Build in reference mode"
+        )
+    stored: dict[str, dict[str, Any]] = {}
+    for file_name in sorted(first_id):
+        name = _image_name(file_name, first_id[file_name])
+        path = root / name
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"self-contained mode: image file {path} of image id {first_id[file_name]} is missing; "
+                "restore it or build in reference mode"
+            )
+        data = path.read_bytes()
+        if not data:
+            raise ValueError(
+                f"self-contained mode: image file {path} of image id {first_id[file_name]} is empty (0 bytes); "
+                "restore it or build in reference mode"
+            )
+        target = out / IMAGE_DIR / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        stored[f"{IMAGE_DIR}/{name}"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return stored
+
+
+def parquet_path(family: str, seed: int, split: str, layout: str = "parquet") -> str:
+    """Path of a split's row file relative to the folder, in ``layout``."""
+    if layout == "imagefolder":
+        return f"data/{family}-seed{seed}-{split}.parquet"
     return f"data/{family}/seed{seed}/{split}.parquet"
 
 
@@ -127,18 +251,61 @@ def config_name(family: str, seed: int) -> str:
     return family if seed == 0 else f"{family}_seed{seed}"
 
 
-def _yaml_header(card: SourceCard, builds: Sequence[FamilyBuild]) -> str:
+def _yaml_string(text: str) -> str:
+    # A JSON string is a YAML double-quoted scalar with the same escapes.
+    return json.dumps(text)
+
+
+def config_description(build: FamilyBuild, seed: int, info: Mapping[str, Any]) -> str:
+    """The ``DatasetInfo.description`` of one config: family, predicate, seed, splits (and what is left out)."""
+    text = (
+        f"Counterfactual pairing cycles, family {build.name} ({family_provenance(build.source, build.name)}), "
+        f"seed {seed}, built from {info['source']}. Each row is a 2x2 block in Winoground's columns: "
+        f"(image_0, caption_0) and (image_1, caption_1) hold, the swaps are false beyond doubt. "
+        f"Predicate: {build.predicate} Splits: {', '.join(build.available_splits)}."
+    )
+    short = [s for s in SPLITS if s not in build.available_splits]
+    if short:
+        text += (
+            f" UNAVAILABLE split(s) {', '.join(short)}: {build.reason}; written but left out of this config, "
+            "see unavailable_splits in the card."
+        )
+    return text
+
+
+def _yaml_header(card: SourceCard, builds: Sequence[FamilyBuild], info: Mapping[str, Any]) -> str:
+    layout = layout_of(info)
     lines = ["---", f"license: {card.license}", f"pretty_name: {card.title}", "task_categories:",
              "- zero-shot-classification", "tags:", "- clip", "- compositionality", "- counterfactual-cycles",
              "- winoground", "configs:"]  # fmt: skip
+    infos, unavailable = [], []
+    citation = _yaml_string(f"{card.citation}\n\n{PAPER_CITATION}")
     for build in builds:
         if not build.records:  # no split meets the minimum-cycle rule: nothing written
             continue
         for seed in sorted(build.counts):
-            lines.append(f"- config_name: {config_name(build.name, seed)}")
+            name = config_name(build.name, seed)
+            lines.append(f"- config_name: {name}")
+            splits = [s for s in SPLITS if s in build.available_splits]
+            if layout == "imagefolder":
+                lines.append("  metadata_filenames:")
+                lines += [f"  - {parquet_path(build.name, seed, split, layout).rsplit('/', 1)[1]}" for split in splits]
             lines.append("  data_files:")
+            for split in splits:
+                path = parquet_path(build.name, seed, split, layout)
+                lines.append(f"  - split: {split}")
+                lines += [f"    path: {path}"] if layout == "parquet" else ["    path:", f"    - {path}", f"    - {IMAGE_DIR}/**"]
+            infos += [f"- config_name: {name}", f"  description: {_yaml_string(config_description(build, seed, info))}",
+                      f"  citation: {citation}"]  # fmt: skip
             for split in SPLITS:
-                lines += [f"  - split: {split}", f"    path: {parquet_path(build.name, seed, split)}"]
+                if split not in splits:
+                    unavailable += [f"- config_name: {name}", f"  split: {split}",
+                                    f"  path: {parquet_path(build.name, seed, split, layout)}",
+                                    f"  cycles: {build.counts[seed][split]}",
+                                    f"  reason: {_yaml_string(build.reason or '')}"]  # fmt: skip
+    lines += ["dataset_info:", *infos]
+    if unavailable:
+        lines += ["unavailable_splits:", *unavailable]
     lines.append("---")
     return "\n".join(lines)
 
@@ -175,13 +342,30 @@ THRESHOLDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def source_placeholder(source: str) -> str:
+    """What the card writes for the raw root: ``<coco root>`` (the absolute path stays in build_info.json)."""
+    return f"<{source} root>"
+
+
+def portable_command(info: Mapping[str, Any]) -> str:
+    """The rebuild command without machine paths: the raw root as a placeholder, ``--out`` as the folder name."""
+    words = shlex.split(str(info["rebuild_command"]))
+    replace = {"--coco-root": source_placeholder("coco"), "--gqa-root": source_placeholder("gqa"),
+               "--out": info.get("folder_name", "<out>")}  # fmt: skip
+    for k in range(len(words) - 1):
+        if words[k] in replace:
+            words[k + 1] = str(replace[words[k]])
+    return shlex.join(words)
+
+
 def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: SourceCard) -> str:
     """The dataset card: YAML configs, predicates, provenance, gates and identities, counts, exclusions,
     thresholds, skips, licence, citation, rebuild."""
     written = [b for b in builds if b.records]
     example = written[0].name if written else "<family>"
     seeds = sorted({s for b in written for s in b.counts})
-    out = [_yaml_header(card, builds), "", f"# {card.title}", ""]
+    root = source_placeholder(info["source"])
+    out = [_yaml_header(card, builds, info), "", f"# {card.title}", ""]
     out += [
         "Counterfactual pairing cycles: each row is a complete 2x2 block with Winoground's columns. "
         "(`image_0`, `caption_0`) and (`image_1`, `caption_1`) are valid pairs; the swaps "
@@ -189,11 +373,12 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
         "(a named object is absent, or the opposite relation or value holds for every instance). "
         "Score with CycleAcc: s00 + s11 - s01 - s10 > 0.",
         "",
-        f"Source: `{info['source']}` at `{info['source_root']}`; mode: `{info['mode']}` "
+        f"Source: `{info['source']}` (raw root `{root}`, recorded in build_info.json); mode: `{info['mode']}` "
         + (
-            "(image columns are file names relative to the source root)."
+            f"(image columns are file names relative to `{root}`)."
             if info["mode"] == "reference"
-            else "(images embedded as `datasets.Image`)."
+            else f"(each image stored once under `{IMAGE_DIR}/`; the rows name it, and `datasets` decodes it into "
+            "`image_0` / `image_1`)."
         ),
         "",
         "```python",
@@ -203,11 +388,18 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
         "```",
         "",
         f"Config `<family>` is seed 0; `<family>_seed<k>` is seed k (seeds here: {', '.join(map(str, seeds))}). "
-        "Per seed, train and validation are image-disjoint subsets of the train pool; test comes from the val pool.",
+        "Per seed, train and validation are image-disjoint subsets of the train pool; test comes from the val pool. "
+        "Each config's `description` and `citation` (`datasets.DatasetInfo`) come from `dataset_info` above.",
         "",
         "Columns: `image_0`, `image_1`, `caption_0`, `caption_1`, `cycle_id`, `family`, `seed`, `split`, "
-        "`image_id_0`, `image_id_1`, `predicate` (JSON: the meaning of each caption, the geometry used, and "
-        "`stratum`, the candidate stratum both pairs were drawn from).",
+        "`image_id_0`, `image_id_1`, `predicate` (a struct: `caption_0` and `caption_1`, the meaning of each "
+        "caption; `details`, the geometry used; `stratum`, the candidate stratum both pairs were drawn from; "
+        "fields a row does not use are null) and `predicate_json` (the same predicate as canonical JSON text).",
+        "",
+        "Unavailable splits (fewer cycles than the minimum in some seed) are written but left out of `configs:`, "
+        "so `load_dataset(..., split=<unavailable split>)` fails with datasets' unknown-split error; "
+        "`unavailable_splits` above lists each with its file, count and reason, and "
+        "`clip_cycles.data.folder_reader.load_split(folder, config, split)` loads one with a warning.",
         "",
         "## Gates and identities",
         "",
@@ -293,7 +485,7 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
         "## Rebuild",
         "",
         "```bash",
-        info["rebuild_command"],
+        portable_command(info),
         f"clip-cycles audit {info.get('folder_name', '<this folder>')}",
         "```",
         "",
@@ -316,7 +508,9 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
 # --- folder ownership and transactions -------------------------------------------------------------------
 
 _OWN_TOP = ("README.md", "build_info.json")
-_OWN_PARQUET = re.compile(r"^data/[^/]+/seed\d+/(train|validation|test)\.parquet$")
+_OWN_PARQUET = re.compile(
+    r"^data/(?:(?P<family>[^/]+)/seed\d+/|(?P<flat>[^/]+)-seed\d+-)(train|validation|test)\.parquet$"
+)  # parquet layout, imagefolder layout
 _DEFAULTS: dict[str, bool] = {"overwrite": False, "allow_empty": False}
 
 
@@ -350,8 +544,10 @@ def _own_files(folder: Path) -> set[str]:
     own = {name for name in _OWN_TOP if (folder / name).is_file()}
     files = info.get("files")
     listed = set(files) if isinstance(files, dict) else None
+    images = info.get("images")
+    stored = set(images) if isinstance(images, dict) else set()
     for name in _relative_files(folder):
-        if _OWN_PARQUET.match(name) and (listed is None or name in listed):
+        if (_OWN_PARQUET.match(name) and (listed is None or name in listed)) or name in stored:
             own.add(name)
     return own
 
@@ -516,16 +712,20 @@ def _write_into(
     tqdm: Any,
 ) -> None:
     written = []
+    layout = LAYOUT_OF_MODE[mode]
     for build in tqdm(builds, desc="writing parquet", disable=None):
+        kind = predicate_type(r.predicate for splits in build.records.values() for s in SPLITS for r in splits[s])
         for seed, splits in sorted(build.records.items()):
             for split in SPLITS:
-                name = parquet_path(build.name, seed, split)
-                write_parquet(out / name, splits[split], mode, root)
+                name = parquet_path(build.name, seed, split, layout)
+                write_parquet(out / name, splits[split], mode, root, kind)
                 written.append(name)
+    images = store_images(out, root, builds) if layout == "imagefolder" else None
     info: dict[str, Any] = {
         "source": index.source,
         "source_root": str(root.resolve()),
         "mode": mode,
+        "layout": layout,
         "folder_name": folder_name,
         "families": {
             b.name: {
@@ -547,6 +747,7 @@ def _write_into(
         "rebuild_command": rebuild_command,
         **(extra_info or {}),
         "files": _file_records(out, written),
+        **({"images": images} if images is not None else {}),
     }
     write_json(info, out / "build_info.json")
     (out / "README.md").write_text(render_card(info, builds, card_for(index.source, root)), encoding="utf-8")
@@ -611,12 +812,16 @@ def read_build_info(folder: Path) -> dict:
                 isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0 for sp in SPLITS
             ):
                 raise bad(f"{where}.counts.{seed}", f"needs non-negative integer counts for {list(SPLITS)}")
+    layout = info.get("layout", "parquet")
+    if layout not in LAYOUTS:
+        raise bad("layout", f"is {layout!r}, not one of {list(LAYOUTS)}")
     files = info.get("files")
     if not isinstance(files, dict):
         raise bad("files", "is missing (folders built before file digests were recorded) or not an object")
     for name, record in files.items():
-        if not _OWN_PARQUET.match(str(name)):
-            raise bad(f"files.{name}", "is not a data/<family>/seed<k>/<split>.parquet path")
+        match = _OWN_PARQUET.match(str(name))
+        if match is None or (match["flat"] is None) != (layout == "parquet"):
+            raise bad(f"files.{name}", f"is not a {parquet_path('<family>', 0, '<split>', layout)} path")
         if (
             not isinstance(record, dict)
             or not isinstance(record.get("rows"), int)
@@ -626,6 +831,17 @@ def read_build_info(folder: Path) -> dict:
             raise bad(f"files.{name}.rows", "is missing or not a non-negative integer")
         if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
             raise bad(f"files.{name}.sha256", "is missing or not a sha256 hex digest")
+    images = info.get("images")
+    if layout == "imagefolder" and not isinstance(images, dict):
+        raise bad("images", "is missing or not an object of stored image -> {bytes, sha256} (imagefolder layout)")
+    for name, record in (images or {}).items():
+        parts = PurePosixPath(str(name)).parts
+        if not str(name).startswith(IMAGE_DIR + "/") or ".." in parts or "\\" in str(name):
+            raise bad(f"images.{name}", f"is not a path below {IMAGE_DIR}/")
+        if not isinstance(record, dict) or not isinstance(record.get("bytes"), int) or isinstance(record["bytes"], bool):
+            raise bad(f"images.{name}.bytes", "is missing or not an integer")
+        if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
+            raise bad(f"images.{name}.sha256", "is missing or not a sha256 hex digest")
     return info
 
 
@@ -637,8 +853,16 @@ def expected_files(info: Mapping[str, Any]) -> dict[str, int]:
             continue
         for seed, counts in entry["counts"].items():
             for split in SPLITS:
-                out[parquet_path(name, int(seed), split)] = counts[split]
+                out[parquet_path(name, int(seed), split, layout_of(info))] = counts[split]
     return out
+
+
+def file_family(name: str) -> str:
+    """The family of a row file path of either layout (``data/<family>/seed<k>/...`` or ``data/<family>-seed<k>-...``)."""
+    match = _OWN_PARQUET.match(name)
+    if match is None:
+        return name.split("/")[1]
+    return match["family"] or match["flat"]
 
 
 def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | None = None) -> list[str]:
@@ -646,7 +870,8 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
 
     Returns one problem string per mismatch, naming the file: missing, unlisted,
     unreadable, a row count different from the record or the card's counts, a digest
-    that differs (the file was edited). ``families`` limits the check to those families.
+    that differs (the file was edited); then each stored image (imagefolder layout) against
+    its size and sha256. ``families`` limits the row-file check to those families.
     """
     import pyarrow.parquet as pq
 
@@ -654,7 +879,7 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
     wanted = None if families is None else set(families)
 
     def included(name: str) -> bool:
-        return wanted is None or name.split("/")[1] in wanted
+        return wanted is None or file_family(name) in wanted
 
     problems: list[str] = []
     files: Mapping[str, Any] = info.get("files", {})
@@ -682,6 +907,13 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
             problems.append(
                 f"{path}: content differs from the sha256 in build_info.json (edited after the build); rebuild the folder"
             )
+    # Stored images are shared by every family, so each is checked whatever ``families`` says.
+    for name, record in sorted(info.get("images", {}).items()):
+        path = folder / name
+        if not path.is_file():
+            problems.append(f"{path}: stored image listed in build_info.json but missing")
+        elif path.stat().st_size != record["bytes"] or _sha256(path) != record["sha256"]:
+            problems.append(f"{path}: stored image differs from its size and sha256 in build_info.json; rebuild the folder")
     return problems
 
 

@@ -63,6 +63,12 @@ SIZE_RATIO: float = 1.5
 #: Columns of a cycle row in file order (DEVELOPING.md row schema).
 COLUMNS: tuple[str, ...] = ("image_0", "image_1", "caption_0", "caption_1", "cycle_id", "family", "seed", "split",
                             "image_id_0", "image_id_1", "predicate")  # fmt: skip
+#: Columns of the current writer: ``predicate`` a struct, its JSON text in ``predicate_json``; the
+#: imagefolder layout (images stored once) names the image files ``image_<k>_file_name`` below ``data/``.
+COLUMNS_BY_LAYOUT: dict[str, tuple[str, ...]] = {
+    "parquet": (*COLUMNS, "predicate_json"),
+    "imagefolder": ("image_0_file_name", "image_1_file_name", *COLUMNS[2:], "predicate_json"),
+}
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 SOURCES: tuple[str, ...] = ("coco", "gqa")
 
@@ -72,6 +78,7 @@ HUMAN_CAPTION_FAMILIES: frozenset[str] = frozenset({"coarse_object", "matched_ob
 TRUE, FALSE, AMBIGUOUS = "true", "false", "ambiguous"
 
 _PATH = re.compile(r"^data/(?P<family>[A-Za-z0-9_]+)/seed(?P<seed>\d+)/(?P<split>[a-z]+)\.parquet$")
+_FLAT_PATH = re.compile(r"^data/(?P<family>[A-Za-z0-9_]+)-seed(?P<seed>\d+)-(?P<split>[a-z]+)\.parquet$")  # imagefolder
 
 
 class BuildInfoError(ValueError):
@@ -549,13 +556,29 @@ def _file_of(value: Any) -> Any:
     return value.get("path") if isinstance(value, dict) else value
 
 
+def _row_file(layout: str, family: str, seed: Any, split: str) -> str:
+    """A split's row file, written out here rather than taken from the builder."""
+    return f"data/{family}-seed{seed}-{split}.parquet" if layout == "imagefolder" else f"data/{family}/seed{seed}/{split}.parquet"
+
+
+def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of any layout in the original shape: ``image_<k>`` source file names, ``predicate`` JSON text."""
+    for k in (0, 1):
+        if f"image_{k}_file_name" in row:
+            name = row.pop(f"image_{k}_file_name")
+            row[f"image_{k}"] = name[len("images/") :] if isinstance(name, str) and name.startswith("images/") else name
+    if "predicate_json" in row:
+        row["predicate"] = row.pop("predicate_json")
+    return row
+
+
 def _card_paths(folder: Path) -> set[str] | None:
     card = folder / "README.md"
     if not card.is_file():
         return None
     text = card.read_text(encoding="utf-8")
     header = text.split("---")[1] if text.startswith("---") and text.count("---") >= 2 else ""
-    return set(re.findall(r"path: (\S+\.parquet)", header))
+    return set(re.findall(r"(?:path:|-) (data/\S+\.parquet)", header))
 
 
 def _file_integrity(folder: Path, info: Mapping[str, Any], expected: set[str]) -> list[str]:
@@ -595,6 +618,11 @@ def _file_integrity(folder: Path, info: Mapping[str, Any], expected: set[str]) -
         rows = pq.ParquetFile(path).metadata.num_rows
         if rows != entry.get("rows"):
             found.append(f"{rel}: {rows} rows but build_info.json `files` records {entry.get('rows')}")
+    stored = info.get("images") if isinstance(info.get("images"), dict) else {}
+    for rel, entry in sorted(stored.items()):
+        path = folder / rel
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() != (entry or {}).get("sha256"):
+            found.append(f"{rel}: the stored image differs from its sha256 in build_info.json: changed after the build")
     return found
 
 
@@ -615,11 +643,16 @@ def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> d
     # Families with rows on disk: every available one, and (builds that apply the minimum-cycle rule per
     # split) an unavailable one whose scored split met it; their counts name every seed.
     available = {n: e for n, e in sorted(info["families"].items()) if e["available"] or e.get("counts")}
-    expected_files = {f"data/{n}/seed{s}/{sp}.parquet" for n, e in available.items() for s in e["counts"] for sp in SPLITS}
+    layout = info.get("layout", "parquet")
+    columns = {COLUMNS, COLUMNS_BY_LAYOUT.get(layout, COLUMNS)}
+    expected_files = {_row_file(layout, n, s, sp) for n, e in available.items() for s in e["counts"] for sp in SPLITS}
     data = folder / "data"
     on_disk = {p.relative_to(folder).as_posix() for p in data.rglob("*") if p.is_file()} if data.is_dir() else set()
+    stored = info.get("images") if isinstance(info.get("images"), dict) else {}
+    problems.extend(f"{rel}: stored image listed in build_info.json but missing" for rel in sorted(set(stored) - on_disk))
+    on_disk -= set(stored)
     for rel in sorted(on_disk - expected_files):
-        m = _PATH.match(rel)
+        m = (_FLAT_PATH if layout == "imagefolder" else _PATH).match(rel)
         if m is None:
             problems.append(f"{rel}: not a data/<family>/seed<k>/<split>.parquet file")
         elif m["split"] not in SPLITS:
@@ -645,17 +678,17 @@ def audit_folder(folder: str | Path, source_root: str | Path | None = None) -> d
             images_by_split: dict[str, set[int]] = {}
             blocks: dict[tuple, str] = {}
             for split in SPLITS:
-                rel = f"data/{name}/seed{seed}/{split}.parquet"
+                rel = _row_file(layout, name, seed, split)
                 where = f"{name} seed {seed} {split}"
                 path = folder / rel
                 if not path.is_file():
                     problems.append(f"{where}: missing file {rel}")
                     continue
                 table = pq.read_table(path)
-                if tuple(table.column_names) != COLUMNS:
-                    problems.append(f"{where}: columns {table.column_names} != {list(COLUMNS)}")
+                if tuple(table.column_names) not in columns:
+                    problems.append(f"{where}: columns {table.column_names} != {list(COLUMNS_BY_LAYOUT.get(layout, COLUMNS))}")
                     continue
-                rows = table.to_pylist()
+                rows = [_plain_row(row) for row in table.to_pylist()]
                 if len(rows) != counts[split]:
                     problems.append(f"{where}: {len(rows)} rows but build_info.json says {counts[split]}")
                 stats = _audit_rows(world, name, seed, split, rows, problems, seen_ids, blocks)

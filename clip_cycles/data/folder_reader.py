@@ -1,18 +1,25 @@
-"""Reading a built dataset folder column-wise: ``BuiltFolder``, ``CycleRows``, ``read_cycle_rows``.
+"""Reading a built dataset folder column-wise: ``BuiltFolder``, ``CycleRows``, ``read_cycle_rows``; ``load_split``.
 
 The writer and the verification of a folder's files are in :mod:`clip_cycles.data.dataset_folder`;
-the format is DEVELOPING.md's "Built dataset folders" and "Reading a built folder".
+the format is DEVELOPING.md's "Built dataset folders" and "Reading a built folder". Both layouts
+are read: ``parquet`` (file names relative to the source root, or the image bytes of older
+self-contained folders in every row) and ``imagefolder`` (file names below ``data/``, each image
+stored once). :func:`load_split` is ``datasets.load_dataset`` for one config and split that warns,
+rather than fails, when the split is unavailable under the minimum-cycle rule.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from clip_cycles.data.dataset_folder import read_build_info, verify_folder_files
+from clip_cycles.data.dataset_folder import IMAGE_DIR, IMAGE_PREFIX, layout_of, parquet_path, read_build_info, verify_folder_files
+from clip_cycles.data.families import SPLITS
 from clip_cycles.data.images import ImageItem
 from clip_cycles.fingerprints import content_hash
 
@@ -45,6 +52,15 @@ class BuiltFolder:
     @property
     def source_root(self) -> Path:
         return Path(self.info.get("source_root", ""))
+
+    @property
+    def layout(self) -> str:
+        """``parquet`` or ``imagefolder`` (DEVELOPING.md "Built dataset folders")."""
+        return layout_of(self.info)
+
+    def rows_file(self, family: str, seed: int, split: str) -> Path:
+        """The row file of one family, seed and split, in this folder's layout."""
+        return self.root / parquet_path(family, seed, split, self.layout)
 
 
 def open_built_folder(root: str | Path, families: Sequence[str] | None = None, verify: bool = True) -> BuiltFolder:
@@ -168,6 +184,13 @@ def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
     if isinstance(value, str):
         item = folder.image_items.get(value)
         if item is None:
+            if folder.layout == "imagefolder":  # stored below data/: the key is the source-relative name
+                key = value[len(IMAGE_PREFIX) :]
+                name = PurePosixPath(key)
+                if not value.startswith(IMAGE_PREFIX) or not key or name.is_absolute() or ".." in name.parts or "\\" in value:
+                    raise ValueError(f"image file name {value!r} must name a stored image below {IMAGE_PREFIX}")
+                item = folder.image_items[value] = ImageItem(key=key, path=folder.root / IMAGE_DIR / key)
+                return item
             if not value or Path(value).is_absolute() or ".." in Path(value).parts:
                 raise ValueError(f"image file name {value!r} must be relative to the source root")
             item = folder.image_items[value] = ImageItem(key=value, path=folder.source_root / value)
@@ -316,6 +339,16 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
     return keep, codes
 
 
+def available_splits(info: dict[str, Any], family: str) -> tuple[str, ...]:
+    """The splits of ``family`` that meet the minimum-cycle rule (older folders: all or none)."""
+    entry = info.get("families", {}).get(family)
+    if not isinstance(entry, dict):
+        return ()
+    if entry.get("available") is not False:
+        return tuple(SPLITS)
+    return tuple(s for s in SPLITS if s in entry.get("available_splits", ()))
+
+
 def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str, Any]:
     """The family's entry in build_info.json; UnavailableFamily when ``split`` of it is unavailable."""
     family = task.config
@@ -328,7 +361,7 @@ def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str
         )
     # The minimum-cycle rule applies to the split being read: a family short elsewhere still
     # serves the splits that meet it (``available_splits``; older folders: all or nothing).
-    if entry.get("available") is False and split not in entry.get("available_splits", ()):
+    if split not in available_splits(folder.info, family):
         reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
         raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in {folder.root}: {reason}")
     return entry
@@ -344,17 +377,19 @@ def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str
     import pyarrow.parquet as pq
 
     _family_entry(folder, task, split)
-    path = folder.root / "data" / task.config / f"seed{seed}" / f"{split}.parquet"
+    path = folder.rows_file(task.config, seed, split)
     if not path.is_file():
         raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
+    # The imagefolder layout names the image columns as datasets' metadata files do.
+    columns = [f"{c}_file_name" if folder.layout == "imagefolder" and c.startswith("image_") else c for c in ROW_FIELDS]
     # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
     try:
         with pq.ParquetFile(path) as parquet:
             names = parquet.schema_arrow.names
-            missing = [c for c in ROW_FIELDS if c not in names]
+            missing = [c for c in columns if c not in names]
             if missing:
                 raise ValueError(f"{path}: columns {missing} are missing (have {names})")
-            table = parquet.read(columns=list(ROW_FIELDS))
+            table = parquet.read(columns=columns).rename_columns(list(ROW_FIELDS))
     except pa.ArrowException as error:
         raise ValueError(f"{path} is not a readable Parquet file ({error}); rebuild the folder") from error
     if table.num_rows == 0:
@@ -363,3 +398,52 @@ def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str
     captions, caption_index = _caption_columns(path, table, ids, task)
     items, image_index = _image_columns(path, table, ids, folder)
     return CycleRows(ids, items, image_index, captions, caption_index)
+
+
+class UnavailableSplitWarning(UserWarning):
+    """A split below the minimum-cycle rule was loaded (:func:`load_split`)."""
+
+
+_CONFIG = re.compile(r"^(?P<family>.+?)(?:_seed(?P<seed>\d+))?$")
+
+
+def load_split(folder: str | Path, config: str, split: str, **load_kwargs: Any) -> Any:
+    """``datasets.load_dataset(folder, config, split=split)``, and the unavailable splits too, with a warning.
+
+    A split with fewer cycles than the build's minimum in some seed is written but left out of
+    the card's ``configs:`` (``datasets`` alone refuses it as an unknown split); here it is
+    loaded from its files with :class:`UnavailableSplitWarning` naming the reason. Same rows,
+    columns and decoded images as an available split. ``load_kwargs`` go to ``load_dataset``
+    (``cache_dir``, ...). ValueError names an unknown config or split.
+    """
+    import datasets
+
+    built = open_built_folder(folder)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+    match = _CONFIG.match(config)
+    family, seed = (match["family"], int(match["seed"] or 0)) if match else (config, 0)
+    entry = built.info["families"].get(family)
+    if not isinstance(entry, dict) or str(seed) not in entry.get("counts", {}):
+        configs = sorted(
+            name if int(k) == 0 else f"{name}_seed{k}" for name, e in built.info["families"].items() for k in e.get("counts", {})
+        )
+        raise ValueError(f"{built.root}: no config {config!r} (configs: {configs})")
+    if split in available_splits(built.info, family):
+        return datasets.load_dataset(str(built.root), config, split=split, **load_kwargs)
+    path = built.rows_file(family, seed, split)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: split {split!r} of config {config!r} was not written (no split met the rule)")
+    reason = built.info.get("unavailable", {}).get(family, "no reason recorded")
+    warnings.warn(
+        UnavailableSplitWarning(
+            f"{built.root}: split {split!r} of config {config!r} ({entry['counts'][str(seed)][split]} cycles) is "
+            f"unavailable: {reason}; loaded anyway, do not report it as a result"
+        ),
+        stacklevel=2,
+    )
+    if built.layout == "imagefolder":
+        files = [str(path), str(built.root / IMAGE_DIR / "**")]
+        return datasets.load_dataset("imagefolder", data_files={split: files}, metadata_filenames=[path.name], split=split,
+                                     **load_kwargs)  # fmt: skip
+    return datasets.load_dataset("parquet", data_files={split: [str(path)]}, split=split, **load_kwargs)

@@ -43,7 +43,7 @@ import yaml
 
 from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
-from clip_cycles.data.folder_reader import open_built_folder
+from clip_cycles.data.folder_reader import available_splits, open_built_folder
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
@@ -235,6 +235,13 @@ def write_lmms_tasks(
         family = task.config
         if family not in folder.info.get("families", {}):
             raise ValueError(f"task {task.name}: family {family!r} is not in {root / 'build_info.json'}")
+        if task.split not in available_splits(folder.info, family):
+            # The card leaves such a split out of its configs, so lmms-eval's load_dataset would not find it.
+            reason = folder.info.get("unavailable", {}).get(family, "no reason recorded")
+            raise ValueError(
+                f"task {task.name}: split {task.split!r} of family {family!r} is unavailable in {root} ({reason}); "
+                "rebuild with a lower --min-cycles or score an available split"
+            )
         if task.caption_template != "{caption}":
             raise ValueError(
                 f"task {task.name}: caption template {task.caption_template!r} is not supported by the "

@@ -4,9 +4,11 @@
 
 The COCO root must hold the standard layout: ``annotations/instances_{train,val}2017.json``,
 ``annotations/captions_{train,val}2017.json`` and, for ``--self-contained``, ``train2017/`` and
-``val2017/`` images. Writes ``data/``, ``build_info.json`` and replaces this README.md with the
-generated card (predicates, counts, audits). Then ``datasets.load_dataset("hf_datasets/coco_cycles",
-"strict_size", split="test")`` works, and ``clip-cycles audit hf_datasets/coco_cycles`` re-checks it.
+``val2017/`` images (each stored once under ``data/images/``). Writes ``data/``,
+``build_info.json`` and replaces this README.md with the generated card (predicates, counts,
+audits); this script and the card template are the only other files here, so the build runs
+with ``overwrite``. Then ``datasets.load_dataset("hf_datasets/coco_cycles", "strict_size",
+split="test")`` works, and ``clip-cycles audit hf_datasets/coco_cycles`` re-checks it.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ def main() -> None:
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES)
     parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN)
     parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL)
-    parser.add_argument("--self-contained", action="store_true", help="embed the images (for push_to_hub)")
+    parser.add_argument("--self-contained", action="store_true", help="store each image once in data/images/ (for push_to_hub)")
     args = parser.parse_args()
     out, builds = build_coco_folder(args.coco_root, HERE, args.families, args.seeds, args.min_cycles,
-                                    args.pool_train, args.pool_val, args.self_contained)  # fmt: skip
+                                    args.pool_train, args.pool_val, args.self_contained, overwrite=True)  # fmt: skip
     print(f"{sum(b.available for b in builds)} of {len(builds)} families written to {out}")
 
 

@@ -6,8 +6,10 @@
 Generates the shapes world (COCO layout + GQA scene graphs) in ``--world`` (default
 ``hf_datasets/shapes_cycles/world``; reused when it already holds a world with the same
 parameters), builds all 14 COCO families from it, and writes ``data/``, ``build_info.json``
-and the generated card over this README.md. Everything is deterministic: the same parameters
-give byte-identical Parquet files.
+and the generated card over this README.md (this script and the card template are the only
+other files here, so the build runs with ``overwrite``). ``--self-contained`` stores each image
+once under ``data/images/`` for ``push_to_hub``. Everything is deterministic: the same
+parameters give byte-identical files.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="world generation seed")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="split seeds")
     parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES)
-    parser.add_argument("--self-contained", action="store_true", help="embed the images (for push_to_hub)")
+    parser.add_argument("--self-contained", action="store_true", help="store each image once in data/images/ (for push_to_hub)")
     args = parser.parse_args()
     wanted = {"kind": "shapes", "n_images": args.n_images, "seed": args.seed, "image_size": args.image_size}
     marker = args.world / "shapes_world.json"
@@ -39,7 +41,7 @@ def main() -> None:
     if {k: have.get(k) for k in wanted} != wanted:
         write_shapes_world(args.world, args.n_images, args.seed, args.image_size)
     out, builds = build_coco_folder(args.world, HERE, None, args.seeds, args.min_cycles, None, None,
-                                    args.self_contained)  # fmt: skip
+                                    args.self_contained, overwrite=True)  # fmt: skip
     print(f"{sum(b.available for b in builds)} of {len(builds)} families written to {out}")
 
 
