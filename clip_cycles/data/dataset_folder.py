@@ -40,6 +40,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -52,11 +53,17 @@ from clip_cycles.data.families import (
     check_seeds,
     family_provenance,
 )
-from clip_cycles.data.sources import SourceCard, card_for
+from clip_cycles.data.sources import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
 from clip_cycles.fingerprints import canonical_json
 from clip_cycles.results import write_json
+from clip_cycles.settings import resolve_cache_dir
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
+
+#: Version of the folder format written into ``build_info.json`` (``format_version``). A folder
+#: without the field is read as this version (folders built before the field existed);
+#: a higher number was written by a newer clip_cycles and is refused.
+FORMAT_VERSION: int = 1
 
 PAPER_CITATION = (
     "@inproceedings{cycles2026,\n  title={Can the Parts Fool the Test? Counterfactual Pairing Cycles for "
@@ -523,10 +530,13 @@ def _write_into(
                 write_parquet(out / name, splits[split], mode, root)
                 written.append(name)
     info: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
         "source": index.source,
         "source_root": str(root.resolve()),
         "mode": mode,
         "folder_name": folder_name,
+        # What the folder points into (reference) or was made from (self-contained), checked before scoring.
+        "source_fingerprint": build_source_fingerprint(index.source, root),
         "families": {
             b.name: {
                 "available": b.available,
@@ -585,6 +595,14 @@ def read_build_info(folder: Path) -> dict:
         raise ValueError(
             f"{path}: top level must be a JSON object, got {type(info).__name__}; rebuild the folder with `clip-cycles build`"
         )
+    version = info.get("format_version", FORMAT_VERSION)  # absent: a folder from before the field, this format
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise bad("format_version", f"is {version!r}, not a positive integer")
+    if version > FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: folder format version {version} was written by a newer clip_cycles; this clip_cycles reads "
+            f"format version {FORMAT_VERSION} and older. Upgrade clip_cycles, or rebuild the folder with this one"
+        )
     for key in ("source", "source_root", "mode"):
         if not isinstance(info.get(key), str) or not info[key]:
             raise bad(key, "is missing or not a non-empty string")
@@ -611,6 +629,14 @@ def read_build_info(folder: Path) -> dict:
                 isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0 for sp in SPLITS
             ):
                 raise bad(f"{where}.counts.{seed}", f"needs non-negative integer counts for {list(SPLITS)}")
+    fingerprint = info.get("source_fingerprint")
+    if fingerprint is not None and not (
+        isinstance(fingerprint, dict)
+        and isinstance(fingerprint.get("kind"), str)
+        and isinstance(fingerprint.get("annotations"), dict)
+        and isinstance(fingerprint.get("images"), dict)
+    ):
+        raise bad("source_fingerprint", "is not an object with 'kind', 'annotations' and 'images'")
     files = info.get("files")
     if not isinstance(files, dict):
         raise bad("files", "is missing (folders built before file digests were recorded) or not an object")
@@ -683,6 +709,65 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
                 f"{path}: content differs from the sha256 in build_info.json (edited after the build); rebuild the folder"
             )
     return problems
+
+
+def fingerprint_cache_dir() -> Path:
+    """Where the per-file hashes of source fingerprints are remembered: ``fingerprints/`` of the cache root."""
+    return resolve_cache_dir() / "fingerprints"
+
+
+def build_source_fingerprint(builder: str, root: Path, hash_cache: Path | None = None) -> dict[str, Any]:
+    """Fingerprint of the raw root a folder of ``builder`` is made from (the root's own source, e.g. the shapes world).
+
+    Annotation hashes are remembered in ``hash_cache`` when given (a build leaves the cache
+    alone by default: it has just read those files anyway).
+    """
+    source = source_feeding(root, builder)
+    kind = source.name if source is not None else builder
+    return raw_root_fingerprint(kind, root, hash_cache)
+
+
+def rebuild_hint(folder: Path, info: Mapping[str, Any]) -> str:
+    """The folder's rebuild command, with ``--out`` naming ``folder`` itself (a copy names the copy, not the original)."""
+    command = info.get("rebuild_command")
+    if not isinstance(command, str) or not command:
+        return f"clip-cycles build ... --out {shlex.quote(str(folder))}"
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    if "--out" in words[:-1]:
+        words[words.index("--out") + 1] = str(folder)
+    return shlex.join(words)
+
+
+def source_problems(
+    folder: Path, info: Mapping[str, Any], hash_cache: Path | None = None, current: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Whether the raw root a reference-mode folder points into is still the one it was built from.
+
+    Returns one problem (empty list: unchanged, or nothing to check). Only reference-mode
+    folders are checked: their images are read from ``source_root`` at evaluation, while a
+    self-contained folder carries its images (its Parquet digests cover them) and its
+    recorded fingerprint is provenance. A folder without ``source_fingerprint`` (built
+    before it was recorded) cannot be checked. ``current`` is a fingerprint of the root
+    already taken by the caller (the data cache's stamp), so it is not taken twice.
+    """
+    stored = info.get("source_fingerprint")
+    if info.get("mode") != "reference" or not isinstance(stored, dict):
+        return []
+    root = Path(str(info.get("source_root", "")))
+    try:
+        cache = hash_cache or fingerprint_cache_dir()
+        now = dict(current) if current is not None else raw_root_fingerprint(stored["kind"], root, cache)
+    except ValueError as error:  # a source kind this clip_cycles does not register
+        return [f"{Path(folder) / 'build_info.json'}: source_fingerprint cannot be checked ({error})"]
+    if now == stored:
+        return []
+    return [
+        f"the raw root {root} that {folder} points into changed since the build ({fingerprint_changes(stored, now)}), "
+        "so its captions no longer describe the images there"
+    ]
 
 
 def _compact(report: Mapping[str, Any]) -> dict[str, Any]:

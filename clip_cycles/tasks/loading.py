@@ -90,7 +90,9 @@ def resolve_dataset_roots(
         raise FileNotFoundError(f"--dataset_root {root} does not exist")
     out: dict[str, BuiltFolder] = {}
     if root is not None and (root / "build_info.json").is_file():
-        folder = open_built_folder(root, families=sorted({t.config for t in tasks if t.config}))
+        folder = open_built_folder(
+            root, families=sorted({t.config for t in tasks if t.config}), hash_cache=data_cache_dir / "fingerprints"
+        )
         for task in tasks:
             _check_source(task, folder)
             out[task.name] = folder
@@ -117,7 +119,7 @@ def resolve_dataset_roots(
                 why = f"the raw root changed since the cached build ({fingerprint_changes(stored, fingerprint)})"
             else:
                 try:
-                    have = sorted(open_built_folder(target).info.get("families", {}))
+                    have = sorted(open_built_folder(target, source_fingerprint=fingerprint).info.get("families", {}))
                 except (ValueError, FileNotFoundError) as error:
                     why = f"the cached build does not verify ({error})"
         if why or not set(needed) <= set(have):
@@ -137,7 +139,7 @@ def resolve_dataset_roots(
             os.replace(staging, target)
 
             atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
-        folder = open_built_folder(target, families=needed)
+        folder = open_built_folder(target, families=needed, source_fingerprint=fingerprint)
         for task in members:
             out[task.name] = folder
     return out
