@@ -37,6 +37,7 @@ from clip_cycles.data.families import (
     seed_argument,
 )
 from clip_cycles.data.sources import get_source, resolve_hook, source_names
+from clip_cycles.results import finite_float
 
 DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
@@ -176,18 +177,18 @@ def add_coco_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--validation-fraction",
-        type=float,
+        type=finite_float,
         default=DEFAULT_VALIDATION_FRACTION,
         help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})",
     )
     parser.add_argument(
         "--margin",
-        type=float,
+        type=finite_float,
         default=0.1,
         help="spatial margin of relation/position captions, fraction of width/height (default 0.1)",
     )
     parser.add_argument(
-        "--size-ratio", type=float, default=1.5, help="area ratio of 'larger than'/'smaller than' captions (default 1.5)"
+        "--size-ratio", type=finite_float, default=1.5, help="area ratio of 'larger than'/'smaller than' captions (default 1.5)"
     )
 
 
@@ -227,7 +228,7 @@ def add_gqa_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--validation-fraction",
-        type=float,
+        type=finite_float,
         default=gqa_families.GQA_VALIDATION_FRACTION,
         help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)",
     )

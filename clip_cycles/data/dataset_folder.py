@@ -54,7 +54,7 @@ from clip_cycles.data.families import (
     family_provenance,
 )
 from clip_cycles.data.sources import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
-from clip_cycles.fingerprints import canonical_json
+from clip_cycles.fingerprints import canonical_json, replace_folder, staging_folder, storage_error, transaction_target
 from clip_cycles.results import write_json
 from clip_cycles.settings import resolve_cache_dir
 
@@ -386,27 +386,11 @@ def _check_out(out: Path, overwrite: bool) -> list[str]:
     return foreign
 
 
-def _staging(out: Path) -> Path:
-    staging = out.parent / f".{out.name}.building-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    return staging
-
-
 def _commit(staging: Path, out: Path, foreign: Sequence[str]) -> None:
     """Move a checked staging folder into place; only the project's own files of ``out`` are replaced."""
-    if not out.exists():
-        os.replace(staging, out)
-        return
-    if not foreign:
-        # Everything in ``out`` is ours: swap whole folders, then drop the old one.
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(out, old)
-        os.replace(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
+    if not out.exists() or not foreign:
+        # Everything in ``out`` is ours (or there is none): swap whole folders, then drop the old one.
+        replace_folder(staging, out)
         return
     # Foreign files stay (--overwrite): remove our old files, move the new ones in, card and info last.
     for name in sorted(_own_files(out)):
@@ -469,7 +453,8 @@ def write_folder(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     overwrite = _DEFAULTS["overwrite"] if overwrite is None else overwrite
     allow_empty = _DEFAULTS["allow_empty"] if allow_empty is None else allow_empty
-    out = Path(out)
+    given = Path(out)
+    out = transaction_target(given)  # a symlinked --out: its target is rebuilt, the link stays
     root = Path(index.root)
     # A family short in some split still serves the splits that meet the rule (zero-shot scoring).
     if not any(b.available or b.available_splits for b in builds) and not allow_empty:
@@ -479,11 +464,11 @@ def write_folder(
             "use a larger pool, or pass --allow-empty to write the folder anyway"
         )
     foreign = _check_out(out, overwrite)
-    staging = _staging(out)
+    staging = staging_folder(out)
     try:
         _write_into(
             staging,
-            out.name,
+            given.name,
             root,
             index,
             builds,
@@ -501,10 +486,12 @@ def write_folder(
         if problems:
             raise ValueError(f"the folder written for {out} does not verify: {'; '.join(problems)}")
         _commit(staging, out, foreign)
+    except OSError as error:
+        raise storage_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return out
+    return given
 
 
 def _write_into(

@@ -26,8 +26,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -147,16 +148,27 @@ def _audit(
         path = cache_dir / "audits" / f"{key}.json"
         try:
             cached = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
-                return cached["report"]
         except (OSError, ValueError):
-            pass  # absent or unreadable: compute (and rewrite) it
+            cached = None  # absent or unreadable: compute (and rewrite) it
+        if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
+            if cached.get("checksum") == _audit_checksum(settings, cached["report"]):
+                return cached["report"]
+            # An edited (or pre-checksum) report is never the audit's result: recompute and rewrite it.
+            warnings.warn(f"additive audit cache: {path} fails its checksum; the audit is recomputed", stacklevel=2)
     report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed, tie_tolerance=task.tie_tolerance).to_dict()
     report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
-        payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)
+        payload = json.dumps(
+            {"settings": settings, "report": report, "checksum": _audit_checksum(settings, report)}, sort_keys=True
+        )
         atomic_write_bytes(path, payload.encode("utf-8"))
     return report
+
+
+def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """sha256 of a cached audit's settings and report (canonical JSON), like a feature shard's checksum."""
+    text = json.dumps({"settings": settings, "report": report}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from clip_cycles.data.sources import (
     source_feeding,
     source_names,
 )
-from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest
+from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
 from clip_cycles.tasks.registry import TaskSpec
 
 
@@ -126,6 +126,8 @@ def resolve_dataset_roots(
             families = sorted(set(needed) | set(have))
             reason = why or f"families {sorted(set(needed) - set(have))} are not in the cached build"
             print(f"building {builder} families {families} from {raw} into {target}: {reason}", file=sys.stderr)
+            # Staging folders of killed builds of this target are removed; a live process's never.
+            remove_stale_staging(target.parent, (target.name + ".building-",))
             staging = target.with_name(target.name + f".building-{os.getpid()}")
             if staging.exists():
                 shutil.rmtree(staging)
