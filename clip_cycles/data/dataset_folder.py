@@ -749,7 +749,8 @@ def source_problems(
         now = dict(current) if current is not None else raw_root_fingerprint(stored["kind"], root, cache)
     except ValueError as error:  # a source kind this clip_cycles does not register
         return [f"{Path(folder) / 'build_info.json'}: source_fingerprint cannot be checked ({error})"]
-    if now == stored:
+    # The root's path is not compared: a raw root moved with its content (source_root edited) is the same source.
+    if {k: v for k, v in now.items() if k != "root"} == {k: v for k, v in stored.items() if k != "root"}:
         return []
     return [
         f"the raw root {root} that {folder} points into changed since the build ({fingerprint_changes(stored, now)}), "
