@@ -246,7 +246,10 @@ def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessi
     """Record what a model description loads to (preprocessing and tokenizer ids), atomically."""
     path = Path(root) / "models" / f"{model_key(description)}.json"
     data = {"model": dict(description), "preprocessing": dict(preprocessing)}
-    atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
+    try:
+        atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
+    except OSError as error:
+        raise storage_error(error, path, _CACHE_HINT) from error
 
 
 def namespaces_for(

@@ -36,7 +36,7 @@ from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_acc
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.results import benchmark_record, mean_sd
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
@@ -161,7 +161,12 @@ def _audit(
         payload = json.dumps(
             {"settings": settings, "report": report, "checksum": _audit_checksum(settings, report)}, sort_keys=True
         )
-        atomic_write_bytes(path, payload.encode("utf-8"))
+        try:
+            atomic_write_bytes(path, payload.encode("utf-8"))
+        except OSError as error:
+            raise storage_error(
+                error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
+            ) from error
     return report
 
 
