@@ -81,6 +81,8 @@ def check_cache_dir(path: Path, origin: str) -> Path:
     existing = path
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent
+    if existing.is_symlink() and not existing.exists():
+        raise ValueError(f"cache directory ({origin}) {path}: {existing} is a broken symbolic link; {_CACHE_ADVICE}")
     if existing.exists() and not existing.is_dir():
         what = "is a regular file" if existing.is_file() else "is not a folder"
         where = f"{path}" if existing == path else f"{path}: {existing}"
@@ -88,12 +90,17 @@ def check_cache_dir(path: Path, origin: str) -> Path:
     writable = os.access(existing, os.W_OK | os.X_OK)
     if existing != path and not writable:
         raise ValueError(f"cache directory ({origin}) {path} cannot be created: {existing} is read-only; {_CACHE_ADVICE}")
-    if existing == path and not writable and not any(os.scandir(path)):
+    if existing == path and not writable and _is_empty(path):
         raise ValueError(
             f"cache directory ({origin}) {path} is empty and read-only, so nothing can be cached in it or read "
             f"from it; make it writable, or {_CACHE_ADVICE}"
         )
     return path
+
+
+def _is_empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
 
 
 def resolve_data_cache_dir(
@@ -167,11 +174,11 @@ __all__ = [
     "SKIP_BAD_IMAGES_ENV",
     "SPLIT_EMBEDDINGS_ENV",
     "TASKS_PATH_ENV",
+    "check_cache_dir",
     "dist_timeout_s",
     "extra_task_dirs",
     "injected_fault_limit",
     "numba_disabled",
-    "check_cache_dir",
     "resolve_cache_dir",
     "resolve_data_cache_dir",
     "skip_bad_images",

@@ -171,7 +171,7 @@ def _audit(
 
 
 def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> str:
-    """sha256 of a cached audit's settings and report (canonical JSON), like a feature shard's checksum."""
+    """sha256 of a cached audit's settings and report (sorted compact JSON), like a feature shard's checksum."""
     text = json.dumps({"settings": settings, "report": report}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
