@@ -398,6 +398,21 @@ def test_7_a_full_disk_during_build_is_a_sentence_and_the_old_build_stays(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_7_a_full_disk_during_build_shapes_is_a_sentence(tmp_path: Path, capsys, monkeypatch) -> None:
+    from clip_cycles.data import shapes_world
+
+    args = ["build", "shapes", "--out", str(tmp_path / "w"), "--n-images", "40", "--image-size", "64"]
+    assert main(args) == 0
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "w").rglob("*"))
+    monkeypatch.setattr(shapes_world, "_write_world", _disk_full)
+    capsys.readouterr()
+    assert main(args) != 0
+    err = capsys.readouterr().err
+    assert "no space left on the device" in err and "choose another --out" in err
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "w").rglob("*")) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
 def test_7_a_full_disk_during_a_feature_cache_write_is_named(tmp_path: Path, monkeypatch) -> None:
     from clip_cycles.encoding import feature_cache
     from clip_cycles.fingerprints import StorageError
@@ -408,6 +423,8 @@ def test_7_a_full_disk_during_a_feature_cache_write_is_named(tmp_path: Path, mon
     with pytest.raises(ValueError, match="no space left on the device while writing .*--cache-dir") as info:
         namespace.put(["h1"], np.ones((1, 4), np.float32))
     assert isinstance(info.value, StorageError) and info.value.errno == errno.ENOSPC
+    with pytest.raises(StorageError, match="no space left on the device while writing .*models"):
+        feature_cache.write_manifest(tmp_path, {"model": "a"}, {"image": "p"})
 
 
 def test_7_a_cache_root_that_is_a_regular_file_is_named(
