@@ -168,18 +168,23 @@ def listing_fingerprint(folder: Path, suffixes: Iterable[str] | None = None) -> 
     """Digest of a folder's file listing (relative path, size, mtime) without reading the files: cheap for images."""
     entries: list[tuple[str, int, int]] = []
     if folder.is_dir():
-        stack = [folder]
+        # Plain strings, not Path objects: this runs before every evaluation of a reference-mode folder.
+        root = os.fspath(folder)
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        wanted = None if suffixes is None else tuple(suffixes)
+        stack = [root]
         while stack:
             current = stack.pop()
             with os.scandir(current) as it:
                 for entry in it:
                     if entry.is_dir(follow_symlinks=True):
-                        stack.append(Path(entry.path))
+                        stack.append(entry.path)
                     elif entry.is_file(follow_symlinks=True):
-                        if suffixes is not None and not entry.name.lower().endswith(tuple(suffixes)):
+                        if wanted is not None and not entry.name.lower().endswith(wanted):
                             continue
                         stat = entry.stat()
-                        entries.append((Path(entry.path).relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns))
+                        relative = entry.path[len(prefix) :].replace(os.sep, "/")
+                        entries.append((relative, stat.st_size, stat.st_mtime_ns))
     entries.sort()
     return {"files": len(entries), "digest": digest(entries, 64)}
 
