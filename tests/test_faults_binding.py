@@ -365,6 +365,19 @@ def test_6_stale_staging_of_dead_builds_is_removed_never_a_live_ones(shapes_worl
         live_process.wait()
 
 
+def test_6_data_cache_builds_remove_their_stale_staging_too(shapes_world: Path, tmp_path: Path) -> None:
+    from clip_cycles.fingerprints import digest
+    from clip_cycles.tasks.loading import resolve_dataset_roots
+    from clip_cycles.tasks.registry import get_task
+
+    cache = tmp_path / "datasets"
+    target = cache / f"shapes-coco-{digest(str(shapes_world.resolve()), 16)}"  # where a raw root's families are cached
+    dead = target.with_name(f"{target.name}.building-{_dead_pid()}")
+    dead.mkdir(parents=True)
+    folder = resolve_dataset_roots([get_task(TASK)], shapes_world, cache)[TASK]
+    assert folder.root == target and not dead.exists()
+
+
 def test_6_shapes_builds_remove_their_stale_staging_too(tmp_path: Path) -> None:
     dead = tmp_path / f".w.building-{_dead_pid()}"
     dead.mkdir()
