@@ -7,10 +7,12 @@ weights, and writes that go through a temporary sibling and ``os.replace``.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -20,7 +22,8 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 def canonical_json(obj: Any) -> str:
     """Sorted-key compact JSON: equal descriptions hash equally."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # allow_nan=False: a non-finite number is an error here, never the non-standard ``Infinity``/``NaN``.
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def digest(obj: Any, length: int = 24) -> str:
@@ -41,6 +44,29 @@ def text_hash(text: str) -> str:
 def stable_repr(obj: Any) -> str:
     """``repr`` without memory addresses, so a preprocessing pipeline identifies itself across runs."""
     return _ADDRESS.sub("", repr(obj))
+
+
+#: errno values that mean the environment, not the data, refused a write.
+_STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}  # fmt: skip
+
+
+class StorageError(OSError, ValueError):
+    """The environment refused a write (disk full, quota, read-only): the message says where and what to do.
+
+    An OSError (code that tolerates failed writes still does) and a ValueError (every entry
+    point reports it as a sentence, never a traceback).
+    """
+
+
+def storage_error(error: OSError, path: str | os.PathLike[str], hint: str) -> OSError:
+    """``error`` as a :class:`StorageError` naming ``path`` and ``hint`` (what to do) when the environment
+    refused the write (no space, quota, read-only); any other error is returned as it was."""
+    if isinstance(error, StorageError) or error.errno not in _STORAGE_ERRNOS:
+        return error
+    named = StorageError(f"{_STORAGE_ERRNOS[error.errno]} while writing {path}; {hint}")
+    named.errno = error.errno
+    return named
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -142,17 +168,94 @@ def listing_fingerprint(folder: Path, suffixes: Iterable[str] | None = None) -> 
     """Digest of a folder's file listing (relative path, size, mtime) without reading the files: cheap for images."""
     entries: list[tuple[str, int, int]] = []
     if folder.is_dir():
-        stack = [folder]
+        # Plain strings, not Path objects: this runs before every evaluation of a reference-mode folder.
+        root = os.fspath(folder)
+        prefix = root if root.endswith(os.sep) else root + os.sep
+        wanted = None if suffixes is None else tuple(suffixes)
+        stack = [root]
         while stack:
             current = stack.pop()
             with os.scandir(current) as it:
                 for entry in it:
                     if entry.is_dir(follow_symlinks=True):
-                        stack.append(Path(entry.path))
+                        stack.append(entry.path)
                     elif entry.is_file(follow_symlinks=True):
-                        if suffixes is not None and not entry.name.lower().endswith(tuple(suffixes)):
+                        if wanted is not None and not entry.name.lower().endswith(wanted):
                             continue
                         stat = entry.stat()
-                        entries.append((Path(entry.path).relative_to(folder).as_posix(), stat.st_size, stat.st_mtime_ns))
+                        relative = entry.path[len(prefix) :].replace(os.sep, "/")
+                        entries.append((relative, stat.st_size, stat.st_mtime_ns))
     entries.sort()
     return {"files": len(entries), "digest": digest(entries, 64)}
+
+
+# --- folder transactions (builds): staging beside the target, then one rename -----------------------------
+
+
+def transaction_target(out: str | os.PathLike[str]) -> Path:
+    """The folder a build of ``--out out`` replaces: ``out`` itself, or the folder a symlink ``out`` points to.
+
+    A symlinked ``--out`` is followed so the link keeps pointing at the rebuilt folder (the
+    target is replaced; the link is never turned into a folder), and the staging folder sits
+    beside the target, on its file system, where the final rename must happen.
+    """
+    out = Path(out)
+    return Path(os.path.realpath(out)) if out.is_symlink() else out
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    except OverflowError:
+        return False
+    return True
+
+
+def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
+    """Remove ``parent/<prefix><pid>`` folders left by processes that are gone (a build killed with ``kill -9``).
+
+    A live process's staging folder is never touched, nor is a name whose suffix is not a
+    pid; this process's own leftovers are removed. Returns the removed paths.
+    """
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    own = os.getpid()
+    for prefix in prefixes:
+        for path in sorted(parent.glob(f"{prefix}*")):
+            suffix = path.name[len(prefix) :]
+            if not suffix.isdigit() or (int(suffix) != own and _process_alive(int(suffix))):
+                continue
+            if path.is_symlink() or not path.is_dir():
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def staging_folder(target: Path) -> Path:
+    """A fresh ``.<name>.building-<pid>`` beside ``target``, after removing the stale ones of dead processes."""
+    remove_stale_staging(target.parent, (f".{target.name}.building-", f".{target.name}.old-"))
+    staging = target.parent / f".{target.name}.building-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def replace_folder(staging: Path, target: Path) -> None:
+    """Move ``staging`` into place as ``target``: a rename, or two when a previous ``target`` is swapped out."""
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    if old.exists():
+        shutil.rmtree(old)
+    os.replace(target, old)
+    os.replace(staging, target)
+    shutil.rmtree(old, ignore_errors=True)

@@ -13,6 +13,7 @@ CycleAcc) and ``unavailable_reason`` (why a result is missing).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -36,9 +37,47 @@ def write_json(record: Any, path: str | os.PathLike[str]) -> Path:
     sibling is renamed into place), so a reader never sees a partial record.
     """
     path = Path(path)
-    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    try:
+        # allow_nan=False: standard JSON only, never ``Infinity``/``NaN`` that strict readers reject.
+        text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        where = non_finite_field(record)
+        if where is None:
+            raise
+        raise ValueError(
+            f"{path}: field {where[0]} is {where[1]!r}, which standard JSON cannot hold; nothing was written "
+            "(pass the record through clip_cycles.results.clean, which writes null, or give a finite value)"
+        ) from None
     atomic_write_bytes(path, text.encode("utf-8"))
     return path
+
+
+def non_finite_field(value: Any, where: str = "") -> tuple[str, float] | None:
+    """The first (dotted field, value) in ``value`` that is a NaN or an infinity, else None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (where or "<top level>", value)
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[str, Any]] = ((str(k), v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0])))
+    elif isinstance(value, (list, tuple)):
+        items = ((f"[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for key, child in items:
+        found = non_finite_field(child, f"{where}.{key}" if where and not key.startswith("[") else f"{where}{key}")
+        if found is not None:
+            return found
+    return None
+
+
+def finite_float(text: str) -> float:
+    """An argparse type: a finite number (``inf`` and ``nan`` would reach records and build_info.json)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; give a finite value")
+    return value
 
 
 def clean(value: Any) -> Any:
@@ -124,14 +163,74 @@ def benchmark_record(
 def output_path(
     template: str, dataset: str, model: str, pretrained: str | None, language: str = "en", task: str = RESULT_TASK
 ) -> str:
-    """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does."""
+    """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does.
+
+    A field the template names that is not one of :data:`OUTPUT_FIELDS`, a positional
+    ``{}`` or an unbalanced brace is a ValueError naming the template and the fields.
+    """
     pretrained = pretrained or ""
     is_file = os.path.isfile(pretrained)
-    return template.format(
-        model=model,
-        pretrained=os.path.basename(pretrained) if is_file else pretrained,
-        pretrained_full_path=pretrained.replace("/", "_") if is_file else pretrained,
-        task=task,
-        dataset=dataset.replace("/", "_"),
-        language=language,
-    )
+    fields = {
+        "model": model,
+        "pretrained": os.path.basename(pretrained) if is_file else pretrained,
+        "pretrained_full_path": pretrained.replace("/", "_") if is_file else pretrained,
+        "task": task,
+        "dataset": dataset.replace("/", "_"),
+        "language": language,
+    }
+    known = " ".join("{" + name + "}" for name in OUTPUT_FIELDS)
+    try:
+        return template.format(**fields)
+    except KeyError as error:
+        raise ValueError(f"--output {template!r}: unknown field {{{error.args[0]}}}; the fields are {known}") from None
+    except (IndexError, ValueError) as error:
+        raise ValueError(f"--output {template!r} is not a valid template ({error}); the fields are {known}") from None
+
+
+#: The fields of an ``--output`` template (clip_benchmark's).
+OUTPUT_FIELDS: tuple[str, ...] = ("dataset", "model", "pretrained", "pretrained_full_path", "task", "language")
+
+
+def check_output_file(path: str | os.PathLike[str], flag: str = "--output") -> Path:
+    """Refuse, before any work, a result file that cannot be written: an existing folder, or a path under a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is an existing folder, not a file; name a file (e.g. {path / 'result.json'})")
+    _check_parents(path, flag)
+    return path
+
+
+def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """Refuse, before any work, an output folder that cannot be one: an existing file, or a path under a file."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {path} is an existing file, not a folder; choose a folder (new or existing)")
+    _check_parents(path, flag)
+    return path
+
+
+def _check_parents(path: Path, flag: str) -> None:
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"{flag} {path}: {parent} is a file, so nothing can be written under it; choose another path")
+            return
+
+
+def check_output_plan(paths: Mapping[str, str], template: str) -> None:
+    """Refuse an ``--output`` template that sends several results to one file, or any unwritable file.
+
+    ``paths`` maps each result (a task name) to the file the template gives it.
+    """
+    owners: dict[str, list[str]] = {}
+    for name, path in paths.items():
+        owners.setdefault(os.path.normpath(os.path.abspath(path)), []).append(name)
+    for path, names in owners.items():
+        if len(names) > 1:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise ValueError(
+                f"--output {template!r} writes {len(names)} results to the same file {path} ({shown}); "
+                "add a field that differs between them, e.g. {dataset}, or print them with --output -"
+            )
+    for path in paths.values():
+        check_output_file(path)

@@ -55,12 +55,52 @@ def _switch(name: str) -> bool:
 
 
 def resolve_cache_dir(path: str | os.PathLike[str] | None = None) -> Path:
-    """Feature cache root: ``path``, else ``$CLIP_CYCLES_CACHE``, else ``~/.cache/clip_cycles``."""
+    """Feature cache root: ``path``, else ``$CLIP_CYCLES_CACHE``, else ``~/.cache/clip_cycles``.
+
+    The root is checked (:func:`check_cache_dir`): a regular file, a folder under a file, or
+    an empty read-only folder is a ValueError that says what to do.
+    """
     if path:
-        return Path(path)
+        return check_cache_dir(Path(path), f"--cache-dir {path}")
     if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    return Path.home() / ".cache" / "clip_cycles"
+        return check_cache_dir(Path(os.environ[CACHE_ENV]), f"{CACHE_ENV}={os.environ[CACHE_ENV]}")
+    return check_cache_dir(Path.home() / ".cache" / "clip_cycles", "the default cache ~/.cache/clip_cycles")
+
+
+_CACHE_ADVICE = f"point {CACHE_ENV} or --cache-dir at a writable folder (it is created if missing), or pass --no-cache"
+
+
+def check_cache_dir(path: Path, origin: str) -> Path:
+    """``path`` when it can serve as a cache root, else a ValueError naming ``origin`` and what to do.
+
+    Refused: a regular file (or anything but a folder), a path under a file, a folder that
+    cannot be created, and an empty folder that cannot be written (it could neither hold nor
+    give features). A read-only folder that holds a cache is accepted: it can be read.
+    Nothing is created here.
+    """
+    existing = path
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing = existing.parent
+    if existing.is_symlink() and not existing.exists():
+        raise ValueError(f"cache directory ({origin}) {path}: {existing} is a broken symbolic link; {_CACHE_ADVICE}")
+    if existing.exists() and not existing.is_dir():
+        what = "is a regular file" if existing.is_file() else "is not a folder"
+        where = f"{path}" if existing == path else f"{path}: {existing}"
+        raise ValueError(f"cache directory ({origin}) {where} {what}, not a folder; {_CACHE_ADVICE}")
+    writable = os.access(existing, os.W_OK | os.X_OK)
+    if existing != path and not writable:
+        raise ValueError(f"cache directory ({origin}) {path} cannot be created: {existing} is read-only; {_CACHE_ADVICE}")
+    if existing == path and not writable and _is_empty(path):
+        raise ValueError(
+            f"cache directory ({origin}) {path} is empty and read-only, so nothing can be cached in it or read "
+            f"from it; make it writable, or {_CACHE_ADVICE}"
+        )
+    return path
+
+
+def _is_empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
 
 
 def resolve_data_cache_dir(
@@ -134,6 +174,7 @@ __all__ = [
     "SKIP_BAD_IMAGES_ENV",
     "SPLIT_EMBEDDINGS_ENV",
     "TASKS_PATH_ENV",
+    "check_cache_dir",
     "dist_timeout_s",
     "extra_task_dirs",
     "injected_fault_limit",

@@ -345,6 +345,28 @@ def load_inputs(inputs: SplitInputs) -> tuple[ConceptAttributeData, dict[str, np
     """Data, per-model embeddings (aligned on the concepts every model has) and the split context."""
     attribute_list = inputs.attributes
     if inputs.synthetic:
+        # The synthetic world makes its own concepts, groups and embeddings: a flag naming others would be ignored.
+        ignored = [
+            flag
+            for flag, value in (
+                ("--things-root", inputs.things_root),
+                ("--pairs", inputs.pairs),
+                ("--concept-list", inputs.concept_list),
+                ("--categories", inputs.categories),
+                ("--embeddings", inputs.embeddings),
+                ("--groups", inputs.groups),
+                ("--split-embeddings", inputs.split_embeddings),
+                ("--model", inputs.model.model),
+                ("--split-model", inputs.split_model is not None),
+            )
+            if value
+        ]
+        if ignored:
+            raise ValueError(
+                f"--synthetic {inputs.synthetic} uses the synthetic world's own concepts and embeddings, so "
+                f"{', '.join(ignored)} would be ignored; drop {'it' if len(ignored) == 1 else 'them'}, or leave out "
+                "--synthetic and give --things-root"
+            )
         config = ConceptWorldConfig.things_sized() if inputs.synthetic == "things" else ConceptWorldConfig()
         world = make_concept_world(config, seed=inputs.world_seed)
         data = world.data

@@ -21,6 +21,7 @@ command in ``build_info.json`` writes them so).
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,6 +38,7 @@ from clip_cycles.data.families import (
     seed_argument,
 )
 from clip_cycles.data.sources import get_source, resolve_hook, source_names
+from clip_cycles.results import finite_float
 
 DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
@@ -68,6 +70,7 @@ def build_coco_folder(
     """
     margin = DEFAULT_MARGIN if margin is None else margin
     size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
+    _check_finite(margin=margin, size_ratio=size_ratio, validation_fraction=validation_fraction)
 
     check_seeds(seeds)
     names = list(families) if families else list_families("coco")
@@ -113,6 +116,7 @@ def build_gqa_folder(
     ``allow_empty`` as for :func:`build_coco_folder`.
     """
     seeds = tuple(check_seeds(seeds))
+    _check_finite(validation_fraction=validation_fraction)
     with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
         names = list(families) if families else list_families("gqa")
         index, train_pool, val_pool = gqa_families.gqa_build_inputs(gqa_root, pool_train, pool_test)
@@ -128,6 +132,13 @@ def build_gqa_folder(
             skipped=dict(sorted(index.skipped.items())),
             extra_info={"gqa": gqa_families.pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)},
         )  # fmt: skip
+
+
+def _check_finite(**values: float) -> None:
+    """Thresholds go into build_info.json and the card: a NaN or an infinity is refused before the build."""
+    for name, value in values.items():
+        if not math.isfinite(value):
+            raise ValueError(f"{name} is {value!r}; give a finite number (--{name.replace('_', '-')})")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -176,18 +187,18 @@ def add_coco_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--validation-fraction",
-        type=float,
+        type=finite_float,
         default=DEFAULT_VALIDATION_FRACTION,
         help=f"share of the train pool per seed that goes to validation (default {DEFAULT_VALIDATION_FRACTION})",
     )
     parser.add_argument(
         "--margin",
-        type=float,
+        type=finite_float,
         default=0.1,
         help="spatial margin of relation/position captions, fraction of width/height (default 0.1)",
     )
     parser.add_argument(
-        "--size-ratio", type=float, default=1.5, help="area ratio of 'larger than'/'smaller than' captions (default 1.5)"
+        "--size-ratio", type=finite_float, default=1.5, help="area ratio of 'larger than'/'smaller than' captions (default 1.5)"
     )
 
 
@@ -227,7 +238,7 @@ def add_gqa_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--validation-fraction",
-        type=float,
+        type=finite_float,
         default=gqa_families.GQA_VALIDATION_FRACTION,
         help="share of the train pool per seed that goes to validation (default 1/7: 4,800/800)",
     )

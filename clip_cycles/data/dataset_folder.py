@@ -65,9 +65,10 @@ from clip_cycles.data.families import (
     check_seeds,
     family_provenance,
 )
-from clip_cycles.data.sources import SourceCard, card_for
-from clip_cycles.fingerprints import canonical_json
+from clip_cycles.data.sources import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
+from clip_cycles.fingerprints import canonical_json, replace_folder, staging_folder, storage_error, transaction_target
 from clip_cycles.results import write_json
+from clip_cycles.settings import resolve_cache_dir
 
 MODES: tuple[str, ...] = ("reference", "self_contained")
 #: How rows and images are stored: per-file Parquet (reference mode, and self-contained folders of
@@ -81,6 +82,11 @@ IMAGE_PREFIX: str = "images/"
 IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 #: Columns written: the row schema, with ``predicate`` as a struct and its JSON text kept beside it.
 FOLDER_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "predicate_json")
+
+#: Version of the folder format written into ``build_info.json`` (``format_version``). A folder
+#: without the field is read as this version (folders built before the field existed);
+#: a higher number was written by a newer clip_cycles and is refused.
+FORMAT_VERSION: int = 1
 
 PAPER_CITATION = (
     "@inproceedings{cycles2026,\n  title={Can the Parts Fool the Test? Counterfactual Pairing Cycles for "
@@ -575,27 +581,11 @@ def _check_out(out: Path, overwrite: bool) -> list[str]:
     return foreign
 
 
-def _staging(out: Path) -> Path:
-    staging = out.parent / f".{out.name}.building-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    return staging
-
-
 def _commit(staging: Path, out: Path, foreign: Sequence[str]) -> None:
     """Move a checked staging folder into place; only the project's own files of ``out`` are replaced."""
-    if not out.exists():
-        os.replace(staging, out)
-        return
-    if not foreign:
-        # Everything in ``out`` is ours: swap whole folders, then drop the old one.
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        if old.exists():
-            shutil.rmtree(old)
-        os.replace(out, old)
-        os.replace(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
+    if not out.exists() or not foreign:
+        # Everything in ``out`` is ours (or there is none): swap whole folders, then drop the old one.
+        replace_folder(staging, out)
         return
     # Foreign files stay (--overwrite): remove our old files, move the new ones in, card and info last.
     for name in sorted(_own_files(out)):
@@ -658,7 +648,8 @@ def write_folder(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     overwrite = _DEFAULTS["overwrite"] if overwrite is None else overwrite
     allow_empty = _DEFAULTS["allow_empty"] if allow_empty is None else allow_empty
-    out = Path(out)
+    given = Path(out)
+    out = transaction_target(given)  # a symlinked --out: its target is rebuilt, the link stays
     root = Path(index.root)
     # A family short in some split still serves the splits that meet the rule (zero-shot scoring).
     if not any(b.available or b.available_splits for b in builds) and not allow_empty:
@@ -668,11 +659,11 @@ def write_folder(
             "use a larger pool, or pass --allow-empty to write the folder anyway"
         )
     foreign = _check_out(out, overwrite)
-    staging = _staging(out)
+    staging = staging_folder(out)
     try:
         _write_into(
             staging,
-            out.name,
+            given.name,
             root,
             index,
             builds,
@@ -690,10 +681,12 @@ def write_folder(
         if problems:
             raise ValueError(f"the folder written for {out} does not verify: {'; '.join(problems)}")
         _commit(staging, out, foreign)
+    except OSError as error:
+        raise storage_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return out
+    return given
 
 
 def _write_into(
@@ -722,11 +715,14 @@ def _write_into(
                 written.append(name)
     images = store_images(out, root, builds) if layout == "imagefolder" else None
     info: dict[str, Any] = {
+        "format_version": FORMAT_VERSION,
         "source": index.source,
         "source_root": str(root.resolve()),
         "mode": mode,
         "layout": layout,
         "folder_name": folder_name,
+        # What the folder points into (reference) or was made from (self-contained), checked before scoring.
+        "source_fingerprint": build_source_fingerprint(index.source, root),
         "families": {
             b.name: {
                 "available": b.available,
@@ -786,6 +782,14 @@ def read_build_info(folder: Path) -> dict:
         raise ValueError(
             f"{path}: top level must be a JSON object, got {type(info).__name__}; rebuild the folder with `clip-cycles build`"
         )
+    version = info.get("format_version", FORMAT_VERSION)  # absent: a folder from before the field, this format
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise bad("format_version", f"is {version!r}, not a positive integer")
+    if version > FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: folder format version {version} was written by a newer clip_cycles; this clip_cycles reads "
+            f"format version {FORMAT_VERSION} and older. Upgrade clip_cycles, or rebuild the folder with this one"
+        )
     for key in ("source", "source_root", "mode"):
         if not isinstance(info.get(key), str) or not info[key]:
             raise bad(key, "is missing or not a non-empty string")
@@ -815,6 +819,14 @@ def read_build_info(folder: Path) -> dict:
     layout = info.get("layout", "parquet")
     if layout not in LAYOUTS:
         raise bad("layout", f"is {layout!r}, not one of {list(LAYOUTS)}")
+    fingerprint = info.get("source_fingerprint")
+    if fingerprint is not None and not (
+        isinstance(fingerprint, dict)
+        and isinstance(fingerprint.get("kind"), str)
+        and isinstance(fingerprint.get("annotations"), dict)
+        and isinstance(fingerprint.get("images"), dict)
+    ):
+        raise bad("source_fingerprint", "is not an object with 'kind', 'annotations' and 'images'")
     files = info.get("files")
     if not isinstance(files, dict):
         raise bad("files", "is missing (folders built before file digests were recorded) or not an object")
@@ -915,6 +927,66 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
         elif path.stat().st_size != record["bytes"] or _sha256(path) != record["sha256"]:
             problems.append(f"{path}: stored image differs from its size and sha256 in build_info.json; rebuild the folder")
     return problems
+
+
+def fingerprint_cache_dir() -> Path:
+    """Where the per-file hashes of source fingerprints are remembered: ``fingerprints/`` of the cache root."""
+    return resolve_cache_dir() / "fingerprints"
+
+
+def build_source_fingerprint(builder: str, root: Path, hash_cache: Path | None = None) -> dict[str, Any]:
+    """Fingerprint of the raw root a folder of ``builder`` is made from (the root's own source, e.g. the shapes world).
+
+    Annotation hashes are remembered in ``hash_cache`` when given (a build leaves the cache
+    alone by default: it has just read those files anyway).
+    """
+    source = source_feeding(root, builder)
+    kind = source.name if source is not None else builder
+    return raw_root_fingerprint(kind, root, hash_cache)
+
+
+def rebuild_hint(folder: Path, info: Mapping[str, Any]) -> str:
+    """The folder's rebuild command, with ``--out`` naming ``folder`` itself (a copy names the copy, not the original)."""
+    command = info.get("rebuild_command")
+    if not isinstance(command, str) or not command:
+        return f"clip-cycles build ... --out {shlex.quote(str(folder))}"
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    if "--out" in words[:-1]:
+        words[words.index("--out") + 1] = str(folder)
+    return shlex.join(words)
+
+
+def source_problems(
+    folder: Path, info: Mapping[str, Any], hash_cache: Path | None = None, current: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Whether the raw root a reference-mode folder points into is still the one it was built from.
+
+    Returns one problem (empty list: unchanged, or nothing to check). Only reference-mode
+    folders are checked: their images are read from ``source_root`` at evaluation, while a
+    self-contained folder carries its images (its Parquet digests cover them) and its
+    recorded fingerprint is provenance. A folder without ``source_fingerprint`` (built
+    before it was recorded) cannot be checked. ``current`` is a fingerprint of the root
+    already taken by the caller (the data cache's stamp), so it is not taken twice.
+    """
+    stored = info.get("source_fingerprint")
+    if info.get("mode") != "reference" or not isinstance(stored, dict):
+        return []
+    root = Path(str(info.get("source_root", "")))
+    try:
+        cache = hash_cache or fingerprint_cache_dir()
+        now = dict(current) if current is not None else raw_root_fingerprint(stored["kind"], root, cache)
+    except ValueError as error:  # a source kind this clip_cycles does not register
+        return [f"{Path(folder) / 'build_info.json'}: source_fingerprint cannot be checked ({error})"]
+    # The root's path is not compared: a raw root moved with its content (source_root edited) is the same source.
+    if {k: v for k, v in now.items() if k != "root"} == {k: v for k, v in stored.items() if k != "root"}:
+        return []
+    return [
+        f"the raw root {root} that {folder} points into changed since the build ({fingerprint_changes(stored, now)}), "
+        "so its captions no longer describe the images there"
+    ]
 
 
 def _compact(report: Mapping[str, Any]) -> dict[str, Any]:

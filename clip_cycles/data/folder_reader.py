@@ -14,11 +14,20 @@ import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
-from clip_cycles.data.dataset_folder import IMAGE_DIR, IMAGE_PREFIX, layout_of, parquet_path, read_build_info, verify_folder_files
+from clip_cycles.data.dataset_folder import (
+    IMAGE_DIR,
+    IMAGE_PREFIX,
+    layout_of,
+    parquet_path,
+    read_build_info,
+    rebuild_hint,
+    source_problems,
+    verify_folder_files,
+)
 from clip_cycles.data.families import SPLITS
 from clip_cycles.data.images import ImageItem
 from clip_cycles.fingerprints import content_hash
@@ -63,22 +72,34 @@ class BuiltFolder:
         return self.root / parquet_path(family, seed, split, self.layout)
 
 
-def open_built_folder(root: str | Path, families: Sequence[str] | None = None, verify: bool = True) -> BuiltFolder:
-    """Read and validate ``build_info.json`` of a built folder, then verify its Parquet files.
+def open_built_folder(
+    root: str | Path,
+    families: Sequence[str] | None = None,
+    verify: bool = True,
+    *,
+    hash_cache: Path | None = None,
+    source_fingerprint: Mapping[str, Any] | None = None,
+) -> BuiltFolder:
+    """Read and validate ``build_info.json`` of a built folder, then verify its Parquet files and its source.
 
     Errors name the file and field; with ``verify`` every Parquet file of ``families``
-    (default: all) must have the row count and sha256 recorded at build time, else a
-    ValueError names each mismatching file: an edited folder is never scored.
+    (default: all) must have the row count and sha256 recorded at build time, and the raw
+    root a reference-mode folder points into must match the fingerprint recorded at build
+    time (:func:`~clip_cycles.data.dataset_folder.source_problems`; per-file hashes kept in
+    ``hash_cache``, default ``<cache>/fingerprints``), else a ValueError names each problem:
+    an edited folder, or one whose images were replaced, is never scored.
+    ``source_fingerprint``: the root's fingerprint when the caller has just taken it.
     """
     root = Path(root)
     info = read_build_info(root)
     if verify:
         problems = verify_folder_files(root, info, families=families)
+        problems += source_problems(root, info, hash_cache, source_fingerprint)
         if problems:
             raise ValueError(
                 f"{root} does not match its build_info.json, refusing to score it: "
                 + "; ".join(problems)
-                + f". Rebuild it: {info.get('rebuild_command', 'clip-cycles build ...')}"
+                + f". Rebuild it: {rebuild_hint(root, info)}"
             )
     return BuiltFolder(root, info)
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import sys
@@ -47,7 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from clip_cycles.data.shape_vocabulary import CATEGORIES, SHAPE_WORDS
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.fingerprints import atomic_write_bytes, replace_folder, staging_folder, storage_error, transaction_target
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -292,7 +291,8 @@ def write_shapes_world(
     refused, so existing annotations and images are never overwritten. The world is
     written into a temporary sibling and moved into place when complete.
     """
-    out = Path(out)
+    given = Path(out)
+    out = transaction_target(given)  # a symlinked --out: its target is rewritten, the link stays
     world = generate_world(n_images, seed, image_size)
     foreign = _foreign_files(out)
     if foreign:
@@ -301,22 +301,16 @@ def write_shapes_world(
             f"--out {out} holds files that are not a shapes world written by clip_cycles ({shown}); "
             "`build shapes` never writes into existing annotations or images: choose a new or empty folder"
         )
-    staging = out.parent / f".{out.name}.building-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
+    staging = staging_folder(out)  # stale staging folders of killed builds of this --out are removed
     try:
         _write_world(staging, world, image_size, progress)
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            os.replace(out, old)
-            os.replace(staging, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(staging, out)
+        replace_folder(staging, out)
+    except OSError as error:
+        raise storage_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-    return out
+    return given
 
 
 _WORLD_FILE = re.compile(
@@ -347,7 +341,7 @@ def _foreign_files(out: Path) -> list[str]:
 def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bool | None) -> None:
     from tqdm.auto import tqdm
 
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # the staging folder, made empty by staging_folder
     (out / "annotations").mkdir(parents=True, exist_ok=True)
     categories = [{"id": i, "name": n, "supercategory": s} for i, n, s in CATEGORIES]
     cat_ids = {n: i for i, n, _ in CATEGORIES}

@@ -33,21 +33,39 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest
+from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, storage_error
+
+#: What to do when the environment refuses a cache write.
+_CACHE_HINT = (
+    "free space there, or point the cache at another disk with --cache-dir DIR or CLIP_CYCLES_CACHE "
+    "(or run without the cache: --no-cache); the shards already written are kept"
+)
 
 #: Temporary files older than this (seconds) are leftovers of killed runs and are removed.
 STALE_TMP_SECONDS = 600.0
 
 
-def shard_checksum(items: Sequence[str], features: np.ndarray) -> str:
-    """sha256 over the shard header (items, shape, dtype) and the feature bytes.
+def shard_checksum(items: Sequence[str], features: np.ndarray, namespace: str | None = None) -> str:
+    """sha256 over the shard header (items, shape, dtype, namespace) and the feature bytes.
 
-    The header is inside the checksum: two swapped item hashes give a different digest.
+    The header is inside the checksum: two swapped item hashes give a different digest, and
+    so does a namespace field edited to pass a shard off as another model's.
     """
-    header = canonical_json({"items": list(items), "shape": list(features.shape), "dtype": str(features.dtype)})
+    header_fields: dict[str, Any] = {"items": list(items), "shape": list(features.shape), "dtype": str(features.dtype)}
+    if namespace is not None:
+        header_fields["namespace"] = namespace
+    header = canonical_json(header_fields)
     hasher = hashlib.sha256(header.encode("utf-8") + b"\x00")
     hasher.update(np.ascontiguousarray(features).tobytes())
     return hasher.hexdigest()
+
+
+class _ForeignShard(Exception):
+    """A shard whose header names another namespace (or none)."""
+
+    def __init__(self, namespace: Any) -> None:
+        super().__init__(f"namespace {namespace!r}")
+        self.namespace = namespace if isinstance(namespace, str) else None
 
 
 @dataclass
@@ -60,6 +78,8 @@ class CacheStats:
     shards_written: int = 0
     corrupt_shards: list[str] = field(default_factory=list)
     stale_tmp_removed: int = 0
+    #: Shards that belong to another namespace (copied from another model's cache) or name none: refused.
+    foreign_shards: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +89,7 @@ class CacheStats:
             "shards_written": self.shards_written,
             "corrupt_shards": list(self.corrupt_shards),
             "stale_tmp_removed": self.stale_tmp_removed,
+            "foreign_shards": list(self.foreign_shards),
         }
 
 
@@ -106,6 +127,8 @@ class FeatureNamespace:
             meta = handle.metadata() or {}
             features = handle.get_tensor(self.tensor)
         items = json.loads(meta["items"])
+        if meta.get("namespace") != self.name:
+            raise _ForeignShard(meta.get("namespace"))
         if (
             features.ndim != 2
             or features.dtype != self.dtype
@@ -113,7 +136,7 @@ class FeatureNamespace:
             or self.width not in (None, features.shape[1])
         ):
             raise ValueError(f"shape {features.shape} / dtype {features.dtype} does not fit {len(items)} items")
-        if shard_checksum(items, features) != meta["checksum"]:
+        if shard_checksum(items, features, self.name) != meta["checksum"]:
             raise ValueError("checksum mismatch (header or features changed)")
         if not np.isfinite(features).all():
             raise ValueError("non-finite values")
@@ -136,6 +159,17 @@ class FeatureNamespace:
                     continue
                 try:
                     items, features = self._read_shard(path)
+                except _ForeignShard as error:
+                    # Features of another model (or of a cache from before shards named their namespace)
+                    # would be served as this model's: a miss, re-encoded and rewritten under this namespace.
+                    where = f"namespace {error.namespace}" if error.namespace else "no namespace"
+                    warnings.warn(
+                        f"{self.label}: shard {path} belongs to {where}, not {self.name}; refused, {self.redo}",
+                        stacklevel=2,
+                    )
+                    self.stats.foreign_shards.append(str(path))
+                    path.unlink(missing_ok=True)
+                    continue
                 except Exception as error:  # any parse failure means the shard is unusable
                     warnings.warn(f"{self.label}: corrupt shard {path} ({error}); {self.redo}", stacklevel=2)
                     self.stats.corrupt_shards.append(str(path))
@@ -170,13 +204,20 @@ class FeatureNamespace:
             raise ValueError(f"{self.label}: batch of shape {features.shape} does not fit {len(items)} items")
         if not np.isfinite(features).all():
             raise ValueError(f"{self.label}: refusing to cache non-finite values")
-        self._ensure_directory()
+        try:
+            self._ensure_directory()
+        except OSError as error:
+            raise storage_error(error, self.directory, _CACHE_HINT) from error
         meta = {
             "items": json.dumps(list(items)),
-            "checksum": shard_checksum(items, features),
+            "namespace": self.name,
+            "checksum": shard_checksum(items, features, self.name),
         }
         path = self.directory / f"{digest(list(items), 32)}.safetensors"
-        atomic_write_bytes(path, save({self.tensor: features}, metadata=meta))
+        try:
+            atomic_write_bytes(path, save({self.tensor: features}, metadata=meta))
+        except OSError as error:
+            raise storage_error(error, path, _CACHE_HINT) from error
         self.stats.shards_written += 1
         if self._table is not None:
             for item, row in zip(items, features):
@@ -205,7 +246,10 @@ def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessi
     """Record what a model description loads to (preprocessing and tokenizer ids), atomically."""
     path = Path(root) / "models" / f"{model_key(description)}.json"
     data = {"model": dict(description), "preprocessing": dict(preprocessing)}
-    atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
+    try:
+        atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
+    except OSError as error:
+        raise storage_error(error, path, _CACHE_HINT) from error
 
 
 def namespaces_for(

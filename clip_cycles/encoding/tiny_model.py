@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from clip_cycles.data.shapes_world import write_shapes_world
-from clip_cycles.results import write_json
+from clip_cycles.results import finite_float, write_json
 
 MODEL_NAME = "cycles-tiny"
 PRETRAINED_TAG = "shapes"
@@ -265,7 +265,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work", default=None, help="work folder (world, resumable state); default OUT/work")
     parser.add_argument("--steps", type=int, default=2500)
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=finite_float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(func=_run)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
@@ -20,7 +19,7 @@ from clip_cycles.benchmark_audit.report import markdown_table, write_figure
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.encoding.flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import RunContext
-from clip_cycles.results import write_json
+from clip_cycles.results import check_output_folder, finite_float, write_json
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +27,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, help="folder (or table file) holding the benchmark's files")
     parser.add_argument("--subset", nargs="+", default=None, help="audit only these subsets")
     parser.add_argument("--out", default=None, help="output folder (default: results/audit_<name>)")
-    parser.add_argument("--tie-tolerance", type=float, default=DEFAULT_TIE_TOLERANCE)
+    parser.add_argument("--tie-tolerance", type=finite_float, default=DEFAULT_TIE_TOLERANCE)
     parser.add_argument("--probe-folds", type=int, default=5, help="cross-validation folds (by item) of the probes")
     # The model flags of `clip-cycles eval`, without its data flags: an audit reads --root, not tasks.
     add_model_arguments(
@@ -43,6 +42,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.name not in ADAPTERS:
         raise ValueError(f"unknown benchmark format {args.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
+    out = check_output_folder(args.out or os.path.join("results", f"audit_{args.name}"))  # before any work
     settings = AuditSettings(tie_tolerance=args.tie_tolerance, probe_folds=args.probe_folds)
     options = model_options(args)
     # Without a model nothing is encoded, so no cache either: only the design and the length rules are audited.
@@ -58,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
         options.num_workers,
         options.skip_bad_images,
     )
-    out = Path(args.out or os.path.join("results", f"audit_{args.name}"))
     out.mkdir(parents=True, exist_ok=True)
     stem = f"audit_{args.name}"
     table = markdown_table(audit)

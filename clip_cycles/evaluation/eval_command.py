@@ -11,8 +11,9 @@ from clip_cycles.data.families import seed_argument
 from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import RunContext
-from clip_cycles.evaluation.runners import run_tasks
-from clip_cycles.results import DEFAULT_OUTPUT, output_path, write_json
+from clip_cycles.evaluation.runners import run_tasks, runner_for
+from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_json
+from clip_cycles.tasks.registry import expand_tasks
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +36,21 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
     context = RunContext.from_options(model_options(args), seeds=args.seeds)
     spec = context.spec
+    if args.output != "-":  # every result file checked before anything is encoded, so no result is lost
+        check_output_plan(
+            {
+                task.name: output_path(
+                    args.output,
+                    task.name,
+                    spec.model,
+                    spec.pretrained,
+                    language=context.language,
+                    task=runner_for(task.output_type).result_task,
+                )
+                for task in expand_tasks(args.task)
+            },
+            args.output,
+        )
     with process_group(spec):
         outcome = run_tasks(args.task, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports

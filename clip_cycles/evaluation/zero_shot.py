@@ -26,8 +26,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_acc
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.results import benchmark_record, mean_sd
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
@@ -147,16 +148,32 @@ def _audit(
         path = cache_dir / "audits" / f"{key}.json"
         try:
             cached = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
-                return cached["report"]
         except (OSError, ValueError):
-            pass  # absent or unreadable: compute (and rewrite) it
+            cached = None  # absent or unreadable: compute (and rewrite) it
+        if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
+            if cached.get("checksum") == _audit_checksum(settings, cached["report"]):
+                return cached["report"]
+            # An edited (or pre-checksum) report is never the audit's result: recompute and rewrite it.
+            warnings.warn(f"additive audit cache: {path} fails its checksum; the audit is recomputed", stacklevel=2)
     report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed, tie_tolerance=task.tie_tolerance).to_dict()
     report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
-        payload = json.dumps({"settings": settings, "report": report}, sort_keys=True)
-        atomic_write_bytes(path, payload.encode("utf-8"))
+        payload = json.dumps(
+            {"settings": settings, "report": report, "checksum": _audit_checksum(settings, report)}, sort_keys=True
+        )
+        try:
+            atomic_write_bytes(path, payload.encode("utf-8"))
+        except OSError as error:
+            raise storage_error(
+                error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
+            ) from error
     return report
+
+
+def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """sha256 of a cached audit's settings and report (sorted compact JSON), like a feature shard's checksum."""
+    text = json.dumps({"settings": settings, "report": report}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None = None) -> dict[str, Any]:

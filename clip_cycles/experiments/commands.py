@@ -20,7 +20,7 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
-from clip_cycles.results import write_json
+from clip_cycles.results import finite_float, write_json
 
 
 def add_input_arguments(parser: Any) -> None:
@@ -93,8 +93,8 @@ def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
     add_experiment_arguments(parser, epochs=30)
     parser.add_argument("--ranks", type=int, nargs="+", default=list(PROBE_RANKS), help="low-rank probe ranks")
     parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--lr", type=finite_float, default=1e-3)
+    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
     parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
     parser.set_defaults(func=probe_command)
@@ -121,8 +121,8 @@ def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles transfer``: the transfer grid and alignment."""
     add_experiment_arguments(parser, epochs=30)
     parser.add_argument("--rank", type=int, default=REFERENCE_RANK, help="probe rank (paper: 64)")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--lr", type=finite_float, default=1e-3)
+    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
     parser.set_defaults(func=transfer_command)
 
@@ -146,15 +146,15 @@ def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
     add_experiment_arguments(parser, epochs=8)
     parser.add_argument("--rank", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--weight-decay", type=float, default=1e-4)
+    parser.add_argument("--lr", type=finite_float, default=1e-3)
+    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
     parser.add_argument("--batch-size", type=int, default=512, help="training batch size")
     parser.add_argument(
         "--text-only-epochs", type=int, default=50, help="epochs of the text-only and image-only shortcut probes (paper 1: 50)"
     )
     parser.add_argument(
         "--text-only-lr",
-        type=float,
+        type=finite_float,
         default=1e-2,
         help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)",
     )

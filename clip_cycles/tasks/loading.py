@@ -31,7 +31,7 @@ from clip_cycles.data.sources import (
     source_feeding,
     source_names,
 )
-from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest
+from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
 from clip_cycles.tasks.registry import TaskSpec
 
 
@@ -90,7 +90,9 @@ def resolve_dataset_roots(
         raise FileNotFoundError(f"--dataset_root {root} does not exist")
     out: dict[str, BuiltFolder] = {}
     if root is not None and (root / "build_info.json").is_file():
-        folder = open_built_folder(root, families=sorted({t.config for t in tasks if t.config}))
+        folder = open_built_folder(
+            root, families=sorted({t.config for t in tasks if t.config}), hash_cache=data_cache_dir / "fingerprints"
+        )
         for task in tasks:
             _check_source(task, folder)
             out[task.name] = folder
@@ -117,13 +119,15 @@ def resolve_dataset_roots(
                 why = f"the raw root changed since the cached build ({fingerprint_changes(stored, fingerprint)})"
             else:
                 try:
-                    have = sorted(open_built_folder(target).info.get("families", {}))
+                    have = sorted(open_built_folder(target, source_fingerprint=fingerprint).info.get("families", {}))
                 except (ValueError, FileNotFoundError) as error:
                     why = f"the cached build does not verify ({error})"
         if why or not set(needed) <= set(have):
             families = sorted(set(needed) | set(have))
             reason = why or f"families {sorted(set(needed) - set(have))} are not in the cached build"
             print(f"building {builder} families {families} from {raw} into {target}: {reason}", file=sys.stderr)
+            # Staging folders of killed builds of this target are removed; a live process's never.
+            remove_stale_staging(target.parent, (target.name + ".building-",))
             staging = target.with_name(target.name + f".building-{os.getpid()}")
             if staging.exists():
                 shutil.rmtree(staging)
@@ -137,7 +141,7 @@ def resolve_dataset_roots(
             os.replace(staging, target)
 
             atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
-        folder = open_built_folder(target, families=needed)
+        folder = open_built_folder(target, families=needed, source_fingerprint=fingerprint)
         for task in members:
             out[task.name] = folder
     return out
