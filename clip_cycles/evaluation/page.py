@@ -152,7 +152,8 @@ def _verdict_cell(cell: Cell | None) -> str:
         return '<td data-value="">\u00b7</td>'
     symbol = VERDICT_SYMBOL.get(cell.audit, "?")
     css = "verdict-failed" if cell.audit in ("failed", "blind beats model") else ""
-    return f'<td class="{css}" data-value="{escape(cell.audit)}" title="{escape(cell.audit_note)}">{symbol} {escape(cell.audit)}</td>'
+    label = escape(cell.audit)
+    return f'<td class="{css}" data-value="{label}" title="{escape(cell.audit_note)}">{symbol} {label}</td>'
 
 
 # --------------------------------------------------------------------------- index page
@@ -433,7 +434,8 @@ def _example_html(example: ExampleCycle, thumbs: Sequence[str], key: str) -> str
         '<th scope="col">caption 1</th><th scope="col">caption 2</th></tr></thead><tbody>'
         f'<tr><th scope="row">image 1</th>{score(s11, "s11")}{score(s12, "s12")}</tr>'
         f'<tr><th scope="row">image 2</th>{score(s21, "s21")}{score(s22, "s22")}</tr></tbody></table>'
-        f'<p>Delta = s11 + s22 - s12 - s21 = <span class="delta" data-value="{_value(example.delta)}">{example.delta:.4f}</span>; '
+        "<p>Delta = s11 + s22 - s12 - s21 = "
+        f'<span class="delta" data-value="{_value(example.delta)}">{example.delta:.4f}</span>; '
         f'credit <span class="credit" data-value="{_value(example.credit)}">{example.credit:g}</span></p></article>'
     )
 
@@ -473,7 +475,7 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
             f'<h3>{escape(entry.model)}</h3><p class="note">The {sum(e.kind == "hardest" for e in entry.examples)} '
             "lowest-Delta (hardest) and highest-Delta (easiest) cycles of the first seed's scored split and a seeded "
             f"random sample; scores recomputed from the cached features; tie tolerance {entry.tie_tolerance:g}.</p>"
-            f'<div class="examples">{items}</div>'
+            f'<div class="examples" data-folder="{escape(entry.folder)}">{items}</div>'
         )
     if not examples:
         example_parts.append(
@@ -485,7 +487,7 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
         + _build_facts(data, key, examples)
         + "</section>\n"
         + f'<section aria-labelledby="scores"><h2 id="scores">Scores</h2>{scores}</section>\n'
-        + f'<section aria-labelledby="figures"><h2 id="figures">Rank sweep and transfer</h2>'
+        + '<section aria-labelledby="figures"><h2 id="figures">Rank sweep and transfer</h2>'
         + (_rank_sweep(data, key) + _transfer(data, key) or '<p class="note">No probe or transfer results for this family.</p>')
         + "</section>\n"
         + '<section aria-labelledby="cycles"><h2 id="cycles">Example cycles</h2>'
