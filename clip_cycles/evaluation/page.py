@@ -159,7 +159,7 @@ def _verdict_cell(cell: Cell | None) -> str:
 # --------------------------------------------------------------------------- index page
 
 
-def leaderboard(data: PageData, examples_link: set[str]) -> str:
+def leaderboard(data: PageData) -> str:
     """The leaderboard table: one row per family (then per audited benchmark), two columns per model."""
     models = data.models
     head = [
@@ -268,14 +268,14 @@ def attribute_tables(data: PageData) -> str:
     return "\n".join(parts)
 
 
-def index_page(data: PageData, examples_link: set[str]) -> str:
+def index_page(data: PageData) -> str:
     skipped = "".join(f"<li><code>{escape(p)}</code>: {escape(r)}</li>" for p, r in sorted(data.skipped.items()))
     inputs = ", ".join(f"<code>{escape(i)}</code>" for i in data.inputs)
     body = (
         "<h1>clip_cycles results</h1>\n"
         f'<p class="note">Read from {inputs}. Models: {len(data.models)}; families: {len(data.family_rows())}; '
         f"benchmarks: {len(data.benchmark_rows())}.</p>\n"
-        '<section aria-labelledby="lb"><h2 id="lb">Leaderboard</h2>\n' + leaderboard(data, examples_link) + "\n</section>\n"
+        '<section aria-labelledby="lb"><h2 id="lb">Leaderboard</h2>\n' + leaderboard(data) + "\n</section>\n"
         '<section aria-labelledby="benchmarks"><h2 id="benchmarks">Benchmark audits</h2>\n'
         + benchmark_table(data)
         + "\n</section>\n"
@@ -524,8 +524,7 @@ def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None 
                         name, content = thumbnail(item)
                         thumbs[item.key] = name
                         site.add(f"thumbs/{name}", content)
-    linked = set(examples)
-    site.add("index.html", index_page(data, linked))
+    site.add("index.html", index_page(data))
     for key in data.family_rows():
         site.add(f"families/{key}.html", family_page(data, key, examples.get(key, []), thumbs))
     manifest = {
