@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from clip_cycles.cli import main
 from clip_cycles.data.images import ImageItem
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.evaluation.demo import demo_context, prepare_world, run_demo
+from clip_cycles.evaluation.page import build_page
 from clip_cycles.tasks.registry import expand_tasks
 
 TASKS = ("cycles/shapes_coarse_object", "cycles/shapes_strict_size")
@@ -111,6 +113,13 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
         assert shown[name]["acc"] == f"{metrics['cycle_acc']:.3f}", name
     for name in zero["unavailable"]:
         assert shown[name]["text"] == "unavailable", name
+    # No record carries cycle_acc_ci, so the page's own bootstrap gives each interval, around the mean.
+    intervals = browser.evaluate(
+        """[...document.querySelectorAll('#leaderboard td[data-value] .ci[data-ci-low]')].map(s =>
+          [+s.dataset.ciLow, +s.closest('td').dataset.value, +s.dataset.ciHigh])"""
+    )
+    assert len(intervals) == len(zero["families"])
+    assert all(low <= value <= high for low, value, high in intervals)
     browser.screenshot(shots / "leaderboard.png")
 
     # Sorting by the model's column reorders the rows by its numbers; a second click reverses them.
@@ -221,3 +230,19 @@ def test_page_of_clip_benchmark_models_and_benchmark_audit(
         assert row["wins"] == (sub["best_blind_acc"] >= sub["model_acc"]), row["subset"]
     browser.screenshot(shots / "leaderboard_two_models_and_audit.png")
     _assert_offline_and_clean(browser)
+
+
+def test_examples_flag_and_budget_on_the_demo_results(demo: dict[str, Path], tmp_path: Path) -> None:
+    cache = demo["cache"]
+    context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
+    index = build_page([demo["results"]], tmp_path / "one", context, n_examples=1)
+    zero = json.loads((demo["results"] / "zero_shot.json").read_text())
+    for family in sorted(zero["families"]):
+        kinds = re.findall(
+            r'<article class="cycle" data-kind="(\w+)"', (index.parent / "families" / f"{family}.html").read_text()
+        )
+        assert kinds == ["hardest", "easiest", "random"], family
+    shown = sum(p.stat().st_size for p in (tmp_path / "one").rglob("*") if p.is_file())
+    with pytest.raises(ValueError, match="--max-bytes"):
+        build_page([demo["results"]], tmp_path / "over", context, n_examples=1, max_bytes=shown - 1)
+    assert not (tmp_path / "over").exists()
