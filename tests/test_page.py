@@ -126,6 +126,8 @@ def test_page_shows_the_recorded_interval_and_says_when_there_is_none(results: P
     assert 'data-ci-low="0.7" data-ci-high="0.9"' in strict and "[0.700, 0.900]" in strict
     coarse = re.search(r'<tr data-row="shapes_coarse_object">.*?</tr>', html, re.S).group(0)
     assert "no interval" in coarse
+    assert "\u25b2" in strict and "\u25b3" in coarse  # interval above chance; a point above chance without one
+    assert "from the record (cycle_acc_ci)" in strict
     assert 'class="blind-wins"' in html  # the subset where the blind baseline beats the model
     assert "\u2605" in strict  # strict_size is one of paper 1's families
     for name in ("notes.json", "broken.json", "other_task.json"):

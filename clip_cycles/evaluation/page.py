@@ -106,15 +106,29 @@ def _sort_header(label: str, numeric: bool = False) -> str:
 
 
 def _position(cell: Cell) -> tuple[str, str]:
-    """(css class, symbol) of a CycleAcc against chance: the interval (or the value) above, at or below 0.5."""
+    """(css class, symbol) of a CycleAcc against chance: the interval above, including or below 0.5.
+
+    Without an interval only the point is compared, and hollow symbols say so: a point off
+    0.5 is not evidence that the model is off chance.
+    """
     if cell.cycle_acc is None:
         return "na", "\u00b7"
-    low, high = (cell.ci["low"], cell.ci["high"]) if cell.ci else (cell.cycle_acc, cell.cycle_acc)
-    if low > CHANCE:
+    if cell.ci is None:
+        if cell.cycle_acc == CHANCE:
+            return "chance", "\u25cb"
+        return ("above", "\u25b3") if cell.cycle_acc > CHANCE else ("below", "\u25bd")
+    if cell.ci["low"] > CHANCE:
         return "above", "\u25b2"
-    if high < CHANCE:
+    if cell.ci["high"] < CHANCE:
         return "below", "\u25bc"
     return "chance", "\u25cf"
+
+
+def _ci_title(ci: dict[str, Any]) -> str:
+    """Where an interval comes from: the record's ``cycle_acc_ci`` or the page builder's bootstrap."""
+    what = f"{ci.get('level', '?')} {ci.get('method', '?')} interval"
+    what += f", {ci.get('n_resamples', '?')} resamples of {ci.get('unit', '?')}s"
+    return f"{what}; {ci.get('computed_by', 'from the record (cycle_acc_ci)')}"
 
 
 def _acc_cell(cell: Cell | None) -> str:
@@ -124,7 +138,8 @@ def _acc_cell(cell: Cell | None) -> str:
         return f'<td class="na" data-value="" title="{escape(cell.unavailable_reason or "")}">unavailable</td>'
     css, symbol = _position(cell)
     ci = (
-        f' <span class="ci" data-ci-low="{_value(cell.ci["low"])}" data-ci-high="{_value(cell.ci["high"])}">'
+        f' <span class="ci" data-ci-low="{_value(cell.ci["low"])}" data-ci-high="{_value(cell.ci["high"])}" '
+        f'title="{escape(_ci_title(cell.ci))}">'
         f"[{_f(cell.ci['low'])}, {_f(cell.ci['high'])}]</span>"
         if cell.ci
         else f' <span class="ci" title="{escape(cell.ci_note)}">no interval</span>'
@@ -194,7 +209,8 @@ def leaderboard(data: PageData) -> str:
         '<table id="leaderboard" class="sortable">\n'
         "<caption>CycleAcc per family and model (mean over seeds; 95% bootstrap interval in brackets). "
         "\u25b2 above chance, \u25cf indistinguishable from chance (0.5, the black tick on each bar), "
-        "\u25bc below chance; \u2605 a family paper 1 names. Audit: \u2713 the additive audit's shortcut probes held "
+        "\u25bc below chance; without an interval, hollow \u25b3 \u25bd \u25cb compare the point alone; "
+        "\u2605 a family paper 1 names. Audit: \u2713 the additive audit's shortcut probes held "
         "at exactly 0.5, \u2717 failed, \u2013 unavailable. Click a column header to sort.</caption>\n"
         "<thead><tr>" + "".join(head) + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
     )
