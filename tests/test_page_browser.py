@@ -246,3 +246,32 @@ def test_examples_flag_and_budget_on_the_demo_results(demo: dict[str, Path], tmp
     with pytest.raises(ValueError, match="--max-bytes"):
         build_page([demo["results"]], tmp_path / "over", context, n_examples=1, max_bytes=shown - 1)
     assert not (tmp_path / "over").exists()
+
+
+def test_examples_that_do_not_reproduce_the_record_are_refused(demo: dict[str, Path], tmp_path: Path) -> None:
+    cache = demo["cache"]
+    context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
+    zero = json.loads((demo["results"] / "zero_shot.json").read_text())
+    family = sorted(zero["families"])[0]
+    zero["families"][family]["cycle_acc"] += 0.01  # a result of other weights or data
+    (tmp_path / "edited").mkdir()
+    (tmp_path / "edited" / "zero_shot.json").write_text(json.dumps(zero))
+    with pytest.raises(ValueError, match=f"family {family} of cycles-tiny \\(shapes\\) records cycle_acc"):
+        build_page([tmp_path / "edited"], tmp_path / "site", context)
+    assert not (tmp_path / "site").exists()
+    # The same results unedited pass the check (the demo's own page was built through it).
+    assert build_page([demo["results"]], tmp_path / "site", context, n_examples=1).is_file()
+
+
+def test_the_browser_checks_catch_a_page_that_reaches_out(browser: Browser, tmp_path: Path) -> None:
+    page = tmp_path / "leaky.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="http://example.invalid/pixel.png" alt="x">'
+        "<script>console.error('broken'); undefinedFunction();</script></body></html>"
+    )
+    browser.open(page.as_uri())
+    assert "http://example.invalid/pixel.png" in browser.requested_urls()
+    errors = browser.console_errors()
+    assert any("broken" in e for e in errors) and any("undefinedFunction" in e for e in errors)
+    with pytest.raises(AssertionError):
+        _assert_offline_and_clean(browser)

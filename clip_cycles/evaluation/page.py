@@ -21,6 +21,7 @@ before anything is written; the same inputs give byte-identical files.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -516,6 +517,20 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
 # --------------------------------------------------------------------------- building and writing
 
 
+def check_recomputed(data: PageData, examples: dict[str, FamilyExamples], tolerance: float = 1e-9) -> None:
+    """Refuse examples whose recomputed CycleAcc differs from the record's: they would be of other features or data."""
+    for key, entry in sorted(examples.items()):
+        cell = data.cells.get((key, entry.model))
+        if cell is None or cell.cycle_acc is None or entry.cycle_acc is None:
+            continue
+        if abs(entry.cycle_acc - cell.cycle_acc) > tolerance:
+            raise ValueError(
+                f"{cell.source_file}: family {key} of {entry.model} records cycle_acc {cell.cycle_acc!r}, but its cycles "
+                f"in {entry.folder} (seeds {list(entry.seeds)}) recompute to {entry.cycle_acc!r} with the cached features; "
+                "the results come from other data or weights: re-run the evaluation, or build the page without model flags"
+            )
+
+
 def apply_bootstrap(data: PageData, examples: dict[str, FamilyExamples]) -> None:
     """Cells without a recorded ``cycle_acc_ci`` get the page builder's bootstrap interval, named as such."""
     for key, entry in examples.items():
@@ -598,10 +613,18 @@ def build_page(
         model = model_name(context.spec.model, context.spec.pretrained)
         if model not in data.models:
             raise ValueError(f"the model flags name {model}, which no input result holds; results hold {data.models}")
-        keys = [k for k in data.family_rows() if k in data.families and (k, model) in data.cells]
-        found = family_examples(context, keys, model, n_examples, seed)
+        # Each family is recomputed on the seeds its record was scored on, so examples and intervals match its number.
+        by_seeds: dict[tuple[int, ...], list[str]] = {}
+        for key in data.family_rows():
+            cell = data.cells.get((key, model))
+            if key in data.families and cell is not None and cell.cycle_acc is not None:
+                by_seeds.setdefault(tuple(cell.seeds), []).append(key)
+        found: dict[str, FamilyExamples] = {}
+        for seeds, keys in sorted(by_seeds.items()):
+            found.update(family_examples(dataclasses.replace(context, seeds=seeds or None), keys, model, n_examples, seed))
+        check_recomputed(data, found)
         apply_bootstrap(data, found)
-        for key, entry in found.items():
+        for key, entry in sorted(found.items()):
             examples.setdefault(key, []).append(entry)
     return write_site(build_site(data, examples), out, max_bytes)
 

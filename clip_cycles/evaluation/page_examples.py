@@ -61,6 +61,9 @@ class FamilyExamples:
     examples: list[ExampleCycle] = field(default_factory=list)
     bootstrap: dict[str, Any] | None = None
     unavailable_reason: str | None = None
+    #: Mean over seeds of the recomputed CycleAcc: must equal the record's, or the examples are of other features.
+    cycle_acc: float | None = None
+    seeds: tuple[int, ...] = ()
 
 
 def bootstrap_interval(
@@ -135,6 +138,7 @@ def family_examples(
             entry.unavailable_reason = data.unavailable or "no seed was read"
             continue
         credits = []
+        entry.seeds = tuple(sorted(data.splits))
         for s in sorted(data.splits):
             rows = data.splits[s][task.split]
             index, dropped = cycle_index(rows, encoded)
@@ -168,6 +172,7 @@ def family_examples(
                 )
         if credits:
             entry.bootstrap = bootstrap_interval(credits, seed=seed)
+            entry.cycle_acc = float(np.mean([c.mean() for c in credits]))
         else:
             entry.unavailable_reason = "every cycle touches a skipped image"
     return out
