@@ -209,3 +209,19 @@ def test_thumbnails_are_small_jpegs_and_bad_images_are_named(tmp_path: Path) -> 
     assert name == thumbnail(ImageItem("other-name.png", data=buffer.getvalue()))[0]  # named by content: made once
     with pytest.raises(ValueError, match="'broken.png' cannot be decoded"):
         thumbnail(ImageItem("broken.png", data=b"not an image"))
+
+
+def test_names_that_are_paths_never_become_files_outside_the_site(results: Path, tmp_path: Path) -> None:
+    write_json(benchmark_record("cycles/../../escape", "m", "a", _cycle_metrics(0.9, 0.1)), results / "evil.json")
+    write_json(benchmark_record("audit/../up", "m", "a", _audit_metrics()), results / "evil_audit.json")
+    data = collect([results])
+    assert "not a plain name" in data.skipped[str(results / "evil.json")]
+    assert "not a plain name" in data.skipped[str(results / "evil_audit.json")]
+    assert all("escape" not in row and "up" != row for row, _ in data.cells)
+    build_page([results], tmp_path / "deep" / "site")
+    assert sorted(p.name for p in (tmp_path / "deep").iterdir()) == ["site"]
+    site = build_site(collect([results]))
+    site.add("../outside.html", "<p>x</p>")
+    with pytest.raises(ValueError, match="would land outside --out"):
+        write_site(site, tmp_path / "other")
+    assert not (tmp_path / "outside.html").exists() and not (tmp_path / "other").exists()

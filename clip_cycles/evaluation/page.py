@@ -585,6 +585,10 @@ def write_site(site: Site, out: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) 
                 raise ValueError(f"{manifest} is not a page manifest ({error}); remove it or choose another --out") from error
         elif any(out.iterdir()):
             raise ValueError(f"--out {out} holds files that no page wrote; choose an empty or new folder")
+    root = out.resolve()
+    outside = [path for path in site.files if root not in (root / path).resolve().parents]
+    if outside:
+        raise ValueError(f"page files {outside} would land outside --out {out}; refusing to write any")
     for path, content in sorted(site.files.items()):
         atomic_write_bytes(out / path, content)
     for path in sorted(set(previous) - set(site.files)):  # stale files of an older page (thumbnails, families)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -34,6 +35,8 @@ MAX_DEPTH = 4
 #: Files that are not results although they end in .json (the page's own manifest).
 IGNORED_NAMES = ("page_manifest.json",)
 CHANCE = 0.5
+#: A family or benchmark name that may become a file name of the site.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,10 @@ def _ci(metrics: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
 def add_cycle_metrics(data: PageData, key: str, model: str, metrics: dict[str, Any], source_file: str) -> None:
     """One leaderboard cell from a zero-shot ``metrics`` mapping; a second record of the same cell is skipped and named."""
+    if not SAFE_NAME.fullmatch(key):
+        # The name becomes a file name of the site: never a path, never hidden.
+        data.skipped[source_file] = f"family name {key!r} is not a plain name (letters, digits, '_', '-', '.')"
+        return
     if (key, model) in data.cells:
         data.skipped[source_file] = f"{key} of {model} is already read from {data.cells[key, model].source_file}"
         return
@@ -285,6 +292,9 @@ def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dic
             source_file,
         )
     )
+    if not SAFE_NAME.fullmatch(benchmark):
+        data.skipped[source_file] = f"benchmark name {benchmark!r} is not a plain name (letters, digits, '_', '-', '.')"
+        return
     row = f"audit/{benchmark}"
     if (row, model) in data.cells:
         data.skipped[source_file] = f"{row} of {model} is already read from {data.cells[row, model].source_file}"
