@@ -327,10 +327,35 @@ def _line_svg(xs: Sequence[float], ys: Sequence[float], label: str) -> str:
         f'<svg role="img" aria-label="{escape(label)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
         f'<line x1="{pad}" x2="{width - pad}" y1="{py(0.5):.1f}" y2="{py(0.5):.1f}" stroke="#000" stroke-dasharray="3 3"/>'
         f'<text x="{width - pad + 2}" y="{py(0.5) + 3:.1f}">0.5</text>'
+        f'<text x="2" y="{py(0.0) + 3:.1f}">0</text><text x="2" y="{py(1.0) + 3:.1f}">1</text>'
+        f'<line x1="{pad}" x2="{pad}" y1="{py(0.0):.1f}" y2="{py(1.0):.1f}" stroke="#888"/>'
         f'<polyline fill="none" stroke="#1f5fa8" stroke-width="2" points="{points}"/>'
         + "".join(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#1f5fa8"/>' for x, y in zip(xs, ys) if y is not None)
         + ticks
         + f'<text x="{pad}" y="12">{escape(label)}</text></svg>'
+    )
+
+
+def _bars_svg(labels: Sequence[str], values: Sequence[float | None], label: str) -> str:
+    """Horizontal bars in [0, 1], one per label, with the chance line; a missing value is drawn as "n/a"."""
+    left, width, row = 210, 600, 14
+    height = 24 + row * len(labels)
+    bars = []
+    for i, (name, value) in enumerate(zip(labels, values)):
+        y = 18 + i * row
+        bars.append(f'<text x="{left - 4}" y="{y + 9}" text-anchor="end">{escape(name)}</text>')
+        if value is None:
+            bars.append(f'<text x="{left + 2}" y="{y + 9}">n/a</text>')
+        else:
+            length = max(0.0, min(1.0, value)) * (width - left - 30)
+            bars.append(f'<rect x="{left}" y="{y}" width="{length:.1f}" height="10" fill="#1f5fa8"/>')
+    chance = left + 0.5 * (width - left - 30)
+    return (
+        f'<svg role="img" aria-label="{escape(label)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+        f'<text x="0" y="10">{escape(label)}</text>'
+        + "".join(bars)
+        + f'<line x1="{chance:.1f}" x2="{chance:.1f}" y1="14" y2="{height}" stroke="#000" stroke-dasharray="3 3"/>'
+        f'<text x="{chance + 2:.1f}" y="{height - 2}">0.5</text></svg>'
     )
 
 
@@ -373,8 +398,10 @@ def _transfer(data: PageData, key: str) -> str:
             f'<td class="num" data-value="{_value(matrix[j][i])}">{_f(matrix[j][i])}</td></tr>'
             for j, other in enumerate(names)
         )
+        figure = _bars_svg(names, [matrix[i][j] for j in range(len(names))], f"a probe trained on {key}, tested on each family")
         parts.append(
-            f'<h3>Transfer: {escape(model)}</h3><table class="transfer sortable"><caption>Mean transfer CycleAcc: a probe '
+            f"<h3>Transfer: {escape(model)}</h3>{figure}"
+            '<table class="transfer sortable"><caption>Mean transfer CycleAcc: a probe '
             f"trained on {escape(key)} tested on each family, and trained on each family tested on {escape(key)}.</caption>"
             "<thead><tr>"
             + _sort_header("family")
