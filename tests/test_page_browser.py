@@ -242,6 +242,23 @@ def test_examples_flag_and_budget_on_the_demo_results(demo: dict[str, Path], tmp
             r'<article class="cycle" data-kind="(\w+)"', (index.parent / "families" / f"{family}.html").read_text()
         )
         assert kinds == ["hardest", "easiest", "random"], family
+    # The command line honours the same flags: the model flags, --examples and --sample-seed.
+    flags = ["--model", "cycles-tiny", "--pretrained", "shapes", "--cache-dir", str(cache), "--device", "cpu"]
+    flags += ["--dataset-root", str(prepare_world(cache, SMALL.world_images)), "--examples", "2", "--sample-seed", "7"]
+    assert main(["page", str(demo["results"]), "--out", str(tmp_path / "two"), *flags]) == 0
+    family = sorted(zero["families"])[0]
+    two = (tmp_path / "two" / "families" / f"{family}.html").read_text()
+    kinds = re.findall(r'<article class="cycle" data-kind="(\w+)"', two)
+    assert kinds == ["hardest"] * 2 + ["easiest"] * 2 + ["random"] * 2
+    # Seed 0 with two of each kind: the same extremes, another random sample (deterministic for these seeds).
+    build_page([demo["results"]], tmp_path / "seed0", context, n_examples=2, seed=0)
+    seed0 = (tmp_path / "seed0" / "families" / f"{family}.html").read_text()
+
+    def ids(html: str, kind: str) -> list[str]:
+        return re.findall(rf'data-kind="{kind}" data-cycle-id="([^"]+)"', html)
+
+    assert ids(two, "hardest") == ids(seed0, "hardest") and ids(two, "easiest") == ids(seed0, "easiest")
+    assert ids(two, "random") != ids(seed0, "random")
     shown = sum(p.stat().st_size for p in (tmp_path / "one").rglob("*") if p.is_file())
     with pytest.raises(ValueError, match="--max-bytes"):
         build_page([demo["results"]], tmp_path / "over", context, n_examples=1, max_bytes=shown - 1)
