@@ -61,6 +61,9 @@ register_command(
     "audit-benchmark", "clip_cycles.evaluation.benchmark_audit_command", "Audit a benchmark: blind scores vs the model."
 )
 register_command("demo", "clip_cycles.evaluation.demo", "The whole pipeline offline on the embedded default.")
+register_command(
+    "page", "clip_cycles.evaluation.page", "A static results page (leaderboard, audits, family pages) from result folders."
+)
 
 
 def _top_parser() -> argparse.ArgumentParser:

@@ -8,8 +8,9 @@
    and the Cycle OE vs Shortcut OE experiment.
 4. Attribute splits on a concept world rendered by the same renderer and embedded with
    cycles-tiny: the five split strategies, F1 selectivity and CS.
-5. Write ``results/`` (JSON per experiment, ``report.md``, PNG and SVG figures) and
-   print a compact table.
+5. Write ``results/`` (JSON per experiment, ``report.md``, PNG and SVG figures), the
+   static results page beside them (``results/page/index.html``, :mod:`clip_cycles.evaluation.page`),
+   print a compact table and, last, the page's path.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from clip_cycles.attributes.splitters import STRATEGIES, SplitContext
 from clip_cycles.data.shapes_world import write_shapes_world
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
+from clip_cycles.evaluation.page import build_page
 from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, run_oe
@@ -294,8 +296,11 @@ def run_demo(
         write_json(record, out / f"{name}.json")
     paths = build_report(out)
     lap("report")
+    page = build_page([out], out / "page", context)
+    lap("results page")
     print(summary_table(results))
     print(f"report: {paths.markdown} ({len(paths.figures)} figure files); timings (s): {json.dumps(timings)}")
+    print(f"page: {page} (open it in a browser; it needs no server and no network)")
     return results
 
 

@@ -1,0 +1,420 @@
+"""What the results page shows, read from any mix of result folders (``clip-cycles page``).
+
+Recognised JSON files (anything else is counted and named as skipped, never dropped silently):
+
+- experiment records of ``clip-cycles demo`` / ``probe`` / ``transfer`` / ``oe``
+  (``{"experiment": "zero_shot" | "probe" | "transfer" | "oe" | "attributes", ...}``);
+- clip_benchmark result JSONs ``{dataset, model, pretrained, task, metrics, language}`` as
+  ``clip-cycles eval --output`` and ``clip_benchmark eval`` write them: ``cycles/<family>``
+  (CycleAcc read by name, ``metrics["cycle_acc"]``, never ``acc``), ``audit/<benchmark>``
+  (``audit-benchmark``'s ``audit_<name>.json``) and ``attributes/<task>``;
+- ``clip-cycles splits --out``'s ``results.json`` (``grid``);
+- a built folder's ``build_info.json`` (counts and exclusions per family).
+
+Files are read only when they are regular files (no symlinks followed) under a size bound.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from clip_cycles.data.dataset_folder import read_build_info
+from clip_cycles.data.families import family_builder_source, family_provenance, get_family, list_families
+from clip_cycles.data.sources import builder_names
+from clip_cycles.tasks.registry import TaskSpec, expand_tasks
+
+#: Largest result JSON read (bytes); a bigger file is skipped with its size named.
+MAX_JSON_BYTES = 64 * 1024 * 1024
+#: How deep a result folder is searched for JSON files.
+MAX_DEPTH = 4
+#: Files that are not results although they end in .json (the page's own manifest).
+IGNORED_NAMES = ("page_manifest.json",)
+CHANCE = 0.5
+#: A family or benchmark name that may become a file name of the site.
+SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
+
+
+@dataclass(frozen=True)
+class FamilyInfo:
+    """One cycle family of the leaderboard: where it comes from and what it tests."""
+
+    key: str  # the task name without ``cycles/`` (``shapes_strict_size``)
+    source: str  # the raw source of its task (coco, gqa, shapes)
+    builder: str  # the family builder that registers it (coco, gqa)
+    family: str  # the registered family name (``strict_size``)
+    predicate: str
+    provenance: str
+    order: int  # coarse -> strict: registration order of the builders' families
+
+    @property
+    def paper(self) -> bool:
+        return self.provenance.startswith("paper")
+
+
+@dataclass
+class Cell:
+    """One leaderboard cell: a model's CycleAcc on a family (or a benchmark's exact cycles)."""
+
+    model: str
+    row: str
+    cycle_acc: float | None
+    sd: float | None = None
+    ci: dict[str, Any] | None = None
+    ci_note: str = ""
+    audit: str = "not run"  # passed | failed | unavailable | not run
+    audit_note: str = ""
+    n_cycles: int | None = None
+    unavailable_reason: str | None = None
+    source_file: str = ""
+    seeds: list[int] = field(default_factory=list)
+
+
+@dataclass
+class BenchmarkRow:
+    """One subset (or the ``all`` row) of an ``audit-benchmark`` result."""
+
+    benchmark: str
+    subset: str
+    model: str
+    model_acc: float | None
+    best_blind: str | None
+    best_blind_acc: float | None
+    cycle_acc: float | None
+    n_cycles: int | None
+    n_comparisons: int | None
+    source_file: str
+
+    @property
+    def blind_beats_model(self) -> bool:
+        return self.model_acc is not None and self.best_blind_acc is not None and self.best_blind_acc >= self.model_acc
+
+
+@dataclass
+class PageData:
+    """Everything the page shows, keyed for rendering."""
+
+    cells: dict[tuple[str, str], Cell] = field(default_factory=dict)  # (row, model) -> cell
+    families: dict[str, FamilyInfo] = field(default_factory=dict)
+    benchmarks: list[BenchmarkRow] = field(default_factory=list)
+    experiments: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # model -> name -> record
+    attributes: list[dict[str, Any]] = field(default_factory=list)  # {model, protocol, strategies, source_file}
+    builds: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (folder, build_info)
+    skipped: dict[str, str] = field(default_factory=dict)  # file -> why it is not shown
+    inputs: list[str] = field(default_factory=list)
+
+    @property
+    def models(self) -> list[str]:
+        return sorted({c.model for c in self.cells.values()})
+
+    def family_rows(self) -> list[str]:
+        """Family keys coarse -> strict (builder order, then registration order), then anything else by name."""
+        keys = {row for row, _ in self.cells if not row.startswith("audit/")}
+        return sorted(keys, key=lambda k: (self.families[k].order, k) if k in self.families else (10**6, k))
+
+    def benchmark_rows(self) -> list[str]:
+        return sorted({row for row, _ in self.cells if row.startswith("audit/")})
+
+
+def model_name(model: Any, pretrained: Any) -> str:
+    """One display name per model: ``model (pretrained)``; random init says so."""
+    return f"{model} ({pretrained or 'random init'})"
+
+
+def family_info(key: str) -> FamilyInfo | None:
+    """Registry facts about family ``key`` (a ``cycles/<key>`` task), or None when no task of that name exists."""
+    try:
+        tasks = expand_tasks([f"cycles/{key}"])
+    except ValueError:
+        return None
+    if len(tasks) != 1 or not isinstance(tasks[0], TaskSpec) or tasks[0].members:
+        return None
+    task = tasks[0]
+    try:
+        builder = family_builder_source(task.config)
+        family = get_family(builder, task.config)
+    except ValueError:
+        return None
+    builders = list(builder_names())
+    order = builders.index(builder) * 1000 + list_families(builder).index(task.config)
+    return FamilyInfo(
+        key=key,
+        source=task.source,
+        builder=builder,
+        family=task.config,
+        predicate=family.predicate,
+        provenance=family_provenance(builder, task.config),
+        order=order,
+    )
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def _json_files(root: Path, data: PageData) -> Iterable[Path]:
+    """Regular JSON files under ``root`` (a file or folder), sorted, depth-bounded, symlinks skipped and named."""
+    if root.is_symlink():
+        data.skipped[str(root)] = "a symbolic link: not followed"
+        return
+    if root.is_file():
+        yield root
+        return
+    if not root.is_dir():
+        raise FileNotFoundError(f"results input {root} does not exist (give result folders or JSON files)")
+    for dirpath, dirnames, filenames in os.walk(root):
+        depth = len(Path(dirpath).relative_to(root).parts)
+        if depth >= MAX_DEPTH:
+            if dirnames:
+                data.skipped[dirpath] = f"deeper than {MAX_DEPTH} folders below {root}: not searched"
+            dirnames[:] = []
+        dirnames.sort()
+        for name in sorted(filenames):
+            if not name.endswith(".json") or name in IGNORED_NAMES or name.startswith("."):
+                continue
+            path = Path(dirpath) / name
+            if path.is_symlink() or not path.is_file():
+                data.skipped[str(path)] = "not a regular file: not read"
+                continue
+            yield path
+
+
+def _read(path: Path, data: PageData) -> Any:
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        data.skipped[str(path)] = f"{size} bytes, over the {MAX_JSON_BYTES}-byte bound for a result JSON"
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        data.skipped[str(path)] = f"not valid JSON ({error})"
+        return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _audit_verdict(audit: Any) -> tuple[str, str]:
+    """The additive audit's verdict of a cycle record (passed / failed / unavailable / not run) and a note."""
+    if audit is None:
+        return "not run", "the record has no additive_audit"
+    passed = audit.get("passed") if isinstance(audit, dict) else audit
+    if passed is True:
+        return "passed", "shortcut probes held at exactly 0.5"
+    if passed is False:
+        return "failed", "a shortcut probe moved CycleAcc off 0.5"
+    reason = audit.get("unavailable_reason") if isinstance(audit, dict) else None
+    return "unavailable", str(reason or "no verdict")
+
+
+def _ci(metrics: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    ci = metrics.get("cycle_acc_ci")
+    if isinstance(ci, dict) and _number(ci.get("low")) is not None and _number(ci.get("high")) is not None:
+        return ci, ""
+    return None, "the record has no cycle_acc_ci"
+
+
+def add_cycle_metrics(data: PageData, key: str, model: str, metrics: dict[str, Any], source_file: str) -> None:
+    """One leaderboard cell from a zero-shot ``metrics`` mapping; a second record of the same cell is skipped and named."""
+    if not SAFE_NAME.fullmatch(key):
+        # The name becomes a file name of the site: never a path, never hidden.
+        data.skipped[source_file] = f"family name {key!r} is not a plain name (letters, digits, '_', '-', '.')"
+        return
+    if (key, model) in data.cells:
+        data.skipped[source_file] = f"{key} of {model} is already read from {data.cells[key, model].source_file}"
+        return
+    if key not in data.families:
+        info = family_info(key)
+        if info is not None:
+            data.families[key] = info
+    if metrics.get("available") is False or _number(metrics.get("cycle_acc")) is None:
+        reason = str(metrics.get("unavailable_reason") or "no cycle_acc in the record")
+        data.cells[key, model] = Cell(model, key, None, unavailable_reason=reason, source_file=source_file)
+        return
+    verdict, note = _audit_verdict(metrics.get("additive_audit"))
+    ci, ci_note = _ci(metrics)
+    seeds = [int(s) for s in metrics.get("seeds", []) if isinstance(s, int)]
+    data.cells[key, model] = Cell(
+        model,
+        key,
+        float(metrics["cycle_acc"]),
+        sd=_number(metrics.get("cycle_acc_sd")),
+        ci=ci,
+        ci_note=ci_note,
+        audit=verdict,
+        audit_note=note,
+        n_cycles=metrics.get("n_cycles") if isinstance(metrics.get("n_cycles"), int) else None,
+        source_file=source_file,
+        seeds=seeds,
+    )
+
+
+def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dict[str, Any], source_file: str) -> None:
+    """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell."""
+    subsets = metrics.get("subsets")
+    if not isinstance(subsets, dict):
+        data.skipped[source_file] = "an audit record without 'subsets'"
+        return
+    for name in sorted(subsets):
+        sub = subsets[name] if isinstance(subsets[name], dict) else {}
+        cycles = sub.get("cycles") if isinstance(sub.get("cycles"), dict) else {}
+        data.benchmarks.append(
+            BenchmarkRow(
+                benchmark,
+                name,
+                model,
+                _number(sub.get("model_acc")),
+                sub.get("best_blind"),
+                _number(sub.get("best_blind_acc")),
+                _number(cycles.get("cycle_acc")),
+                cycles.get("n_cycles"),
+                sub.get("n_comparisons"),
+                source_file,
+            )
+        )
+    data.benchmarks.append(
+        BenchmarkRow(
+            benchmark,
+            "all",
+            model,
+            _number(metrics.get("model_acc")),
+            metrics.get("best_blind"),
+            _number(metrics.get("best_blind_acc")),
+            _number(metrics.get("cycle_acc")),
+            metrics.get("n_cycles"),
+            metrics.get("n_comparisons"),
+            source_file,
+        )
+    )
+    if not SAFE_NAME.fullmatch(benchmark):
+        data.skipped[source_file] = f"benchmark name {benchmark!r} is not a plain name (letters, digits, '_', '-', '.')"
+        return
+    row = f"audit/{benchmark}"
+    if (row, model) in data.cells:
+        data.skipped[source_file] = f"{row} of {model} is already read from {data.cells[row, model].source_file}"
+        return
+    cycle_acc = _number(metrics.get("cycle_acc"))
+    n_cycles = metrics.get("n_cycles") if isinstance(metrics.get("n_cycles"), int) else None
+    model_acc, blind = _number(metrics.get("model_acc")), _number(metrics.get("best_blind_acc"))
+    verdict = "blind beats model" if model_acc is not None and blind is not None and blind >= model_acc else "model ahead"
+    ci, ci_note = _ci(metrics)
+    data.cells[row, model] = Cell(
+        model,
+        row,
+        cycle_acc,
+        ci=ci,
+        ci_note=ci_note,
+        audit=verdict if model_acc is not None else "not run",
+        audit_note=f"model accuracy {model_acc}, best blind {metrics.get('best_blind')} {blind}",
+        n_cycles=n_cycles,
+        unavailable_reason=None if cycle_acc is not None else "no exact cycles found in the benchmark",
+        source_file=source_file,
+    )
+
+
+def _attribute_protocol(record: dict[str, Any]) -> str:
+    parts = []
+    if "world" in record:
+        world = record["world"]
+        parts.append(
+            f"rendered shape-concept world ({world.get('concepts')} concepts, {world.get('images_per_concept')} images each)"
+        )
+    if "split_embedding" in record:
+        parts.append(f"split embedding: {record['split_embedding']}")
+    if "fold_assignment" in record:
+        parts.append(f"fold assignment: {record['fold_assignment']}")
+    if "seeds" in record:
+        parts.append(f"seeds {record['seeds']}")
+    return "; ".join(parts) or "not recorded"
+
+
+def _split_dataset(dataset: str) -> tuple[str, str]:
+    """``cycles/x`` -> ("cycles", "x"); a file-name form ``cycles_x`` (no slash) is read the same way."""
+    if "/" in dataset:
+        namespace, _, name = dataset.partition("/")
+        return namespace, name
+    for namespace in ("cycles", "audit", "attributes"):
+        if dataset.startswith(namespace + "_"):
+            return namespace, dataset[len(namespace) + 1 :]
+    return "", dataset
+
+
+def add_record(data: PageData, path: Path, record: Any) -> None:
+    """Classify one JSON file and add what it holds; anything unrecognised is named in ``skipped``."""
+    where = str(path)
+    if not isinstance(record, dict):
+        data.skipped[where] = "top level is not a JSON object"
+        return
+    if path.name == "build_info.json":
+        try:
+            data.builds.append((str(path.parent), read_build_info(path.parent)))
+        except ValueError as error:
+            data.skipped[where] = f"not a valid build_info.json ({error})"
+        return
+    experiment = record.get("experiment")
+    if isinstance(experiment, str):
+        model = model_name(record.get("model"), record.get("pretrained"))
+        if experiment == "zero_shot":
+            for key, metrics in sorted((record.get("families") or {}).items()):
+                add_cycle_metrics(data, key, model, metrics, where)
+            for key, reason in sorted((record.get("unavailable") or {}).items()):
+                add_cycle_metrics(data, key, model, {"available": False, "unavailable_reason": reason}, where)
+        elif experiment == "attributes":
+            data.attributes.append(
+                {
+                    "model": model,
+                    "protocol": _attribute_protocol(record),
+                    "strategies": record.get("strategies", {}),
+                    "file": where,
+                }
+            )
+        data.experiments.setdefault(model, {})[experiment] = record
+        return
+    if "grid" in record and isinstance(record["grid"], dict):  # clip-cycles splits --out results.json
+        table = record["grid"].get("table") or {}
+        for name in sorted(table):
+            data.attributes.append(
+                {"model": name, "protocol": _attribute_protocol(record), "strategies": table[name], "file": where}
+            )
+        return
+    if {"dataset", "model", "metrics"} <= set(record) and isinstance(record["metrics"], dict):
+        dataset, metrics = str(record["dataset"]), record["metrics"]
+        model = model_name(record.get("model"), record.get("pretrained"))
+        namespace, name = _split_dataset(dataset)
+        if namespace == "cycles" and ("cycle_acc" in metrics or metrics.get("available") is False):
+            add_cycle_metrics(data, name, model, metrics, where)
+        elif namespace == "audit":
+            add_benchmark_audit(data, name, model, metrics, where)
+        elif namespace == "attributes" and "f1_selectivity" in metrics:
+            strategy = str(metrics.get("strategy") or name)
+            data.attributes.append(
+                {
+                    "model": model,
+                    "protocol": _attribute_protocol(metrics),
+                    "strategies": {strategy: {"f1_selectivity": metrics.get("f1_selectivity"), "cs": metrics.get("cs")}},
+                    "file": where,
+                }
+            )
+        else:
+            data.skipped[where] = f"clip_benchmark record of {dataset!r}: not a cycles, audit or attributes result"
+        return
+    data.skipped[where] = "not a clip_cycles or clip_benchmark result"
+
+
+def collect(inputs: Iterable[str | os.PathLike[str]]) -> PageData:
+    """Read every recognised result under ``inputs`` (folders or JSON files) into one :class:`PageData`."""
+    data = PageData()
+    for item in inputs:
+        root = Path(item)
+        data.inputs.append(str(root))
+        for path in _json_files(root, data):
+            record = _read(path, data)
+            if record is not None:
+                add_record(data, path, record)
+    return data

@@ -1,0 +1,294 @@
+"""The results page in a real browser: headless Chromium, opened from disk with the network cut.
+
+The demo (small settings) writes its page; the browser must show the leaderboard with the
+numbers of ``zero_shot.json``, reorder rows when a column header is clicked, show example
+cycles whose four scores and Delta equal a recomputation from the cached features done
+here (own dot products on the Parquet rows), request nothing outside ``file://`` and log
+no console error. A second page, from a clip_benchmark output folder of two models and an
+``audit-benchmark`` folder, shows both models and the benchmark in one leaderboard.
+Screenshots are saved as test artefacts (their folder is printed). In CI (``CI=true``) a
+missing browser fails the test instead of skipping it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from benchmark_formats import write_sugarcrepe
+from page_cdp import Browser, find_browser
+from test_demo import SMALL
+
+from clip_cycles.cli import main
+from clip_cycles.data.images import ImageItem
+from clip_cycles.encoding.encoder import encode
+from clip_cycles.evaluation.demo import demo_context, prepare_world, run_demo
+from clip_cycles.evaluation.page import build_page
+from clip_cycles.tasks.registry import expand_tasks
+
+TASKS = ("cycles/shapes_coarse_object", "cycles/shapes_strict_size")
+
+
+@pytest.fixture(scope="module")
+def browser_binary() -> str:
+    binary = find_browser()
+    if binary is None:
+        message = "headless Chromium is not installed (apt-get install -y chromium; .ci/run does it)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return binary
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("page-demo")
+    run_demo(root / "results", root / "cache", SMALL)
+    return {"results": root / "results", "cache": root / "cache"}
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("page-screenshots")
+    print(f"page screenshots: {folder}")
+    return folder
+
+
+@pytest.fixture()
+def browser(browser_binary: str, tmp_path: Path):
+    chromium = Browser(browser_binary, tmp_path / "profile")
+    yield chromium
+    chromium.close()
+
+
+def _assert_offline_and_clean(chromium: Browser) -> None:
+    urls = chromium.requested_urls()
+    assert urls, "the browser recorded no request at all"
+    assert all(url.startswith("file://") for url in urls), [u for u in urls if not u.startswith("file://")]
+    assert chromium.console_errors() == []
+
+
+LEADERBOARD_JS = """
+(() => {
+  const table = document.getElementById('leaderboard');
+  const heads = [...table.tHead.rows[0].cells].map(c => c.textContent.trim());
+  const rows = [...table.tBodies[0].rows].map(r => ({
+    key: r.getAttribute('data-row'),
+    cells: [...r.cells].map(c => ({text: c.textContent.trim(), value: c.getAttribute('data-value'),
+      acc: c.querySelector('.acc') ? c.querySelector('.acc').textContent : null})),
+  }));
+  return {heads, rows};
+})()
+"""
+
+
+def _leaderboard(chromium: Browser) -> dict[str, Any]:
+    return chromium.evaluate(LEADERBOARD_JS)
+
+
+def _column(board: dict[str, Any], title: str) -> int:
+    return next(i for i, head in enumerate(board["heads"]) if head.startswith(title))
+
+
+def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser, shots: Path) -> None:
+    results = demo["results"]
+    index = results / "page" / "index.html"
+    assert index.is_file(), "the demo did not write its page"
+    zero = json.loads((results / "zero_shot.json").read_text())
+    browser.open(index.as_uri())
+    assert browser.evaluate("document.documentElement.getAttribute('data-page-ready')") == "true"
+
+    board = _leaderboard(browser)
+    column = _column(board, "CycleAcc: cycles-tiny (shapes)")
+    shown = {row["key"]: row["cells"][column] for row in board["rows"]}
+    assert set(shown) == set(zero["families"]) | set(zero["unavailable"])
+    for name, metrics in zero["families"].items():
+        assert float(shown[name]["value"]) == metrics["cycle_acc"], name
+        assert shown[name]["acc"] == f"{metrics['cycle_acc']:.3f}", name
+    for name in zero["unavailable"]:
+        assert shown[name]["text"] == "unavailable", name
+    # No record carries cycle_acc_ci, so the page's own bootstrap gives each interval, around the mean.
+    intervals = browser.evaluate(
+        """[...document.querySelectorAll('#leaderboard td[data-value] .ci[data-ci-low]')].map(s =>
+          [+s.dataset.ciLow, +s.closest('td').dataset.value, +s.dataset.ciHigh])"""
+    )
+    assert len(intervals) == len(zero["families"])
+    assert all(low <= value <= high for low, value, high in intervals)
+    browser.screenshot(shots / "leaderboard.png")
+
+    # Sorting by the model's column reorders the rows by its numbers; a second click reverses them.
+    before = [row["key"] for row in board["rows"]]
+    browser.evaluate(f"document.getElementById('leaderboard').tHead.rows[0].cells[{column}].querySelector('button').click()")
+    ascending = [row["key"] for row in _leaderboard(browser)["rows"]]
+    scored = {n: m["cycle_acc"] for n, m in zero["families"].items()}
+    assert ascending != before
+    values = [scored[k] for k in ascending if k in scored]
+    assert values == sorted(values)
+    browser.evaluate(f"document.getElementById('leaderboard').tHead.rows[0].cells[{column}].querySelector('button').click()")
+    descending = [scored[k] for k in (row["key"] for row in _leaderboard(browser)["rows"]) if k in scored]
+    assert descending == sorted(values, reverse=True)
+
+    # The benchmark-audit section renders (the demo audits no benchmark, and says so).
+    assert "No audit-benchmark results" in browser.evaluate("document.getElementById('benchmarks').parentNode.textContent")
+    _assert_offline_and_clean(browser)
+
+    # A family page: every example cycle's scores and Delta against our own recomputation.
+    family = next(iter(sorted(zero["families"])))
+    browser.open((results / "page" / "families" / f"{family}.html").as_uri())
+    cycles = browser.evaluate(
+        """[...document.querySelectorAll('article.cycle')].map(a => ({
+          id: a.dataset.cycleId, seed: +a.dataset.seed, split: a.dataset.split, kind: a.dataset.kind,
+          folder: a.closest('.examples').dataset.folder,
+          scores: Object.fromEntries([...a.querySelectorAll('td.score')].map(t => [t.dataset.score, +t.dataset.value])),
+          delta: +a.querySelector('.delta').dataset.value, credit: +a.querySelector('.credit').dataset.value,
+          alts: [...a.querySelectorAll('img')].map(i => i.alt),
+          loaded: [...a.querySelectorAll('img')].every(i => i.naturalWidth > 0),
+        }))"""
+    )
+    assert {c["kind"] for c in cycles} == {"hardest", "easiest", "random"}
+    _check_against_features(cycles, family, demo["cache"])
+    browser.screenshot(shots / f"family_{family}.png")
+    _assert_offline_and_clean(browser)
+
+
+def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Path) -> None:
+    """Read each shown cycle's row from its Parquet file, encode through the cache, and recompute its block here."""
+    task = expand_tasks([f"cycles/{family}"])[0]
+    context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
+    for cycle in cycles:
+        folder = Path(cycle["folder"])
+        info = json.loads((folder / "build_info.json").read_text())
+        table = pq.read_table(folder / "data" / task.config / f"seed{cycle['seed']}" / f"{cycle['split']}.parquet").to_pylist()
+        row = next(r for r in table if r["cycle_id"] == cycle["id"])
+        images = [ImageItem(row[f"image_{k}"], Path(info["source_root"]) / row[f"image_{k}"]) for k in (0, 1)]
+        captions = [task.format_caption(row[f"caption_{k}"]) for k in (0, 1)]
+        assert cycle["alts"] == captions and cycle["loaded"], cycle["id"]
+        encoded = encode(images, captions, context.spec, cache)
+        phi = np.array([encoded.image_features[encoded.image_rows[i.key]] for i in images], dtype=np.float64)
+        psi = np.array([encoded.caption_features[encoded.caption_rows[c]] for c in captions], dtype=np.float64)
+        expected = {f"s{i + 1}{j + 1}": float(phi[i] @ psi[j]) for i in range(2) for j in range(2)}
+        for name, value in expected.items():
+            assert cycle["scores"][name] == pytest.approx(value, abs=1e-12), (cycle["id"], name)
+        delta = expected["s11"] + expected["s22"] - expected["s12"] - expected["s21"]
+        assert cycle["delta"] == pytest.approx(delta, abs=1e-12), cycle["id"]
+        assert cycle["credit"] == (1.0 if delta > task.tie_tolerance else 0.0 if delta < -task.tie_tolerance else 0.5)
+        assert cycle["delta"] == pytest.approx(
+            cycle["scores"]["s11"] + cycle["scores"]["s22"] - cycle["scores"]["s12"] - cycle["scores"]["s21"], abs=1e-12
+        )
+    hardest = [c["delta"] for c in cycles if c["kind"] == "hardest"]
+    easiest = [c["delta"] for c in cycles if c["kind"] == "easiest"]
+    assert max(hardest) <= min(easiest)
+
+
+def test_page_of_clip_benchmark_models_and_benchmark_audit(
+    demo: dict[str, Path], browser: Browser, shots: Path, tmp_path: Path
+) -> None:
+    cache = demo["cache"]
+    world = prepare_world(cache, SMALL.world_images)
+    records = tmp_path / "clip_benchmark_out"
+    common = ["--dataset-root", str(world), "--cache-dir", str(cache), "--device", "cpu", "--num-workers", "0", "--task", *TASKS]
+    template = str(records / "{dataset}_{pretrained}_{model}_{language}_{task}.json")
+    assert main(["eval", "--model", "cycles-tiny", "--pretrained", "shapes", "--output", template, *common]) == 0
+    assert main(["eval", "--model", "cycles-tiny", "--output", template, *common]) == 0  # random init: a second model
+    write_sugarcrepe(tmp_path / "sc")
+    audit = tmp_path / "audits"
+    args = ["audit-benchmark", "sugarcrepe", "--root", str(tmp_path / "sc"), "--out", str(audit)]
+    assert main([*args, "--model", "cycles-tiny", "--pretrained", "shapes", "--cache-dir", str(cache), "--device", "cpu"]) == 0
+    site = tmp_path / "site"
+    assert main(["page", str(records), str(audit), "--out", str(site)]) == 0
+
+    browser.open((site / "index.html").as_uri())
+    board = _leaderboard(browser)
+    by_row = {row["key"]: row["cells"] for row in board["rows"]}
+    models = {"cycles-tiny (shapes)", "cycles-tiny (random init)"}
+    for path in sorted(records.glob("*.json")):
+        record = json.loads(path.read_text())
+        model = f"{record['model']} ({record['pretrained'] or 'random init'})"
+        assert model in models
+        cell = by_row[record["dataset"].removeprefix("cycles/")][_column(board, f"CycleAcc: {model}")]
+        assert float(cell["value"]) == record["metrics"]["cycle_acc"]  # CycleAcc by name, never metrics["acc"]
+    audit_record = json.loads((audit / "audit_sugarcrepe.json").read_text())
+    cell = by_row["audit/sugarcrepe"][_column(board, "CycleAcc: cycles-tiny (shapes)")]
+    assert float(cell["value"]) == audit_record["metrics"]["cycle_acc"]
+
+    table = browser.evaluate(
+        """[...document.querySelectorAll('#benchmarks-table tbody tr')].map(r => ({subset: r.dataset.subset,
+          wins: r.classList.contains('blind-wins'), values: [...r.cells].map(c => c.getAttribute('data-value'))}))"""
+    )
+    metrics = audit_record["metrics"]
+    expected = {name: sub for name, sub in metrics["subsets"].items()} | {"all": metrics}
+    assert {row["subset"] for row in table} == set(expected)
+    for row in table:
+        sub = expected[row["subset"]]
+        assert float(row["values"][3]) == sub["model_acc"] and float(row["values"][5]) == sub["best_blind_acc"]
+        assert row["wins"] == (sub["best_blind_acc"] >= sub["model_acc"]), row["subset"]
+    browser.screenshot(shots / "leaderboard_two_models_and_audit.png")
+    _assert_offline_and_clean(browser)
+
+
+def test_examples_flag_and_budget_on_the_demo_results(demo: dict[str, Path], tmp_path: Path) -> None:
+    cache = demo["cache"]
+    context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
+    index = build_page([demo["results"]], tmp_path / "one", context, n_examples=1)
+    zero = json.loads((demo["results"] / "zero_shot.json").read_text())
+    for family in sorted(zero["families"]):
+        kinds = re.findall(
+            r'<article class="cycle" data-kind="(\w+)"', (index.parent / "families" / f"{family}.html").read_text()
+        )
+        assert kinds == ["hardest", "easiest", "random"], family
+    # The command line honours the same flags: the model flags, --examples and --sample-seed.
+    flags = ["--model", "cycles-tiny", "--pretrained", "shapes", "--cache-dir", str(cache), "--device", "cpu"]
+    flags += ["--dataset-root", str(prepare_world(cache, SMALL.world_images)), "--examples", "2", "--sample-seed", "7"]
+    assert main(["page", str(demo["results"]), "--out", str(tmp_path / "two"), *flags]) == 0
+    family = sorted(zero["families"])[0]
+    two = (tmp_path / "two" / "families" / f"{family}.html").read_text()
+    kinds = re.findall(r'<article class="cycle" data-kind="(\w+)"', two)
+    assert kinds == ["hardest"] * 2 + ["easiest"] * 2 + ["random"] * 2
+    # Seed 0 with two of each kind: the same extremes, another random sample (deterministic for these seeds).
+    build_page([demo["results"]], tmp_path / "seed0", context, n_examples=2, seed=0)
+    seed0 = (tmp_path / "seed0" / "families" / f"{family}.html").read_text()
+
+    def ids(html: str, kind: str) -> list[str]:
+        return re.findall(rf'data-kind="{kind}" data-cycle-id="([^"]+)"', html)
+
+    assert ids(two, "hardest") == ids(seed0, "hardest") and ids(two, "easiest") == ids(seed0, "easiest")
+    assert ids(two, "random") != ids(seed0, "random")
+    shown = sum(p.stat().st_size for p in (tmp_path / "one").rglob("*") if p.is_file())
+    with pytest.raises(ValueError, match="--max-bytes"):
+        build_page([demo["results"]], tmp_path / "over", context, n_examples=1, max_bytes=shown - 1)
+    assert not (tmp_path / "over").exists()
+
+
+def test_examples_that_do_not_reproduce_the_record_are_refused(demo: dict[str, Path], tmp_path: Path) -> None:
+    cache = demo["cache"]
+    context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
+    zero = json.loads((demo["results"] / "zero_shot.json").read_text())
+    family = sorted(zero["families"])[0]
+    zero["families"][family]["cycle_acc"] += 0.01  # a result of other weights or data
+    (tmp_path / "edited").mkdir()
+    (tmp_path / "edited" / "zero_shot.json").write_text(json.dumps(zero))
+    with pytest.raises(ValueError, match=f"family {family} of cycles-tiny \\(shapes\\) records cycle_acc"):
+        build_page([tmp_path / "edited"], tmp_path / "site", context)
+    assert not (tmp_path / "site").exists()
+    # The same results unedited pass the check (the demo's own page was built through it).
+    assert build_page([demo["results"]], tmp_path / "site", context, n_examples=1).is_file()
+
+
+def test_the_browser_checks_catch_a_page_that_reaches_out(browser: Browser, tmp_path: Path) -> None:
+    page = tmp_path / "leaky.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="http://example.invalid/pixel.png" alt="x">'
+        "<script>console.error('broken'); undefinedFunction();</script></body></html>"
+    )
+    browser.open(page.as_uri())
+    assert "http://example.invalid/pixel.png" in browser.requested_urls()
+    errors = browser.console_errors()
+    assert any("broken" in e for e in errors) and any("undefinedFunction" in e for e in errors)
+    with pytest.raises(AssertionError):
+        _assert_offline_and_clean(browser)
