@@ -27,8 +27,25 @@ def test_score_blocks_against_a_direct_count() -> None:
             "n_cycles": 300,
             "n_ties": int((abs(delta) <= tol).sum()),
         }
-        assert score_blocks(blocks, tol) == pytest.approx(expected, abs=1e-12)
+        scores = score_blocks(blocks, tol, n_resamples=200, bootstrap_seed=5)
+        intervals = {k: scores.pop(f"{k}_ci") for k in ("cycle_acc", "text_acc", "image_acc", "group_acc")}
+        assert scores == pytest.approx(expected, abs=1e-12)
         assert expected["n_ties"] > 0 and expected["cycle_acc"] != 0.5
+        # Each interval from one set of draws shared by the four columns, replayed here by hand.
+        columns = {
+            "cycle_acc": np.where(delta > tol, 1.0, np.where(delta < -tol, 0.0, 0.5)),
+            "text_acc": text.astype(float),
+            "image_acc": image.astype(float),
+            "group_acc": (text & image).astype(float),
+        }
+        draws = np.random.default_rng(5)
+        picks = [draws.integers(0, 300, size=300) for _ in range(200)]
+        for name, values in columns.items():
+            low, high = np.quantile([values[p].mean() for p in picks], [0.025, 0.975])
+            ci = intervals[name]
+            assert (ci["low"], ci["high"]) == pytest.approx((low, high), abs=1e-12), name
+            assert ci["low"] <= expected[name] <= ci["high"] and ci["low"] < ci["high"]
+            assert (ci["n_resamples"], ci["seed"], ci["unit"]) == (200, 5, "cycle")
 
 
 def test_cycle_index_maps_rows_to_table_rows_and_counts_drops() -> None:
