@@ -326,27 +326,71 @@ def strict_relation_figure(probe: dict[str, Any], out: Path) -> list[Path]:
     return _save(fig, out, "strict_relation_bars")
 
 
+#: Family kinds of the rank-sweep panels: (kind, name prefixes after a leading ``shapes_``), first match wins.
+FAMILY_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("strict relations (objects kept, relation swapped)", ("strict_",)),
+    ("box relations", ("box_",)),
+    ("GQA scene-graph families", ("gqa_",)),
+    ("objects, counts and attributes", ("",)),
+)
+
+
+def family_kind(name: str) -> str:
+    """The :data:`FAMILY_KINDS` panel of family ``name`` (``shapes_`` prefix ignored)."""
+    bare = name.removeprefix("shapes_")
+    return next(kind for kind, prefixes in FAMILY_KINDS if bare.startswith(prefixes))
+
+
 def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
-    """Low-rank probe test CycleAcc against rank, one line per available family; n/a families noted."""
+    """Low-rank probe test CycleAcc against rank: one panel per family kind, one line per family, n/a families noted.
+
+    Small multiples keep each panel to a few families with distinct colours, and the legend
+    sits below its panel, never over the data.
+    """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
-    missing = {}
+    groups: dict[str, list[str]] = {}
     for name in order:
-        fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
-        if not fam.get("available"):
-            missing[name] = fam.get("unavailable_reason", "")
-            ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{name} (n/a)")
-            continue
-        sweep = fam["rank_sweep"]
-        ax.errorbar(sweep["ranks"], sweep["mean"], yerr=sweep["sd"], marker="o", markersize=3, capsize=2, linewidth=1, label=name)
-    ax.set_xscale("log", base=2)
-    ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
-    ax.set_xlabel("probe rank")
-    ax.set_ylabel("exact test CycleAcc")
-    ax.set_title(f"{probe['model']} ({probe['pretrained']}): rank sweep, mean ± sd over seeds", fontsize=9)
-    ax.legend(fontsize=6, ncol=2, loc="best")
-    _unavailable_note(ax, missing)
+        groups.setdefault(family_kind(name), []).append(name)
+    kinds = [kind for kind, _ in FAMILY_KINDS if kind in groups]
+    columns = 2 if len(kinds) > 1 else 1
+    rows = (len(kinds) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.1 * rows), sharey=True, squeeze=False)
+    colours = plt.get_cmap("tab10").colors
+    for ax, kind in zip(axes.ravel(), kinds):
+        missing = {}
+        for k, name in enumerate(groups[kind]):
+            fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
+            label = name.removeprefix("shapes_")
+            if not fam.get("available"):
+                missing[label] = fam.get("unavailable_reason", "")
+                ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{label} (n/a)")
+                continue
+            sweep = fam["rank_sweep"]
+            ax.errorbar(
+                sweep["ranks"],
+                sweep["mean"],
+                yerr=sweep["sd"],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                linewidth=1.2,
+                color=colours[k % len(colours)],
+                label=label,
+            )
+        ax.set_xscale("log", base=2)
+        ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+        ax.set_title(kind, fontsize=9)
+        ax.set_xlabel("probe rank", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        _unavailable_note(ax, missing)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("exact test CycleAcc", fontsize=8)
+    for ax in axes.ravel()[len(kinds) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{probe['model']} ({probe['pretrained']}): rank sweep, mean ± sd over seeds", fontsize=10)
+    fig.tight_layout()
     return _save(fig, out, "rank_sweep")
 
 
