@@ -666,7 +666,9 @@ def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str],
     """Attribute-split section: F1 selectivity and CS per strategy (mean ± sd over seeds); one figure."""
     plt = _pyplot()
     names = list(attributes["strategies"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2))
+    # Constrained layout leaves room for each panel's tick labels and y label (the CS panel's
+    # negative ticks are wider than the default gap between panels).
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.8, 3.4), layout="constrained")
     for i, name in enumerate(names):
         entry = attributes["strategies"][name]
         f1, cs = entry["f1_selectivity"], entry["cs"]
