@@ -67,3 +67,36 @@ def test_cycle_index_maps_rows_to_table_rows_and_counts_drops() -> None:
     assert index.dtype == np.int64 and index.tolist() == [[1, 0, 1, 2], [2, 1, 0, 1]]
     empty, dropped = cycle_index(CycleRows.from_pairs([], [], []), encoded)
     assert empty.shape == (0, 4) and empty.dtype == np.int64 and dropped == 0
+
+
+def test_cycle_samples_follow_the_kept_rows_when_an_image_was_skipped() -> None:
+    from types import SimpleNamespace
+
+    from clip_cycles.algebra.contrast import block_scores_from_embeddings
+    from clip_cycles.evaluation.zero_shot import cycle_samples
+
+    items = {k: ImageItem(key=k) for k in ("a.jpg", "b.jpg", "c.jpg", "gone.jpg")}
+    rows = CycleRows.from_pairs(
+        ["c0", "c1", "c2"],
+        [(items["a.jpg"], items["gone.jpg"]), (items["b.jpg"], items["c.jpg"]), (items["c.jpg"], items["a.jpg"])],
+        [("x", "y"), ("y", "z"), ("z", "x")],
+    )
+    rng = np.random.default_rng(0)
+    images, texts = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)
+    encoded = EncodedFeatures(images, texts, {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2}, {"x": 0, "y": 1, "z": 2}, EncodeStats())
+    index, dropped = cycle_index(rows, encoded)
+    assert dropped == 1
+    blocks = block_scores_from_embeddings(images.astype(np.float64), texts.astype(np.float64), index)
+    task = SimpleNamespace(name="cycles/t", split="test", tie_tolerance=1e-9)
+    lines = cycle_samples(task, 2, rows, encoded, blocks)  # type: ignore[arg-type]
+    assert [(x["cycle_id"], x["image_0"], x["image_1"], x["caption_0"]) for x in lines] == [
+        ("c1", "b.jpg", "c.jpg", "y"),
+        ("c2", "c.jpg", "a.jpg", "z"),
+    ]
+    # s11 is image_0 with caption_0, by hand from the feature rows.
+    b, c, a = images[1].astype(np.float64), images[2].astype(np.float64), images[0].astype(np.float64)
+    y, z, x = texts[1].astype(np.float64), texts[2].astype(np.float64), texts[0].astype(np.float64)
+    for line, (i0, i1, t0, t1) in zip(lines, ((b, c, y, z), (c, a, z, x))):
+        cos = [[u @ v for v in (t0, t1)] for u in (i0, i1)]  # the encoder normalizes; the blocks are dot products
+        assert [line["s11"], line["s12"], line["s21"], line["s22"]] == pytest.approx([cos[0][0], cos[0][1], cos[1][0], cos[1][1]])
+        assert line["seed"] == 2 and line["split"] == "test" and line["task"] == "cycles/t"
