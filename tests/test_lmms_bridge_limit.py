@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -40,10 +41,11 @@ def _items(functions: TaskFunctions, limit: int) -> dict[str, list]:
     return out
 
 
-def test_an_odd_limit_scores_the_complete_cycles_and_counts_the_cut_one(capsys: pytest.CaptureFixture) -> None:
+def test_an_odd_limit_scores_the_complete_cycles_and_counts_the_cut_one() -> None:
     functions = TaskFunctions(None, 1e-9)
     items = _items(functions, limit=5)  # c0 and c1 whole, c2 with its first image only
-    values = {name: functions.metric(name, items[name]) for name in METRICS}
+    with pytest.warns(UserWarning, match=r"1 cycle\(s\) have one of their two documents only \(c2\).*--limit must be even"):
+        values = {name: functions.metric(name, items[name]) for name in METRICS}
     # By hand: c0 gets credit 1, c1 credit 0; c0 alone is text-, image- and group-correct.
     assert values == {
         "cycle_acc": 0.5,
@@ -53,15 +55,16 @@ def test_an_odd_limit_scores_the_complete_cycles_and_counts_the_cut_one(capsys: 
         "n_cycles": 2.0,
         "n_incomplete_cycles": 1.0,
     }
-    err = capsys.readouterr().err
-    assert "1 cycle(s) have one of their two documents only (c2)" in err and "--limit must be even" in err
     # An even limit: nothing cut, nothing said.
     whole = _items(functions, limit=4)
-    assert functions.metric("n_incomplete_cycles", whole["n_incomplete_cycles"]) == 0.0
-    assert functions.metric("cycle_acc", whole["cycle_acc"]) == 0.5 and capsys.readouterr().err == ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert functions.metric("n_incomplete_cycles", whole["n_incomplete_cycles"]) == 0.0
+        assert functions.metric("cycle_acc", whole["cycle_acc"]) == 0.5
     # --limit 1: no complete cycle; the scores are NaN, the count says why.
     one = _items(functions, limit=1)
-    assert math.isnan(functions.metric("cycle_acc", one["cycle_acc"]))
+    with pytest.warns(UserWarning, match="scored the 0 complete cycles"):
+        assert math.isnan(functions.metric("cycle_acc", one["cycle_acc"]))
     assert functions.metric("n_cycles", one["n_cycles"]) == 0.0
     assert functions.metric("n_incomplete_cycles", one["n_incomplete_cycles"]) == 1.0
 
@@ -79,4 +82,5 @@ def test_written_task_folder_reports_the_incomplete_count(shapes_cycles: Path, t
     spec.loader.exec_module(utils)
     items = _items(utils._functions, limit=3)
     assert utils.n_incomplete_cycles(items["n_incomplete_cycles"]) == 1.0
-    assert utils.cycle_acc(items["cycle_acc"]) == 1.0  # c0 alone
+    with pytest.warns(UserWarning, match=r"\(c1\)"):
+        assert utils.cycle_acc(items["cycle_acc"]) == 1.0  # c0 alone

@@ -17,7 +17,7 @@ the task's tie tolerance, half ties) and Winoground's text/image/group accuracy 
 :mod:`clip_cycles.algebra.contrast` and :mod:`clip_cycles.algebra.winoground`, the same code as the
 native path. lmms-eval's ``--limit`` counts documents: an odd limit cuts the last cycle
 in half; that cycle is left out, counted in the ``n_incomplete_cycles`` metric and named
-on stderr (lmms-eval would swallow an error and exit 0).
+in a warning (lmms-eval would swallow an error and exit 0).
 
 Models: ``clip_cycles_hf_vlm`` (this module's :class:`ClipCyclesVLM`, registered through
 the ``lmms_eval.models`` entry point) scores exactly like the native ``hf_vlm`` backend,
@@ -36,6 +36,7 @@ import io
 import json
 import shutil
 import sys
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -152,11 +153,11 @@ class TaskFunctions:
             return float(len(incomplete))
         if incomplete and name == "cycle_acc":  # one warning per task, not one per metric
             shown = ", ".join(incomplete[:5]) + (" ..." if len(incomplete) > 5 else "")
-            print(
+            warnings.warn(
                 f"clip_cycles: {len(incomplete)} cycle(s) have one of their two documents only ({shown}): "
                 f"scored the {blocks.shape[0]} complete cycles and left these out (n_incomplete_cycles); "
                 "an lmms-eval --limit must be even, two documents per cycle",
-                file=sys.stderr,
+                stacklevel=2,
             )
         if name == "n_cycles":
             return float(blocks.shape[0])
