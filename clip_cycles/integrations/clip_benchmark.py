@@ -16,7 +16,9 @@ the start-up hook in :mod:`clip_cycles.integrations._activation`, or explicitly 
   ``dataset_kwargs.split_embeddings`` or ``$CLIP_CYCLES_SPLIT_EMBEDDINGS``), loading the
   model through clip_benchmark's ``load_clip``
   and filling its ``--output`` template; the JSON is clip_benchmark's ``{dataset, model,
-  pretrained, task, metrics, language}``;
+  pretrained, task, metrics, language}`` with flat metrics (``acc`` is CycleAcc) and the
+  nested record beside it (:func:`clip_cycles.results.write_result`), and
+  ``$CLIP_CYCLES_SAMPLES`` (a template with ``--output``'s fields) adds one JSON line per cycle;
 - makes ``cycles/<task>`` a regular clip_benchmark dataset for ``--task
   image_caption_selection`` (two images and two captions per block, as Winoground), so
   clip_benchmark's own metric can be run on exactly the same blocks.
