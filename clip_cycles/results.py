@@ -9,6 +9,14 @@ interrupted run never leaves half a file. :func:`clean` makes a record JSON-safe
 
 Key names shared by every record: ``tie_tolerance`` (the absolute tie tolerance of
 CycleAcc) and ``unavailable_reason`` (why a result is missing).
+
+Result files of ``clip-cycles eval`` and the clip_benchmark plugin are written by
+:func:`write_result`: the JSON itself holds clip_benchmark's record with *flat* metrics
+(:func:`flat_metrics`: one named number per key, so ``clip_benchmark build`` and any CSV or
+dataframe reader get one number per cell), and a sibling ``<name>.detail.jsonl`` (one line:
+the same record with the nested metrics, per-seed reports, intervals and audits) keeps the
+detail for clip_cycles' own readers (:func:`read_result`, ``clip-cycles report``). The
+sibling does not end in ``.json``, so ``clip_benchmark build <folder>`` never reads it.
 """
 
 from __future__ import annotations
@@ -158,6 +166,134 @@ def benchmark_record(
         "metrics": metrics,
         "language": language,
     }
+
+
+#: Suffix of a result file's nested sibling (:func:`detail_path`), chosen so that ``*.json`` globs skip it.
+DETAIL_SUFFIX = ".detail.jsonl"
+
+
+#: The keys every bootstrap interval repeats (:mod:`clip_cycles.algebra.bootstrap`): flattened once per record.
+INTERVAL_SETTINGS: tuple[str, ...] = ("level", "n_resamples", "seed")
+
+
+def _is_interval(value: Any) -> bool:
+    return isinstance(value, Mapping) and value.get("method") == "percentile" and {"low", "high"} <= set(value)
+
+
+def _flatten_into(out: dict[str, Any], prefix: str, value: Any) -> None:
+    """Add the numeric leaves of ``value`` to ``out`` under ``prefix``-joined names (see :func:`flat_metrics`)."""
+    if _is_interval(value):
+        out[f"{prefix}low"], out[f"{prefix}high"] = clean(value["low"]), clean(value["high"])
+        return
+    if isinstance(value, Mapping):
+        for key in sorted(value, key=str):
+            item = value[key]
+            if str(key) == "per_seed" and isinstance(item, Mapping):
+                for seed in sorted(item, key=lambda s: (len(str(s)), str(s))):
+                    _flatten_into(out, f"{prefix}seed{seed}_", item[seed])
+            else:
+                _flatten_into(out, f"{prefix}{key}_", item)
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _flatten_into(out, f"{prefix}{i}_", item)
+        return
+    name = prefix[:-1]
+    if isinstance(value, (bool, np.bool_)):
+        out[name] = int(value)
+    elif _is_number(value):
+        out[name] = clean(value)
+    # Text leaves (an interval's method, an audit's failure messages) and nested None stay in the detail only.
+
+
+def flat_metrics(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics`` as one flat mapping of named numbers, for clip_benchmark's CSV and any table reader.
+
+    Nested mappings join their keys with ``_`` (``additive_audit`` -> ``additive_audit_passed``);
+    a ``per_seed`` mapping gives ``seed<k>_<name>`` (``seed0_cycle_acc``,
+    ``additive_audit_seed0_passed``); lists give ``<name>_<i>``; a bootstrap interval gives
+    ``<name>_low`` and ``<name>_high`` (``cycle_acc_ci_low``), its level, resamples and seed
+    once as ``ci_level``, ``ci_n_resamples``, ``ci_seed``; booleans become 0 / 1. Text and
+    nested None are left out, except the top-level ``unavailable_reason`` (why a result is
+    missing); a top-level None stays (an empty cell). The nested record keeps everything.
+    """
+    out: dict[str, Any] = {}
+    for key in sorted(metrics, key=str):
+        value = metrics[key]
+        if value is None:
+            out[str(key)] = None
+        else:
+            _flatten_into(out, "", {key: value})
+    intervals = [metrics[k] for k in sorted(metrics, key=str) if _is_interval(metrics[k])]
+    if intervals:
+        headline = metrics.get("cycle_acc_ci") if _is_interval(metrics.get("cycle_acc_ci")) else intervals[0]
+        for key in INTERVAL_SETTINGS:
+            if key in headline:
+                out[f"ci_{key}"] = clean(headline[key])
+    if isinstance(metrics.get("unavailable_reason"), str):
+        out["unavailable_reason"] = metrics["unavailable_reason"]
+    return out
+
+
+def detail_path(path: str | os.PathLike[str]) -> Path:
+    """The nested sibling of result file ``path``: ``x.json`` -> ``x.detail.jsonl``."""
+    path = Path(path)
+    stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.name
+    return path.with_name(stem + DETAIL_SUFFIX)
+
+
+def write_result(record: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write a clip_benchmark record: flat metrics at ``path``, the nested record in :func:`detail_path`; returns ``path``.
+
+    The detail is written first, so a result file never points at a missing or older detail.
+    """
+    record = clean(record)
+    line = json.dumps(record, sort_keys=True) + "\n"
+    atomic_write_bytes(detail_path(path), line.encode("utf-8"))
+    return write_json({**record, "metrics": flat_metrics(record["metrics"])}, path)
+
+
+def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A clip_benchmark result record, with nested metrics when its :func:`detail_path` sibling matches it.
+
+    The sibling is used only when it names the same dataset, model, pretrained, task and
+    language and its flat form equals the file's metrics (so a result rewritten by other
+    tools is read as it stands). Without one, the record is returned as written: flat (from
+    another writer) or nested (an older clip_cycles). ValueError names the file and field.
+    """
+    path = Path(path)
+    record = _read_record(path)
+    detail = detail_path(path)
+    if detail.is_file():
+        if detail.stat().st_size > MAX_RESULT_BYTES:
+            raise ValueError(f"{detail} is larger than {MAX_RESULT_BYTES} bytes; delete it to read {path} as it stands")
+        try:
+            nested = json.loads(detail.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ValueError(f"{detail} is not valid JSON ({error}); delete it to read {path} as it stands") from None
+        same = isinstance(nested, dict) and isinstance(nested.get("metrics"), dict)
+        same = same and all(nested.get(k) == record.get(k) for k in ("dataset", "model", "pretrained", "task", "language"))
+        if same and flat_metrics(nested["metrics"]) == record["metrics"]:
+            return nested
+    return record
+
+
+#: The largest result file :func:`read_result` reads (a record is a few hundred kB at most).
+MAX_RESULT_BYTES = 64 * 1024 * 1024
+
+
+def _read_record(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise FileNotFoundError(f"result file {path} does not exist or is not a regular file")
+    if path.stat().st_size > MAX_RESULT_BYTES:
+        raise ValueError(f"result file {path} is larger than {MAX_RESULT_BYTES} bytes; it is not a result record")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"result file {path} is not valid JSON: {error}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict):
+        raise ValueError(f"result file {path}: field 'metrics' is missing; expected clip_benchmark's record")
+    return record
 
 
 def output_path(

@@ -10,6 +10,8 @@ time so a changed environment is seen) per variable:
 ``CLIP_CYCLES_TASKS_PATH``         extra task folders, ``os.pathsep``-separated (:func:`extra_task_dirs`)
 ``CLIP_CYCLES_SPLIT_EMBEDDINGS``   one split embedding for every model of the attribute
                                    tasks (:func:`split_embeddings_override`)
+``CLIP_CYCLES_SAMPLES``            the clip_benchmark plugin's per-cycle samples file, a template
+                                   with ``--output``'s fields (:func:`samples_template`)
 ``CLIP_CYCLES_NO_NUMBA``           numpy instead of the compiled cycle kernel (:func:`numba_disabled`)
 ``CLIP_CYCLES_FAULT_AFTER_BATCHES``  tests: fail after that many stored batches (:func:`injected_fault_limit`)
 ``CLIP_CYCLES_FAULT_RANK``         tests: only that torchrun rank fails (:func:`injected_fault_limit`)
@@ -38,6 +40,7 @@ SKIP_BAD_IMAGES_ENV = "CLIP_CYCLES_SKIP_BAD_IMAGES"
 TASKS_PATH_ENV = "CLIP_CYCLES_TASKS_PATH"
 SPLIT_EMBEDDINGS_ENV = "CLIP_CYCLES_SPLIT_EMBEDDINGS"
 NO_NUMBA_ENV = "CLIP_CYCLES_NO_NUMBA"
+SAMPLES_ENV = "CLIP_CYCLES_SAMPLES"
 FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
 FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
 DIST_TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
@@ -125,6 +128,14 @@ def split_embeddings_override() -> str | None:
     return os.environ.get(SPLIT_EMBEDDINGS_ENV) or None
 
 
+def samples_template() -> str | None:
+    """``$CLIP_CYCLES_SAMPLES``: where the plugin writes per-cycle samples (clip_benchmark has no such flag).
+
+    A template with the fields of clip_benchmark's ``--output`` (``{dataset}``, ``{model}``, ...).
+    """
+    return _raw(SAMPLES_ENV) or None
+
+
 def numba_disabled() -> bool:
     """``$CLIP_CYCLES_NO_NUMBA``: score cycles with numpy only, never the compiled kernel."""
     return _switch(NO_NUMBA_ENV)
@@ -171,6 +182,7 @@ __all__ = [
     "FAULT_ENV",
     "FAULT_RANK_ENV",
     "NO_NUMBA_ENV",
+    "SAMPLES_ENV",
     "SKIP_BAD_IMAGES_ENV",
     "SPLIT_EMBEDDINGS_ENV",
     "TASKS_PATH_ENV",
@@ -181,6 +193,7 @@ __all__ = [
     "numba_disabled",
     "resolve_cache_dir",
     "resolve_data_cache_dir",
+    "samples_template",
     "skip_bad_images",
     "split_embeddings_override",
 ]

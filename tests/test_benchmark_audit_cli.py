@@ -13,6 +13,7 @@ import numpy as np
 from benchmark_formats import write_features, write_sugarcrepe, write_winoground
 
 from clip_cycles.cli import main
+from clip_cycles.results import read_result
 
 TOL = 1e-9
 
@@ -112,7 +113,7 @@ def test_winoground_and_audit_through_clip_benchmark(tmp_path: Path) -> None:
         [sys.executable, "-c", script, *common], env=_env(tmp_path), cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    cycles = json.loads((tmp_path / "cycles_winoground_cycles.json").read_text())
+    cycles = read_result(tmp_path / "cycles_winoground_cycles.json")
     assert (cycles["dataset"], cycles["task"]) == ("cycles/winoground", "cycles")
     phi, psi = phi.astype(np.float64), psi.astype(np.float64)
     s = np.array(
@@ -135,7 +136,7 @@ def test_winoground_and_audit_through_clip_benchmark(tmp_path: Path) -> None:
     assert m["per_tag"]["collapsed_tag=Relation"]["cycle_acc"] == credit[relation].mean()
     assert m["per_tag"]["collapsed_tag=Relation"]["n_cycles"] == len(relation)
 
-    audit = json.loads((tmp_path / "audit_winoground_benchmark_audit.json").read_text())
+    audit = read_result(tmp_path / "audit_winoground_benchmark_audit.json")
     assert (audit["dataset"], audit["task"]) == ("audit/winoground", "benchmark_audit")
     am = audit["metrics"]
     assert am["cycle_acc"] == credit.mean() and am["n_cycles"] == len(rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -23,6 +24,8 @@ from pathlib import Path
 
 import pytest
 from tiny_models import TINY_OPEN_CLIP
+
+from clip_cycles.results import read_result
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "cycles/shapes_strict_left_right"
@@ -69,8 +72,10 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
         "a = sys.argv[1:]; main(a + ['--task', 'auto']); "
         "main(a + ['--task', 'image_caption_selection']); main(a + ['--task', 'auto'])",
     )
-    done = _run([sys.executable, "-c", chained, "eval", *common], _env(tmp_path), tmp_path)
-    ours = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json").read_text())
+    samples = str(tmp_path / "samples" / "{dataset}_{pretrained}.jsonl")
+    done = _run([sys.executable, "-c", chained, "eval", *common], _env(tmp_path, CLIP_CYCLES_SAMPLES=samples), tmp_path)
+    ours_path = tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json"
+    ours = read_result(ours_path)  # the nested record, from the detail beside the flat file
     theirs = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_image_caption_selection.json").read_text())
     assert set(ours) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
     assert (ours["dataset"], ours["task"], ours["pretrained"]) == (TASK, "cycles", "none")
@@ -81,24 +86,38 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
         correct = sum(round(v[name] * v["n_cycles"]) for v in per_seed.values())
         assert correct == round(theirs["metrics"][reference] * n), name
     assert "Encoded 0 images, 0 captions" in done.stdout  # the third run: everything cached
+    # $CLIP_CYCLES_SAMPLES, filled like --output: one line per cycle whose credits give each seed's CycleAcc.
+    lines = [
+        json.loads(x) for x in (tmp_path / "samples" / "cycles_shapes_strict_left_right_none.jsonl").read_text().splitlines()
+    ]
+    assert len(lines) == n
+    for seed, values in per_seed.items():
+        credits = [x["credit"] for x in lines if x["seed"] == int(seed)]
+        assert sum(credits) / len(credits) == pytest.approx(values["cycle_acc"], abs=1e-12)
 
+    # clip_benchmark's own `build` (its code, run through its CLI) on the folder of results.
     _run(
-        [
-            sys.executable,
-            "-c",
-            script,
-            "build",
-            str(tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json"),
-            "--output",
-            str(tmp_path / "bench.csv"),
-        ],
-        _env(tmp_path),
-        tmp_path,
+        [sys.executable, "-c", script, "build", str(tmp_path), "--output", str(tmp_path / "bench.csv")], _env(tmp_path), tmp_path
     )
     with open(tmp_path / "bench.csv") as handle:
-        rows = list(csv.DictReader(handle))
-    assert len(rows) == 1 and rows[0]["dataset"] == TASK
-    assert float(rows[0]["cycle_acc"]) == pytest.approx(ours["metrics"]["cycle_acc"])
+        rows = {row["task"]: row for row in csv.DictReader(handle)}
+    assert sorted(rows) == ["cycles", "image_caption_selection"]  # the detail sibling is not read as a result
+    row = rows["cycles"]
+    assert row["dataset"] == TASK
+    assert float(row["acc"]) == float(row["cycle_acc"]) == ours["metrics"]["cycle_acc"]
+    assert float(row["seed2_cycle_acc"]) == per_seed["2"]["cycle_acc"]
+    assert float(row["cycle_acc_ci_low"]) <= float(row["acc"]) <= float(row["cycle_acc_ci_high"])
+    assert float(row["additive_audit_passed"]) == 1.0
+    text = {"dataset", "model", "pretrained", "task", "language", "model_fullname"}
+    for column, cell in row.items():
+        if column not in text and cell != "":  # cells of image_caption_selection's own columns are empty here
+            assert math.isfinite(float(cell)), (column, cell)  # a number, never a Python-repr dict
+    assert all(row[c] != "" for c in ours_flat_columns(ours_path))
+
+
+def ours_flat_columns(path: Path) -> list[str]:
+    """The metric names of a written cycles result (its flat JSON)."""
+    return sorted(json.loads(path.read_text())["metrics"])
 
 
 FAKE_CLI = """

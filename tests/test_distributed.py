@@ -27,6 +27,7 @@ from tiny_models import TINY_OPEN_CLIP
 from clip_cycles.encoding import distributed
 from clip_cycles.encoding.distributed import DistContext, backend_for, device_for_rank, shard, world_from_env
 from clip_cycles.encoding.encoder import ModelSpec
+from clip_cycles.results import read_result
 from clip_cycles.settings import FAULT_ENV, FAULT_RANK_ENV
 
 TASK = "cycles/shapes_strict_left_right"
@@ -298,7 +299,7 @@ def test_two_ranks_give_the_single_process_features_and_metrics(
     assert sorted(counts) == [0, 1] and all(i > 0 and c > 0 for i, c in counts.values())
     assert sum(i for i, _ in counts.values()) == n_images and sum(c for _, c in counts.values()) == n_captions
     assert sorted(p.name for p in tmp.glob("eval_*.json")) == ["eval_cycles_shapes_strict_left_right.json"]
-    _same_record(json.loads((tmp / "eval_cycles_shapes_strict_left_right.json").read_text()), record)
+    _same_record(read_result(tmp / "eval_cycles_shapes_strict_left_right.json"), record)
 
     again = _from_cache(tiny, shapes_cycles, tmp / "fresh")
     assert not again.stats.model_loaded and again.stats.cached_images == n_images
@@ -330,6 +331,6 @@ def test_plugin_under_torchrun_reruns_the_killed_run_with_the_same_world_size(
     assert sorted(counts) == [0, 1]
     assert sum(i for i, _ in counts.values()) == len(features.image_rows) - stored["image"]
     assert sum(c for _, c in counts.values()) == len(features.caption_rows) - stored["text"]
-    ours = json.loads((combined["tmp"] / "plugin_cycles_shapes_strict_left_right.json").read_text())
+    ours = read_result(combined["tmp"] / "plugin_cycles_shapes_strict_left_right.json")
     _same_record({"metrics": ours["metrics"]}, {"metrics": record["metrics"]})
     _same_features(_from_cache(tiny, shapes_cycles, faulted["cache"]), features)

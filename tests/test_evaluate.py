@@ -13,6 +13,8 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.evaluation.zero_shot import evaluate
+from clip_cycles.results import read_result
+from clip_cycles.tasks.registry import get_task
 
 TASK = "cycles/shapes_strict_left_right"
 TINY = TINY_OPEN_CLIP
@@ -133,14 +135,59 @@ def test_cli_eval_writes_clip_benchmark_json_from_the_cache(
             "0",
             "--output",
             template,
+            "--samples",
+            str(tmp_path / "samples.jsonl"),
         ]
     )
     assert code == 0
-    written = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_cycles.json").read_text())
+    path = tmp_path / "cycles_shapes_strict_left_right_none_cycles.json"
+    written = json.loads(path.read_text())
     assert set(written) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
+    # The file holds flat named numbers; CycleAcc is clip_benchmark's headline `acc`.
+    flat = written["metrics"]
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat.values()), flat
+    assert flat["acc"] == flat["cycle_acc"] == record["metrics"]["cycle_acc"]
+    assert flat["seed1_group_acc"] == record["metrics"]["per_seed"]["1"]["group_acc"]
+    assert flat["cycle_acc_ci_low"] == record["metrics"]["cycle_acc_ci"]["low"]
+    assert flat["additive_audit_passed"] == 1 and flat["additive_audit_seed0_passed"] == 1
     # pretrained "none" and None are the same random init: same numbers, served from the cache.
-    assert written["metrics"]["per_seed"] == json.loads(json.dumps(record["metrics"]["per_seed"]))
+    nested = read_result(path)
+    assert nested["metrics"]["per_seed"] == json.loads(json.dumps(record["metrics"]["per_seed"]))
+    assert nested["metrics"]["additive_audit"]["passed"] is True
     assert "encoded 0 images and 0 captions" in capsys.readouterr().err
+    _check_samples(tmp_path / "samples.jsonl", nested["metrics"], shapes_cycles)
+
+
+def _check_samples(path: Path, metrics: dict[str, Any], folder: Path) -> None:
+    """The per-cycle lines recompute the record: credits from the four scores, CycleAcc, the pooled interval."""
+    import pyarrow.parquet as pq
+
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    by_seed: dict[int, list[float]] = {}
+    for line in lines:
+        assert line["task"] == TASK and line["split"] == "test"
+        delta = line["s11"] + line["s22"] - line["s12"] - line["s21"]
+        assert delta == pytest.approx(line["delta"], abs=1e-12)
+        tol = metrics["tie_tolerance"]
+        assert line["credit"] == (1.0 if delta > tol else 0.0 if delta < -tol else 0.5)
+        by_seed.setdefault(line["seed"], []).append(line["credit"])
+    assert sorted(by_seed) == [0, 1]
+    for seed, credits in by_seed.items():
+        table = pq.read_table(folder / "data" / get_task(TASK).config / f"seed{seed}" / "test.parquet")
+        assert [x["cycle_id"] for x in lines if x["seed"] == seed] == table.column("cycle_id").to_pylist()
+        assert [x["caption_0"] for x in lines if x["seed"] == seed] == table.column("caption_0").to_pylist()
+        assert sum(credits) / len(credits) == pytest.approx(metrics["per_seed"][str(seed)]["cycle_acc"], abs=1e-12)
+    # The pooled interval replayed from the lines: 1000 resamples, seed 0, each seed's cycles within that seed.
+    ci = metrics["cycle_acc_ci"]
+    assert (ci["n_resamples"], ci["seed"], ci["level"]) == (1000, 0, 0.95)
+    rng = np.random.default_rng(ci["seed"])
+    pooled = []
+    for _ in range(ci["n_resamples"]):
+        means = [float(np.mean(np.asarray(c)[rng.integers(0, len(c), size=len(c))])) for c in (by_seed[0], by_seed[1])]
+        pooled.append(sum(means) / 2)
+    low, high = np.percentile(pooled, [2.5, 97.5])
+    assert (ci["low"], ci["high"]) == pytest.approx((low, high), abs=1e-12)
+    assert ci["low"] <= metrics["cycle_acc"] <= ci["high"]
 
 
 def test_unknown_task_and_bad_roots_are_clear_errors(shapes_cycles: Path, tmp_path: Path) -> None:

@@ -93,3 +93,54 @@ def test_empty_missing_or_malformed_results_directories(tmp_path: Path) -> None:
     (tmp_path / "probe.json").write_text(json.dumps({"experiment": "probe", "model": "m", "pretrained": "p"}))
     with pytest.raises(ValueError, match=r"probe\.json: field 'tie_tolerance' is missing"):
         build_report(tmp_path)
+
+
+def test_report_reads_a_clip_benchmark_output_folder(shapes_cycles: Path, tmp_path: Path) -> None:
+    from tiny_models import TINY_OPEN_CLIP
+
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import evaluate
+    from clip_cycles.results import benchmark_record, detail_path, output_path, write_result
+
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
+    spec = ModelSpec("open_clip", f"local-dir:{tmp_path / 'tiny'}", "none")
+    tasks = ["cycles/shapes_strict_left_right", "cycles/shapes_strict_size"]
+    records, _ = evaluate(tasks, spec, shapes_cycles, tmp_path / "cache", num_workers=0, seeds=[0, 1])
+    out = tmp_path / "bench"
+    for record in records:
+        write_result(
+            record, out / output_path("{dataset}_{pretrained}_{language}_{task}.json", record["dataset"], spec.model, "none")
+        )
+    # A result from clip_benchmark itself (its flat metrics), and an unavailable family.
+    own = benchmark_record(
+        "cycles/shapes_strict_left_right", spec.model, "none", {"acc": 0.25, "text_acc": 0.5}, task="image_caption_selection"
+    )
+    write_result(own, out / "own_image_caption_selection.json")
+    gone = benchmark_record(
+        "cycles/shapes_box_size", spec.model, "none", {"available": False, "unavailable_reason": "too few cycles"}
+    )
+    write_result(gone, out / "gone.json")
+    # One file left without its detail (as another tool would copy it): read flat.
+    flat_one = out / "cycles_shapes_strict_size_none_en_cycles.json"
+    detail_path(flat_one).unlink()
+
+    text = build_report(out).markdown.read_text()
+    assert "## Zero-shot CycleAcc" in text and "## Other clip_benchmark results" in text
+    for record in records:
+        m = record["metrics"]
+        name = record["dataset"].removeprefix("cycles/")
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} |"))
+        ci = m["cycle_acc_ci"]
+        assert f"| {m['cycle_acc']:.4f} ± {m['cycle_acc_sd']:.4f} | [{ci['low']:.4f}, {ci['high']:.4f}] |" in row
+        assert f"| {m['n_cycles']} | passed (0.5) |" in row
+    assert "| shapes_box_size | unavailable: too few cycles |" in text
+    assert (
+        "| `own_image_caption_selection.json` | cycles/shapes_strict_left_right | image_caption_selection "
+        "| acc 0.25, text_acc 0.5 |" in text
+    )
+    assert (out / "zero_shot.png").is_file()
+    # A second model in the same folder is refused by name.
+    write_result({**own, "model": "other"}, out / "other.json")
+    with pytest.raises(MixedModelsError, match="other.json: model 'other'"):
+        build_report(out)

@@ -6,6 +6,7 @@ JSON text), never with clip_cycles.results itself.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -191,3 +192,85 @@ def test_the_additive_audit_report_spells_the_tie_tolerance_one_way() -> None:
     report = additive_audit(phi, psi, cycles, cycles, epochs=1, seed=0).to_dict()
     assert report["tie_tolerance"] == 1e-9
     assert_one_vocabulary({"metrics": {"additive_audit": {"per_seed": {"0": report}}}})
+
+
+# --------------------------------------------------------------------------- flat result files and their detail
+
+
+def _nested_metrics() -> dict:
+    ci = {"low": 0.4, "high": 0.6, "level": 0.95, "n_resamples": 1000, "seed": 0, "method": "percentile", "unit": "cycle"}
+    return {
+        "cycle_acc": 0.5,
+        "cycle_acc_ci": ci,
+        "acc": 0.5,
+        "seeds": [0, 10],
+        "per_seed": {"10": {"cycle_acc": 0.25, "cycle_acc_ci": {**ci, "low": 0.1}}, "0": {"cycle_acc": 0.75}},
+        "additive_audit": {"passed": True, "per_seed": {"0": {"passed": False, "failures": ["text"], "witness": None}}},
+        "cs": None,
+    }
+
+
+def test_flat_metrics_names_every_number_and_leaves_text_to_the_detail() -> None:
+    from clip_cycles.results import flat_metrics
+
+    flat = flat_metrics(_nested_metrics())
+    assert flat == {
+        "acc": 0.5,
+        "additive_audit_passed": 1,
+        "additive_audit_seed0_passed": 0,
+        "ci_level": 0.95,
+        "ci_n_resamples": 1000,
+        "ci_seed": 0,
+        "cs": None,
+        "cycle_acc": 0.5,
+        "cycle_acc_ci_high": 0.6,
+        "cycle_acc_ci_low": 0.4,
+        "seed0_cycle_acc": 0.75,
+        "seed10_cycle_acc": 0.25,
+        "seed10_cycle_acc_ci_high": 0.6,
+        "seed10_cycle_acc_ci_low": 0.1,
+        "seeds_0": 0,
+        "seeds_1": 10,
+    }
+    assert flat_metrics({"available": False, "unavailable_reason": "too few cycles", "n_cycles": 0}) == {
+        "available": 0,
+        "unavailable_reason": "too few cycles",
+        "n_cycles": 0,
+    }
+
+
+def test_write_result_keeps_the_nested_record_beside_the_flat_file(tmp_path: Path) -> None:
+    from clip_cycles.results import benchmark_record, detail_path, read_result, write_result
+
+    record = benchmark_record("cycles/x", "m", "p", _nested_metrics())
+    path = write_result(record, tmp_path / "x.json")
+    flat = json.loads(path.read_text())
+    assert flat["metrics"]["seed10_cycle_acc"] == 0.25 and "per_seed" not in flat["metrics"]
+    assert detail_path(path) == tmp_path / "x.detail.jsonl" and not detail_path(path).name.endswith(".json")
+    assert read_result(path) == json.loads(json.dumps(record))
+    first = path.read_bytes() + detail_path(path).read_bytes()
+    write_result(record, path)
+    assert path.read_bytes() + detail_path(path).read_bytes() == first  # same record, same bytes
+    # A detail that no longer matches its file (the file rewritten by another tool) is not used.
+    edited = {**flat, "metrics": {**flat["metrics"], "cycle_acc": 0.9}}
+    path.write_text(json.dumps(edited))
+    assert read_result(path) == edited
+    other = {**flat, "model": "other"}
+    path.write_text(json.dumps(other))
+    assert read_result(path) == other
+    detail_path(path).write_text("{not json")
+    with pytest.raises(ValueError, match=r"x\.detail\.jsonl is not valid JSON"):
+        read_result(path)
+
+
+def test_read_result_refuses_what_is_not_a_record(tmp_path: Path) -> None:
+    from clip_cycles.results import read_result
+
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        read_result(tmp_path / "missing.json")
+    (tmp_path / "a.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="field 'metrics' is missing"):
+        read_result(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text("{")
+    with pytest.raises(ValueError, match="b.json is not valid JSON"):
+        read_result(tmp_path / "b.json")

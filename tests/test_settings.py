@@ -25,6 +25,7 @@ ENV_NAMES = [
     settings.FAULT_ENV,
     settings.FAULT_RANK_ENV,
     settings.DIST_TIMEOUT_ENV,
+    settings.SAMPLES_ENV,
 ]
 
 

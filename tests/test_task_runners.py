@@ -26,6 +26,7 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.evaluation.zero_shot import checked_record
+from clip_cycles.results import read_result
 from clip_cycles.settings import TASKS_PATH_ENV
 from clip_cycles.tasks.registry import AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, get_task, shipped_tasks_dir
 
@@ -149,7 +150,7 @@ def clip_benchmark(dataset: str, model: str, root: Path, out: Path, *extra: str)
     )
     files = sorted(out.glob(dataset.replace("/", "_") + "_*.json"))
     assert len(files) == 1, files
-    return json.loads(files[0].read_text())
+    return read_result(files[0])
 
 
 # --------------------------------------------------------------------------- registry
@@ -330,7 +331,7 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
             str(out / "{dataset}_{task}.json"),
         ]
     ) in (0, None)
-    record = json.loads((out / "cycles_transfer_shapes_three_cycle_transfer.json").read_text())
+    record = read_result(out / "cycles_transfer_shapes_three_cycle_transfer.json")
     assert set(record) == RESULT_KEYS and record["task"] == "cycle_transfer"
     assert_one_vocabulary(record)
     m = record["metrics"]
@@ -409,9 +410,7 @@ def test_all_strategies_through_clip_cycles_eval(things_root: Path, tiny_model: 
             str(out / "{dataset}.json"),
         ]
     ) in (0, None)
-    results = {
-        p.stem.removeprefix("attributes_things_"): json.loads(p.read_text())["metrics"] for p in sorted(out.glob("*.json"))
-    }
+    results = {p.stem.removeprefix("attributes_things_"): read_result(p)["metrics"] for p in sorted(out.glob("*.json"))}
     assert sorted(results) == ["clustering", "llm", "random", "similarity", "supercategory"]
     for strategy, m in results.items():
         assert m["available"] is True and m["seeds"] == [0], strategy

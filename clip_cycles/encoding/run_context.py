@@ -71,7 +71,8 @@ class RunContext:
     """Where a run reads and caches: model, dataset root, caches, encoder settings, seed override.
 
     ``cache_dir`` is the feature cache root (None: encode without storing);
-    ``data_cache_dir`` keeps dataset folders built from raw roots.
+    ``data_cache_dir`` keeps dataset folders built from raw roots; ``samples_path``, when
+    set, receives one JSON line per scored cycle of the zero-shot cycle tasks (``--samples``).
     """
 
     spec: ModelSpec
@@ -83,6 +84,7 @@ class RunContext:
     skip_bad_images: bool = False
     seeds: Sequence[int] | None = None
     language: str = "en"
+    samples_path: Path | None = None
 
     @classmethod
     def from_options(

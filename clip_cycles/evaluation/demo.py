@@ -10,7 +10,12 @@
    cycles-tiny: the five split strategies, F1 selectivity and CS.
 5. Write ``results/`` (JSON per experiment, ``report.md``, PNG and SVG figures), the
    static results page beside them (``results/page/index.html``, :mod:`clip_cycles.evaluation.page`),
-   print a compact table and, last, the page's path.
+   the figures the documents quote (``docs_figures.json`` and ``docs_figures.md``:
+   :func:`docs_figures`, :func:`docs_figures_table`), print a compact table and, last, the page's path.
+
+README.md, the model card (``clip_cycles/encoding/weights/cycles-tiny-shapes.json``) and
+``docs/demo_output.md`` quote those figures; ``tests/test_docs_figures.py`` regenerates
+them from a fresh run of the shipped model and fails when a document disagrees.
 """
 
 from __future__ import annotations
@@ -49,6 +54,14 @@ DEMO_WORLD = {"n_images": 1000, "seed": 0, "image_size": 64}
 DEMO_SEEDS = (0, 1, 2)
 OE_FAMILY = "shapes_object_variant"
 COLLECTION = "cycles/shapes_all"
+#: The families whose zero-shot CycleAcc README.md and the model card quote.
+QUOTED_FAMILIES: tuple[str, ...] = (
+    "shapes_coarse_object",
+    "shapes_gqa_attribute_color",
+    "shapes_strict_left_right",
+    "shapes_strict_above_below",
+    "shapes_strict_size",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,6 +255,48 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def docs_figures(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The figures the documents quote, from the demo's records: zero-shot CycleAcc of :data:`QUOTED_FAMILIES`
+    (mean, sd, cycles, audit) and every attribute split's F1 selectivity and CS (mean, sd).
+
+    A quoted family the run could not score (a smaller world) is kept with its ``unavailable_reason``.
+    """
+    zero = results["zero_shot"]
+    figures: dict[str, Any] = {"seeds": zero["seeds"], "zero_shot": {}, "attributes": {}}
+    for name in QUOTED_FAMILIES:
+        m = zero["families"].get(name)
+        if m is None:
+            reason = zero.get("unavailable", {}).get(name, "not in this run")
+            figures["zero_shot"][name] = {"available": False, "unavailable_reason": reason}
+            continue
+        audit = m.get("additive_audit")
+        figures["zero_shot"][name] = {
+            "cycle_acc": m["cycle_acc"],
+            "cycle_acc_sd": m["cycle_acc_sd"],
+            "cycle_acc_ci": m.get("cycle_acc_ci"),
+            "n_cycles": m["n_cycles"],
+            "additive_audit_passed": audit.get("passed") if isinstance(audit, dict) else audit,
+        }
+    for name, entry in results.get("attributes", {}).get("strategies", {}).items():
+        figures["attributes"][name] = {"f1_selectivity": entry["f1_selectivity"], "cs": entry["cs"]}
+    return figures
+
+
+def docs_figures_table(figures: dict[str, Any]) -> str:
+    """The markdown table README.md quotes: family, CycleAcc mean ± sd, bootstrap interval, cycles."""
+    lines = ["| family | CycleAcc | 95 % CI | cycles |", "|---|---|---|---|"]
+    for name, f in figures["zero_shot"].items():
+        if "cycle_acc" not in f:
+            lines.append(f"| {name.removeprefix('shapes_')} | unavailable: {f['unavailable_reason']} | n/a | 0 |")
+            continue
+        ci = f.get("cycle_acc_ci") or {}
+        interval = f"[{ci['low']:.3f}, {ci['high']:.3f}]" if ci else "n/a"
+        lines.append(
+            f"| {name.removeprefix('shapes_')} | {f['cycle_acc']:.3f} ± {f['cycle_acc_sd']:.3f} | {interval} | {f['n_cycles']} |"
+        )
+    return "\n".join(lines)
+
+
 def run_demo(
     out: str | Path = "results", cache_dir: str | Path | None = None, settings: DemoSettings | None = None
 ) -> dict[str, dict[str, Any]]:
@@ -294,6 +349,9 @@ def run_demo(
     lap("attribute splits")
     for name, record in results.items():
         write_json(record, out / f"{name}.json")
+    figures = docs_figures(results)
+    write_json(figures, out / "docs_figures.json")
+    (out / "docs_figures.md").write_text(docs_figures_table(figures) + "\n", encoding="utf-8")
     paths = build_report(out)
     lap("report")
     page = build_page([out], out / "page", context)

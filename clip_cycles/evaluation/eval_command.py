@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from clip_cycles.data.families import seed_argument
@@ -12,7 +13,7 @@ from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.runners import run_tasks, runner_for
-from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_json
+from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
 from clip_cycles.tasks.registry import expand_tasks
 
 
@@ -27,6 +28,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "{task} {language} {pretrained_full_path}); '-' prints to stdout",
     )
     parser.add_argument(
+        "--samples",
+        default=None,
+        metavar="PATH",
+        help="also write one JSON line per scored cycle (task, seed, split, cycle_id, images, captions, "
+        "s11 s12 s21 s22, delta, credit) of every zero-shot cycle task to PATH",
+    )
+    parser.add_argument(
         "--seeds", type=seed_argument, nargs="+", default=None, help="restrict to these seeds (non-negative integers)"
     )
     parser.set_defaults(func=run)
@@ -35,6 +43,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
     context = RunContext.from_options(model_options(args), seeds=args.seeds)
+    context.samples_path = Path(args.samples) if args.samples else None
     spec = context.spec
     if args.output != "-":  # every result file checked before anything is encoded, so no result is lost
         check_output_plan(
@@ -67,10 +76,12 @@ def run(args: argparse.Namespace) -> int:
         if args.output == "-":
             print(json.dumps(record, sort_keys=True, indent=2))
         else:
-            path = write_json(
+            path = write_result(
                 record, output_path(args.output, record["dataset"], spec.model, spec.pretrained, task=record["task"])
             )
             print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}", file=sys.stderr)
+    if context.samples_path is not None:
+        print(f"per-cycle samples -> {context.samples_path}", file=sys.stderr)
     return 0
 
 

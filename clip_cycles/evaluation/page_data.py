@@ -26,6 +26,7 @@ from typing import Any, Iterable
 from clip_cycles.data.dataset_folder import read_build_info
 from clip_cycles.data.families import family_builder_source, family_provenance, get_family, list_families
 from clip_cycles.data.sources import builder_names
+from clip_cycles.results import detail_path, read_result
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 #: Largest result JSON read (bytes); a bigger file is skipped with its size named.
@@ -188,10 +189,17 @@ def _read(path: Path, data: PageData) -> Any:
         data.skipped[str(path)] = f"{size} bytes, over the {MAX_JSON_BYTES}-byte bound for a result JSON"
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         data.skipped[str(path)] = f"not valid JSON ({error})"
         return None
+    if isinstance(value, dict) and isinstance(value.get("metrics"), dict) and detail_path(path).is_file():
+        # A flat clip_benchmark record (results.write_result): its nested detail sits beside it.
+        try:
+            return read_result(path)
+        except ValueError:
+            pass  # an unreadable or foreign detail file: the flat record as it stands
+    return value
 
 
 def _number(value: Any) -> float | None:

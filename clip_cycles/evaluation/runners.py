@@ -60,6 +60,8 @@ class Runner:
 
 
 RUNNERS: dict[str, Runner] = {}
+#: The output type whose runner writes per-cycle samples (``RunContext.samples_path``).
+SAMPLES_OUTPUT_TYPE = "cycle_selection"
 
 
 def _add(runner: Runner) -> None:
@@ -96,6 +98,14 @@ def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome
     for spec in specs:
         runner_for(spec.output_type)
         by_type.setdefault(spec.output_type, []).append(spec)
+    if context.samples_path is not None:
+        # Per-cycle lines exist for zero-shot cycle scores only: refuse before any work rather than write part of them.
+        other = [s.name for s in specs if s.output_type != SAMPLES_OUTPUT_TYPE]
+        if other:
+            raise ValueError(
+                f"per-sample outputs (--samples / $CLIP_CYCLES_SAMPLES) are written for zero-shot cycle tasks "
+                f"(output_type {SAMPLES_OUTPUT_TYPE}) only; {other} are not: run them without it"
+            )
 
     is_main = current().is_main
     outcome = RunOutcome(main=is_main)
@@ -134,6 +144,7 @@ def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
         num_workers=context.num_workers,
         skip_bad_images=context.skip_bad_images,
         seeds=context.seeds,
+        samples_path=context.samples_path,
     )
     return RunOutcome(records, encoded, main=encoded is not None)
 

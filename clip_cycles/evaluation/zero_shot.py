@@ -32,7 +32,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_acc, deltas_from_blocks
+from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_N_RESAMPLES, bootstrap_ci
+from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
@@ -52,18 +53,98 @@ from clip_cycles.tasks.registry import AnyTask, TaskSpec, expand_tasks
 # --------------------------------------------------------------------------- encoding and scoring
 
 
-def score_blocks(blocks: np.ndarray, tie_tolerance: float) -> dict[str, Any]:
-    """CycleAcc (half ties under ``tie_tolerance``), text/image/group accuracy and counts of one set of blocks."""
-    deltas = deltas_from_blocks(blocks)
+#: The four per-cycle means of every record, in the column order of :func:`per_cycle_scores`.
+MEAN_METRICS: tuple[str, ...] = ("cycle_acc", "text_acc", "image_acc", "group_acc")
+
+
+def per_cycle_scores(blocks: np.ndarray, tie_tolerance: float) -> np.ndarray:
+    """(N, 4) float64 per-cycle values whose column means are :data:`MEAN_METRICS`.
+
+    Columns: the CycleAcc credit (1 / 0.5 / 0 under ``tie_tolerance``), then Winoground's
+    text, image and group correctness (0 / 1).
+    """
     wino = winoground_scores(blocks)
-    return {
-        "cycle_acc": cycle_acc(deltas, tie_tolerance),
-        "text_acc": wino.text_acc,
-        "image_acc": wino.image_acc,
-        "group_acc": wino.group_acc,
-        "n_cycles": int(blocks.shape[0]),
-        "n_ties": int((np.abs(deltas) <= tie_tolerance).sum()),
-    }
+    credits = cycle_credits(deltas_from_blocks(blocks), tie_tolerance)
+    return np.stack([credits, wino.text_correct, wino.image_correct, wino.group_correct], axis=1).astype(np.float64)
+
+
+def score_blocks(
+    blocks: np.ndarray,
+    tie_tolerance: float,
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """CycleAcc (half ties under ``tie_tolerance``), text/image/group accuracy and counts of one set of blocks.
+
+    Each mean has its percentile bootstrap interval over cycles beside it (``<name>_ci``,
+    :func:`clip_cycles.algebra.bootstrap.bootstrap_ci`; one set of draws for all four).
+    """
+    deltas = deltas_from_blocks(blocks)
+    values = per_cycle_scores(blocks, tie_tolerance)
+    out: dict[str, Any] = {name: float(values[:, k].mean()) for k, name in enumerate(MEAN_METRICS)}
+    for name, ci in zip(MEAN_METRICS, bootstrap_ci([values], n_resamples, seed=bootstrap_seed)):
+        out[f"{name}_ci"] = ci
+    out["n_cycles"] = int(blocks.shape[0])
+    out["n_ties"] = int((np.abs(deltas) <= tie_tolerance).sum())
+    return out
+
+
+def cycle_samples(task: TaskSpec, seed: int, rows: Any, encoded: EncodedFeatures, blocks: np.ndarray) -> list[dict[str, Any]]:
+    """One record per scored cycle of ``rows`` (those :func:`cycle_index` kept, in row order), with its four scores.
+
+    Keys: ``task``, ``seed``, ``split``, ``cycle_id``, ``image_0``/``image_1`` (the images'
+    keys: file names relative to the source root), ``caption_0``/``caption_1`` (as scored),
+    ``s11 s12 s21 s22`` (row = image, column = caption), ``delta`` and ``credit`` (1 / 0.5 / 0).
+    """
+    keys = [item.key for item in rows.image_items]
+    kept = np.fromiter((encoded.image_rows.get(k, -1) >= 0 for k in keys), dtype=bool, count=len(keys))
+    rows_kept = np.flatnonzero(kept[rows.image_index].all(axis=1))
+    if rows_kept.shape[0] != blocks.shape[0]:
+        raise ValueError(f"task {task.name} seed {seed}: {rows_kept.shape[0]} kept rows for {blocks.shape[0]} blocks")
+    deltas = deltas_from_blocks(blocks)
+    credits = cycle_credits(deltas, task.tie_tolerance)
+    ids = rows.cycle_ids.to_pylist()
+    out = []
+    for k, i in enumerate(rows_kept.tolist()):
+        (a, b), (c, d) = rows.image_index[i], rows.caption_index[i]
+        out.append(
+            {
+                "task": task.name,
+                "seed": int(seed),
+                "split": task.split,
+                "cycle_id": ids[i],
+                "image_0": keys[a],
+                "image_1": keys[b],
+                "caption_0": rows.captions[c],
+                "caption_1": rows.captions[d],
+                "s11": float(blocks[k, 0, 0]),
+                "s12": float(blocks[k, 0, 1]),
+                "s21": float(blocks[k, 1, 0]),
+                "s22": float(blocks[k, 1, 1]),
+                "delta": float(deltas[k]),
+                "credit": float(credits[k]),
+            }
+        )
+    return out
+
+
+def check_samples_path(path: str | Path) -> Path:
+    """Refuse, before any work, a samples path that is a folder or whose parent is a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"samples file {path} is a folder; name a file, e.g. {path / 'samples.jsonl'}")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"samples file {path}: {parent} is not a folder")
+    return path
+
+
+def write_samples(samples: Sequence[dict[str, Any]], path: str | Path) -> Path:
+    """Write per-cycle samples as JSON lines (sorted keys; written atomically); returns the path."""
+    text = "".join(json.dumps(sample, sort_keys=True) + "\n" for sample in samples)
+    path = Path(path)
+    atomic_write_bytes(path, text.encode("utf-8"))
+    return path
 
 
 #: Bumped when the audit's cached result format changes.
@@ -176,10 +257,18 @@ def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> s
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None = None) -> dict[str, Any]:
-    """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd.
+def score_task(
+    data: TaskData,
+    encoded: EncodedFeatures,
+    cache_dir: Path | None = None,
+    samples: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd, bootstrap intervals.
 
     ``cache_dir`` (the feature cache root) also keeps the additive audit's results.
+    ``samples``, when given, receives the :func:`cycle_samples` of every scored cycle (seeds in order).
+    The pooled ``<name>_ci`` resamples each seed's cycles within that seed and averages the
+    seeds' means, the statistic that ``<name>`` reports.
     """
     task = data.task
     if data.unavailable is not None:
@@ -189,26 +278,34 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
         phi = encoded.image_features.astype(np.float64)
         psi = encoded.caption_features.astype(np.float64)
     per_seed: dict[str, dict[str, Any]] = {}
+    per_cycle: list[np.ndarray] = []
     dropped_total = 0
     audits: dict[str, Any] = {}
     for seed in sorted(data.splits):
-        index, dropped = cycle_index(data.splits[seed][task.split], encoded)
+        rows = data.splits[seed][task.split]
+        index, dropped = cycle_index(rows, encoded)
         dropped_total += dropped
         if index.shape[0] == 0:
             raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
         blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
+        per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
+        if samples is not None:
+            samples.extend(cycle_samples(task, seed, rows, encoded, blocks))
         if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
             audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
     metrics: dict[str, Any] = {}
-    for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
+    pooled = bootstrap_ci(per_cycle, DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED)
+    for name, ci in zip(MEAN_METRICS, pooled):
         if name in task.metric_names:
             summary = mean_sd([per_seed[s][name] for s in per_seed])
             metrics[name] = summary["mean"]
             metrics[f"{name}_sd"] = summary["sd"]
-    if "group_acc" in task.metric_names:
-        metrics["acc"] = metrics["group_acc"]  # clip_benchmark's image_caption_selection name
+            metrics[f"{name}_ci"] = ci
+    if "cycle_acc" in task.metric_names:
+        # clip_benchmark's headline column is `acc`: a cycle task's headline is CycleAcc.
+        metrics["acc"] = metrics["cycle_acc"]
     metrics["n_cycles"] = int(sum(v["n_cycles"] for v in per_seed.values()))
     metrics["tie_tolerance"] = task.tie_tolerance
     metrics["seeds"] = [int(s) for s in per_seed]
@@ -256,11 +353,13 @@ def evaluate(
     num_workers: int | None = None,
     skip_bad_images: bool = False,
     seeds: Sequence[int] | None = None,
+    samples_path: str | Path | None = None,
 ) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
     """Evaluate ``spec`` on cycle_selection tasks (collections expanded); returns result records and the encoder output.
 
     Under torchrun only rank 0 scores: the other ranks get ``([], None)``. Tasks of
     other output types run through :func:`clip_cycles.evaluation.runners.run_tasks`.
+    ``samples_path``: also write one JSON line per scored cycle there (:func:`cycle_samples`).
     """
     tasks = expand_tasks(task_names)
     cache = resolve_cache_dir(cache_dir) if use_cache else None
@@ -274,6 +373,7 @@ def evaluate(
         num_workers,
         skip_bad_images,
         seeds,
+        samples_path,
     )
 
 
@@ -287,20 +387,31 @@ def evaluate_tasks(
     num_workers: int | None = None,
     skip_bad_images: bool = False,
     seeds: Sequence[int] | None = None,
+    samples_path: str | Path | None = None,
 ) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
-    """:func:`evaluate` on resolved task specs, with the feature cache (None: none) and data cache already chosen."""
+    """:func:`evaluate` on resolved task specs, with the feature cache (None: none) and data cache already chosen.
+
+    ``samples_path``: one JSON line per scored cycle of every task, in task then seed order.
+    """
     other = [t.name for t in tasks if t.output_type != "cycle_selection"]
     if other:
         raise ValueError(
             f"tasks {other} are not cycle_selection tasks; run them with clip_cycles.evaluation.runners.run_tasks "
             "(`clip-cycles eval` and the clip_benchmark plugin do)"
         )
+    if samples_path is not None:
+        check_samples_path(samples_path)
     loaded, encoded = encode_tasks(
         tasks, spec, dataset_root, cache, data_cache_dir, batch_size, num_workers, skip_bad_images, seeds=seeds
     )
     if encoded is None:
         return [], None
-    records = [result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache)) for data in loaded]
+    samples: list[dict[str, Any]] | None = [] if samples_path is not None else None
+    records = [
+        result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache, samples)) for data in loaded
+    ]
+    if samples_path is not None:
+        write_samples(samples or [], samples_path)
     return records, encoded
 
 

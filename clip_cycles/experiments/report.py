@@ -1,8 +1,12 @@
 """The markdown report and figures of a results directory (``clip-cycles report RESULTS_DIR``).
 
 Reads the experiment JSONs that ``clip-cycles probe``, ``transfer`` and ``oe`` write
-(``probe.json``, ``transfer.json``, ``oe.json``; each section is optional) and writes
-``report.md`` plus PNG and SVG figures (matplotlib, Agg backend):
+(``probe.json``, ``transfer.json``, ``oe.json``; each section is optional) and the result
+files of ``clip_benchmark eval`` / ``clip-cycles eval`` in the same folder
+(``{dataset, model, pretrained, task, metrics, language}``, flat or nested, read through
+:func:`clip_cycles.results.read_result`): zero-shot ``cycles`` results become the zero-shot
+section (when no ``zero_shot.json`` is there) and every other one is listed with its
+numbers. It writes ``report.md`` plus PNG and SVG figures (matplotlib, Agg backend):
 
 - ``strict_relation_bars``: zero-shot cosine vs the rank-64 probe per family (strict
   families when present), error bars = sample sd over seeds;
@@ -29,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from clip_cycles.experiments.oe import METHODS
+from clip_cycles.results import RESULT_TASK, read_result
 
 REPORT_FILE = "report.md"
 FIGURE_FORMATS: tuple[str, ...] = ("png", "svg")
@@ -49,9 +54,12 @@ class ReportPaths:
 
 @dataclass
 class Section:
-    """A report section: the JSON it reads and how it renders (markdown lines, figure stems written)."""
+    """A report section: the JSON it reads and how it renders (markdown lines, figure stems written).
 
-    file_name: str
+    ``file_name`` None: the section is built from clip_benchmark result files (:func:`benchmark_sections`).
+    """
+
+    file_name: str | None
     title: str
     render: Callable[[dict[str, Any], Path], tuple[list[str], list[Path]]]
 
@@ -59,7 +67,7 @@ class Section:
 SECTIONS: dict[str, Section] = {}
 
 
-def register_section(name: str, file_name: str, title: str):
+def register_section(name: str, file_name: str | None, title: str):
     """Decorator registering a section renderer for the experiment ``name`` read from ``file_name``."""
 
     def decorate(fn: Callable[[dict[str, Any], Path], tuple[list[str], list[Path]]]):
@@ -101,9 +109,9 @@ def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
         raise MixedModelsError(f"results directory {root} mixes models ({listing}); keep one model per directory")
     records: dict[str, dict[str, Any]] = {}
     for name, section in SECTIONS.items():
-        path = root / section.file_name
-        if not path.is_file():
+        if section.file_name is None or not (root / section.file_name).is_file():
             continue
+        path = root / section.file_name
         record = _read_json(path)
         if not isinstance(record, dict) or record.get("experiment") != name:
             raise ValueError(f"{path}: field 'experiment' must be {name!r}")
@@ -111,10 +119,107 @@ def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
             if key not in record:
                 raise ValueError(f"{path}: field {key!r} is missing")
         records[name] = record
+    records.update(benchmark_sections(root, skip_zero_shot="zero_shot" in records))
+    records = {name: records[name] for name in SECTIONS if name in records}  # the report's section order
     if not records:
-        expected = ", ".join(s.file_name for s in SECTIONS.values())
-        raise ValueError(f"results directory {root} holds no experiment results (expected any of {expected})")
+        expected = ", ".join(s.file_name for s in SECTIONS.values() if s.file_name)
+        raise ValueError(
+            f"results directory {root} holds no experiment results (expected any of {expected}) "
+            "and no clip_benchmark result files"
+        )
     return records
+
+
+#: The keys of clip_benchmark's result JSON.
+BENCHMARK_KEYS = frozenset({"dataset", "model", "pretrained", "task", "metrics"})
+
+
+def _benchmark_files(root: Path) -> list[Path]:
+    """The clip_benchmark result files of ``root`` (``*.json`` holding its five keys), sorted by name."""
+    found = []
+    for path in sorted(root.glob("*.json")):
+        if not path.is_file():
+            continue
+        data = _read_json(path)
+        if isinstance(data, dict) and BENCHMARK_KEYS <= set(data) and "experiment" not in data:
+            found.append(path)
+    return found
+
+
+def _zero_shot_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A cycles result's metrics in the zero-shot section's shape, from the nested record or the flat file."""
+    out = dict(metrics)
+    for name in ("cycle_acc", "text_acc", "image_acc", "group_acc"):
+        if f"{name}_ci" not in out and f"{name}_ci_low" in out:
+            out[f"{name}_ci"] = {"low": out[f"{name}_ci_low"], "high": out.get(f"{name}_ci_high")}
+    if "additive_audit" not in out and "additive_audit_passed" in out:
+        passed = out["additive_audit_passed"]
+        out["additive_audit"] = {"passed": None if passed is None else bool(passed)}
+    return out
+
+
+def _seeds_of(metrics: dict[str, Any]) -> list[int]:
+    if isinstance(metrics.get("seeds"), list):
+        return [int(s) for s in metrics["seeds"]]
+    flat = sorted((int(k.split("_")[1]), v) for k, v in metrics.items() if k.startswith("seeds_") and k[6:].isdigit())
+    return [int(v) for _, v in flat]
+
+
+def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, dict[str, Any]]:
+    """Section records built from the clip_benchmark result files of ``root``.
+
+    ``zero_shot``: the ``cycles`` results (task ``cycles``), one family per dataset (its
+    ``cycles/`` prefix dropped), unless ``skip_zero_shot``; ``benchmark_results``: every other
+    result file, listed with its numbers. Each record names its ``source_files``.
+    """
+    zero: dict[str, Any] = {"families": {}, "unavailable": {}, "files": []}
+    others: list[dict[str, Any]] = []
+    tolerances: set[float] = set()
+    seeds: set[int] = set()
+    identity: tuple[str, str] | None = None
+    for path in _benchmark_files(root):
+        record = read_result(path)
+        identity = (str(record["model"]), str(record.get("pretrained") or ""))
+        metrics = record["metrics"]
+        if record["task"] == RESULT_TASK and not skip_zero_shot:
+            name = str(record["dataset"]).removeprefix("cycles/")
+            if name in zero["families"] or name in zero["unavailable"]:
+                raise ValueError(f"{path}: a second result of dataset {record['dataset']!r}; keep one per directory")
+            zero["files"].append(path.name)
+            if metrics.get("available") in (False, 0):
+                zero["unavailable"][name] = str(metrics.get("unavailable_reason") or "unavailable")
+                continue
+            zero["families"][name] = _zero_shot_metrics(metrics)
+            if metrics.get("tie_tolerance") is not None:
+                tolerances.add(float(metrics["tie_tolerance"]))
+            seeds.update(_seeds_of(metrics))
+        else:
+            others.append({"file": path.name, "dataset": record["dataset"], "task": record["task"], "metrics": metrics})
+    if identity is None:
+        return {}
+    common = {"model": identity[0], "pretrained": identity[1], "source": "clip_benchmark result files"}
+    tolerance: Any = tolerances.pop() if len(tolerances) == 1 else sorted(tolerances)
+    out: dict[str, dict[str, Any]] = {}
+    if zero["families"] or zero["unavailable"]:
+        out["zero_shot"] = {
+            "experiment": "zero_shot",
+            **common,
+            "tie_tolerance": tolerance,
+            "seeds": sorted(seeds),
+            "families": zero["families"],
+            "unavailable": dict(sorted(zero["unavailable"].items())),
+            "source_files": zero["files"],
+        }
+    if others:
+        out["benchmark_results"] = {
+            "experiment": "benchmark_results",
+            **common,
+            "tie_tolerance": tolerance,
+            "seeds": sorted(seeds),
+            "results": others,
+            "source_files": [o["file"] for o in others],
+        }
+    return out
 
 
 # --------------------------------------------------------------------------- figures
@@ -221,27 +326,71 @@ def strict_relation_figure(probe: dict[str, Any], out: Path) -> list[Path]:
     return _save(fig, out, "strict_relation_bars")
 
 
+#: Family kinds of the rank-sweep panels: (kind, name prefixes after a leading ``shapes_``), first match wins.
+FAMILY_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("strict relations (objects kept, relation swapped)", ("strict_",)),
+    ("box relations", ("box_",)),
+    ("GQA scene-graph families", ("gqa_",)),
+    ("objects, counts and attributes", ("",)),
+)
+
+
+def family_kind(name: str) -> str:
+    """The :data:`FAMILY_KINDS` panel of family ``name`` (``shapes_`` prefix ignored)."""
+    bare = name.removeprefix("shapes_")
+    return next(kind for kind, prefixes in FAMILY_KINDS if bare.startswith(prefixes))
+
+
 def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
-    """Low-rank probe test CycleAcc against rank, one line per available family; n/a families noted."""
+    """Low-rank probe test CycleAcc against rank: one panel per family kind, one line per family, n/a families noted.
+
+    Small multiples keep each panel to a few families with distinct colours, and the legend
+    sits below its panel, never over the data.
+    """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
     order = _order(probe, [n for n, f in probe["families"].items() if f.get("available")])
-    missing = {}
+    groups: dict[str, list[str]] = {}
     for name in order:
-        fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
-        if not fam.get("available"):
-            missing[name] = fam.get("unavailable_reason", "")
-            ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{name} (n/a)")
-            continue
-        sweep = fam["rank_sweep"]
-        ax.errorbar(sweep["ranks"], sweep["mean"], yerr=sweep["sd"], marker="o", markersize=3, capsize=2, linewidth=1, label=name)
-    ax.set_xscale("log", base=2)
-    ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
-    ax.set_xlabel("probe rank")
-    ax.set_ylabel("exact test CycleAcc")
-    ax.set_title(f"{probe['model']} ({probe['pretrained']}): rank sweep, mean ± sd over seeds", fontsize=9)
-    ax.legend(fontsize=6, ncol=2, loc="best")
-    _unavailable_note(ax, missing)
+        groups.setdefault(family_kind(name), []).append(name)
+    kinds = [kind for kind, _ in FAMILY_KINDS if kind in groups]
+    columns = 2 if len(kinds) > 1 else 1
+    rows = (len(kinds) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.1 * rows), sharey=True, squeeze=False)
+    colours = plt.get_cmap("tab10").colors
+    for ax, kind in zip(axes.ravel(), kinds):
+        missing = {}
+        for k, name in enumerate(groups[kind]):
+            fam = probe["families"].get(name, {"available": False, "unavailable_reason": "no result"})
+            label = name.removeprefix("shapes_")
+            if not fam.get("available"):
+                missing[label] = fam.get("unavailable_reason", "")
+                ax.plot([], [], color=NA_COLOR, linestyle="--", label=f"{label} (n/a)")
+                continue
+            sweep = fam["rank_sweep"]
+            ax.errorbar(
+                sweep["ranks"],
+                sweep["mean"],
+                yerr=sweep["sd"],
+                marker="o",
+                markersize=3,
+                capsize=2,
+                linewidth=1.2,
+                color=colours[k % len(colours)],
+                label=label,
+            )
+        ax.set_xscale("log", base=2)
+        ax.axhline(0.5, color="black", linewidth=0.8, linestyle=":")
+        ax.set_title(kind, fontsize=9)
+        ax.set_xlabel("probe rank", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        _unavailable_note(ax, missing)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("exact test CycleAcc", fontsize=8)
+    for ax in axes.ravel()[len(kinds) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"{probe['model']} ({probe['pretrained']}): rank sweep, mean ± sd over seeds", fontsize=10)
+    fig.tight_layout()
     return _save(fig, out, "rank_sweep")
 
 
@@ -361,6 +510,12 @@ def _pm(summary: dict[str, Any] | None) -> str:
     return f"{summary['mean']:.4f} ± {summary['sd']:.4f}"
 
 
+def _interval(ci: dict[str, Any] | None) -> str:
+    if not isinstance(ci, dict) or ci.get("low") is None or ci.get("high") is None:
+        return "n/a"
+    return f"[{ci['low']:.4f}, {ci['high']:.4f}]"
+
+
 def _headline_rank(probe: dict[str, Any]) -> int:
     ranks = probe["settings"]["ranks"]
     return 64 if 64 in ranks else max(ranks)
@@ -388,9 +543,10 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     ax.set_ylabel("exact CycleAcc")
     ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
     figures = _save(fig, out, "zero_shot")
-    header = ["family", "CycleAcc", "text", "image", "group", "cycles (test)", "additive audit"]
+    header = ["family", "CycleAcc", "CycleAcc 95 % CI", "text", "image", "group", "cycles (test)", "additive audit"]
     lines = [
-        f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}.",
+        f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}; "
+        "CI: percentile bootstrap over cycles (each seed resampled within itself).",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
@@ -402,7 +558,7 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
             continue
         audit = m.get("additive_audit")
         passed = audit.get("passed") if isinstance(audit, dict) else audit
-        cells = [_pm({"mean": m["cycle_acc"], "sd": m.get("cycle_acc_sd", 0.0)})]
+        cells = [_pm({"mean": m["cycle_acc"], "sd": m.get("cycle_acc_sd", 0.0)}), _interval(m.get("cycle_acc_ci"))]
         cells += [_pm({"mean": m[k], "sd": m.get(f"{k}_sd", 0.0)}) for k in ("text_acc", "image_acc", "group_acc")]
         cells += [str(m.get("n_cycles")), "passed (0.5)" if passed is True else f"{passed}"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -510,7 +666,9 @@ def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str],
     """Attribute-split section: F1 selectivity and CS per strategy (mean ± sd over seeds); one figure."""
     plt = _pyplot()
     names = list(attributes["strategies"])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(8.0, 3.2))
+    # Constrained layout leaves room for each panel's tick labels and y label (the CS panel's
+    # negative ticks are wider than the default gap between panels).
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8.8, 3.4), layout="constrained")
     for i, name in enumerate(names):
         entry = attributes["strategies"][name]
         f1, cs = entry["f1_selectivity"], entry["cs"]
@@ -538,6 +696,28 @@ def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str],
     return lines + [""] + _figure_links(figures), figures
 
 
+#: How many numbers of a result the benchmark-results table shows (the headline first).
+SHOWN_NUMBERS = 6
+
+
+def _numbers(metrics: dict[str, Any]) -> str:
+    """The first numbers of a result's metrics, headline (``acc``, ``cycle_acc``) first."""
+    names = [k for k in ("acc", "cycle_acc") if k in metrics]
+    names += sorted(k for k, v in metrics.items() if k not in names and isinstance(v, (int, float)) and not isinstance(v, bool))
+    cells = [f"{k} {metrics[k]:.4g}" if isinstance(metrics[k], float) else f"{k} {metrics[k]}" for k in names[:SHOWN_NUMBERS]]
+    more = len(names) - SHOWN_NUMBERS
+    return ", ".join(cells) + (f" (+{more} more in the file)" if more > 0 else "")
+
+
+@register_section("benchmark_results", None, "Other clip_benchmark results")
+def render_benchmark_results(results: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Every clip_benchmark result file that is not a zero-shot cycles result: dataset, task and its numbers."""
+    lines = ["| file | dataset | task | numbers |", "|---|---|---|---|"]
+    for entry in results["results"]:
+        lines.append(f"| `{entry['file']}` | {entry['dataset']} | {entry['task']} | {_numbers(entry['metrics'])} |")
+    return lines, []
+
+
 def build_report(results_dir: str | Path) -> ReportPaths:
     """Write ``report.md`` and the figures of every present experiment into ``results_dir``."""
     root = Path(results_dir)
@@ -558,7 +738,8 @@ def build_report(results_dir: str | Path) -> ReportPaths:
         section = SECTIONS[name]
         body, figures = section.render(record, root)
         paths.figures.extend(figures)
-        lines += [f"## {section.title}", "", f"Seeds: {record['seeds']}. Source file: `{section.file_name}`.", ""]
+        sources = ", ".join(f"`{f}`" for f in record.get("source_files", [section.file_name]))
+        lines += [f"## {section.title}", "", f"Seeds: {record['seeds']}. Source file: {sources}.", ""]
         unavailable = record.get("unavailable", {})
         if unavailable:
             lines += ["Unavailable families (kept in every table and figure, marked n/a):", ""]

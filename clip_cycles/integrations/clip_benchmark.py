@@ -16,7 +16,9 @@ the start-up hook in :mod:`clip_cycles.integrations._activation`, or explicitly 
   ``dataset_kwargs.split_embeddings`` or ``$CLIP_CYCLES_SPLIT_EMBEDDINGS``), loading the
   model through clip_benchmark's ``load_clip``
   and filling its ``--output`` template; the JSON is clip_benchmark's ``{dataset, model,
-  pretrained, task, metrics, language}``;
+  pretrained, task, metrics, language}`` with flat metrics (``acc`` is CycleAcc) and the
+  nested record beside it (:func:`clip_cycles.results.write_result`), and
+  ``$CLIP_CYCLES_SAMPLES`` (a template with ``--output``'s fields) adds one JSON line per cycle;
 - makes ``cycles/<task>`` a regular clip_benchmark dataset for ``--task
   image_caption_selection`` (two images and two captions per block, as Winoground), so
   clip_benchmark's own metric can be run on exactly the same blocks.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -41,8 +44,8 @@ from clip_cycles.encoding.distributed import device_for_rank, process_group, wor
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.evaluation.runners import run_tasks, runner_for
-from clip_cycles.results import output_path, write_json
-from clip_cycles.settings import resolve_data_cache_dir, skip_bad_images
+from clip_cycles.results import output_path, write_result
+from clip_cycles.settings import SAMPLES_ENV, resolve_data_cache_dir, samples_template, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
 from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, get_task, is_task_name
 
@@ -157,6 +160,30 @@ def clip_benchmark_loader(options: ModelOptions) -> Callable[[], Any]:
     return loader
 
 
+#: Samples files written by this process, with the dataset each holds: a template without
+#: ``{dataset}`` must not let the next dataset of one clip_benchmark call replace the last one's lines.
+_SAMPLES_WRITTEN: dict[str, str] = {}
+
+
+def samples_path_for(args: Any, result_task: str) -> Path | None:
+    """``$CLIP_CYCLES_SAMPLES`` filled for this dataset like ``--output``; None when unset.
+
+    ValueError when two datasets of one process would share the file.
+    """
+    template = samples_template()
+    if template is None:
+        return None
+    path = output_path(template, args.dataset, args.model, args.pretrained, args.language, result_task)
+    earlier = _SAMPLES_WRITTEN.get(path)
+    if earlier is not None and earlier != args.dataset:
+        raise ValueError(
+            f"{SAMPLES_ENV}={template!r} names the same file {path} for {earlier} and {args.dataset}; "
+            "put {dataset} in it so each dataset gets its own samples file"
+        )
+    _SAMPLES_WRITTEN[path] = args.dataset
+    return Path(path)
+
+
 def run_cycles(args: Any) -> int:
     """clip_benchmark's ``run`` for one dataset of this plugin with ``--task auto``.
 
@@ -186,6 +213,7 @@ def run_cycles(args: Any) -> int:
 
     options = options_from_clip_benchmark(args, device)
     context = RunContext.from_options(options, language=args.language, loader=clip_benchmark_loader(options))
+    context.samples_path = samples_path_for(args, runner.result_task)
     # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
     with process_group(context.spec, keep=True, enabled=not runs_split):
         outcome = run_tasks([args.dataset], context)
@@ -200,7 +228,7 @@ def run_cycles(args: Any) -> int:
                 f"({stats.cached_images} + {stats.cached_captions} cached)"
             )
         print(f"Dump results to: {output}")
-    write_json(record, output)
+    write_result(record, output)
     return 0
 
 

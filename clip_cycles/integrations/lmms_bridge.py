@@ -15,7 +15,9 @@ captions as choices). ``process_results`` keeps the two scores with the cycle id
 row, and the aggregations rebuild the (N, 2, 2) blocks to report CycleAcc (float64,
 the task's tie tolerance, half ties) and Winoground's text/image/group accuracy through
 :mod:`clip_cycles.algebra.contrast` and :mod:`clip_cycles.algebra.winoground`, the same code as the
-native path.
+native path. lmms-eval's ``--limit`` counts documents: an odd limit cuts the last cycle
+in half; that cycle is left out, counted in the ``n_incomplete_cycles`` metric and named
+in a warning (lmms-eval would swallow an error and exit 0).
 
 Models: ``clip_cycles_hf_vlm`` (this module's :class:`ClipCyclesVLM`, registered through
 the ``lmms_eval.models`` entry point) scores exactly like the native ``hf_vlm`` backend,
@@ -34,6 +36,7 @@ import io
 import json
 import shutil
 import sys
+import warnings
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -49,7 +52,7 @@ from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 MODEL_ID = "clip_cycles_hf_vlm"
 TASK_PREFIX = "clip_cycles_"
-METRICS: tuple[str, ...] = ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles")
+METRICS: tuple[str, ...] = ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles", "n_incomplete_cycles")
 #: The shipped lmms-eval task template and utils (copied into every written folder).
 TEMPLATE_DIR = Path(__file__).with_name("lmms_tasks")
 
@@ -122,23 +125,46 @@ class TaskFunctions:
         item = {"cycle_id": doc["cycle_id"], "row": int(doc["row"]), "scores": scores}
         return {name: item for name in METRICS}
 
-    def blocks(self, items: Sequence[Mapping[str, Any]]) -> np.ndarray:
-        """(N, 2, 2) float64 blocks from the per-row items, cycles in sorted id order."""
+    def complete_blocks(self, items: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, list[str]]:
+        """(N, 2, 2) float64 blocks of the cycles with both image rows scored (sorted id order), and the other ids.
+
+        lmms-eval's ``--limit`` counts documents, two per cycle: an odd limit leaves the
+        last cycle with one image row, which cannot be scored.
+        """
         rows: dict[str, dict[int, list[float]]] = defaultdict(dict)
         for item in items:
             rows[item["cycle_id"]][int(item["row"])] = list(item["scores"])
         incomplete = sorted(c for c, r in rows.items() if set(r) != {0, 1})
-        if incomplete:
-            raise ValueError(f"cycles {incomplete[:5]} lack the scores of one image (run without --limit)")
-        ids = sorted(rows)
-        return np.asarray([[rows[c][0], rows[c][1]] for c in ids], dtype=np.float64).reshape(-1, 2, 2)
+        ids = sorted(c for c in rows if c not in set(incomplete))
+        return np.asarray([[rows[c][0], rows[c][1]] for c in ids], dtype=np.float64).reshape(-1, 2, 2), incomplete
+
+    def blocks(self, items: Sequence[Mapping[str, Any]]) -> np.ndarray:
+        """The complete cycles' blocks (:meth:`complete_blocks`)."""
+        return self.complete_blocks(items)[0]
 
     def metric(self, name: str, items: Sequence[Mapping[str, Any]]) -> float:
-        blocks = self.blocks(items)
-        if name == "cycle_acc":
-            return cycle_acc(deltas_from_blocks(blocks), self.tie_tolerance)
+        """One aggregation; cycles missing an image row are left out, counted (``n_incomplete_cycles``) and named.
+
+        lmms-eval catches errors raised by an aggregation and still exits 0, so a cut cycle
+        is reported, never raised; with no complete cycle every score is NaN.
+        """
+        blocks, incomplete = self.complete_blocks(items)
+        if name == "n_incomplete_cycles":
+            return float(len(incomplete))
+        if incomplete and name == "cycle_acc":  # one warning per task, not one per metric
+            shown = ", ".join(incomplete[:5]) + (" ..." if len(incomplete) > 5 else "")
+            warnings.warn(
+                f"clip_cycles: {len(incomplete)} cycle(s) have one of their two documents only ({shown}): "
+                f"scored the {blocks.shape[0]} complete cycles and left these out (n_incomplete_cycles); "
+                "an lmms-eval --limit must be even, two documents per cycle",
+                stacklevel=2,
+            )
         if name == "n_cycles":
             return float(blocks.shape[0])
+        if blocks.shape[0] == 0:
+            return float("nan")
+        if name == "cycle_acc":
+            return cycle_acc(deltas_from_blocks(blocks), self.tie_tolerance)
         return float(getattr(winoground_scores(blocks), name))
 
 
@@ -188,6 +214,10 @@ def group_acc(items):
 
 def n_cycles(items):
     return _functions.metric("n_cycles", items)
+
+
+def n_incomplete_cycles(items):
+    return _functions.metric("n_incomplete_cycles", items)
 '''
 
 

@@ -1,0 +1,107 @@
+"""Bootstrap confidence intervals over cycles: numpy only, no I/O.
+
+A cycle is the unit of resampling: each resample draws as many cycles as the set holds,
+with replacement, from ``numpy.random.default_rng(seed)``, and the interval is the
+percentile interval of the resampled means. Several per-cycle columns (CycleAcc credit,
+text/image/group correctness) share the same draws, so their intervals come from one
+bootstrap. Several groups (one per seed) are resampled each within itself and the
+statistic is the mean of the group means, the pooled mean that the result records report.
+
+Every interval is recorded as ``{"low", "high", "level", "n_resamples", "seed",
+"method": "percentile", "unit": "cycle"}`` (:func:`bootstrap_ci`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+#: Resamples per interval: the percentile ends then move by well under 0.01 between seeds on a few hundred cycles.
+DEFAULT_N_RESAMPLES = 1000
+#: Coverage of the recorded intervals.
+DEFAULT_LEVEL = 0.95
+#: Generator seed of the recorded intervals (recorded beside each one).
+DEFAULT_BOOTSTRAP_SEED = 0
+
+
+def _as_groups(groups: Sequence[object]) -> list[np.ndarray]:
+    """Each group as a float64 (n_cycles, n_columns) array; all groups with the same columns."""
+    if len(groups) == 0:
+        raise ValueError("bootstrap needs at least one group of per-cycle values")
+    arrays = []
+    for g, values in enumerate(groups):
+        array = np.asarray(values, dtype=np.float64)
+        if array.ndim == 1:
+            array = array[:, None]
+        if array.ndim != 2 or array.shape[0] == 0:
+            raise ValueError(f"bootstrap group {g}: expected a non-empty (n_cycles,) or (n_cycles, k) array, got {array.shape}")
+        if not np.isfinite(array).all():
+            raise ValueError(f"bootstrap group {g}: per-cycle values must be finite")
+        arrays.append(array)
+    if len({a.shape[1] for a in arrays}) != 1:
+        raise ValueError(f"bootstrap groups have different numbers of columns: {[a.shape[1] for a in arrays]}")
+    return arrays
+
+
+def bootstrap_means(
+    groups: Sequence[object], n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_BOOTSTRAP_SEED
+) -> np.ndarray:
+    """The (n_resamples, k) resampled pooled means: per resample, each group's cycles drawn with replacement.
+
+    Draw order (what makes a result reproducible from its recorded seed): for each resample
+    in turn, for each group in order, ``rng.integers(0, n_group, size=n_group)``.
+    """
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    arrays = _as_groups(groups)
+    rng = np.random.default_rng(seed)
+    out = np.empty((int(n_resamples), arrays[0].shape[1]), dtype=np.float64)
+    for r in range(int(n_resamples)):
+        total = np.zeros(arrays[0].shape[1], dtype=np.float64)
+        for array in arrays:
+            n = array.shape[0]
+            total += array[rng.integers(0, n, size=n)].mean(axis=0)
+        out[r] = total / len(arrays)
+    return out
+
+
+def bootstrap_ci(
+    groups: Sequence[object],
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> list[dict[str, Any]]:
+    """Percentile bootstrap intervals of the pooled mean (mean over groups of each group's mean), one per column.
+
+    Parameters
+    ----------
+    groups:
+        One array per group (seed): ``(n_cycles,)`` or ``(n_cycles, k)`` per-cycle values
+        (credits 1 / 0.5 / 0, or 0/1 correctness). Every group has the same ``k``.
+    n_resamples, level, seed:
+        Number of resamples, coverage (0 < level < 1) and the ``numpy.random.default_rng`` seed.
+
+    Returns
+    -------
+    ``k`` records ``{"low", "high", "level", "n_resamples", "seed", "method": "percentile",
+    "unit": "cycle"}``; low and high are the ``(1 - level) / 2`` and ``(1 + level) / 2``
+    quantiles (numpy's default linear interpolation) of the resampled means.
+    """
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    means = bootstrap_means(groups, n_resamples, seed)
+    alpha = (1.0 - float(level)) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
+    return [
+        {
+            "low": float(lo),
+            "high": float(hi),
+            "level": float(level),
+            "n_resamples": int(n_resamples),
+            "seed": int(seed),
+            "method": "percentile",
+            "unit": "cycle",
+        }
+        for lo, hi in zip(low, high)
+    ]
