@@ -253,7 +253,8 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
         "task: cycles_probe/shapes_strict_left_right\ndataset_path: shapes\n"
         "dataset_kwargs: {config: strict_left_right, seeds: [0, 1]}\noutput_type: cycle_probe\n"
         "metric_list: [cycle_acc, zero_shot_cycle_acc]\n"
-        + quick.format(kwargs="epochs: 2, ranks: [1, 4], full_heads: [diagonal], min_cycles: 5, audit_epochs: 1"),
+        # No min_cycles: the minimum the folder was built with (5), not the default 20.
+        + quick.format(kwargs="epochs: 2, ranks: [1, 4], full_heads: [diagonal], audit_epochs: 1"),
     )
     _yaml(
         env / "cycles",
@@ -284,6 +285,7 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
     assert m["available"] is True and m["seeds"] == [0, 1] and m["probe_rank"] == 4
     assert 0.0 <= m["cycle_acc"] <= 1.0 and m["cycle_acc"] == m["low_rank_r4_cycle_acc"]
     assert set(m["probe"]["settings"]["ranks"]) == {1, 4} and m["probe"]["settings"]["epochs"] == 2
+    assert m["probe"]["settings"]["min_cycles"] == json.loads((shapes_cycles / "build_info.json").read_text())["min_cycles"]
     assert m["additive_audit_passed"] is True
     # Same model, same test cycles: the probe record's zero-shot score is the cycles/ task's CycleAcc.
     assert m["zero_shot_cycle_acc"] == pytest.approx(zero["metrics"]["cycle_acc"], abs=1e-12)
