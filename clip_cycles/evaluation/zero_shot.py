@@ -194,6 +194,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
         metrics["acc"] = metrics["group_acc"]  # clip_benchmark's image_caption_selection name
     metrics["n_cycles"] = int(sum(v["n_cycles"] for v in per_seed.values()))
     metrics["tie_tolerance"] = task.tie_tolerance
+    metrics["split"] = task.split  # the split scored (a task's test_split, or clip_benchmark's --split)
     metrics["seeds"] = [int(s) for s in per_seed]
     metrics["per_seed"] = per_seed
     if audits:

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.experiments import oe, probes, transfer
@@ -29,6 +30,7 @@ from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
 from clip_cycles.results import write_json
 from clip_cycles.settings import MIN_CYCLES_ENV
+from clip_cycles.tasks.names import resolve_task_names
 
 
 def add_input_arguments(parser: Any) -> None:
@@ -54,10 +56,12 @@ def load_input(
         return load_experiment_data(features)
     if not tasks or not options.model:
         raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
+    # Before any data is read: every experiment needs image and caption embeddings.
+    require_embeddings(options.model_type, options.model, need_text=True)
 
     context = RunContext.from_options(options, seeds=seeds)
     return load_from_tasks(
-        tasks,
+        resolve_task_names(tasks),  # names, collections and fnmatch patterns (cycles/coco_*)
         context.spec,
         context.dataset_root,
         context.cache_dir,
