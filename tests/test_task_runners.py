@@ -345,17 +345,24 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
     assert m["cross_family_cycle_acc"] == pytest.approx(transfer[~np.eye(3, dtype=bool)].mean())
 
 
-def test_unknown_task_lists_available_ones(
+def test_unknown_task_suggests_the_nearest_ones(
     env: Path, tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in ("cycles_probe/no_such_family", "attributes/things_nothing"):
+    for name, near in (("cycles_probe/no_such_family", None), ("attributes/things_nothing", "attributes/things_")):
         with pytest.raises(SystemExit) as stop:
             clip_benchmark(name, tiny_model, tmp_path, tmp_path)
         assert stop.value.code == 2
         message = capsys.readouterr().err
         assert f"unknown task {name!r}" in message
-        assert "attributes/things_clustering" in message and "cycles/shapes_strict_left_right" in message
-        assert "cycles_probe/<task or collection of cycles/>" in message
+        # No dump of every name: the nearest ones of the same namespace (if any), and the way to list them.
+        assert ("did you mean" in message) == (
+            near is not None
+        ) and "List the tasks with `clip-cycles tasks [PATTERN]`" in message
+        assert near is None or f"did you mean {near}" in message
+        assert "cycles/shapes_strict_left_right" not in message
+    with pytest.raises(SystemExit):
+        clip_benchmark("cycles_probe/shapes_strict_left_rihgt", tiny_model, tmp_path, tmp_path)
+    assert "did you mean cycles_probe/shapes_strict_left_right, cycles/shapes_strict_left_right" in capsys.readouterr().err
     # Image-caption selection is only for zero-shot cycle tasks.
     with pytest.raises(SystemExit):
         clip_benchmark("attributes/things_random", tiny_model, tmp_path, tmp_path, "--task", "image_caption_selection")

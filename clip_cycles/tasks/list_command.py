@@ -31,8 +31,15 @@ def run(args: argparse.Namespace) -> int:
     Task files that do not validate are listed after them with their reason, never left out.
     """
     registry = TaskRegistry.default()
-    found = {line.name: line for pattern in args.patterns or [None] for line in task_lines(pattern, registry)}
-    lines = [found[name] for name in sorted(found)]
+    registry.names()  # reads every file, filling registry.unavailable
     broken = {name: reason for name, reason in registry.unavailable.items() if _selected(name, args.patterns)}
+    found = {}
+    for pattern in args.patterns or [None]:
+        try:
+            found.update({line.name: line for line in task_lines(pattern, registry)})
+        except ValueError:
+            if not any(_selected(name, [pattern]) for name in broken):  # type: ignore[list-item]
+                raise  # matches nothing at all: the sentence with the nearest names
+    lines = [found[name] for name in sorted(found)]
     sys.stdout.write(format_task_lines(lines, broken))
     return 0

@@ -6,7 +6,7 @@ commands and clip_benchmark's ``--dataset`` all go through :func:`resolve_task_n
 
 - a name with ``*``, ``?`` or ``[`` is a pattern (``cycles/coco_*``), matched against every
   task and collection name, derived ones included; the matches are expanded to single tasks
-  (a collection among them adds nothing new), in sorted order;
+  (a collection among them adds its members), sorted by name;
 - any other name must be a task or collection; an unknown one (a typo, a bare ``cycles``)
   is a ValueError that suggests the nearest names (``difflib``) and how to list them.
 """
@@ -32,26 +32,34 @@ def is_pattern(name: str) -> bool:
 
 
 def suggest(name: str, registry: TaskRegistry, limit: int = SUGGESTIONS) -> list[str]:
-    """The names nearest to ``name``: collections and tasks of a bare namespace, else ``difflib`` matches."""
+    """The names nearest to ``name``: collections and tasks of a bare namespace, else ``difflib`` matches
+    of the part after the namespace (same namespace first)."""
     names = registry.names()
     bare = name.strip("/")
     if bare in NAMESPACES:  # `cycles`: its collections first, then its first tasks
         inside = [n for n in names if n.startswith(f"{bare}/")]
         groups = [n for n in inside if isinstance(registry.get(n), GroupSpec)]
         return (groups + [n for n in inside if n not in groups])[:limit]
-    close = difflib.get_close_matches(name, names, n=limit, cutoff=0.6)
-    if not close and "/" in name:  # a wrong namespace with a right family: match the part after the slash
-        tail = name.split("/", 1)[1]
-        by_tail = {n.split("/", 1)[1]: n for n in reversed(names) if "/" in n}
-        close = [by_tail[t] for t in difflib.get_close_matches(tail, list(by_tail), n=limit, cutoff=0.6)]
-    return close
+    if "/" not in name:
+        return difflib.get_close_matches(name, names, n=limit, cutoff=0.6)
+    # Compare the part after the namespace: a shared prefix (`cycles_probe/`) would make any two names look alike.
+    namespace, tail = name.split("/", 1)
+    tails: dict[str, list[str]] = {}
+    for candidate in names:
+        if "/" in candidate:
+            tails.setdefault(candidate.split("/", 1)[1], []).append(candidate)
+    close: list[str] = []
+    for found in difflib.get_close_matches(tail, list(tails), n=limit, cutoff=0.6):
+        # The same namespace first, then the same family in the others (a wrong namespace).
+        close += sorted(tails[found], key=lambda c: (c.split("/", 1)[0] != namespace, c))
+    return list(dict.fromkeys(close))[:limit]
 
 
 def unknown_name_message(name: str, registry: TaskRegistry) -> str:
     """The sentence for a name that is no task, collection or matching pattern."""
     near = suggest(name, registry)
     what = f"no task or collection matches the pattern {name!r}" if is_pattern(name) else f"unknown task {name!r}"
-    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    hint = f"; did you mean {', '.join(near)}?" if near else "."
     derived = ", ".join(f"{n.prefix}/<x>" for n in DERIVED_NAMESPACES)
     return (
         f"{what}{hint} List the tasks with `clip-cycles tasks [PATTERN]` (e.g. 'cycles/coco_*'); "
@@ -78,7 +86,7 @@ def resolve_task_names(names: Iterable[str], registry: TaskRegistry | None = Non
             found = match(name, registry)
             if not found:
                 raise ValueError(unknown_name_message(name, registry))
-            out.update(dict.fromkeys(task.name for task in registry.expand(found)))
+            out.update(dict.fromkeys(sorted({task.name for task in registry.expand(found)})))
         elif name in registry.names():
             out[name] = None
         elif name in registry.unavailable:
