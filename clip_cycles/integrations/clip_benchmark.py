@@ -54,6 +54,7 @@ import os
 import sys
 from copy import copy
 from dataclasses import replace
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
@@ -248,6 +249,24 @@ def check_flags(args: Any, tasks: list[AnyTask]) -> None:
     check_backend_for_tasks(tasks, args.model_type, model)
 
 
+def build_families_once(args: Any, tasks: list[AnyTask]) -> None:
+    """Build, from their raw roots and in one pass per root and builder, the families of every cycles dataset
+    of this clip_benchmark invocation (clip_benchmark runs one dataset at a time: each would rebuild the
+    cached folder with one family more). Built folders given as ``--dataset_root`` are left to each run."""
+    by_root: dict[str | None, list[TaskSpec]] = {}
+    for task in tasks:
+        members = expand_tasks(task.members) if isinstance(task, TaskSpec) and task.members else [task]
+        for member in members:
+            if not (isinstance(member, TaskSpec) and member.config):
+                continue
+            root = _dataset_root(args.dataset_root, task.name)
+            if root is not None and (Path(root) / "build_info.json").is_file():
+                continue
+            by_root.setdefault(root, []).append(member)
+    for root, members in by_root.items():
+        resolve_dataset_roots(members, root, resolve_data_cache_dir())
+
+
 def tag_for_backend(args: Any) -> str | None:
     """``--pretrained`` for the backend: clip_benchmark's default tag only reaches its own model types.
 
@@ -435,7 +454,9 @@ def patch_cli(cli: ModuleType) -> None:
             base.dataset = expand_datasets(list(names), registry)
             ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
             if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
-                check_flags(base, expand_tasks(ours))
+                tasks = expand_tasks(ours)
+                check_flags(base, tasks)
+                build_families_once(base, tasks)
         except (ValueError, FileNotFoundError) as error:
             print(f"clip_benchmark: error: {error}", file=sys.stderr)
             raise SystemExit(2) from None
