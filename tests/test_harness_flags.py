@@ -204,3 +204,25 @@ def test_split_of_an_experiment_and_a_model_for_a_clip_cycles_backend(
     assert "cycles_probe/shapes_strict_size read the splits their design fixes" in err
     err = refused(capsys, "--dataset", "cycles/shapes_strict_size", "--model_type", "hf")
     assert "--model_type hf needs --model" in err
+
+
+def test_tasks_added_after_the_plugin_was_applied_are_found(
+    shapes_cycles: Path, env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import clip_benchmark.cli as cli
+
+    from clip_cycles.integrations.clip_benchmark import patch_cli
+
+    patch_cli(cli)  # as the start-up hook does, before the task folder below exists
+    extra = env / "extra" / "cycles"
+    extra.mkdir(parents=True)
+    (extra / "mine_strict_size.yaml").write_text(
+        "task: cycles/mine_strict_size\ndataset_path: shapes\ndataset_kwargs: {config: strict_size, seeds: [0]}\n"
+        "metric_list: [cycle_acc]\n"
+    )
+    monkeypatch.setenv("CLIP_CYCLES_TASKS_PATH", str(env / "extra"))
+    out = env / "out"
+    clip_benchmark("--dataset", "cycles/mine_*", "--dataset_root", str(shapes_cycles), "--model", "cycles-tiny",
+                   "--pretrained", "shapes", "--num_workers", "0", "--output", str(out / "{dataset}.json"))  # fmt: skip
+    record = json.loads((out / "cycles_mine_strict_size.json").read_text())
+    assert record["dataset"] == "cycles/mine_strict_size" and record["metrics"]["seeds"] == [0]

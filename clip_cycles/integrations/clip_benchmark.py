@@ -50,6 +50,7 @@ ranks and rank 0 writes the result (:mod:`clip_cycles.encoding.distributed`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from copy import copy
@@ -158,8 +159,6 @@ def given_flags(parser: Any, argv: list[str]) -> set[str] | None:
 
     None when the parser's ``eval`` subcommand cannot be found (then defaults are told apart by value).
     """
-    import argparse
-
     subparsers = [a for a in getattr(parser, "_actions", ()) if isinstance(a, argparse._SubParsersAction)]
     eval_parser = subparsers[0].choices.get("eval") if subparsers else None
     if eval_parser is None:
@@ -451,7 +450,8 @@ def patch_cli(cli: ModuleType) -> None:
     def main_eval(base: Any) -> Any:
         try:
             names = base.dataset if isinstance(base.dataset, list) else [base.dataset]
-            base.dataset = expand_datasets(list(names), registry)
+            # Read the task folders now, not at patch time: CLIP_CYCLES_TASKS_PATH may have changed since.
+            base.dataset = expand_datasets(list(names), TaskRegistry.default())
             ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
             if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
                 tasks = expand_tasks(ours)
