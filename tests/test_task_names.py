@@ -103,3 +103,16 @@ def test_eval_takes_a_pattern(shapes_cycles: Path, tmp_path: Path, monkeypatch: 
     assert cli_main(argv) == 0
     written = sorted(json.loads(p.read_text())["dataset"] for p in out.glob("*.json"))
     assert written == _single_tasks("shapes_strict_s*.yaml") == ["cycles/shapes_strict_same_pair", "cycles/shapes_strict_size"]
+
+
+def test_lmms_bridge_takes_patterns_and_suggests(
+    shapes_cycles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clip_cycles.integrations.lmms_bridge import main as bridge_main
+
+    monkeypatch.delenv(TASKS_PATH_ENV, raising=False)
+    argv = ["--dataset-root", str(shapes_cycles), "--seeds", "0", "--out"]
+    assert bridge_main([*argv, str(tmp_path / "a"), "--task", "cycles/shapes_box_left_r*"]) == 0
+    assert json.loads(capsys.readouterr().out)["tasks"] == ["clip_cycles_box_left_right_seed0", "clip_cycles_box_left_right"]
+    assert bridge_main([*argv, str(tmp_path / "b"), "--task", "cycles/shapes_box_left_rigth"]) == 2
+    assert "did you mean cycles/shapes_box_left_right" in capsys.readouterr().err
