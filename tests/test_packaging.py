@@ -118,3 +118,20 @@ def test_non_editable_install_finds_every_task(built: dict[str, Path]) -> None:
     assert len(yaml_names) >= 50 and yaml_names <= set(found["names"])
     assert found["unavailable"] == []
     assert found["names"] == TaskRegistry([REPO / "tasks"]).names()  # derived namespaces included
+
+
+def test_a_package_without_its_task_folder_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    # The registry module as it would sit in an install that lost its package data (and is no checkout).
+    lonely = tmp_path / "site" / "clip_cycles" / "tasks" / "registry.py"
+    lonely.parent.mkdir(parents=True)
+    shutil.copyfile(REPO / "clip_cycles" / "tasks" / "registry.py", lonely)
+    spec = importlib.util.spec_from_file_location("lonely_registry", lonely)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "lonely_registry", module)  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    with pytest.raises(FileNotFoundError, match=r"task YAMLs are missing: neither .*package_data/tasks .* reinstall clip_cycles"):
+        module.shipped_tasks_dir()
+    (lonely.parents[1] / "package_data" / "tasks").mkdir(parents=True)  # the installed copy is found
+    assert module.shipped_tasks_dir() == lonely.parents[1] / "package_data" / "tasks"
