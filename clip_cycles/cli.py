@@ -39,6 +39,9 @@ def register_command(name: str, module: str, help: str) -> None:
 register_command("synthetic", "clip_cycles.experiments.synthetic", "Synthetic controls (paper 1, Table 1): algebra before data.")
 register_command("build", "clip_cycles.data.build", "Build cycle families (shapes world, COCO, GQA) into a dataset folder.")
 register_command("audit", "clip_cycles.data.folder_audit", "Re-check a built dataset folder; non-zero exit on any violation.")
+register_command(
+    "tasks", "clip_cycles.tasks.list_command", "List tasks and collections (name, type, data, description); PATTERN: fnmatch."
+)
 register_command("eval", "clip_cycles.evaluation.eval_command", "Zero-shot CycleAcc and Winoground scores of a model on a task.")
 register_command(
     "encode", "clip_cycles.evaluation.encode_command", "Encode the unique images and captions of tasks into the feature cache."

@@ -12,6 +12,8 @@ time so a changed environment is seen) per variable:
                                    tasks (:func:`split_embeddings_override`)
 ``CLIP_CYCLES_SAMPLES``            the clip_benchmark plugin's per-cycle samples file, a template
                                    with ``--output``'s fields (:func:`samples_template`)
+``CLIP_CYCLES_MIN_CYCLES``         the minimum-cycle rule where no flag sets it (clip_benchmark,
+                                   raw-root builds of ``eval``, experiments) (:func:`min_cycles_override`)
 ``CLIP_CYCLES_NO_NUMBA``           numpy instead of the compiled cycle kernel (:func:`numba_disabled`)
 ``CLIP_CYCLES_FAULT_AFTER_BATCHES``  tests: fail after that many stored batches (:func:`injected_fault_limit`)
 ``CLIP_CYCLES_FAULT_RANK``         tests: only that torchrun rank fails (:func:`injected_fault_limit`)
@@ -44,6 +46,7 @@ SAMPLES_ENV = "CLIP_CYCLES_SAMPLES"
 FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
 FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
 DIST_TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
+MIN_CYCLES_ENV = "CLIP_CYCLES_MIN_CYCLES"
 
 #: How long a torchrun barrier waits by default: a whole shard of a large pool may be encoded meanwhile.
 DEFAULT_DIST_TIMEOUT_S = 6 * 3600.0
@@ -151,6 +154,18 @@ def _int(name: str) -> int | None:
         raise ValueError(f"environment variable {name}={raw!r} is not an integer; unset it or give a whole number") from None
 
 
+def min_cycles_override() -> int | None:
+    """``$CLIP_CYCLES_MIN_CYCLES``: the minimum cycles per split and seed (None: unset).
+
+    clip_benchmark has no ``--min-cycles`` flag: families built from a raw root use this
+    minimum, and the experiments screen families with it unless their task or flag sets one.
+    """
+    value = _int(MIN_CYCLES_ENV)
+    if value is not None and value < 1:
+        raise ValueError(f"environment variable {MIN_CYCLES_ENV}={value} must be at least 1 (cycles per split and seed)")
+    return value
+
+
 def injected_fault_limit() -> int | None:
     """``$CLIP_CYCLES_FAULT_AFTER_BATCHES`` for this process (tests): fail after that many stored batches.
 
@@ -181,6 +196,7 @@ __all__ = [
     "DIST_TIMEOUT_ENV",
     "FAULT_ENV",
     "FAULT_RANK_ENV",
+    "MIN_CYCLES_ENV",
     "NO_NUMBA_ENV",
     "SAMPLES_ENV",
     "SKIP_BAD_IMAGES_ENV",
@@ -190,6 +206,7 @@ __all__ = [
     "dist_timeout_s",
     "extra_task_dirs",
     "injected_fault_limit",
+    "min_cycles_override",
     "numba_disabled",
     "resolve_cache_dir",
     "resolve_data_cache_dir",

@@ -232,7 +232,7 @@ def _scratch_venv(path: Path) -> Path:
 
 def _project_copy(target: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".*")
-    for name in ("clip_cycles",):
+    for name in ("clip_cycles", "tasks", "hf_datasets"):
         shutil.copytree(REPO / name, target / name, ignore=ignore)
     for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md", "MANIFEST.in"):
         if (REPO / name).exists():
@@ -255,9 +255,10 @@ def test_console_script_in_fresh_install(editable: bool, shapes_cycles: Path, tm
     )
     assert (site / "clip_cycles_plugin.pth").is_file() and (site / "_clip_cycles_hook.py").is_file()
     where = _run([str(python), "-c", "import clip_cycles.tasks.registry as t; print(t.shipped_tasks_dir())"], env, tmp_path)
-    expected = project / "clip_cycles" / "tasks" if editable else site / "clip_cycles" / "tasks"
+    # Editable: the checkout's top-level tasks/ (one copy); regular: the copy the wheel installed as package data.
+    expected = project / "tasks" if editable else site / "clip_cycles" / "package_data" / "tasks"
     assert Path(where.stdout.strip()) == expected
-    assert (expected / "cycles" / "coco_strict_size.yaml").is_file()  # the YAMLs ship as package data
+    assert (expected / "cycles" / "coco_strict_size.yaml").is_file()
 
     # Start-up stays light: the hook imports nothing.
     imported = _run([str(python), "-X", "importtime", "-c", "pass"], env, tmp_path).stderr

@@ -112,3 +112,65 @@ def test_probe_experiments_keep_the_rule_for_train_and_validation(folder: Path) 
     )
     usable, unavailable = screen_families(data, [0], MIN)
     assert usable == {} and unavailable["f"] == f"seed 0 split 'validation' has {MIN - 1} cycles (minimum {MIN})"
+
+
+# --------------------------------------------------------------------------- setting the rule without a flag
+
+
+def test_raw_root_builds_take_the_minimum_from_the_environment(
+    shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clip_cycles.settings import MIN_CYCLES_ENV
+    from clip_cycles.tasks.loading import resolve_dataset_roots
+
+    (task,) = expand_tasks(["cycles/shapes_strict_size"])
+    cache = tmp_path / "datasets"
+    monkeypatch.setenv(MIN_CYCLES_ENV, str(MIN))
+    built = resolve_dataset_roots([task], shapes_world, cache)[task.name]
+    info = json.loads((built.root / "build_info.json").read_text())
+    assert info["min_cycles"] == MIN
+    entry = info["families"]["strict_size"]
+    counts = entry["counts"]["0"]
+    assert counts["validation"] < MIN <= counts["test"]  # the premise, as in the folder above
+    # The reason says how to set the rule where no flag can: the environment variable.
+    assert entry["available"] is False and f"{MIN_CYCLES_ENV}=N" in info["unavailable"]["strict_size"]
+    capsys.readouterr()
+    # The same rule again: the cached build is reused; another rule: rebuilt, and the reason says so.
+    resolve_dataset_roots([task], shapes_world, cache)
+    assert "building" not in capsys.readouterr().err
+    monkeypatch.delenv(MIN_CYCLES_ENV)
+    rebuilt = resolve_dataset_roots([task], shapes_world, cache)[task.name]
+    assert f"the cached build used --min-cycles {MIN}, this run asks for 20" in capsys.readouterr().err
+    assert json.loads((rebuilt.root / "build_info.json").read_text())["min_cycles"] == 20
+
+
+def test_a_built_folder_keeps_its_rule_and_refuses_another(folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from clip_cycles.settings import MIN_CYCLES_ENV
+    from clip_cycles.tasks.loading import resolve_dataset_roots
+
+    (task,) = expand_tasks(["cycles/shapes_strict_size"])
+    monkeypatch.setenv(MIN_CYCLES_ENV, "5")
+    with pytest.raises(ValueError, match=rf"{MIN_CYCLES_ENV}=5 .* built with --min-cycles {MIN}; rebuild it"):
+        resolve_dataset_roots([task], folder, tmp_path / "datasets")
+    monkeypatch.setenv(MIN_CYCLES_ENV, str(MIN))  # the folder's own rule: accepted
+    assert resolve_dataset_roots([task], folder, tmp_path / "datasets")[task.name].root == folder
+
+
+def test_experiments_use_the_minimum_the_folder_was_built_with(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from clip_cycles.experiments.experiment_data import (
+        ExperimentData,
+        load_experiment_data,
+        resolve_min_cycles,
+        save_experiment_data,
+    )
+    from clip_cycles.settings import MIN_CYCLES_ENV
+
+    monkeypatch.delenv(MIN_CYCLES_ENV, raising=False)
+    built = ExperimentData(model="m", pretrained="", families={}, built_min_cycles=MIN)
+    unknown = ExperimentData(model="m", pretrained="", families={})
+    assert resolve_min_cycles(None, built) == MIN  # not the default 20
+    assert load_experiment_data(save_experiment_data(built, tmp_path / "f.npz")).built_min_cycles == MIN  # --features keeps it
+    assert resolve_min_cycles(None, unknown) == 20  # planted data, older npz files
+    assert resolve_min_cycles(7, built) == 7  # a flag or experiment_kwargs wins
+    monkeypatch.setenv(MIN_CYCLES_ENV, "9")
+    assert resolve_min_cycles(None, built) == 9 and resolve_min_cycles(7, built) == 7

@@ -116,13 +116,17 @@ def test_old_spellings_of_eval_encode_and_audit_parse_to_the_same_options(comman
 
 
 @pytest.mark.parametrize("command", ["probe", "transfer", "oe"])
-def test_batch_size_of_the_experiments_stays_the_training_batch_size(command: str) -> None:
-    args = parse(command, ["--model", "m", "--batch-size", "128", "--encode-batch-size", "9", "--model-seed", "4"])
-    assert args.batch_size == 128  # the heads' training batch
+def test_batch_size_of_the_experiments_stays_the_training_batch_size(command: str, capsys) -> None:
+    args = parse(command, ["--model", "m", "--train-batch-size", "128", "--encode-batch-size", "9", "--model-seed", "4"])
+    assert args.train_batch_size == 128  # the heads' training batch
     assert model_options(args) == ModelOptions(model="m", encode_batch_size=9, model_seed=4)
-    # --seed is no model-seed alias here: argparse reads it as the abbreviation of --seeds, as before.
-    args = parse(command, ["--model", "m", "--seed", "7"])
-    assert (args.seeds, model_options(args).model_seed) == ([7], 0)
+    old = parse(command, ["--model", "m", "--batch-size", "128", "--encode-batch-size", "9", "--model-seed", "4"])
+    assert vars(old) == vars(args)  # --batch-size: the documented alias of --train-batch-size
+    # --seed could mean --seeds (cycle splits) or --model-seed (as in eval): refused with a sentence.
+    with pytest.raises(SystemExit):
+        parse(command, ["--model", "m", "--seed", "7"])
+    assert "--seed is ambiguous here: give --seeds" in capsys.readouterr().err
+    assert parse(command, ["--model", "m", "--seeds", "7"]).seeds == [7]
 
 
 def test_splits_seed_abbreviates_seeds_and_the_split_model_shares_the_model_settings() -> None:

@@ -26,6 +26,7 @@ ENV_NAMES = [
     settings.FAULT_RANK_ENV,
     settings.DIST_TIMEOUT_ENV,
     settings.SAMPLES_ENV,
+    settings.MIN_CYCLES_ENV,
 ]
 
 
@@ -102,6 +103,16 @@ def test_injected_fault_is_aimed_at_one_rank(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("CLIP_CYCLES_FAULT_AFTER_BATCHES", "three")
     with pytest.raises(ValueError, match="CLIP_CYCLES_FAULT_AFTER_BATCHES='three' is not an integer"):
         settings.injected_fault_limit()
+
+
+def test_min_cycles_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings.min_cycles_override() is None
+    monkeypatch.setenv("CLIP_CYCLES_MIN_CYCLES", " 5 ")
+    assert settings.min_cycles_override() == 5
+    for bad, why in (("five", "not an integer"), ("0", "at least 1"), ("-3", "at least 1")):
+        monkeypatch.setenv("CLIP_CYCLES_MIN_CYCLES", bad)
+        with pytest.raises(ValueError, match=f"CLIP_CYCLES_MIN_CYCLES.*{why}"):
+            settings.min_cycles_override()
 
 
 def test_barrier_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import configparser
 from pathlib import Path
 
 import pytest
@@ -10,8 +9,6 @@ import yaml
 
 from clip_cycles.tasks import registry as task_registry
 from clip_cycles.tasks.registry import TaskRegistry, TaskSpec, is_template, read_task_yaml, shipped_tasks_dir
-
-REPO = Path(__file__).resolve().parents[1]
 
 TEMPLATE = """test_split: test
 output_type: cycle_selection
@@ -166,15 +163,4 @@ def test_each_shipped_task_file_holds_only_what_differs() -> None:
     assert checked == 52  # every shipped single task (the 5 collections list tasks instead)
 
 
-def test_every_shipped_task_file_and_template_is_package_data() -> None:
-    config = configparser.ConfigParser()
-    config.read(REPO / "setup.cfg")
-    patterns = [p.strip() for p in config["options.package_data"]["clip_cycles"].splitlines() if p.strip()]
-    package = REPO / "clip_cycles"
-    shipped = {path for pattern in patterns for path in package.glob(pattern)}  # setuptools expands them so
-    files = [p for p in shipped_tasks_dir().rglob("*") if p.is_file() and p.suffix not in (".py", ".pyc")]
-    assert any(p.name == "_default_template_yaml" for p in files) and any(p.name == "_coco_yaml" for p in files)
-    missing = sorted(str(p.relative_to(package)) for p in files if p not in shipped)
-    assert missing == []
-    manifest = (REPO / "MANIFEST.in").read_text(encoding="utf-8")
-    assert "recursive-include clip_cycles/tasks *.yaml *_yaml" in manifest
+# That every task file and template ships in the sdist and the wheel: tests/test_packaging.py.

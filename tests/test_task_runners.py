@@ -254,7 +254,8 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
         "task: cycles_probe/shapes_strict_left_right\ndataset_path: shapes\n"
         "dataset_kwargs: {config: strict_left_right, seeds: [0, 1]}\noutput_type: cycle_probe\n"
         "metric_list: [cycle_acc, zero_shot_cycle_acc]\n"
-        + quick.format(kwargs="epochs: 2, ranks: [1, 4], full_heads: [diagonal], min_cycles: 5, audit_epochs: 1"),
+        # No min_cycles: the minimum the folder was built with (5), not the default 20.
+        + quick.format(kwargs="epochs: 2, ranks: [1, 4], full_heads: [diagonal], audit_epochs: 1"),
     )
     _yaml(
         env / "cycles",
@@ -285,6 +286,7 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
     assert m["available"] is True and m["seeds"] == [0, 1] and m["probe_rank"] == 4
     assert 0.0 <= m["cycle_acc"] <= 1.0 and m["cycle_acc"] == m["low_rank_r4_cycle_acc"]
     assert set(m["probe"]["settings"]["ranks"]) == {1, 4} and m["probe"]["settings"]["epochs"] == 2
+    assert m["probe"]["settings"]["min_cycles"] == json.loads((shapes_cycles / "build_info.json").read_text())["min_cycles"]
     assert m["additive_audit_passed"] is True
     # Same model, same test cycles: the probe record's zero-shot score is the cycles/ task's CycleAcc.
     assert m["zero_shot_cycle_acc"] == pytest.approx(zero["metrics"]["cycle_acc"], abs=1e-12)
@@ -344,17 +346,24 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
     assert m["cross_family_cycle_acc"] == pytest.approx(transfer[~np.eye(3, dtype=bool)].mean())
 
 
-def test_unknown_task_lists_available_ones(
+def test_unknown_task_suggests_the_nearest_ones(
     env: Path, tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in ("cycles_probe/no_such_family", "attributes/things_nothing"):
+    for name, near in (("cycles_probe/no_such_family", None), ("attributes/things_nothing", "attributes/things_")):
         with pytest.raises(SystemExit) as stop:
             clip_benchmark(name, tiny_model, tmp_path, tmp_path)
         assert stop.value.code == 2
         message = capsys.readouterr().err
         assert f"unknown task {name!r}" in message
-        assert "attributes/things_clustering" in message and "cycles/shapes_strict_left_right" in message
-        assert "cycles_probe/<task or collection of cycles/>" in message
+        # No dump of every name: the nearest ones of the same namespace (if any), and the way to list them.
+        assert ("did you mean" in message) == (
+            near is not None
+        ) and "List the tasks with `clip-cycles tasks [PATTERN]`" in message
+        assert near is None or f"did you mean {near}" in message
+        assert "cycles/shapes_strict_left_right" not in message
+    with pytest.raises(SystemExit):
+        clip_benchmark("cycles_probe/shapes_strict_left_rihgt", tiny_model, tmp_path, tmp_path)
+    assert "did you mean cycles_probe/shapes_strict_left_right, cycles/shapes_strict_left_right" in capsys.readouterr().err
     # Image-caption selection is only for zero-shot cycle tasks.
     with pytest.raises(SystemExit):
         clip_benchmark("attributes/things_random", tiny_model, tmp_path, tmp_path, "--task", "image_caption_selection")

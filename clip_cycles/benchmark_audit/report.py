@@ -59,7 +59,7 @@ def markdown_table(audit: BenchmarkAudit) -> str:
     ]
     lines.append("| " + " | ".join(_fmt(v) for v in total) + " |")
     model = audit.model.get("model")
-    who = f"{model} ({audit.model.get('pretrained') or 'random init'})" if model else "no model (design only)"
+    who = f"{model} ({weights_label(audit.model)})" if model else "no model (design only)"
     lines += [
         "",
         f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
@@ -68,6 +68,14 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         "looking at the pairing.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def weights_label(model: dict[str, Any]) -> str:
+    """What the audited model's numbers come from: its tag, precomputed features, or a random init."""
+    if model.get("pretrained"):
+        return str(model["pretrained"])
+    # A features file has no weights at all: calling it "random init" would misread the audit.
+    return "precomputed features" if model.get("backend") == "features" else "random init"
 
 
 def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:

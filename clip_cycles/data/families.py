@@ -61,12 +61,18 @@ import numpy as np
 from clip_cycles.algebra.audits import audit_cycles
 from clip_cycles.data.sources import builder_names, get_builder
 from clip_cycles.fingerprints import canonical_json
+from clip_cycles.settings import MIN_CYCLES_ENV
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
 #: Default minimum number of cycles in every split of every seed (paper 1: a family
 #: with 18-19 validation cycles was reported unavailable).
 DEFAULT_MIN_CYCLES: int = 20
+#: How a user sets the minimum-cycle rule, named in every unavailable-family reason.
+MIN_CYCLES_HINT = (
+    f"minimum-cycle rule: `clip-cycles build ... --min-cycles N`; for families built from a raw root "
+    f"by clip_benchmark or clip-cycles eval, the environment variable {MIN_CYCLES_ENV}=N"
+)
 
 #: Default share of the train pool that goes to validation, per seed.
 DEFAULT_VALIDATION_FRACTION: float = 0.2
@@ -589,7 +595,7 @@ def build_family(
     result.available_splits = [s for s in SPLITS if s not in short_splits]
     if shortfalls:
         result.available = False
-        result.reason = f"fewer than {min_cycles} cycles (--min-cycles) in " + "; ".join(shortfalls)
+        result.reason = f"fewer than {min_cycles} cycles in " + "; ".join(shortfalls) + f" ({MIN_CYCLES_HINT})"
     if not result.available_splits:
         result.records = {}
     return result

@@ -222,16 +222,17 @@ def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
     return ", ".join(changed) or "the fingerprint format changed"
 
 
-def build_from_raw(builder: str, raw_root: Path, families: Sequence[str], out: Path) -> Path:
+def build_from_raw(builder: str, raw_root: Path, families: Sequence[str], out: Path, min_cycles: int | None = None) -> Path:
     """Build ``families`` with family builder ``builder`` from ``raw_root`` into ``out``.
 
     Calls the builder's ``build_families`` (the code behind ``clip-cycles build <builder>``)
-    with its defaults.
+    with its defaults; ``min_cycles`` (when given) replaces the default minimum-cycle rule.
     """
     source = get_builder(builder)
     build = resolve_hook(source.build_families, f"source {builder!r} build_families")  # type: ignore[arg-type]
+    rule = {} if min_cycles is None else {"min_cycles": min_cycles}
     # allow_empty: an unavailable family is reported per task (its reason), not a failed build.
-    folder, _ = build(raw_root, out, families=list(families), allow_empty=True)
+    folder, _ = build(raw_root, out, families=list(families), allow_empty=True, **rule)
     return Path(folder)
 
 

@@ -12,7 +12,7 @@ a token tensor. Built in:
 - ``features``: precomputed embeddings (safetensors or npz) keyed by image file and
   caption text.
 
-A third-party package adds one through the entry-point group ``clip_cycles.encoding.backends``
+A third-party package adds one through the entry-point group ``clip_cycles.backends``
 (``name = package.module:loader``). Backends are resolved lazily: listing names imports
 nothing heavy except clip_benchmark's model table, and only when asked for.
 """

@@ -9,8 +9,9 @@ that is the command line's edge, nothing below it sees an ``argparse.Namespace``
 One spelling per flag; older spellings stay as aliases where they cannot be mistaken:
 ``--seed`` for ``--model-seed`` and ``--batch-size`` for ``--encode-batch-size`` are
 accepted by ``eval``, ``encode`` and ``audit-benchmark`` (their spellings before), not by
-``probe``/``transfer``/``oe`` (whose ``--batch-size`` is the heads' training batch size)
-nor ``splits`` (where ``--seed`` abbreviates its split ``--seeds``).
+``probe``/``transfer``/``oe`` (there ``--train-batch-size``, alias ``--batch-size``, is the
+heads' training batch, and ``--seed`` is refused as ambiguous between ``--seeds`` and
+``--model-seed``) nor ``splits`` (where ``--seed`` abbreviates its split ``--seeds``).
 """
 
 from __future__ import annotations
@@ -63,13 +64,13 @@ MODEL_FLAGS: tuple[ModelFlag, ...] = (
     ModelFlag(
         "model_seed",
         "--model-seed",
-        {"type": int, "default": 0, "help": "torch seed before loading (random-init models)"},
+        {"type": int, "default": 0, "help": "torch seed before loading (random-init models); not the cycle-split --seeds"},
         ("--seed",),
     ),
     ModelFlag(
         "encode_batch_size",
         "--encode-batch-size",
-        {"type": int, "default": DEFAULT_BATCH_SIZE, "help": "images or captions per encoder batch"},
+        {"type": int, "default": DEFAULT_BATCH_SIZE, "help": "images or captions per encoder batch (not a training batch)"},
         ("--batch-size",),
     ),
     ModelFlag(

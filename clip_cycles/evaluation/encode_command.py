@@ -9,6 +9,8 @@ from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.encoding.task_encoding import encode_tasks
+from clip_cycles.evaluation.capabilities import check_backend_for_tasks
+from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import expand_tasks
 
 
@@ -21,8 +23,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
-    tasks = expand_tasks(args.task)
-    context = RunContext.from_options(model_options(args))
+    tasks = expand_tasks(resolve_task_names(args.task))  # names, collections and fnmatch patterns
+    options = model_options(args)
+    check_backend_for_tasks(tasks, options.model_type, options.model)
+    context = RunContext.from_options(options)
     with process_group(context.spec):
         _, encoded = encode_tasks(
             tasks,

@@ -12,8 +12,10 @@ from clip_cycles.data.families import seed_argument
 from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
+from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import expand_tasks
 
 
@@ -41,8 +43,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner."""
-    context = RunContext.from_options(model_options(args), seeds=args.seeds)
+    """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner.
+
+    ``--task`` takes names, collections and ``fnmatch`` patterns (``cycles/coco_*``); the backend is
+    checked against every task before any data is read or a model loaded.
+    """
+    names = resolve_task_names(args.task)
+    options = model_options(args)
+    check_backend_for_tasks(expand_tasks(names), options.model_type, options.model)
+    context = RunContext.from_options(options, seeds=args.seeds)
     context.samples_path = Path(args.samples) if args.samples else None
     spec = context.spec
     if args.output != "-":  # every result file checked before anything is encoded, so no result is lost
@@ -56,12 +65,12 @@ def run(args: argparse.Namespace) -> int:
                     language=context.language,
                     task=runner_for(task.output_type).result_task,
                 )
-                for task in expand_tasks(args.task)
+                for task in expand_tasks(names)
             },
             args.output,
         )
     with process_group(spec):
-        outcome = run_tasks(args.task, context)
+        outcome = run_tasks(names, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
         return 0
     if outcome.encoded is not None:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.zero_shot import checked_record
-from clip_cycles.experiments.experiment_data import load_from_tasks
+from clip_cycles.experiments.experiment_data import load_from_tasks, resolve_min_cycles
 from clip_cycles.experiments.oe import OESettings, oe_metrics
 from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
 from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
@@ -64,6 +64,8 @@ def _run_experiment(
         seeds = list(context.seeds) if context.seeds else list(task.seeds)
         settings = experiment_settings(settings_class, task, seeds)
         data = _experiment_data(task, context, seeds, with_markers)
+        # The folder's own minimum-cycle rule (or $CLIP_CYCLES_MIN_CYCLES) unless the task sets one.
+        settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(task.experiment_kwargs.get("min_cycles"), data))
         records.append(checked_record(task, context.spec, metrics(data, settings)))
     return RunOutcome(records)
 

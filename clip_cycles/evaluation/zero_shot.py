@@ -308,6 +308,7 @@ def score_task(
         metrics["acc"] = metrics["cycle_acc"]
     metrics["n_cycles"] = int(sum(v["n_cycles"] for v in per_seed.values()))
     metrics["tie_tolerance"] = task.tie_tolerance
+    metrics["split"] = task.split  # the split scored (a task's test_split, or clip_benchmark's --split)
     metrics["seeds"] = [int(s) for s in per_seed]
     metrics["per_seed"] = per_seed
     if audits:

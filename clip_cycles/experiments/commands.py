@@ -8,19 +8,29 @@ adds their flags, loads the features and writes the JSON and the report.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.experiments import oe, probes, transfer
-from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, load_experiment_data, load_from_tasks
+from clip_cycles.experiments.experiment_data import (
+    DEFAULT_MIN_CYCLES,
+    ExperimentData,
+    load_experiment_data,
+    load_from_tasks,
+    resolve_min_cycles,
+)
 from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
 from clip_cycles.results import finite_float, write_json
+from clip_cycles.settings import MIN_CYCLES_ENV
+from clip_cycles.tasks.names import resolve_task_names
 
 
 def add_input_arguments(parser: Any) -> None:
@@ -28,7 +38,7 @@ def add_input_arguments(parser: Any) -> None:
     group = parser.add_argument_group("input (either --features, or --task with --model)")
     group.add_argument("--features", default=None, help="an .npz written by save_experiment_data (skips encoding)")
     add_task_argument(group, required=False)
-    # No --seed/--batch-size aliases: here --batch-size is the heads' training batch size, --seed abbreviates --seeds.
+    # No --seed/--batch-size model aliases: here --batch-size is --train-batch-size and --seed is refused as ambiguous.
     add_model_arguments(group)
 
 
@@ -46,10 +56,12 @@ def load_input(
         return load_experiment_data(features)
     if not tasks or not options.model:
         raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
+    # Before any data is read: every experiment needs image and caption embeddings.
+    require_embeddings(options.model_type, options.model, need_text=True)
 
     context = RunContext.from_options(options, seeds=seeds)
     return load_from_tasks(
-        tasks,
+        resolve_task_names(tasks),  # names, collections and fnmatch patterns (cycles/coco_*)
         context.spec,
         context.dataset_root,
         context.cache_dir,
@@ -62,17 +74,50 @@ def load_input(
     )
 
 
+class _AmbiguousSeed(argparse.Action):
+    """``--seed`` in an experiment command: refused with a sentence (argparse would read it as ``--seeds``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None) -> None:
+        parser.error(
+            "--seed is ambiguous here: give --seeds (the cycle-split seeds, each also seeding its head's training) "
+            "or --model-seed (the torch seed before loading a random-init model; `clip-cycles eval --seed`)"
+        )
+
+
+def add_train_batch_size(parser: Any) -> None:
+    """``--train-batch-size`` (alias ``--batch-size``, its spelling before): cycles per training step of the heads.
+
+    Not the encoder's batch: that is ``--encode-batch-size`` (``clip-cycles eval --batch-size``).
+    """
+    parser.add_argument(
+        "--train-batch-size",
+        "--batch-size",
+        dest="train_batch_size",
+        type=int,
+        default=512,
+        help="cycles per training step of the heads (alias --batch-size); the encoder's batch is --encode-batch-size",
+    )
+
+
 def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
     """Arguments shared by the experiment commands: input, output, seeds, epochs, minimum cycles."""
     add_input_arguments(parser)
     parser.add_argument("--out", required=True, help="results directory (JSON, report.md and figures go here)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(seeds), help="cycle-split seeds")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=list(seeds),
+        help="cycle-split seeds (each also seeds its head's training); the model's torch seed is --model-seed",
+    )
+    parser.add_argument("--seed", nargs="*", action=_AmbiguousSeed, help=argparse.SUPPRESS)
     parser.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
     parser.add_argument(
         "--min-cycles",
         type=int,
-        default=DEFAULT_MIN_CYCLES,
-        help="families with fewer cycles in any seed/split are reported unavailable",
+        default=None,
+        help="families with fewer cycles in any seed/split are reported unavailable (default: "
+        f"${MIN_CYCLES_ENV}, else the minimum the dataset folders were built with, else {DEFAULT_MIN_CYCLES})",
     )
     parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
 
@@ -95,7 +140,7 @@ def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
     parser.add_argument("--lr", type=finite_float, default=1e-3)
     parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
+    add_train_batch_size(parser)
     parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
     parser.set_defaults(func=probe_command)
 
@@ -106,14 +151,14 @@ def probe_command(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         lr=args.lr,
         weight_decay=args.weight_decay,
-        batch_size=args.batch_size,
+        batch_size=args.train_batch_size,
         ranks=tuple(args.ranks),
         full_heads=tuple(args.full_heads),
         seeds=tuple(args.seeds),
-        min_cycles=args.min_cycles,
         audit=not args.no_audit,
     )
     data = load_input(args.features, args.task, model_options(args), settings.seeds)
+    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(args.min_cycles, data))
     return finish(run_probes(data, settings), args.out, probes.RESULT_FILE, report=not args.no_report)
 
 
@@ -123,7 +168,7 @@ def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=REFERENCE_RANK, help="probe rank (paper: 64)")
     parser.add_argument("--lr", type=finite_float, default=1e-3)
     parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=512, help="training batch size (cycles)")
+    add_train_batch_size(parser)
     parser.set_defaults(func=transfer_command)
 
 
@@ -134,11 +179,11 @@ def transfer_command(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         lr=args.lr,
         weight_decay=args.weight_decay,
-        batch_size=args.batch_size,
+        batch_size=args.train_batch_size,
         seeds=tuple(args.seeds),
-        min_cycles=args.min_cycles,
     )
     data = load_input(args.features, args.task, model_options(args), settings.seeds)
+    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(args.min_cycles, data))
     return finish(transfer.run_transfer(data, settings), args.out, transfer.RESULT_FILE, report=not args.no_report)
 
 
@@ -148,7 +193,7 @@ def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rank", type=int, default=64)
     parser.add_argument("--lr", type=finite_float, default=1e-3)
     parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    parser.add_argument("--batch-size", type=int, default=512, help="training batch size")
+    add_train_batch_size(parser)
     parser.add_argument(
         "--text-only-epochs", type=int, default=50, help="epochs of the text-only and image-only shortcut probes (paper 1: 50)"
     )
@@ -166,13 +211,13 @@ def oe_command(args: argparse.Namespace) -> int:
     settings = OESettings(
         rank=args.rank,
         epochs=args.epochs,
-        batch_size=args.batch_size,
+        batch_size=args.train_batch_size,
         lr=args.lr,
         weight_decay=args.weight_decay,
         seeds=tuple(args.seeds),
         text_only_epochs=args.text_only_epochs,
         text_only_lr=args.text_only_lr,
-        min_cycles=args.min_cycles,
     )
     data = load_input(args.features, args.task, model_options(args), settings.seeds, with_markers=True)
+    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(args.min_cycles, data))
     return finish(oe.run_oe(data, settings), args.out, oe.RESULT_FILE, report=not args.no_report)

@@ -31,7 +31,7 @@ import numpy as np
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
-from clip_cycles.settings import resolve_data_cache_dir
+from clip_cycles.settings import min_cycles_override, resolve_data_cache_dir
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import expand_tasks
 
@@ -130,6 +130,9 @@ class ExperimentData:
     tie_tolerance: float = DEFAULT_TIE_TOLERANCE
     unavailable: dict[str, str] = field(default_factory=dict)
     source: str = ""
+    #: The minimum-cycle rule the dataset folders were built with (``build_info.json``; the
+    #: strictest of several); None when unknown (planted data, older npz files).
+    built_min_cycles: int | None = None
 
     def identity(self) -> dict[str, Any]:
         """``model``, ``pretrained``, ``tie_tolerance`` and ``source`` for result JSONs."""
@@ -138,6 +141,15 @@ class ExperimentData:
     def family_names(self) -> list[str]:
         """Every family, available or not, in a stable order (loaded ones first, as given)."""
         return list(self.families) + [n for n in self.unavailable if n not in self.families]
+
+
+def resolve_min_cycles(explicit: int | None, data: ExperimentData) -> int:
+    """The minimum-cycle rule of an experiment: ``explicit`` (a flag or ``experiment_kwargs``), else
+    ``$CLIP_CYCLES_MIN_CYCLES``, else the minimum the folders were built with, else the default (20)."""
+    for value in (explicit, min_cycles_override(), data.built_min_cycles):
+        if value is not None:
+            return int(value)
+    return DEFAULT_MIN_CYCLES
 
 
 def screen_families(
@@ -235,6 +247,8 @@ def save_experiment_data(data: ExperimentData, path: str | Path) -> Path:
             entry["marker_rows"] = f"marker_rows_{i}"
         families.append(entry)
     meta = {"format": NPZ_FORMAT, **data.identity(), "families": families, "unavailable": data.unavailable}
+    if data.built_min_cycles is not None:
+        meta["built_min_cycles"] = int(data.built_min_cycles)
     arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as handle:
@@ -286,6 +300,7 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         tie_tolerance=float(meta["tie_tolerance"]),
         unavailable=dict(meta.get("unavailable", {})),
         source=meta.get("source", ""),
+        built_min_cycles=meta.get("built_min_cycles"),
     )
 
 
@@ -329,6 +344,7 @@ def load_from_tasks(
         )
     data_cache = resolve_data_cache_dir(data_cache_dir, cache_dir)
     folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
+    built = [int(f.info["min_cycles"]) for f in folders.values() if isinstance(f.info.get("min_cycles"), int)]
     loaded = []
     unavailable: dict[str, str] = {}
     for task in tasks:
@@ -374,6 +390,7 @@ def load_from_tasks(
         tie_tolerance=tasks[0].tie_tolerance,
         unavailable=unavailable,
         source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
+        built_min_cycles=max(built, default=None),
     )
 
 

@@ -25,6 +25,26 @@ the start-up hook in :mod:`clip_cycles.integrations._activation`, or explicitly 
 
 Every other dataset goes through clip_benchmark unchanged.
 
+clip_benchmark's flags, for a cycles dataset (:data:`REFUSED_FLAGS` is the table):
+
+- ``--dataset`` takes task names, collections and ``fnmatch`` patterns (``'cycles/coco_*'``,
+  expanded to their single tasks before any run); an unknown name or a bare ``cycles`` stops
+  with the nearest names (:mod:`clip_cycles.tasks.names`);
+- ``--split`` (``--test_split``) is the split a zero-shot task scores, under ``--task auto``
+  and ``image_caption_selection`` alike; the experiments and attribute tasks read the splits
+  their design fixes and refuse another one;
+- ``--model_type``, ``--model``, ``--pretrained``: clip_benchmark's *default* tag
+  (``laion400m_e32``) and model reach only clip_benchmark's own model types (open_clip, ...);
+  a backend of clip_cycles (``hf``, ``timm``, ``features``, entry points) gets no tag unless
+  ``--pretrained`` is given (so it is never taken as a revision nor recorded) and needs ``--model``;
+- the minimum-cycle rule has no clip_benchmark flag: ``CLIP_CYCLES_MIN_CYCLES``
+  (:func:`clip_cycles.settings.min_cycles_override`) sets it for families built from a raw root
+  and for the experiments;
+- the backend is checked against every task before any data is read (an image-only model
+  on a cycle task stops with a sentence);
+- flags of clip_benchmark's other tasks (linear probe, retrieval, classification) are refused
+  with a sentence when given, never silently ignored.
+
 Launched under ``torchrun`` (without clip_benchmark's own ``--distributed``, which
 splits whole runs across ranks instead), each ``cycles/`` run is sharded across the
 ranks and rank 0 writes the result (:mod:`clip_cycles.encoding.distributed`).
@@ -32,22 +52,72 @@ ranks and rank 0 writes the result (:mod:`clip_cycles.encoding.distributed`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
+from copy import copy
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
 from clip_cycles.data.folder_reader import CycleRows
-from clip_cycles.encoding.backends import available_backends, check_open_clip_request, get_backend
+from clip_cycles.encoding.backends import (
+    available_backends,
+    check_open_clip_request,
+    clip_benchmark_model_types,
+    get_backend,
+)
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import register_tiny_model
+from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import output_path, write_result
 from clip_cycles.settings import SAMPLES_ENV, resolve_data_cache_dir, samples_template, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
-from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, get_task, is_task_name
+from clip_cycles.tasks.names import is_pattern, match, resolve_task_names, unknown_name_message
+from clip_cycles.tasks.registry import (
+    NAMESPACES,
+    SPLITS,
+    AnyTask,
+    GroupSpec,
+    TaskRegistry,
+    TaskSpec,
+    expand_tasks,
+    get_task,
+    is_task_name,
+)
+
+#: clip_benchmark ``eval`` flags (by destination) that no cycles dataset can honour: what they are for.
+REFUSED_FLAGS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "train_split",
+            "val_split",
+            "val_proportion",
+            "fewshot_k",
+            "fewshot_epochs",
+            "fewshot_lr",
+            "skip_load",
+            "feature_root",
+            "save_clf",
+            "load_clfs",
+        ),
+        "linear probes",
+    ),
+    **dict.fromkeys(("recall_k", "annotation_file"), "retrieval"),
+    **dict.fromkeys(
+        ("custom_classname_file", "custom_template_file", "dump_classnames", "dump_templates"), "zero-shot classification"
+    ),
+    "normalize": "feature normalization (cycle scores always use L2-normalized features)",
+    "wds_cache_dir": "webdataset datasets",
+}
+#: clip_benchmark's ``--split`` default: a split other than it counts as given even when the flags are unknown.
+DEFAULT_SPLIT = "test"
+#: clip_benchmark's ``--model`` and ``--pretrained`` defaults: an OpenCLIP model and its tag.
+DEFAULT_MODEL = "ViT-B-32-quickgelu"
+DEFAULT_PRETRAINED = "laion400m_e32"
 
 
 class CycleBlocksDataset:
@@ -86,6 +156,129 @@ class CycleBlocksDataset:
         return images, list(self.rows.caption_pair(index))
 
 
+def given_flags(parser: Any, argv: list[str]) -> set[str] | None:
+    """Destinations of the ``eval`` flags given on ``argv`` (abbreviations resolved as argparse does).
+
+    None when the parser's ``eval`` subcommand cannot be found (then defaults are told apart by value).
+    """
+    subparsers = [a for a in getattr(parser, "_actions", ()) if isinstance(a, argparse._SubParsersAction)]
+    eval_parser = subparsers[0].choices.get("eval") if subparsers else None
+    if eval_parser is None:
+        return None
+    options = eval_parser._option_string_actions
+    given: set[str] = set()
+    for token in argv:
+        if token == "--":
+            break
+        if not token.startswith("--"):
+            continue
+        name = token.split("=", 1)[0]
+        action = options.get(name)
+        if action is None:  # an abbreviation argparse accepted: the one long option it starts
+            candidates = [o for o in options if o.startswith(name)]
+            action = options[candidates[0]] if len(candidates) == 1 else None
+        if action is not None:
+            given.add(action.dest)
+    return given
+
+
+def _was_given(args: Any, dest: str, default: str) -> bool:
+    """Whether flag ``dest`` was given; ``--pretrained_model`` gives ``--model`` and ``--pretrained`` too."""
+    if getattr(args, "pretrained_model", "") and dest in ("model", "pretrained"):
+        return True
+    given = getattr(args, "_clip_cycles_given", None)
+    if given is not None:
+        return dest in given
+    value = getattr(args, dest)
+    return value != default and value != [default]  # eval's base holds lists, each run one value
+
+
+def _is_ours(name: str, registry: TaskRegistry) -> bool:
+    return is_task_name(name) or name.strip("/") in NAMESPACES or (is_pattern(name) and bool(match(name, registry)))
+
+
+def expand_datasets(names: list[str], registry: TaskRegistry) -> list[str]:
+    """clip_benchmark's ``--dataset`` list with the cycles patterns expanded to their tasks (order kept).
+
+    Collections stay (clip_benchmark expands them); unknown cycles names, a bare namespace
+    (``cycles``) and patterns of our namespaces that match nothing raise a ValueError naming
+    the nearest names. Other datasets pass through untouched.
+    """
+    out: list[str] = []
+    for name in names:
+        if os.path.isfile(name) or not _is_ours(name, registry):
+            out.append(name)
+        elif is_pattern(name) or name not in registry.names():
+            if not is_pattern(name) and name in registry.unavailable:
+                registry.get(name)  # the file's own error (file, line, field)
+            if not is_pattern(name):
+                raise ValueError(unknown_name_message(name, registry))
+            out.extend(resolve_task_names([name], registry))
+        else:
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def check_flags(args: Any, tasks: list[AnyTask]) -> None:
+    """Refuse, with a sentence, the clip_benchmark flags the cycles datasets ``tasks`` cannot honour."""
+    given = getattr(args, "_clip_cycles_given", None)
+    if given is not None:
+        refused = sorted(dest for dest in given if dest in REFUSED_FLAGS)
+        if refused:
+            what = "; ".join(f"--{dest} ({REFUSED_FLAGS[dest]})" for dest in refused)
+            raise ValueError(
+                f"clip_benchmark flags for other kinds of datasets cannot apply to the cycles datasets "
+                f"{', '.join(t.name for t in tasks)}: {what}; drop them, or run those datasets in a separate command"
+            )
+    if _was_given(args, "split", DEFAULT_SPLIT):
+        if args.split not in SPLITS:
+            raise ValueError(f"--split {args.split!r}: cycles datasets have the splits {', '.join(SPLITS)}")
+        fixed = [t.name for t in tasks if t.output_type != "cycle_selection" and args.split != getattr(t, "split", None)]
+        if fixed:
+            raise ValueError(
+                f"--split {args.split}: {', '.join(fixed)} read the splits their design fixes (experiments: train, "
+                "validation and test; attribute splits: their folds); only zero-shot cycles/ tasks score another "
+                "split: drop --split for these"
+            )
+    native = args.model_type in clip_benchmark_model_types()
+    if not native and not _was_given(args, "model", DEFAULT_MODEL):
+        raise ValueError(
+            f"--model_type {args.model_type} needs --model (clip_benchmark's default model is an OpenCLIP name; "
+            f"e.g. a Hugging Face id for hf, a file for features)"
+        )
+    model = args.model if isinstance(args.model, str) else ", ".join(args.model or ())
+    check_backend_for_tasks(tasks, args.model_type, model)
+
+
+def build_families_once(args: Any, tasks: list[AnyTask]) -> None:
+    """Build, from their raw roots and in one pass per root and builder, the families of every cycles dataset
+    of this clip_benchmark invocation (clip_benchmark runs one dataset at a time: each would rebuild the
+    cached folder with one family more). Built folders given as ``--dataset_root`` are left to each run."""
+    by_root: dict[str | None, list[TaskSpec]] = {}
+    for task in tasks:
+        members = expand_tasks(task.members) if isinstance(task, TaskSpec) and task.members else [task]
+        for member in members:
+            if not (isinstance(member, TaskSpec) and member.config):
+                continue
+            root = _dataset_root(args.dataset_root, task.name)
+            if root is not None and (Path(root) / "build_info.json").is_file():
+                continue
+            by_root.setdefault(root, []).append(member)
+    for root, members in by_root.items():
+        resolve_dataset_roots(members, root, resolve_data_cache_dir())
+
+
+def tag_for_backend(args: Any) -> str | None:
+    """``--pretrained`` for the backend: clip_benchmark's default tag only reaches its own model types.
+
+    A clip_cycles backend (hf, timm, features, entry points) given no ``--pretrained`` gets None:
+    the default revision or weights of that backend, as with ``clip-cycles eval``; nothing is recorded.
+    """
+    if args.model_type in clip_benchmark_model_types() or _was_given(args, "pretrained", DEFAULT_PRETRAINED):
+        return args.pretrained
+    return None
+
+
 def cycle_blocks_dataset(
     task_name: str, dataset_root: str | None, transform: Any, split: str = "test", seeds: Any = None
 ) -> CycleBlocksDataset:
@@ -94,8 +287,6 @@ def cycle_blocks_dataset(
     if not isinstance(task, TaskSpec):
         raise ValueError(f"{task_name} is a collection; pass one of its tasks: {', '.join(task.tasks)}")
     if split != task.split:
-        from dataclasses import replace
-
         task = replace(task, split=split)
     folder = resolve_dataset_roots([task], dataset_root, resolve_data_cache_dir())[task.name]
     data = load_task_data(task, folder, seeds)
@@ -195,6 +386,11 @@ def run_cycles(args: Any) -> int:
     task = get_task(args.dataset)
     if isinstance(task, GroupSpec):
         raise ValueError(f"{args.dataset} is a collection; pass one of its tasks: {', '.join(task.tasks)}")
+    check_flags(args, [task])  # before any data is read or a model loaded
+    if isinstance(task, TaskSpec) and task.output_type == "cycle_selection" and _was_given(args, "split", DEFAULT_SPLIT):
+        task = replace(task, split=args.split)
+    args = copy(args)
+    args.pretrained = tag_for_backend(args)
     runner = runner_for(task.output_type)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     # clip_benchmark's --distributed hands each rank whole runs: encode this one alone, on this rank's GPU.
@@ -216,7 +412,7 @@ def run_cycles(args: Any) -> int:
     context.samples_path = samples_path_for(args, runner.result_task)
     # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
     with process_group(context.spec, keep=True, enabled=not runs_split):
-        outcome = run_tasks([args.dataset], context)
+        outcome = run_tasks([task], context)
     if not outcome.main:  # a rank other than 0: rank 0 writes the result
         return 0
     (record,) = outcome.records
@@ -267,6 +463,31 @@ def patch_cli(cli: ModuleType) -> None:
     original_run = cli.run
     original_build = cli.build_dataset
     original_collate = cli.get_dataset_collate_fn
+    # Older or stand-in clip_benchmark CLIs may lack these two: then patterns are not expanded up front
+    # and a default --pretrained or --split is told apart by its value (run() still checks each dataset).
+    original_parse = getattr(cli, "get_parser_args", None)
+    original_main_eval = getattr(cli, "main_eval", None)
+
+    def get_parser_args() -> Any:
+        parser, args = original_parse()  # type: ignore[misc]
+        # Which flags were given, not defaulted: a default --pretrained or --split must not count as asked for.
+        args._clip_cycles_given = given_flags(parser, sys.argv[1:])
+        return parser, args
+
+    def main_eval(base: Any) -> Any:
+        try:
+            names = base.dataset if isinstance(base.dataset, list) else [base.dataset]
+            # Read the task folders now, not at patch time: CLIP_CYCLES_TASKS_PATH may have changed since.
+            base.dataset = expand_datasets(list(names), TaskRegistry.default())
+            ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
+            if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
+                tasks = expand_tasks(ours)
+                check_flags(base, tasks)
+                build_families_once(base, tasks)
+        except (ValueError, FileNotFoundError) as error:
+            print(f"clip_benchmark: error: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        return original_main_eval(base)  # type: ignore[misc]
 
     def run(args: Any) -> Any:
         if not is_task_name(args.dataset):
@@ -277,6 +498,8 @@ def patch_cli(cli: ModuleType) -> None:
 
             output_type = getattr(get_task(args.dataset), "output_type", None)
             if args.task == "image_caption_selection" and output_type == "cycle_selection":
+                args = copy(args)
+                args.pretrained = tag_for_backend(args) or ""  # clip_benchmark's run needs a string
                 return original_run(args)
             if output_type != "cycle_selection":
                 raise ValueError(f"{args.dataset}: {output_type} tasks support --task auto only, not {args.task!r}")
@@ -303,6 +526,10 @@ def patch_cli(cli: ModuleType) -> None:
         return original_collate(dataset_name)
 
     cli.run = run
+    if original_parse is not None:
+        cli.get_parser_args = get_parser_args
+    if original_main_eval is not None:
+        cli.main_eval = main_eval
     cli.build_dataset = build_dataset
     cli.get_dataset_collate_fn = get_dataset_collate_fn
     cli._clip_cycles_patched = True

@@ -48,6 +48,7 @@ from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.data.folder_reader import available_splits, open_built_folder
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
+from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 MODEL_ID = "clip_cycles_hf_vlm"
@@ -239,7 +240,7 @@ def write_lmms_tasks(
     """
     root = Path(dataset_root).expanduser().resolve()
     folder = open_built_folder(root)
-    tasks = expand_tasks(task_names)
+    tasks = expand_tasks(resolve_task_names(task_names))  # names, collections, fnmatch patterns
     bad = [t.name for t in tasks if not isinstance(t, TaskSpec) or t.output_type != "cycle_selection" or t.members]
     if bad:
         raise ValueError(f"tasks {bad} are not zero-shot cycle tasks (output_type cycle_selection)")
@@ -402,7 +403,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m clip_cycles.integrations.lmms_bridge``: write the lmms-eval task folder and print its task names."""
     parser = argparse.ArgumentParser(prog="python -m clip_cycles.integrations.lmms_bridge", description=__doc__.split("\n")[0])
     parser.add_argument("--dataset-root", required=True, help="built dataset folder (clip-cycles build)")
-    parser.add_argument("--task", nargs="+", required=True, help="cycle task or collection names, e.g. cycles/coco_all")
+    parser.add_argument(
+        "--task",
+        nargs="+",
+        required=True,
+        help="cycle task or collection names or fnmatch patterns, e.g. cycles/coco_all, 'cycles/coco_strict_*'",
+    )
     parser.add_argument("--out", required=True, help="task folder to write (pass it to lmms-eval --include_path)")
     parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
     parser.add_argument(

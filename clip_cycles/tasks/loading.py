@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from clip_cycles.data.families import family_builder_source
+from clip_cycles.data.families import DEFAULT_MIN_CYCLES, family_builder_source
 from clip_cycles.data.folder_reader import (
     BuiltFolder,
     CycleRows,
@@ -32,6 +32,7 @@ from clip_cycles.data.sources import (
     source_names,
 )
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
+from clip_cycles.settings import MIN_CYCLES_ENV, min_cycles_override
 from clip_cycles.tasks.registry import TaskSpec
 
 
@@ -77,22 +78,33 @@ def resolve_dataset_roots(
     tasks: Sequence[TaskSpec],
     dataset_root: str | Path | None,
     data_cache_dir: Path,
-    build: Callable[[str, Path, Sequence[str], Path], Path] = build_from_raw,
+    build: Callable[..., Path] = build_from_raw,
 ) -> dict[str, BuiltFolder]:
     """The built folder of each task: the given one, or one built from a raw root into ``data_cache_dir``.
 
     Families needed from the same raw root and builder are built together, once; the
     folder is reused by later runs and rebuilt (with the union of families) only when a
-    task needs a family it lacks.
+    task needs a family it lacks, the raw root changed, or the minimum-cycle rule differs.
+    ``$CLIP_CYCLES_MIN_CYCLES`` (clip_benchmark has no ``--min-cycles``) sets that rule for
+    raw-root builds; a built folder keeps the rule it was built with (asking for another is refused).
     """
     root = Path(dataset_root).expanduser() if dataset_root else None
     if root is not None and not root.exists():
         raise FileNotFoundError(f"--dataset_root {root} does not exist")
     out: dict[str, BuiltFolder] = {}
+    asked = min_cycles_override()
     if root is not None and (root / "build_info.json").is_file():
         folder = open_built_folder(
             root, families=sorted({t.config for t in tasks if t.config}), hash_cache=data_cache_dir / "fingerprints"
         )
+        built_with = folder.info.get("min_cycles")
+        if asked is not None and built_with != asked:
+            # A built folder's minimum-cycle rule was applied when it was built; it cannot be changed here.
+            raise ValueError(
+                f"{MIN_CYCLES_ENV}={asked} asks for a minimum of {asked} cycles, but {root / 'build_info.json'} was "
+                f"built with --min-cycles {built_with}; rebuild it with `clip-cycles build ... --min-cycles {asked}`, "
+                f"pass its raw root as --dataset_root instead, or unset {MIN_CYCLES_ENV}"
+            )
         for task in tasks:
             _check_source(task, folder)
             out[task.name] = folder
@@ -110,6 +122,7 @@ def resolve_dataset_roots(
         needed = sorted({t.config for t in members})
         have: list[str] = []
         why = ""
+        minimum = DEFAULT_MIN_CYCLES if asked is None else asked
         if (target / "build_info.json").is_file():
             try:
                 stored = json.loads(stamp.read_text(encoding="utf-8"))
@@ -119,7 +132,10 @@ def resolve_dataset_roots(
                 why = f"the raw root changed since the cached build ({fingerprint_changes(stored, fingerprint)})"
             else:
                 try:
-                    have = sorted(open_built_folder(target, source_fingerprint=fingerprint).info.get("families", {}))
+                    cached = open_built_folder(target, source_fingerprint=fingerprint).info
+                    have = sorted(cached.get("families", {}))
+                    if cached.get("min_cycles") != minimum:
+                        why = f"the cached build used --min-cycles {cached.get('min_cycles')}, this run asks for {minimum}"
                 except (ValueError, FileNotFoundError) as error:
                     why = f"the cached build does not verify ({error})"
         if why or not set(needed) <= set(have):
@@ -131,7 +147,8 @@ def resolve_dataset_roots(
             staging = target.with_name(target.name + f".building-{os.getpid()}")
             if staging.exists():
                 shutil.rmtree(staging)
-            build(builder, raw, families, staging)
+            # The default builder gets the rule only when asked, so a stand-in `build` keeps its 4-argument form.
+            build(builder, raw, families, staging, **({} if asked is None else {"min_cycles": asked}))
             # Fingerprint again: a raw root edited during the build must not be stamped as its source.
             if raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints") != fingerprint:
                 shutil.rmtree(staging, ignore_errors=True)

@@ -282,9 +282,28 @@ class GroupSpec:
     description: str = ""
 
 
+#: Where a built (wheel or sdist) install keeps the top-level ``tasks/`` folder, inside the package
+#: (``setup.py`` copies it there; the name keeps clear of the ``clip_cycles.tasks`` Python package).
+INSTALLED_TASKS_DIR = Path("package_data") / "tasks"
+
+
 def shipped_tasks_dir() -> Path:
-    """The directory of the task YAMLs that ship with clip_cycles: the ``clip_cycles.tasks`` package itself."""
-    return Path(__file__).resolve().parent
+    """The directory of the task YAMLs that ship with clip_cycles.
+
+    An installed wheel holds the top-level ``tasks/`` folder as ``clip_cycles/package_data/tasks``;
+    a source checkout or editable install reads the repository's ``tasks/`` itself (one copy).
+    """
+    package = Path(__file__).resolve().parents[1]
+    installed = package / INSTALLED_TASKS_DIR
+    if installed.is_dir():
+        return installed
+    checkout = package.parent / "tasks"
+    if checkout.is_dir() and (package.parent / "setup.cfg").is_file():
+        return checkout
+    raise FileNotFoundError(
+        f"the shipped task YAMLs are missing: neither {installed} (an installed clip_cycles) nor {checkout} "
+        "(a source checkout) exists; reinstall clip_cycles"
+    )
 
 
 #: PyYAML's libyaml loader where PyYAML was built with it (several times faster), else the Python one.

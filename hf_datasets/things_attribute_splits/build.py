@@ -27,6 +27,7 @@ import numpy as np
 from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, split_inputs, strategy_names
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
+from clip_cycles.encoding.flags import MODEL_FLAGS
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
@@ -138,6 +139,24 @@ def build(
     return info
 
 
+#: Inputs the synthetic world does not read: THINGS files, embeddings and every model flag (plain and ``split-``).
+SYNTHETIC_IGNORES = frozenset(
+    {"things_root", "pairs", "concept_list", "categories", "embeddings", "groups", "split_embeddings", "model_name"}
+    | {"concept_text", "multi_category"}
+    | {prefix + flag.field for flag in MODEL_FLAGS for prefix in ("", "split_")}
+)
+
+
+def flags_ignored_by_synthetic(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The flags given (value other than the default) that ``--synthetic`` would not use, as spelled on the command line."""
+    given = []
+    for action in parser._actions:
+        if action.dest in SYNTHETIC_IGNORES and action.option_strings:
+            if getattr(args, action.dest, action.default) != action.default:
+                given.append(action.option_strings[0])
+    return sorted(given)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line of the builder (inputs as ``clip-cycles splits``)."""
     from clip_cycles.attributes.attribute_experiments import configure_parser
@@ -146,6 +165,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_parser(parser)
     parser.set_defaults(seeds=[0, 1, 2])
     args = parser.parse_args(argv)
+    if args.synthetic:
+        ignored = flags_ignored_by_synthetic(parser, args)
+        if ignored:
+            parser.error(
+                f"--synthetic builds from the synthetic world's own concept embeddings, so {', '.join(ignored)} "
+                "would be ignored; drop them, or give --things-root instead of --synthetic"
+            )
     data, models, context = load_inputs(split_inputs(args))
     name, X = next(iter(models.items()))
     split_embedding = args.split_embeddings or name

@@ -1,0 +1,45 @@
+"""``clip-cycles tasks [PATTERN]``: every task and collection, one line each, as a harness lists them."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+
+from clip_cycles.tasks.names import format_task_lines, task_lines
+from clip_cycles.tasks.registry import TaskRegistry
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """``clip-cycles tasks [PATTERN]``."""
+    parser.add_argument(
+        "patterns",
+        nargs="*",
+        metavar="PATTERN",
+        help="fnmatch patterns ('cycles/coco_*') or names or namespace prefixes ('cycles', 'attributes'); default: all",
+    )
+    parser.set_defaults(func=run)
+
+
+def _selected(name: str, patterns: list[str]) -> bool:
+    return not patterns or any(fnmatch.fnmatchcase(name, p) or name.startswith(p.rstrip("/") + "/") for p in patterns)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the matching tasks (name, output type or collection, what it reads, description) to stdout.
+
+    Task files that do not validate are listed after them with their reason, never left out.
+    """
+    registry = TaskRegistry.default()
+    registry.names()  # reads every file, filling registry.unavailable
+    broken = {name: reason for name, reason in registry.unavailable.items() if _selected(name, args.patterns)}
+    found = {}
+    for pattern in args.patterns or [None]:
+        try:
+            found.update({line.name: line for line in task_lines(pattern, registry)})
+        except ValueError:
+            if not any(_selected(name, [pattern]) for name in broken):  # type: ignore[list-item]
+                raise  # matches nothing at all: the sentence with the nearest names
+    lines = [found[name] for name in sorted(found)]
+    sys.stdout.write(format_task_lines(lines, broken))
+    return 0
