@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
+from clip_cycles.results import read_result
 from clip_cycles.settings import MIN_CYCLES_ENV
 
 IMAGE_ONLY_SENTENCE = "gives image embeddings only; this task also needs caption embeddings"
@@ -86,7 +87,7 @@ def test_pattern_split_and_minimum_from_clip_benchmark(
     files = sorted(out.glob("*.json"))
     assert {f.name for f in files} == {f"cycles_shapes_strict_{x}.json" for x in expected}
     for path in files:
-        record = json.loads(path.read_text())
+        record = read_result(path)
         family = record["dataset"].removeprefix("cycles/shapes_")
         counts = info["families"][family]["counts"]
         metrics = record["metrics"]
@@ -224,5 +225,5 @@ def test_tasks_added_after_the_plugin_was_applied_are_found(
     out = env / "out"
     clip_benchmark("--dataset", "cycles/mine_*", "--dataset_root", str(shapes_cycles), "--model", "cycles-tiny",
                    "--pretrained", "shapes", "--num_workers", "0", "--output", str(out / "{dataset}.json"))  # fmt: skip
-    record = json.loads((out / "cycles_mine_strict_size.json").read_text())
+    record = read_result(out / "cycles_mine_strict_size.json")
     assert record["dataset"] == "cycles/mine_strict_size" and record["metrics"]["seeds"] == [0]
