@@ -61,6 +61,9 @@ register_command(
     "audit-benchmark", "clip_cycles.evaluation.benchmark_audit_command", "Audit a benchmark: blind scores vs the model."
 )
 register_command("demo", "clip_cycles.evaluation.demo", "The whole pipeline offline on the embedded default.")
+register_command(
+    "schema", "clip_cycles.tasks.schema_command", "Print the JSON Schema of a file format (task, build-info, result)."
+)
 
 
 def _top_parser() -> argparse.ArgumentParser:

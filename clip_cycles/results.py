@@ -22,6 +22,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.schemas.result import check_result_record
 
 #: clip_benchmark's task name for cycle results (the ``task`` field and ``{task}`` in --output).
 RESULT_TASK = "cycles"
@@ -110,8 +111,12 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
 def benchmark_record(
     dataset: str, model: str, pretrained: str | None, metrics: dict[str, Any], task: str = RESULT_TASK, language: str = "en"
 ) -> dict[str, Any]:
-    """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``."""
-    return {
+    """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``.
+
+    The record is checked against its declared format (:class:`clip_cycles.schemas.result.ResultRecord`),
+    so every writer emits what ``clip-cycles schema result`` promises.
+    """
+    record = {
         "dataset": dataset,
         "model": model,
         "pretrained": pretrained or "",
@@ -119,6 +124,8 @@ def benchmark_record(
         "metrics": metrics,
         "language": language,
     }
+    check_result_record(clean(record), f"the result record of {dataset!r}")
+    return record
 
 
 def output_path(

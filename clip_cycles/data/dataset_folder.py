@@ -55,8 +55,10 @@ from clip_cycles.data.families import (
 from clip_cycles.data.sources import SourceCard, card_for
 from clip_cycles.fingerprints import canonical_json
 from clip_cycles.results import write_json
+from clip_cycles.schemas.build_info import FOLDER_MODES, BuildInfo
+from clip_cycles.schemas.declared import validate
 
-MODES: tuple[str, ...] = ("reference", "self_contained")
+MODES: tuple[str, ...] = FOLDER_MODES
 
 PAPER_CITATION = (
     "@inproceedings{cycles2026,\n  title={Can the Parts Fool the Test? Counterfactual Pairing Cycles for "
@@ -554,16 +556,15 @@ def _write_into(
 
 # --- build_info.json and file verification (shared by evaluation and ``audit``) --------------------------
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
 
 def read_build_info(folder: Path) -> dict:
     """Parse ``folder/build_info.json`` and validate its shape; errors name the file and field.
 
     Raises FileNotFoundError when the file is missing and ValueError for unparsable JSON,
-    a top level that is not an object, or a missing / wrongly typed field (``source``,
-    ``source_root``, ``mode``, ``families`` with ``available`` and ``counts`` per family,
-    ``files`` with ``rows`` and ``sha256`` per Parquet file).
+    a top level that is not an object, or a field that does not match the declared
+    format (:class:`clip_cycles.schemas.build_info.BuildInfo`: ``source``, ``source_root``,
+    ``mode``, ``families`` with ``available`` and ``counts`` per family, ``files`` with
+    ``rows`` and ``sha256`` per Parquet file).
     """
     path = Path(folder) / "build_info.json"
     if not path.is_file():
@@ -577,55 +578,16 @@ def read_build_info(folder: Path) -> dict:
             f"{path}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}; "
             "rebuild the folder with `clip-cycles build`"
         ) from None
-
-    def bad(field_name: str, what: str) -> ValueError:
-        return ValueError(f"{path}: field {field_name!r} {what}; rebuild the folder with `clip-cycles build`")
-
     if not isinstance(info, dict):
         raise ValueError(
             f"{path}: top level must be a JSON object, got {type(info).__name__}; rebuild the folder with `clip-cycles build`"
         )
-    for key in ("source", "source_root", "mode"):
-        if not isinstance(info.get(key), str) or not info[key]:
-            raise bad(key, "is missing or not a non-empty string")
-    if info["mode"] not in MODES:
-        raise bad("mode", f"is {info['mode']!r}, not one of {list(MODES)}")
-    families = info.get("families")
-    if not isinstance(families, dict):
-        raise bad("families", "is missing or not an object of family name -> entry")
-    if not families:
-        raise bad("families", "lists no families")
-    for name, entry in families.items():
-        where = f"families.{name}"
-        if not isinstance(entry, dict):
-            raise bad(where, "is not an object")
-        if not isinstance(entry.get("available"), bool):
-            raise bad(f"{where}.available", "is missing or not true/false")
-        counts = entry.get("counts")
-        if not isinstance(counts, dict):
-            raise bad(f"{where}.counts", "is missing or not an object of seed -> split counts")
-        for seed, splits in counts.items():
-            if not str(seed).isdigit():
-                raise bad(f"{where}.counts", f"has seed {seed!r}, not a non-negative integer")
-            if not isinstance(splits, dict) or not all(
-                isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0 for sp in SPLITS
-            ):
-                raise bad(f"{where}.counts.{seed}", f"needs non-negative integer counts for {list(SPLITS)}")
-    files = info.get("files")
-    if not isinstance(files, dict):
-        raise bad("files", "is missing (folders built before file digests were recorded) or not an object")
-    for name, record in files.items():
-        if not _OWN_PARQUET.match(str(name)):
-            raise bad(f"files.{name}", "is not a data/<family>/seed<k>/<split>.parquet path")
-        if (
-            not isinstance(record, dict)
-            or not isinstance(record.get("rows"), int)
-            or isinstance(record.get("rows"), bool)
-            or record["rows"] < 0
-        ):
-            raise bad(f"files.{name}.rows", "is missing or not a non-negative integer")
-        if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
-            raise bad(f"files.{name}.sha256", "is missing or not a sha256 hex digest")
+    # The shape is declared once (clip_cycles.schemas.build_info), with the keys later builds may add kept.
+    _, problem = validate(BuildInfo, info)
+    if problem is not None:
+        field_name, what = problem
+        joined = f" {what}" if what.startswith(("is ", "has ", "lists ")) else f": {what}"
+        raise ValueError(f"{path}: field {field_name!r}{joined}; rebuild the folder with `clip-cycles build`")
     return info
 
 
