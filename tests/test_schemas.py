@@ -238,11 +238,38 @@ def test_a_result_record_validates_and_a_crafted_one_is_refused() -> None:
         assert list(_validator("result").iter_errors(bad)) != []
         with pytest.raises(ValueError, match=rf"here: result record field '{field}'"):
             check_result_record(bad, "here")
-    with pytest.raises(ValueError, match="result record field 'model'"):
-        benchmark_record("cycles/x", "", None, {})
+    # Every runner's record goes through checked_record, which refuses one its schema would not accept.
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.zero_shot import checked_record
+
+    task = TaskRegistry([shipped_tasks_dir()]).get("cycles/shapes_strict_size")
+    metrics = {name: {"mean": 0.5, "sd": 0.0} for name in task.metric_names}  # type: ignore[union-attr]
+    good = checked_record(task, ModelSpec("open_clip", "ViT-B-32", None), {**metrics, "tie_tolerance": 1e-9})  # type: ignore[arg-type]
+    assert [e.message for e in _validator("result").iter_errors(good)] == []
+    with pytest.raises(
+        ValueError,
+        match=r"shapes_strict_size\.yaml: the result record of cycles/shapes_strict_size: "
+        r"result record field 'model': must be a non-empty string",
+    ):
+        checked_record(task, ModelSpec("open_clip", "", None), metrics)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="result record field 'metrics.tie_tolerance'"):
+        checked_record(task, ModelSpec("open_clip", "m", None), {**metrics, "tie_tolerance": -1.0})  # type: ignore[arg-type]
     # The first problem pydantic reports is the one the message names.
     from pydantic import ValidationError
 
     with pytest.raises(ValidationError) as info:
         ResultRecord.model_validate({**record, "model": None})
     assert first_problem(info.value, ResultRecord)[0] == "model"
+
+
+def test_import_clip_cycles_stays_free_of_pydantic() -> None:
+    """The package top (the algebra, ``results``) never imports pydantic; only the modules that validate a format do."""
+    import subprocess
+    import sys
+
+    code = "import sys, clip_cycles; print('pydantic' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+    code = "import sys, clip_cycles.tasks.registry; print('pydantic' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.stdout.strip() == "True", done.stderr  # the check above can fail: the registry does import it

@@ -37,7 +37,8 @@ from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.results import benchmark_record, mean_sd
+from clip_cycles.results import benchmark_record, clean, mean_sd
+from clip_cycles.schemas.result import check_result_record
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
 from clip_cycles.tasks.registry import AnyTask, TaskSpec, expand_tasks
@@ -218,14 +219,17 @@ def result_record(
 
 
 def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
-    """:func:`result_record` of a runner's metrics, once they hold every metric of the task's ``metric_list``.
+    """:func:`result_record` of a runner's metrics, once they hold every metric of the task's ``metric_list``
+    and the record matches its declared format (:class:`clip_cycles.schemas.result.ResultRecord`).
 
     An unavailable result (``available: False``) reports why instead and is not checked.
     """
     missing = [m for m in task.metric_names if m not in metrics] if metrics.get("available", True) else []
     if missing:
         raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
-    return result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
+    record = result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
+    check_result_record(clean(record), f"{task.path}: the result record of {task.name}")  # what `schema result` promises
+    return record
 
 
 def evaluate(

@@ -21,13 +21,14 @@ from pydantic.fields import FieldInfo
 class Declared(BaseModel):
     """A closed format: unknown keys are errors, values are taken as they are typed."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+    # defer_build: a model's validator is built when it first validates, not when a module imports it.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True, defer_build=True)
 
 
 class Open(BaseModel):
     """A format whose writers may add keys (``build_info.json``, result records): unknown keys are kept."""
 
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, populate_by_name=True, defer_build=True)
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
