@@ -62,7 +62,9 @@ register_command(
 )
 register_command("demo", "clip_cycles.evaluation.demo", "The whole pipeline offline on the embedded default.")
 register_command(
-    "schema", "clip_cycles.tasks.schema_command", "Print the JSON Schema of a file format (task, build-info, result)."
+    "schema",
+    "clip_cycles.tasks.schema_command",
+    "Print the JSON Schema of a file format (task, build-info, result, additive-audit).",
 )
 
 

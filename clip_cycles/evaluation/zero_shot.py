@@ -38,6 +38,8 @@ from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.results import benchmark_record, clean, mean_sd
+from clip_cycles.schemas.audit_report import AdditiveAuditReport
+from clip_cycles.schemas.declared import validate
 from clip_cycles.schemas.result import check_result_record
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
@@ -148,7 +150,12 @@ def _audit(
         path = cache_dir / "audits" / f"{key}.json"
         try:
             cached = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
+            # A report that does not match its declaration (edited, or from an older layout) is recomputed.
+            if (
+                isinstance(cached, dict)
+                and cached.get("settings") == settings
+                and validate(AdditiveAuditReport, cached.get("report"))[1] is None
+            ):
                 return cached["report"]
         except (OSError, ValueError):
             pass  # absent or unreadable: compute (and rewrite) it

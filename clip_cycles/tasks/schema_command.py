@@ -1,7 +1,8 @@
 """``clip-cycles schema``: print the JSON Schema of a file format, or write the shipped copies.
 
 The schemas are exported from the declared models (:mod:`clip_cycles.tasks.task_schema`,
-:mod:`clip_cycles.schemas.build_info`, :mod:`clip_cycles.schemas.result`); copies ship in
+:mod:`clip_cycles.schemas.build_info`, :mod:`clip_cycles.schemas.result`,
+:mod:`clip_cycles.schemas.audit_report`); copies ship in
 ``clip_cycles/schemas/json/`` for editors (``# yaml-language-server: $schema=<file>``), and a
 test keeps them equal to what the models export. ``clip-cycles schema --out-dir
 clip_cycles/schemas/json`` rewrites them after a model changed.
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.schemas.audit_report import additive_audit_json_schema
 from clip_cycles.schemas.build_info import build_info_json_schema
 from clip_cycles.schemas.result import result_json_schema
 from clip_cycles.tasks.task_schema import task_json_schema
@@ -24,6 +26,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "task": task_json_schema,
     "build-info": build_info_json_schema,
     "result": result_json_schema,
+    "additive-audit": additive_audit_json_schema,
 }
 
 
