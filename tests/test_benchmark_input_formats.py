@@ -56,7 +56,8 @@ def test_aro_box_and_order_violations_name_file_item_and_field(tmp_path: Path) -
     rows[1]["bbox_w"] = 0
     (tmp_path / "aro" / "visual_genome_relation.json").write_text(json.dumps(rows))
     with pytest.raises(
-        ValueError, match=r"visual_genome_relation\.json: item 1: field 'bbox_w' must be a positive number: the box's width, got 0 "
+        ValueError,
+        match=r"visual_genome_relation\.json: item 1: field 'bbox_w' must be a positive number: the box's width, got 0 ",
     ):
         load_benchmark("aro", tmp_path / "aro")
     rows[1]["bbox_w"] = True  # not a number, though Python would take it as 1
