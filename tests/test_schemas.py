@@ -138,6 +138,17 @@ def test_messages_say_what_was_found_and_what_is_allowed(tmp_path: Path) -> None
         TaskRegistry([tmp_path]).get("cycles/m")
 
 
+def test_a_misspelt_key_is_reported_before_the_key_it_leaves_missing(tmp_path: Path) -> None:
+    (tmp_path / "cycles").mkdir()
+    path = tmp_path / "cycles" / "t.yaml"
+    path.write_text("task: cycles/t\ndataset_path: shapes\ndataset_kwargs: {confg: strict_size}\nmetrc_list: [cycle_acc]\n")
+    with pytest.raises(ValueError) as info:
+        TaskRegistry([tmp_path]).get("cycles/t")
+    message = str(info.value)
+    assert f"{path} line 3: field 'dataset_kwargs.confg': unknown key (allowed: config, seeds, train_split)" in message
+    assert message.endswith("(and 3 more problems)")  # metrc_list unknown, config and metric_list missing
+
+
 def test_attribute_protocol_is_declared_with_its_default(tmp_path: Path) -> None:
     body = (
         "task: attributes/p\ndataset_path: things\ndataset_kwargs: {strategy: random, seeds: [0]}\n"

@@ -129,11 +129,12 @@ def describe(model: type[BaseModel], loc: tuple[int | str, ...], error: Mapping[
 
 
 def first_problem(error: ValidationError, model: type[BaseModel]) -> tuple[str, str]:
-    """``(field path, message)`` of the first error pydantic found (fields in declaration order).
+    """``(field path, message)`` of the first error: an unknown key, else the first field in declaration order.
 
     An error in a dict key (pydantic's ``[key]`` location) is reported at the dict, naming the key.
     """
-    details = error.errors(include_url=False)
+    # An unknown key first: it is usually a typo of a key that is then reported missing.
+    details = sorted(error.errors(include_url=False), key=lambda d: d["type"] != "extra_forbidden")
     first = details[0]
     loc = tuple(first["loc"])
     more = f" (and {len(details) - 1} more problem{'s' if len(details) > 2 else ''})" if len(details) > 1 else ""
