@@ -114,8 +114,6 @@ def _distinct(values: list[Any], what: str) -> list[Any]:
 
 
 def _seeds(seeds: list[int]) -> list[int]:
-    if any(s < 0 for s in seeds):
-        raise ValueError(f"must be {SEEDS_TEXT}, got {seeds!r}")
     return _distinct(seeds, "a seed")
 
 
@@ -165,11 +163,14 @@ def _mapping_or_null_schema(schema: dict[str, Any]) -> None:
     schema["anyOf"] = [{"type": schema.pop("type", "object")}, {"type": "null"}]
 
 
-Seeds = Annotated[list[int], AfterValidator(_seeds)]
+Seeds = Annotated[list[Annotated[int, Field(ge=0)]], AfterValidator(_seeds)]
 Tags = Annotated[list[str], BeforeValidator(_one_or_more)]
 Settings = Annotated[dict[str, Any], BeforeValidator(_none_is_empty)]
 TaskName = Annotated[str, AfterValidator(_expected_name)]
-SEEDS = Field([0, 1, 2], min_length=1, description=SEEDS_TEXT, json_schema_extra={"items": {"type": "integer", "minimum": 0}})
+
+
+def _seeds_field() -> Any:
+    return Field([0, 1, 2], min_length=1, description=SEEDS_TEXT, json_schema_extra={"uniqueItems": True})
 
 
 def _tags_field() -> Any:
@@ -180,7 +181,7 @@ class CycleKwargs(Declared):
     """``dataset_kwargs`` of a single-family cycle task."""
 
     config: str = Field(min_length=1, description="the family (config) name in the built folder")
-    seeds: Seeds = SEEDS
+    seeds: Seeds = _seeds_field()
     train_split: Split = Field("train", description="the split experiments train on")
 
 
@@ -196,7 +197,7 @@ class MultiFamilyKwargs(Declared):
     tasks: Annotated[list[str], AfterValidator(_task_list)] = Field(
         min_length=1, description="a non-empty list of distinct cycle task names to combine"
     )
-    seeds: Seeds = SEEDS
+    seeds: Seeds = _seeds_field()
     train_split: Split = Field("train", description="the split experiments train on")
 
 
@@ -224,7 +225,7 @@ class AttributeKwargs(Declared):
     """``dataset_kwargs`` of an attribute task: one split strategy on a THINGS-format root."""
 
     strategy: str = Field(min_length=1, description="a split strategy name (clip_cycles.attributes.splitters.STRATEGIES)")
-    seeds: Seeds = SEEDS
+    seeds: Seeds = _seeds_field()
     k: Annotated[int | None, AfterValidator(_clustering_only)] = Field(
         None, ge=2, description="an integer >= 2, the number of k-means clusters (strategy clustering only)"
     )
