@@ -67,6 +67,11 @@ register_command("demo", "clip_cycles.evaluation.demo", "The whole pipeline offl
 register_command(
     "page", "clip_cycles.evaluation.page", "A static results page (leaderboard, audits, family pages) from result folders."
 )
+register_command(
+    "schema",
+    "clip_cycles.tasks.schema_command",
+    "Print the JSON Schema of a file format (task, build-info, result, additive-audit).",
+)
 
 
 def _top_parser() -> argparse.ArgumentParser:

@@ -157,7 +157,10 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
 def benchmark_record(
     dataset: str, model: str, pretrained: str | None, metrics: dict[str, Any], task: str = RESULT_TASK, language: str = "en"
 ) -> dict[str, Any]:
-    """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``."""
+    """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``.
+
+    Declared in :class:`clip_cycles.schemas.result.ResultRecord` (``clip-cycles schema result``).
+    """
     return {
         "dataset": dataset,
         "model": model,

@@ -247,6 +247,33 @@ def test_a_corrupt_cached_audit_is_recomputed(shapes_cycles: Path, features_file
     assert json.loads(cached.read_text())["report"] == first[0]["metrics"]["additive_audit"]["per_seed"]["0"]
 
 
+def test_a_cached_audit_that_does_not_match_its_declaration_is_recomputed(
+    shapes_cycles: Path, features_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clip_cycles.schemas.audit_report import AdditiveAuditReport, additive_audit_json_schema
+    from clip_cycles.schemas.declared import validate
+
+    spec = ModelSpec("features", str(features_file), None)
+    first, _ = evaluate(TASKS[:1], spec, shapes_cycles, tmp_path, seeds=[0])
+    (cached,) = (tmp_path / "audits").glob("*.json")
+    stored = json.loads(cached.read_text())
+    assert validate(AdditiveAuditReport, stored["report"])[1] is None  # a real report matches its declaration
+    try:
+        import jsonschema
+    except ImportError:
+        pass
+    else:
+        jsonschema.validate(stored["report"], additive_audit_json_schema())
+    calls: list[int] = []
+    real = audit_module.additive_audit
+    monkeypatch.setattr(zero_shot, "additive_audit", lambda *a, **k: calls.append(1) or real(*a, **k))
+    # Valid JSON, the right settings, but a report whose shape is wrong: recomputed, not served.
+    cached.write_text(json.dumps({**stored, "report": {**stored["report"], "passed": "yes"}}))
+    again, _ = evaluate(TASKS[:1], spec, shapes_cycles, tmp_path, seeds=[0])
+    assert calls == [1] and again[0]["metrics"] == first[0]["metrics"]
+    assert json.loads(cached.read_text())["report"] == stored["report"]
+
+
 def _crafted(shapes_cycles: Path, tmp_path: Path, change: Any) -> tuple[Any, Path]:
     """A copy of the fixture whose strict_left_right seed0 test file is rewritten by ``change(rows)``."""
     folder = tmp_path / "built"

@@ -267,7 +267,7 @@ def test_4_unknown_category_and_non_finite_numbers_exclude_the_image(tmp_path: P
         (
             '{"source": "coco", "source_root": "/r", "mode": "reference", "families": {"a": {"available": true, '
             '"counts": {"0": {"train": 1, "validation": 1}}}}, "files": {}}',
-            "field 'families.a.counts.0'",
+            "field 'families.a.counts.0.test' is missing",
         ),
         (
             '{"source": "coco", "source_root": "/r", "mode": "reference", "families": {"a": {"available": true, "counts": {}}}}',

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clip_cycles.tasks import registry as task_registry
+from clip_cycles.tasks import task_files
 from clip_cycles.tasks.registry import TaskRegistry, TaskSpec, is_template, read_task_yaml, shipped_tasks_dir
 
 TEMPLATE = """test_split: test
@@ -116,12 +116,12 @@ def test_an_error_in_an_included_key_names_the_template_and_its_line(tmp_path: P
 
 def test_line_numbers_hold_with_either_yaml_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if getattr(yaml, "CSafeLoader", None) is not None:
-        assert task_registry._SafeLoader is yaml.CSafeLoader  # libyaml is used when PyYAML has it
+        assert task_files._SafeLoader is yaml.CSafeLoader  # libyaml is used when PyYAML has it
     _write(tmp_path, "cycles/_default_template_yaml", TEMPLATE)
     _write(tmp_path, "cycles/typo.yaml", _task("typo", extra="test_split: dev\n"))
     _write(tmp_path, "cycles/broken.yaml", "task: cycles/broken\n  bad: [\n")
     for loader in (yaml.SafeLoader, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        monkeypatch.setattr(task_registry, "_SafeLoader", loader)
+        monkeypatch.setattr(task_files, "_SafeLoader", loader)
         registry = TaskRegistry([tmp_path])
         with pytest.raises(ValueError, match=r"typo\.yaml line 4: field 'test_split': 'dev' is not one of"):
             registry.get("cycles/typo")

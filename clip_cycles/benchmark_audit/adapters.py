@@ -32,6 +32,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 from clip_cycles.algebra.audits import hard_negative_edges, winoground_comparisons
 from clip_cycles.benchmark_audit.design import ComparisonSet, ComparisonSetBuilder, CroppedImageItem
+from clip_cycles.benchmark_audit.input_formats import (
+    AroOrderCase,
+    AroVisualGenomeItem,
+    ComparisonEdge,
+    SugarCrepeItem,
+    WinogroundBlock,
+    checked_row,
+)
 from clip_cycles.data.images import ImageItem
 
 Reader = Callable[[Path], list[ComparisonSet]]
@@ -131,13 +139,6 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return data
 
 
-def _text(path: Path, where: str, row: dict[str, Any], key: str) -> str:
-    value = row.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{path}: {where}: field {key!r} must be a non-empty string, got {value!r}")
-    return value
-
-
 def _first_file(candidates: Iterable[Path]) -> Path | None:
     return next((p for p in candidates if p.is_file()), None)
 
@@ -214,9 +215,10 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
     for number, row in enumerate(_records(table)):
         block = str(row.get("id", number))
         where = f"row {number} (id {block})"
-        first = _winoground_image(row.get("image_0"), images_dir, where, table, "image_0")
-        second = _winoground_image(row.get("image_1"), images_dir, where, table, "image_1")
-        caption_0, caption_1 = _text(table, where, row, "caption_0"), _text(table, where, row, "caption_1")
+        checked = checked_row(WinogroundBlock, row, table, where)
+        first = _winoground_image(checked.image_0, images_dir, where, table, "image_0")
+        second = _winoground_image(checked.image_1, images_dir, where, table, "image_1")
+        caption_0, caption_1 = checked.caption_0, checked.caption_1
         if first.key == second.key or caption_0 == caption_1:
             builder.skip("block_with_repeated_image_or_caption")
             continue
@@ -272,9 +274,9 @@ def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
             where = f"item {item_id}"
             if "_bad" in row:
                 raise ValueError(f"{path}: {where} must be an object with filename, caption, negative_caption")
-            filename = _text(path, where, row, "filename")
-            image = ImageItem(key=filename, path=_image_file(images_dir, filename))
-            items.append((item_id, image, _text(path, where, row, "caption"), _text(path, where, row, "negative_caption"), ()))
+            item = checked_row(SugarCrepeItem, row, path, where)
+            image = ImageItem(key=item.filename, path=_image_file(images_dir, item.filename))
+            items.append((item_id, image, item.caption, item.negative_caption, ()))
         out.append(hard_negative_subset(subset, path, items))
     if not out:
         raise FileNotFoundError(
@@ -294,24 +296,11 @@ ARO_ORDER_FILES = {
 }
 
 
-def _box(path: Path, where: str, row: dict[str, Any]) -> tuple[float, float, float, float]:
-    values = []
-    for key in ("bbox_x", "bbox_y", "bbox_w", "bbox_h"):
-        value = row.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"{path}: {where}: field {key!r} must be a number, got {value!r}")
-        values.append(float(value))
-    if values[2] <= 0 or values[3] <= 0:
-        raise ValueError(f"{path}: {where}: the box has a non-positive width or height {values[2:]}")
-    return values[0], values[1], values[2], values[3]
-
-
 def _aro_vg(subset: str, path: Path, images_dir: Path) -> ComparisonSet:
     items = []
     for number, row in enumerate(_records(path)):
-        where = f"item {number}"
-        image_path = _text(path, where, row, "image_path")
-        box = _box(path, where, row)
+        item = checked_row(AroVisualGenomeItem, row, path, f"item {number}")
+        image_path, box = item.image_path, (item.bbox_x, item.bbox_y, item.bbox_w, item.bbox_h)
         file = _image_file(images_dir, image_path)
         image = CroppedImageItem(key=f"{image_path}#box={','.join(f'{v:g}' for v in box)}", path=file, box=box)
         if subset == "vg_relation":
@@ -323,8 +312,8 @@ def _aro_vg(subset: str, path: Path, images_dir: Path) -> ComparisonSet:
             (
                 str(row.get("id", number)),
                 image,
-                _text(path, where, row, "true_caption"),
-                _text(path, where, row, "false_caption"),
+                item.true_caption,
+                item.false_caption,
                 tags,
             )
         )
@@ -334,18 +323,13 @@ def _aro_vg(subset: str, path: Path, images_dir: Path) -> ComparisonSet:
 def _aro_order(subset: str, path: Path, root: Path) -> ComparisonSet:
     builder = ComparisonSetBuilder(subset, kind="caption_order")
     for number, row in enumerate(_records(path)):
-        where = f"test case {number}"
-        name = _text(path, where, row, "image")
+        case = checked_row(AroOrderCase, row, path, f"test case {number}")
+        name = case.image
         file = _image_file(root, name)
         if not file.exists() and (root / "images" / name).exists():
             file = root / "images" / name
         image = ImageItem(key=name, path=file)
-        options = row.get("caption_options")
-        if not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) and o.strip() for o in options):
-            raise ValueError(
-                f"{path}: {where}: field 'caption_options' must list the true caption and at least one "
-                f"perturbation (non-empty strings), got {options!r}"
-            )
+        options = case.caption_options
         true = options[0]
         for k, perturbed in enumerate(options[1:], 1):
             if perturbed == true:
@@ -421,16 +405,8 @@ def read_comparison_table(root: Path) -> list[ComparisonSet]:
     builders: dict[str, ComparisonSetBuilder] = {}
     comparisons: dict[str, dict[str, Any]] = {}
     for number, row in _table_rows(path):
-        missing = [c for c in TABLE_COLUMNS if row.get(c) in (None, "")]
-        if missing:
-            raise ValueError(f"{path}: line {number}: missing {missing} (columns: {', '.join(TABLE_COLUMNS)})")
-        try:
-            weight = float(row["weight"])
-        except (TypeError, ValueError):
-            raise ValueError(f"{path}: line {number}: field 'weight' must be a number, got {row['weight']!r}") from None
-        if weight != weight or weight in (float("inf"), float("-inf")):
-            raise ValueError(f"{path}: line {number}: field 'weight' must be finite, got {row['weight']!r}")
-        comparison = str(row["comparison_id"])
+        edge = checked_row(ComparisonEdge, row, path, f"line {number}")
+        weight, comparison = edge.weight, str(edge.comparison_id)
         subset = str(row.get("subset") or "table")
         item = str(row.get("item_id") or comparison)
         entry = comparisons.setdefault(comparison, {"subset": subset, "item": item, "edges": [], "tags": []})
@@ -439,10 +415,8 @@ def read_comparison_table(root: Path) -> list[ComparisonSet]:
                 f"{path}: line {number}: comparison {comparison!r} is in subset {entry['subset']!r}, item "
                 f"{entry['item']!r} on an earlier line but in {subset!r}, {item!r} here"
             )
-        name = str(row["image"])
-        entry["edges"].append(
-            (ImageItem(key=name, path=_image_file(base, name)), _text(path, f"line {number}", row, "caption"), weight)
-        )
+        name = edge.image
+        entry["edges"].append((ImageItem(key=name, path=_image_file(base, name)), edge.caption, weight))
         tag = row.get("tag")
         if tag not in (None, "") and str(tag) not in entry["tags"]:
             entry["tags"].append(str(tag))

@@ -68,12 +68,14 @@ from clip_cycles.data.families import (
 from clip_cycles.data.sources import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
 from clip_cycles.fingerprints import canonical_json, replace_folder, staging_folder, storage_error, transaction_target
 from clip_cycles.results import write_json
+from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo
+from clip_cycles.schemas.declared import validate
 from clip_cycles.settings import resolve_cache_dir
 
-MODES: tuple[str, ...] = ("reference", "self_contained")
+MODES: tuple[str, ...] = FOLDER_MODES
 #: How rows and images are stored: per-file Parquet (reference mode, and self-contained folders of
 #: earlier versions with the image bytes inside every row) or imagefolder (images stored once).
-LAYOUTS: tuple[str, ...] = ("parquet", "imagefolder")
+LAYOUTS: tuple[str, ...] = FOLDER_LAYOUTS
 LAYOUT_OF_MODE: dict[str, str] = {"reference": "parquet", "self_contained": "imagefolder"}
 #: Folder of the stored images (imagefolder layout), and the prefix of the file names in the rows.
 IMAGE_DIR: str = "data/images"
@@ -82,11 +84,6 @@ IMAGE_PREFIX: str = "images/"
 IMAGE_EXTENSIONS: frozenset[str] = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff"})
 #: Columns written: the row schema, with ``predicate`` as a struct and its JSON text kept beside it.
 FOLDER_COLUMNS: tuple[str, ...] = (*ROW_COLUMNS, "predicate_json")
-
-#: Version of the folder format written into ``build_info.json`` (``format_version``). A folder
-#: without the field is read as this version (folders built before the field existed);
-#: a higher number was written by a newer clip_cycles and is refused.
-FORMAT_VERSION: int = 1
 
 PAPER_CITATION = (
     "@inproceedings{cycles2026,\n  title={Can the Parts Fool the Test? Counterfactual Pairing Cycles for "
@@ -751,16 +748,15 @@ def _write_into(
 
 # --- build_info.json and file verification (shared by evaluation and ``audit``) --------------------------
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
 
 def read_build_info(folder: Path) -> dict:
     """Parse ``folder/build_info.json`` and validate its shape; errors name the file and field.
 
     Raises FileNotFoundError when the file is missing and ValueError for unparsable JSON,
-    a top level that is not an object, or a missing / wrongly typed field (``source``,
-    ``source_root``, ``mode``, ``families`` with ``available`` and ``counts`` per family,
-    ``files`` with ``rows`` and ``sha256`` per Parquet file).
+    a top level that is not an object, or a field that does not match the declared
+    format (:class:`clip_cycles.schemas.build_info.BuildInfo`: ``source``, ``source_root``,
+    ``mode``, ``families`` with ``available`` and ``counts`` per family, ``files`` with
+    ``rows`` and ``sha256`` per Parquet file).
     """
     path = Path(folder) / "build_info.json"
     if not path.is_file():
@@ -774,86 +770,35 @@ def read_build_info(folder: Path) -> dict:
             f"{path}: malformed JSON at line {error.lineno} column {error.colno}: {error.msg}; "
             "rebuild the folder with `clip-cycles build`"
         ) from None
-
-    def bad(field_name: str, what: str) -> ValueError:
-        return ValueError(f"{path}: field {field_name!r} {what}; rebuild the folder with `clip-cycles build`")
-
     if not isinstance(info, dict):
         raise ValueError(
             f"{path}: top level must be a JSON object, got {type(info).__name__}; rebuild the folder with `clip-cycles build`"
         )
+
+    def bad(field_name: str, what: str) -> ValueError:
+        return ValueError(f"{path}: field {field_name!r} {what}; rebuild the folder with `clip-cycles build`")
+
     version = info.get("format_version", FORMAT_VERSION)  # absent: a folder from before the field, this format
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise bad("format_version", f"is {version!r}, not a positive integer")
-    if version > FORMAT_VERSION:
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        # Before the shape check: a newer format may have changed the shape this version declares.
         raise ValueError(
             f"{path}: folder format version {version} was written by a newer clip_cycles; this clip_cycles reads "
             f"format version {FORMAT_VERSION} and older. Upgrade clip_cycles, or rebuild the folder with this one"
         )
-    for key in ("source", "source_root", "mode"):
-        if not isinstance(info.get(key), str) or not info[key]:
-            raise bad(key, "is missing or not a non-empty string")
-    if info["mode"] not in MODES:
-        raise bad("mode", f"is {info['mode']!r}, not one of {list(MODES)}")
-    families = info.get("families")
-    if not isinstance(families, dict):
-        raise bad("families", "is missing or not an object of family name -> entry")
-    if not families:
-        raise bad("families", "lists no families")
-    for name, entry in families.items():
-        where = f"families.{name}"
-        if not isinstance(entry, dict):
-            raise bad(where, "is not an object")
-        if not isinstance(entry.get("available"), bool):
-            raise bad(f"{where}.available", "is missing or not true/false")
-        counts = entry.get("counts")
-        if not isinstance(counts, dict):
-            raise bad(f"{where}.counts", "is missing or not an object of seed -> split counts")
-        for seed, splits in counts.items():
-            if not str(seed).isdigit():
-                raise bad(f"{where}.counts", f"has seed {seed!r}, not a non-negative integer")
-            if not isinstance(splits, dict) or not all(
-                isinstance(splits.get(sp), int) and not isinstance(splits.get(sp), bool) and splits[sp] >= 0 for sp in SPLITS
-            ):
-                raise bad(f"{where}.counts.{seed}", f"needs non-negative integer counts for {list(SPLITS)}")
+    # The shape is declared once (clip_cycles.schemas.build_info), with the keys later builds may add kept.
+    _, problem = validate(BuildInfo, info)
+    if problem is not None:
+        field_name, what = problem
+        joined = f" {what}" if what.startswith(("is ", "has ", "lists ")) else f": {what}"
+        raise ValueError(f"{path}: field {field_name!r}{joined}; rebuild the folder with `clip-cycles build`")
+    # Rules across fields, which the per-field declaration cannot state.
     layout = info.get("layout", "parquet")
-    if layout not in LAYOUTS:
-        raise bad("layout", f"is {layout!r}, not one of {list(LAYOUTS)}")
-    fingerprint = info.get("source_fingerprint")
-    if fingerprint is not None and not (
-        isinstance(fingerprint, dict)
-        and isinstance(fingerprint.get("kind"), str)
-        and isinstance(fingerprint.get("annotations"), dict)
-        and isinstance(fingerprint.get("images"), dict)
-    ):
-        raise bad("source_fingerprint", "is not an object with 'kind', 'annotations' and 'images'")
-    files = info.get("files")
-    if not isinstance(files, dict):
-        raise bad("files", "is missing (folders built before file digests were recorded) or not an object")
-    for name, record in files.items():
+    for name in info["files"]:
         match = _OWN_PARQUET.match(str(name))
         if match is None or (match["flat"] is None) != (layout == "parquet"):
             raise bad(f"files.{name}", f"is not a {parquet_path('<family>', 0, '<split>', layout)} path")
-        if (
-            not isinstance(record, dict)
-            or not isinstance(record.get("rows"), int)
-            or isinstance(record.get("rows"), bool)
-            or record["rows"] < 0
-        ):
-            raise bad(f"files.{name}.rows", "is missing or not a non-negative integer")
-        if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
-            raise bad(f"files.{name}.sha256", "is missing or not a sha256 hex digest")
-    images = info.get("images")
-    if layout == "imagefolder" and not isinstance(images, dict):
+    if layout == "imagefolder" and not isinstance(info.get("images"), dict):
         raise bad("images", "is missing or not an object of stored image -> {bytes, sha256} (imagefolder layout)")
-    for name, record in (images or {}).items():
-        parts = PurePosixPath(str(name)).parts
-        if not str(name).startswith(IMAGE_DIR + "/") or ".." in parts or "\\" in str(name):
-            raise bad(f"images.{name}", f"is not a path below {IMAGE_DIR}/")
-        if not isinstance(record, dict) or not isinstance(record.get("bytes"), int) or isinstance(record["bytes"], bool):
-            raise bad(f"images.{name}.bytes", "is missing or not an integer")
-        if not isinstance(record.get("sha256"), str) or not _HEX64.match(record["sha256"]):
-            raise bad(f"images.{name}.sha256", "is missing or not a sha256 hex digest")
     return info
 
 

@@ -39,7 +39,10 @@ from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.results import benchmark_record, mean_sd
+from clip_cycles.results import benchmark_record, clean, mean_sd
+from clip_cycles.schemas.audit_report import AdditiveAuditReport
+from clip_cycles.schemas.declared import validate
+from clip_cycles.schemas.result import check_result_record
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
 from clip_cycles.tasks.registry import AnyTask, TaskSpec, expand_tasks
@@ -232,7 +235,11 @@ def _audit(
         except (OSError, ValueError):
             cached = None  # absent or unreadable: compute (and rewrite) it
         if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
-            if cached.get("checksum") == _audit_checksum(settings, cached["report"]):
+            # Served only when its checksum holds and it matches its declaration (an older layout is recomputed).
+            if (
+                cached.get("checksum") == _audit_checksum(settings, cached["report"])
+                and validate(AdditiveAuditReport, cached["report"])[1] is None
+            ):
                 return cached["report"]
             # An edited (or pre-checksum) report is never the audit's result: recompute and rewrite it.
             warnings.warn(f"additive audit cache: {path} fails its checksum; the audit is recomputed", stacklevel=2)
@@ -333,14 +340,17 @@ def result_record(
 
 
 def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
-    """:func:`result_record` of a runner's metrics, once they hold every metric of the task's ``metric_list``.
+    """:func:`result_record` of a runner's metrics, once they hold every metric of the task's ``metric_list``
+    and the record matches its declared format (:class:`clip_cycles.schemas.result.ResultRecord`).
 
     An unavailable result (``available: False``) reports why instead and is not checked.
     """
     missing = [m for m in task.metric_names if m not in metrics] if metrics.get("available", True) else []
     if missing:
         raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
-    return result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
+    record = result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
+    check_result_record(clean(record), f"{task.path}: the result record of {task.name}")  # what `schema result` promises
+    return record
 
 
 def evaluate(

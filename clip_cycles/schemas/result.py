@@ -1,0 +1,50 @@
+"""The result record, declared: clip_benchmark's result JSON, which every runner writes.
+
+``{dataset, model, pretrained, task, metrics, language}`` (clip_benchmark's keys; the
+``dataset`` is the task name). ``metrics`` holds the task's metrics and the keys every
+record shares (``tie_tolerance``; ``available`` and ``unavailable_reason`` when a task
+could not run); other keys are kept, since each runner reports its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from clip_cycles.schemas.declared import Open, validate
+
+
+class Metrics(Open):
+    """A record's ``metrics``: the task's metrics plus the shared keys below."""
+
+    available: bool = Field(True, description="true or false: false when the task could not run")
+    unavailable_reason: str | None = Field(None, min_length=1, description="why the task could not run (with available: false)")
+    tie_tolerance: float | None = Field(None, ge=0, allow_inf_nan=False, description="a finite non-negative number")
+
+
+class ResultRecord(Open):
+    """One result JSON (``clip-cycles eval --output``, the clip_benchmark plugin, lmms-eval's bridge)."""
+
+    dataset: str = Field(min_length=1, description="a non-empty string: the task (or clip_benchmark dataset) name")
+    model: str = Field(min_length=1, description="a non-empty string: the model name")
+    pretrained: str = Field(description="a string: the pretrained tag or weights path (empty for none)")
+    task: str = Field(min_length=1, description="a non-empty string: clip_benchmark's task kind")
+    metrics: Metrics = Field(description="an object of metric name -> value")
+    language: str = Field(min_length=1, description="a non-empty string: the caption language")
+
+
+def check_result_record(record: Any, where: str) -> None:
+    """Raise ValueError naming ``where`` and the field when ``record`` is not a valid result record."""
+    _, problem = validate(ResultRecord, record)
+    if problem is not None:
+        raise ValueError(f"{where}: result record field {problem[0]!r}: {problem[1]}")
+
+
+def result_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a result record."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "clip_cycles result record",
+        **ResultRecord.model_json_schema(),
+    }
