@@ -492,7 +492,7 @@ def test_7_folder_format_version_is_checked(tmp_path: Path, shapes_cycles: Path)
     info = json.loads((copy / "build_info.json").read_text())
     assert info["format_version"] == FORMAT_VERSION == 1
     for version, expected in ((FORMAT_VERSION + 1, "format version 2 was written by a newer clip_cycles.*version 1"),
-                              ("1", "field 'format_version' is '1'"), (0, "field 'format_version' is 0")):  # fmt: skip
+                              ("1", "field 'format_version': .*got '1'"), (0, "field 'format_version': .*got 0")):  # fmt: skip
         info["format_version"] = version
         (copy / "build_info.json").write_text(json.dumps(info))
         with pytest.raises(ValueError, match=expected):

@@ -220,7 +220,7 @@ def test_an_edited_or_missing_stored_image_is_caught(self_contained, tmp_path):
     [
         (lambda info: info.pop("images"), "field 'images' is missing"),
         (lambda info: info["images"].update({"data/images/../x.jpg": {"bytes": 1, "sha256": "0" * 64}}), "not a path below"),
-        (lambda info: info.update(layout="zip"), "field 'layout' is 'zip'"),
+        (lambda info: info.update(layout="zip"), "field 'layout': 'zip' is not one of"),
         (lambda info: info["files"].update({"data/strict_size/seed0/test.parquet": {"rows": 1, "sha256": "0" * 64}}),
          "is not a data/<family>-seed0-<split>.parquet path"),
     ],

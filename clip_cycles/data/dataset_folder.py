@@ -799,6 +799,9 @@ def read_build_info(folder: Path) -> dict:
             raise bad(f"files.{name}", f"is not a {parquet_path('<family>', 0, '<split>', layout)} path")
     if layout == "imagefolder" and not isinstance(info.get("images"), dict):
         raise bad("images", "is missing or not an object of stored image -> {bytes, sha256} (imagefolder layout)")
+    for name in info.get("images") or {}:
+        if ".." in PurePosixPath(str(name)).parts:
+            raise bad(f"images.{name}", f"is not a path below {IMAGE_DIR}/")
     return info
 
 
