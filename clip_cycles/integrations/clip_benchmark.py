@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any, Callable
 
 from clip_cycles.data.folder_reader import CycleRows
+from clip_cycles.data.images import open_rgb
 from clip_cycles.encoding.backends import available_backends, check_open_clip_request, get_backend
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
@@ -58,19 +59,17 @@ class CycleBlocksDataset:
         return len(self.rows)
 
     def _image(self, item: Any) -> Any:
-        import io
-
         from PIL import Image
 
+        where = f" ({item.path})" if item.path is not None else ""
         try:
-            with Image.open(io.BytesIO(item.read_bytes())) as image:
-                image = image.convert("RGB")
+            image = open_rgb(item.read_bytes(), f"image {item.key!r}{where}")
         except FileNotFoundError:
             raise
         except Image.DecompressionBombError as error:
             raise ValueError(f"image {item.key!r} ({item.path}) is refused as a possible decompression bomb: {error}") from None
         except (OSError, Image.UnidentifiedImageError) as error:
-            raise ValueError(f"image {item.key!r} ({item.path}) cannot be decoded: {error}") from None
+            raise ValueError(f"image {item.key!r}{where} cannot be decoded: {error}") from None
         return self.transform(image) if self.transform is not None else image
 
     def __getitem__(self, index: int) -> tuple[Any, list[str]]:
