@@ -304,6 +304,13 @@ def hf_pretrained_kwargs(model_name: str, pretrained: str | None, cache_dir: str
     return {"cache_dir": cache_dir, "revision": revision, "trust_remote_code": False}
 
 
+def _is_weights_only_refusal(error: BaseException) -> bool:
+    # torch raises UnpicklingError; timm re-raises it as a RuntimeError with its own sentence.
+    return isinstance(error, pickle.UnpicklingError) or (
+        isinstance(error, RuntimeError) and "weights_only" in str(error) and "pickle" in str(error)
+    )
+
+
 def pickle_refusal(error: BaseException, where: str | Path) -> ValueError | None:
     """A named ValueError when ``error`` (or its cause) is torch refusing a pickle payload, else None.
 
@@ -312,7 +319,7 @@ def pickle_refusal(error: BaseException, where: str | Path) -> ValueError | None
     file (for a folder, its pickle checkpoint files) and what to do.
     """
     seen: BaseException | None = error
-    while seen is not None and not isinstance(seen, pickle.UnpicklingError):
+    while seen is not None and not _is_weights_only_refusal(seen):
         seen = seen.__cause__ or seen.__context__
     if seen is None:
         return None

@@ -131,9 +131,10 @@ def load_timm(
         raise ValueError(f"unknown timm model {name!r}; see timm.list_models(), or pass local-dir:<folder>")
     try:
         model = timm.create_model(name, pretrained=use_weights, cache_dir=cache_dir)
-    except pickle.UnpicklingError as error:  # a folder's pytorch_model.bin that is not weights only
-        raise (pickle_refusal(error, name) or error) from None
-    except (RuntimeError, OSError) as error:
+    except (pickle.UnpicklingError, RuntimeError, OSError) as error:
+        refusal = pickle_refusal(error, name)  # a folder's pytorch_model.bin that is not weights only
+        if refusal is not None:
+            raise refusal from None
         raise ValueError(f"timm cannot create {name!r} with pretrained={use_weights}: {error}") from error
     if checkpoint is not None:
         state = load_weights_only(checkpoint)
