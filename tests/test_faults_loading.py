@@ -79,8 +79,8 @@ def _remote_code_folder(folder: Path, marker: Path, config_name: str = "config.j
     """A model folder whose config names its own Python files; importing them writes ``marker``."""
     folder.mkdir(parents=True, exist_ok=True)
     code = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
-    (folder / "configuration_evil.py").write_text(code + "from transformers import PretrainedConfig\n"
-                                                  "class EvilConfig(PretrainedConfig):\n    model_type = 'evil_clip'\n")  # fmt: skip
+    config_class = "from transformers import PretrainedConfig\nclass EvilConfig(PretrainedConfig):\n    model_type = 'evil'\n"
+    (folder / "configuration_evil.py").write_text(code + config_class)
     (folder / "modeling_evil.py").write_text(code)
     auto_map = {"AutoConfig": "configuration_evil.EvilConfig", "AutoModel": "modeling_evil.EvilModel"}
     config = {"model_type": "evil_clip", "auto_map": auto_map}
@@ -172,6 +172,26 @@ def test_1_every_from_pretrained_call_passes_trust_remote_code_false(monkeypatch
     assert all(kwargs.get("trust_remote_code") is False for _, kwargs in calls), calls
 
 
+def test_1_open_clip_text_tower_from_a_remote_code_folder_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "ran.txt"
+    evil = _remote_code_folder(tmp_path / "evil", marker)
+    folder = tmp_path / "oc"
+    folder.mkdir()
+    config = json.loads(json.dumps(TINY_OPEN_CLIP))
+    config["model_cfg"]["text_cfg"] = {"hf_model_name": str(evil), "hf_tokenizer_name": str(evil), "context_length": 16}
+    (folder / "open_clip_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=re.escape(str(evil / "config.json")) + ".*auto_map"):
+        backends.load_model("open_clip", f"local-dir:{folder}", None)
+    assert not marker.exists()
+
+
+def test_1_no_library_can_read_an_answer_from_stdin_while_a_model_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n" * 5))
+    with backends.no_prompts(), pytest.raises(EOFError):
+        input("run the custom code? [y/N] ")
+    assert sys.stdin.readline() == "y\n"  # restored afterwards
+
+
 # --------------------------------------------------------------------------- 2. weights only
 
 
@@ -221,7 +241,11 @@ def test_2_setup_floors_make_torch_loading_weights_only_by_default(tmp_path: Pat
 
     parser = configparser.ConfigParser()
     parser.read(REPO / "setup.cfg")
-    requires = {re.split(r"[<>=]", line.strip())[0]: line.strip() for line in parser["options"]["install_requires"].splitlines() if line.strip()}
+    requires = {
+        re.split(r"[<>=]", line.strip())[0]: line.strip()
+        for line in parser["options"]["install_requires"].splitlines()
+        if line.strip()
+    }
     assert _floor(requires["torch"]) >= (2, 6)  # torch 2.6 made weights_only=True the default of torch.load
     assert _floor(requires["open_clip_torch"]) >= (2, 29)  # passes weights_only=True itself
     assert "<=2.14.1" in requires["torch"] and "<=0.29.1" in requires["torchvision"]  # upper pins kept
@@ -235,7 +259,7 @@ def test_2_setup_floors_make_torch_loading_weights_only_by_default(tmp_path: Pat
 
 # --------------------------------------------------------------------------- 3. entry-point backends in the cache key
 
-_FAKE_BACKEND = '''
+_FAKE_BACKEND = """
 import numpy as np
 import torch
 
@@ -261,7 +285,7 @@ def tokenizer(texts):
 
 def load(model_name, pretrained, cache_dir, device):
     return Model(), transform, tokenizer
-'''
+"""
 
 
 def _install_fake_backend(root: Path, version: str, extra: str = "") -> None:
@@ -436,7 +460,10 @@ def test_4_annotation_json_bounds_fifo_and_valid_file(tmp_path: Path, monkeypatc
 
 
 def _struct_folder(shapes_cycles: Path, tmp_path: Path, first_path: str) -> tuple[Any, Path]:
-    """A self-contained copy of the fixture: images in ``images/`` by struct path (bytes null), row 0's ``image_0`` -> ``first_path``."""
+    """A self-contained copy of the fixture: images in ``images/`` by struct path (bytes null).
+
+    Row 0's ``image_0`` gets ``first_path`` instead.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -29,15 +29,18 @@ than tensors is refused by name (:func:`pickle_refusal`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import io
 import json
 import logging
 import os
 import pickle
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -227,12 +230,26 @@ def backend_identity(name: str, model_name: str, pretrained: str | None) -> dict
     return identity
 
 
+@contextlib.contextmanager
+def no_prompts() -> Iterator[None]:
+    """While a model loads, stdin reads as empty: a library that would ask a question (transformers'
+    "run the custom code? [y/N]", reached through a library that does not pass
+    ``trust_remote_code``) gets end-of-file and refuses, whatever is piped in."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO("")
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
 def load_model(
     backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
-    """Load ``(model, transform, tokenizer)`` through backend ``backend``; the model is put in eval mode."""
+    """Load ``(model, transform, tokenizer)`` through backend ``backend`` (no prompts); the model is put in eval mode."""
     loader = get_backend(backend)
-    model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
+    with no_prompts():
+        model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
     if hasattr(model, "eval"):
         model.eval()
     return model, transform, tokenizer
@@ -392,6 +409,32 @@ def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
         )
 
 
+def _refuse_open_clip_remote_code(model_name: str) -> None:
+    """An OpenCLIP config whose text tower or tokenizer is a local Hugging Face folder: that folder's remote-code check.
+
+    OpenCLIP calls transformers without ``trust_remote_code``; :func:`no_prompts` keeps it from
+    asking, and a local folder asking for its own code is refused here by name.
+    """
+    import open_clip
+
+    if model_name.startswith("local-dir:"):
+        path = Path(model_name[len("local-dir:") :]) / "open_clip_config.json"
+        try:
+            config = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "OpenCLIP config file"))
+        except FileNotFoundError:
+            return  # open_clip names the missing file itself
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"OpenCLIP config file {path} is not valid JSON ({error}); restore it") from None
+        config = config.get("model_cfg", config) if isinstance(config, dict) else {}
+    else:
+        config = open_clip.get_model_config(model_name) or {}
+    text = config.get("text_cfg", {}) if isinstance(config, dict) else {}
+    for key in ("hf_model_name", "hf_tokenizer_name"):
+        name = text.get(key) if isinstance(text, dict) else None
+        if isinstance(name, str) and name:
+            refuse_remote_code(name)
+
+
 def load_open_clip(
     model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
@@ -408,6 +451,7 @@ def load_open_clip(
         else:
             tag = pretrained
     check_open_clip_request(model_name, pretrained)
+    _refuse_open_clip_remote_code(model_name)
     try:
         model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
     except pickle.UnpicklingError as error:  # a local-dir: or hub checkpoint that is not weights only

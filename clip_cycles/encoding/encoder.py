@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from clip_cycles.data.images import IMAGE_DECODING, ImageItem, decode_rgb
-from clip_cycles.encoding.backends import backend_identity, is_random_init, load_model
+from clip_cycles.encoding.backends import backend_identity, is_random_init, load_model, no_prompts
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
@@ -128,7 +128,8 @@ class ModelSpec:
 
         torch.manual_seed(self.seed)
         if self.loader is not None:
-            model, transform, tokenizer = self.loader()
+            with no_prompts():
+                model, transform, tokenizer = self.loader()
         else:
             model, transform, tokenizer = load_model(self.backend, self.model, self.pretrained, self.model_cache_dir, self.device)
         if hasattr(model, "eval"):
