@@ -349,6 +349,12 @@ def test_3_entry_point_backend_change_is_a_cache_miss(tmp_path: Path, monkeypatc
     _install_fake_backend(root, "1.1", extra="\nload.cache_fingerprint = lambda model, pretrained: {'weights': 'w2'}\n")
     assert run().cached_images == 0
 
+    weights = tmp_path / "fake_weights.bin"  # local weights it loads, named by --model: hashed into the key
+    weights.write_bytes(b"w" * 64)
+    before = ModelSpec("fakecc", str(weights), None).description()
+    weights.write_bytes(b"v" * 64)
+    assert ModelSpec("fakecc", str(weights), None).description()["weights"] != before["weights"]
+
     identity = ModelSpec("fakecc", "m", None).description()["backend_identity"]
     assert identity["distribution"] == "fakeccbackend" and identity["version"] == "1.1"
     assert identity["fingerprint"] == {"weights": "w2"} and identity["target"] == "fake_cc_backend:load"

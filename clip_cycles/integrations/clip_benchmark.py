@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from clip_cycles.data.folder_reader import CycleRows
 from clip_cycles.data.images import open_rgb
-from clip_cycles.encoding.backends import available_backends, check_open_clip_request, get_backend
+from clip_cycles.encoding.backends import available_backends, check_open_clip_request, get_backend, no_prompts
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import register_tiny_model
@@ -205,7 +205,8 @@ def run_cycles(args: Any) -> int:
 
 def _lazy_loader(name: str) -> Callable[..., Any]:
     def load(model_name: str, pretrained: str, cache_dir: str | None = None, device: str = "cpu") -> Any:
-        return get_backend(name)(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
+        with no_prompts():  # clip_benchmark's own CLI calls this directly: no library may ask on stdin
+            return get_backend(name)(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
 
     load._clip_cycles_backend = True  # type: ignore[attr-defined]
     load.__name__ = f"load_{name}"

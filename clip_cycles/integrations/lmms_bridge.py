@@ -44,6 +44,7 @@ from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.data.folder_reader import open_built_folder
 from clip_cycles.data.images import ImageItem, decode_rgb, open_rgb
+from clip_cycles.encoding.backends import no_prompts
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
@@ -318,7 +319,8 @@ def _make_model_class() -> type:
         ) -> None:
             super().__init__()
 
-            self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
+            with no_prompts():  # trust_remote_code=False already; nothing else may ask on stdin either
+                self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
             self.batch_size_per_gpu = int(batch_size)
             self.score = PromptConfig(score=score).score
 
