@@ -465,6 +465,19 @@ def test_4_annotation_json_bounds_fifo_and_valid_file(tmp_path: Path, monkeypatc
         annotations.read_json(fifo)
 
 
+def test_4_scene_graph_files_are_bounded_regular_files_too(tmp_path: Path) -> None:
+    from clip_cycles.data.scene_graphs import load_scene_graphs
+
+    nested = tmp_path / "val_sceneGraphs.json"
+    nested.write_text('{"1": ' + "[" * 200_000 + "]" * 200_000 + "}")
+    with pytest.raises(ValueError, match=re.escape(str(nested)) + ".*nested too deeply"):
+        load_scene_graphs(nested)
+    fifo = tmp_path / "train_sceneGraphs.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="scene-graph file .* FIFO"):
+        load_scene_graphs(fifo)
+
+
 def _struct_folder(shapes_cycles: Path, tmp_path: Path, first_path: str) -> tuple[Any, Path]:
     """A self-contained copy of the fixture: images in ``images/`` by struct path (bytes null).
 
