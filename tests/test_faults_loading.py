@@ -658,6 +658,10 @@ def test_5_the_encoder_decodes_with_these_rules_and_keys_them() -> None:
     assert error is None
     np.testing.assert_array_equal(pixels, _sixteen_bit_expected(values))
     assert ModelSpec("open_clip", "ViT-B-32", None).description()["image_decoding"] == images.IMAGE_DECODING
+    from clip_cycles.encoding.vlm_scores import PromptConfig, cache_description
+
+    pair_key = cache_description(ModelSpec("hf_vlm", "org/vlm", None), PromptConfig())
+    assert pair_key["image_decoding"] == images.IMAGE_DECODING  # pair scores are keyed by the rules too
 
 
 # --------------------------------------------------------------------------- 6. resolving imports that backend alone

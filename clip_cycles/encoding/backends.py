@@ -426,6 +426,8 @@ def _refuse_open_clip_remote_code(model_name: str) -> None:
         except (ValueError, RecursionError) as error:
             raise ValueError(f"OpenCLIP config file {path} is not valid JSON ({error}); restore it") from None
         config = config.get("model_cfg", config) if isinstance(config, dict) else {}
+    elif model_name.startswith("hf-hub:"):
+        return  # a hub config is fetched by open_clip itself; no_prompts() keeps transformers from asking
     else:
         config = open_clip.get_model_config(model_name) or {}
     text = config.get("text_cfg", {}) if isinstance(config, dict) else {}

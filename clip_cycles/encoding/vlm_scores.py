@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
-from clip_cycles.data.images import open_rgb
+from clip_cycles.data.images import IMAGE_DECODING, open_rgb
 from clip_cycles.encoding.backends import backend_capabilities, hf_pretrained_kwargs, is_random_init, pickle_refusal
 from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
 from clip_cycles.encoding.encoder import _FaultCounter, _version
@@ -287,6 +287,7 @@ def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
         "precision": spec.precision,
         "seed": spec.seed,
         "transformers": _version("transformers"),
+        "image_decoding": IMAGE_DECODING,  # pairs scored under older decoding rules are never served
     }
 
 
