@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import inspect
 import io
 import json
 import logging
@@ -163,9 +164,6 @@ _WARNED_NAME_ONLY: set[str] = set()
 
 def _module_file_sha256(loader: Any) -> str:
     """sha256 of the source file of the loader's module ('' when it has no regular file, e.g. built in C)."""
-    import inspect
-    import sys
-
     module = sys.modules.get(getattr(loader, "__module__", "") or "")
     try:
         source = inspect.getsourcefile(module) if module is not None else None
