@@ -24,7 +24,7 @@ import numpy as np
 from scipy import sparse
 
 from clip_cycles.algebra.audits import DEGREE_TOL
-from clip_cycles.data.images import ImageItem
+from clip_cycles.data.images import ImageItem, decode_rgb
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class CroppedImageItem(ImageItem):
         x, y, w, h = self.box
         try:
             with Image.open(io.BytesIO(raw)) as image:
-                crop = image.convert("RGB").crop((x, y, x + w, y + h))
+                crop = decode_rgb(image, f"image {self.key!r} at {self.path}").crop((x, y, x + w, y + h))
         except (OSError, UnidentifiedImageError) as error:
             raise ValueError(f"image {self.key!r} at {self.path} cannot be decoded: {error}") from error
         out = io.BytesIO()

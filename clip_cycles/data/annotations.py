@@ -44,16 +44,27 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from clip_cycles.data.regular_files import read_regular_file
+
 #: Pixels a box may reach past the image border (COCO boxes are floats from polygons).
 BOX_TOLERANCE: float = 1.0
 
 
+#: An annotation file larger than this is refused (COCO's instances_train2017.json is 448 MB).
+MAX_ANNOTATION_BYTES = 4 << 30
+
+
 def read_json(path: str | Path) -> Any:
-    """Parse a JSON file; a decoding error names the file, line, column and character position."""
+    """Parse a JSON file; a decoding error names the file, line, column and character position.
+
+    Only a regular file of at most :data:`MAX_ANNOTATION_BYTES` is read (a FIFO or a device
+    is refused, not waited on), and JSON nested deeper than the parser allows is a ValueError
+    naming the file instead of a RecursionError.
+    """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise FileNotFoundError(f"annotation file {path} does not exist (expected the standard COCO layout)")
-    raw = path.read_bytes()
+    raw = read_regular_file(path, MAX_ANNOTATION_BYTES, "annotation file")
     try:
         # orjson parses COCO-sized files several times faster; any input it refuses
         # (malformed, non-UTF-8, integers beyond 64 bits) is parsed again by the
@@ -67,6 +78,11 @@ def read_json(path: str | Path) -> Any:
         pass
     try:
         return json.loads(raw)
+    except RecursionError:
+        raise ValueError(
+            f"{path}: JSON nested too deeply to parse (more levels than Python's recursion limit); "
+            "COCO annotation files nest a few levels only, so this file is damaged or hostile: restore it"
+        ) from None
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{path}: malformed JSON at line {error.lineno} column {error.colno} (char {error.pos}): {error.msg}"

@@ -200,8 +200,18 @@ class CycleRows:
         )
 
 
+def _confined(name: Any) -> bool:
+    """Whether ``name`` is a relative path that stays inside the folder it is joined to (no ``..``, not absolute)."""
+    return isinstance(name, str) and bool(name) and not Path(name).is_absolute() and ".." not in Path(name).parts
+
+
 def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
-    """The item of one image value (interned per folder for file names); ValueError says what is wrong."""
+    """The item of one image value (interned per folder for file names); ValueError says what is wrong.
+
+    A file name (reference mode) is confined to the source root and the ``path`` of a
+    ``datasets.Image`` struct without bytes (self-contained mode) to the folder, by the same
+    rule: relative, no ``..``.
+    """
     if isinstance(value, str):
         item = folder.image_items.get(value)
         if item is None:
@@ -212,7 +222,7 @@ def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
                     raise ValueError(f"image file name {value!r} must name a stored image below {IMAGE_PREFIX}")
                 item = folder.image_items[value] = ImageItem(key=key, path=folder.root / IMAGE_DIR / key)
                 return item
-            if not value or Path(value).is_absolute() or ".." in Path(value).parts:
+            if not _confined(value):
                 raise ValueError(f"image file name {value!r} must be relative to the source root")
             item = folder.image_items[value] = ImageItem(key=value, path=folder.source_root / value)
         return item
@@ -220,6 +230,11 @@ def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
         data = value.get("bytes")
         name = value.get("path") or ""
         if data is None:
+            if not _confined(name):
+                raise ValueError(
+                    f"image struct path {name!r} (bytes: null) must be relative to the folder {folder.root}, "
+                    "without '..'; rebuild the folder (clip-cycles build ... --self-contained) so it embeds its images"
+                )
             return ImageItem(key=name, path=(folder.root / name))
 
         return ImageItem(key=name or f"sha256:{content_hash(data)}", data=bytes(data))

@@ -36,6 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, Mapping, NamedTuple
 
+from clip_cycles.data.annotations import MAX_ANNOTATION_BYTES
+from clip_cycles.data.regular_files import read_regular_file
+
 #: GQA file names per source split, relative to the GQA root.
 SCENE_GRAPH_FILES: dict[str, str] = {"train": "train_sceneGraphs.json", "val": "val_sceneGraphs.json"}
 
@@ -139,14 +142,17 @@ class SceneGraphFile:
 
 
 def _read_json(path: Path) -> Any:
+    """A scene-graph file: a regular file within the annotation size bound, parsed with named errors."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, MAX_ANNOTATION_BYTES, "scene-graph file").decode("utf-8")
     except FileNotFoundError:
         raise FileNotFoundError(f"scene-graph file {path} does not exist") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text at byte {error.start}: {error.reason}") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to parse; scene graphs nest a few levels only: restore it") from None
     except json.JSONDecodeError as error:
         raise ValueError(
             f"{path}: malformed JSON at line {error.lineno}, column {error.colno} (char {error.pos}): {error.msg}"

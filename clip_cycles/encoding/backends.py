@@ -13,22 +13,42 @@ a token tensor. Built in:
   caption text.
 
 A third-party package adds one through the entry-point group ``clip_cycles.backends``
-(``name = package.module:loader``). Backends are resolved lazily: listing names imports
-nothing heavy except clip_benchmark's model table, and only when asked for.
+(``name = package.module:loader``). Backends are resolved lazily: resolving a name imports
+that backend alone (clip_benchmark's model table only for a name nobody else has); listing
+names imports clip_benchmark's table, and only when asked for. An entry-point or registered
+backend enters the feature-cache key with its distribution name and version, a sha256 of its
+loader's module file and, where the loader declares one, its ``cache_fingerprint``
+(:func:`backend_identity`).
+
+Nothing loaded here runs code that came with the model: every transformers
+``from_pretrained`` gets ``trust_remote_code=False`` (so transformers never prompts on
+stdin), a local folder whose configs ask for remote code (``auto_map``) is refused before
+transformers sees it (:func:`refuse_remote_code`), and a pickled checkpoint that needs more
+than tensors is refused by name (:func:`pickle_refusal`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import importlib
+import inspect
+import io
 import json
+import logging
 import os
+import pickle
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from clip_cycles.data.regular_files import read_regular_file
 from clip_cycles.encoding.tiny_model import register_tiny_model
+
+logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "clip_cycles.backends"
 
@@ -72,13 +92,17 @@ def _resolve(target: Loader | str) -> Loader:
     return obj
 
 
-def _entry_points() -> dict[str, str]:
+def _entry_point_objects() -> dict[str, Any]:
     from importlib.metadata import entry_points
 
-    found: dict[str, str] = {}
+    found: dict[str, Any] = {}
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        found.setdefault(ep.name, ep.value)
+        found.setdefault(ep.name, ep)
     return found
+
+
+def _entry_points() -> dict[str, str]:
+    return {name: ep.value for name, ep in _entry_point_objects().items()}
 
 
 def clip_benchmark_model_types() -> dict[str, Loader]:
@@ -105,32 +129,227 @@ def available_backends(include_clip_benchmark: bool = True) -> list[str]:
     return sorted(_table(include_clip_benchmark))
 
 
+def _target(name: str) -> Loader | str | None:
+    """The target of ``name`` in the order of precedence of :func:`_table`, consulting only what it must.
+
+    Registered and built-in names need no scan at all; clip_benchmark's model table (which
+    imports clip_benchmark.models, open_clip and more) is read only for a name nobody else has.
+    """
+    for table in (_REGISTERED, _BUILTIN):
+        if name in table:
+            return table[name]
+    found = _entry_points().get(name)
+    if found is not None:
+        return found
+    return clip_benchmark_model_types().get(name)
+
+
 def get_backend(name: str) -> Loader:
     """The loader of backend ``name``; an unknown name is an error listing the available ones."""
-    table = _table()
-    if name not in table:
-        raise ValueError(f"unknown model backend {name!r}; available: {', '.join(sorted(table))}")
-    return _resolve(table[name])
+    target = _target(name)
+    if target is None:
+        raise ValueError(f"unknown model backend {name!r}; available: {', '.join(available_backends())}")
+    return _resolve(target)
 
 
 def backend_capabilities(name: str) -> frozenset[str]:
     """What backend ``name`` gives: ``image``/``text`` embeddings or ``pair_scores`` (loader's ``capabilities``)."""
-    target = {**_entry_points(), **_BUILTIN, **_REGISTERED}.get(name)  # clip_benchmark's types embed both
+    target = _REGISTERED.get(name) or _BUILTIN.get(name) or _entry_points().get(name)  # clip_benchmark's types embed both
     return frozenset(getattr(_resolve(target), "capabilities", ("image", "text")) if target else ("image", "text"))
+
+
+#: Backends already warned about for caching by name only (once per process).
+_WARNED_NAME_ONLY: set[str] = set()
+
+
+def _module_file_sha256(loader: Any) -> str:
+    """sha256 of the source file of the loader's module ('' when it has no regular file, e.g. built in C)."""
+    module = sys.modules.get(getattr(loader, "__module__", "") or "")
+    try:
+        source = inspect.getsourcefile(module) if module is not None else None
+    except TypeError:
+        source = None
+    if not source or not os.path.isfile(source):
+        return ""
+    with open(source, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def backend_identity(name: str, model_name: str, pretrained: str | None) -> dict[str, Any] | None:
+    """What identifies a third-party backend's code in the feature-cache key; None for clip_cycles' own.
+
+    An entry-point (``clip_cycles.backends``) or registered backend gives its distribution name
+    and version (entry points), its ``module:attribute`` target, the sha256 of its loader's
+    module file and, if the loader declares it, ``cache_fingerprint``: a JSON-able value, or a
+    callable ``cache_fingerprint(model_name, pretrained)`` returning one, that changes whenever
+    the features would (weights it fetches itself, code in other modules). Without one a
+    warning says, once per process, that caching goes by name, version and that one file only.
+    Local weights named by ``--model``/``--pretrained`` enter the key anyway
+    (:meth:`clip_cycles.encoding.encoder.ModelSpec.description`).
+    """
+    if name in _REGISTERED:
+        target, source, distribution = _REGISTERED[name], "registered", None
+    elif name in _BUILTIN:
+        return None
+    else:
+        ep = _entry_point_objects().get(name)
+        if ep is None:
+            return None  # clip_benchmark's model types: its version is in the key already
+        target, source, distribution = ep.value, "entry_point", getattr(ep, "dist", None)
+    loader = _resolve(target)
+    qualified = f"{getattr(loader, '__module__', '')}:{getattr(loader, '__qualname__', '')}"
+    identity: dict[str, Any] = {
+        "source": source,
+        "target": target if isinstance(target, str) else qualified,
+        "distribution": getattr(distribution, "name", None) or "",
+        "version": getattr(distribution, "version", None) or "",
+        "code_sha256": _module_file_sha256(loader),
+    }
+    declared = getattr(loader, "cache_fingerprint", None)
+    if callable(declared):
+        declared = declared(model_name, pretrained)
+    if declared is not None:
+        try:
+            json.dumps(declared, sort_keys=True)
+        except (TypeError, ValueError) as error:
+            message = f"backend {name!r}: cache_fingerprint must be JSON-serializable, not {declared!r}: {error}"
+            raise ValueError(message) from None
+        identity["fingerprint"] = declared
+    elif name not in _WARNED_NAME_ONLY:
+        _WARNED_NAME_ONLY.add(name)
+        logger.warning(
+            "backend %r declares no cache_fingerprint: its cached features are keyed by name only (with its "
+            "distribution version %r and the sha256 of module %s); weights or code it fetches by itself are not "
+            "tracked. Give its loader a cache_fingerprint, or pass --no-cache",
+            name,
+            identity["version"],
+            identity["target"].partition(":")[0] or "its module",
+        )
+    return identity
+
+
+@contextlib.contextmanager
+def no_prompts() -> Iterator[None]:
+    """While a model loads, stdin reads as empty: a library that would ask a question (transformers'
+    "run the custom code? [y/N]", reached through a library that does not pass
+    ``trust_remote_code``) gets end-of-file and refuses, whatever is piped in."""
+    saved = sys.stdin
+    sys.stdin = io.StringIO("")
+    try:
+        yield
+    finally:
+        sys.stdin = saved
 
 
 def load_model(
     backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
-    """Load ``(model, transform, tokenizer)`` through backend ``backend``; the model is put in eval mode."""
+    """Load ``(model, transform, tokenizer)`` through backend ``backend`` (no prompts); the model is put in eval mode."""
     loader = get_backend(backend)
-    model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
+    with no_prompts():
+        model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
     if hasattr(model, "eval"):
         model.eval()
     return model, transform, tokenizer
 
 
 # --------------------------------------------------------------------------- open_clip
+
+
+#: A Hugging Face config file larger than this is refused rather than read (configs are kilobytes).
+MAX_CONFIG_BYTES = 16 << 20
+#: Suffixes of torch pickle checkpoints (named when one of them is refused).
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+def _auto_map_modules(value: Any) -> list[str]:
+    """The code files an ``auto_map`` entry names: ``"modeling_x.Class"`` -> ``modeling_x.py`` (hub refs kept)."""
+    names: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif isinstance(item, str) and "." in item:
+            names.append(item.rpartition(".")[0] + ".py")
+    return sorted(set(names))
+
+
+def refuse_remote_code(model_name: str) -> None:
+    """Refuse a local Hugging Face folder whose configs ask transformers to run the folder's own code.
+
+    Every ``*config.json`` at the top of the folder (``config.json``, ``tokenizer_config.json``,
+    ``processor_config.json``, ``preprocessor_config.json``, ...) is read, bounded and
+    regular files only, before any transformers call; an ``auto_map`` key in one of them is a
+    ValueError naming the file and the code files it names. A hub id is not a folder: there
+    ``trust_remote_code=False`` makes transformers refuse remote code itself, without a prompt.
+    """
+    folder = Path(model_name).expanduser()
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.iterdir()):
+        if not path.name.endswith("config.json"):
+            continue
+        raw = read_regular_file(path, MAX_CONFIG_BYTES, "model config file")
+        try:
+            config = json.loads(raw)
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"model config file {path} is not valid JSON ({error}); restore it from its source") from None
+        if isinstance(config, dict) and "auto_map" in config:
+            code = _auto_map_modules(config["auto_map"])
+            present = [name for name in code if (folder / name).is_file()]
+            raise ValueError(
+                f"model folder {folder} asks to run its own code: {path} has an auto_map naming "
+                f"{', '.join(code) or 'custom classes'}" + (f" (present: {', '.join(present)})" if present else "") + ". "
+                "clip_cycles never runs code that comes with a model (trust_remote_code=False); use a model whose "
+                "architecture transformers ships, or remove auto_map after checking that a built-in class loads it"
+            )
+
+
+def hf_pretrained_kwargs(model_name: str, pretrained: str | None, cache_dir: str | None) -> dict[str, Any]:
+    """Keyword arguments of every transformers ``from_pretrained`` call here, after :func:`refuse_remote_code`.
+
+    ``trust_remote_code=False`` is explicit: transformers then refuses remote code with an error
+    instead of asking on stdin (where ``echo y |`` would have answered yes).
+    """
+    refuse_remote_code(model_name)
+    revision = None if is_random_init(pretrained) else pretrained
+    return {"cache_dir": cache_dir, "revision": revision, "trust_remote_code": False}
+
+
+def _is_weights_only_refusal(error: BaseException) -> bool:
+    # torch raises UnpicklingError; timm re-raises it as a RuntimeError with its own sentence.
+    return isinstance(error, pickle.UnpicklingError) or (
+        isinstance(error, RuntimeError) and "weights_only" in str(error) and "pickle" in str(error)
+    )
+
+
+def pickle_refusal(error: BaseException, where: str | Path) -> ValueError | None:
+    """A named ValueError when ``error`` (or its cause) is torch refusing a pickle payload, else None.
+
+    torch >= 2.6 loads checkpoints weights-only, so a pickle that needs more than tensors
+    raises ``UnpicklingError`` deep inside a library; this turns it into a sentence naming the
+    file (for a folder, its pickle checkpoint files) and what to do.
+    """
+    seen: BaseException | None = error
+    while seen is not None and not _is_weights_only_refusal(seen):
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return None
+    location = Path(str(where)[len("local-dir:") :] if str(where).startswith("local-dir:") else str(where)).expanduser()
+    if location.is_dir():
+        files = sorted(str(p) for p in location.iterdir() if p.suffix in PICKLE_SUFFIXES)
+        location_text = ", ".join(files) or str(location)
+    else:
+        location_text = str(where)
+    reason = str(seen).strip().splitlines()[-1][:200] if str(seen).strip() else type(seen).__name__
+    return ValueError(
+        f"checkpoint {location_text} is refused: it is a pickle that holds more than tensors ({reason}), and "
+        "clip_cycles loads torch files weights-only, never running code they carry. Convert the weights to "
+        "safetensors (safetensors.torch.save_file(state_dict, 'model.safetensors')) or save a plain state dict"
+    )
 
 
 def load_weights_only(path: str | Path) -> dict[str, Any]:
@@ -188,6 +407,34 @@ def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
         )
 
 
+def _refuse_open_clip_remote_code(model_name: str) -> None:
+    """An OpenCLIP config whose text tower or tokenizer is a local Hugging Face folder: that folder's remote-code check.
+
+    OpenCLIP calls transformers without ``trust_remote_code``; :func:`no_prompts` keeps it from
+    asking, and a local folder asking for its own code is refused here by name.
+    """
+    import open_clip
+
+    if model_name.startswith("local-dir:"):
+        path = Path(model_name[len("local-dir:") :]) / "open_clip_config.json"
+        try:
+            config = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "OpenCLIP config file"))
+        except FileNotFoundError:
+            return  # open_clip names the missing file itself
+        except (ValueError, RecursionError) as error:
+            raise ValueError(f"OpenCLIP config file {path} is not valid JSON ({error}); restore it") from None
+        config = config.get("model_cfg", config) if isinstance(config, dict) else {}
+    elif model_name.startswith("hf-hub:"):
+        return  # a hub config is fetched by open_clip itself; no_prompts() keeps transformers from asking
+    else:
+        config = open_clip.get_model_config(model_name) or {}
+    text = config.get("text_cfg", {}) if isinstance(config, dict) else {}
+    for key in ("hf_model_name", "hf_tokenizer_name"):
+        name = text.get(key) if isinstance(text, dict) else None
+        if isinstance(name, str) and name:
+            refuse_remote_code(name)
+
+
 def load_open_clip(
     model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
@@ -204,7 +451,12 @@ def load_open_clip(
         else:
             tag = pretrained
     check_open_clip_request(model_name, pretrained)
-    model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
+    _refuse_open_clip_remote_code(model_name)
+    try:
+        model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
+    except pickle.UnpicklingError as error:  # a local-dir: or hub checkpoint that is not weights only
+        refusal = pickle_refusal(error, model_name if model_name.startswith("local-dir:") else f"{model_name} ({tag})")
+        raise (refusal or error) from None
     if checkpoint is not None:
         missing, unexpected = model.load_state_dict(load_weights_only(checkpoint), strict=False)
         if missing or unexpected:
@@ -276,9 +528,11 @@ def load_hf(
     """A transformers CLIP/SigLIP model by hub id or local folder (``pretrained`` may name a revision)."""
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
-    revision = None if is_random_init(pretrained) else pretrained
-    kwargs = {"cache_dir": cache_dir, "revision": revision}
-    model = AutoModel.from_pretrained(model_name, **kwargs)
+    kwargs = hf_pretrained_kwargs(model_name, pretrained, cache_dir)
+    try:
+        model = AutoModel.from_pretrained(model_name, **kwargs)
+    except pickle.UnpicklingError as error:
+        raise (pickle_refusal(error, model_name) or error) from None
     if not (hasattr(model, "get_image_features") and hasattr(model, "get_text_features")):
         raise ValueError(f"hf model {model_name!r} ({type(model).__name__}) has no get_image_features/get_text_features")
     processor = AutoImageProcessor.from_pretrained(model_name, **kwargs)

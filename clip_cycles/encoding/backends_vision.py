@@ -24,10 +24,18 @@ embeddings (every cycle task) fails with a message saying so
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
-from clip_cycles.encoding.backends import _HFTransform, backend_capabilities, is_random_init, load_weights_only
+from clip_cycles.encoding.backends import (
+    _HFTransform,
+    backend_capabilities,
+    hf_pretrained_kwargs,
+    is_random_init,
+    load_weights_only,
+    pickle_refusal,
+)
 
 IMAGE_ONLY = ("image",)
 #: Values of ``--pretrained`` that ask timm for the model's default pretrained weights.
@@ -123,7 +131,10 @@ def load_timm(
         raise ValueError(f"unknown timm model {name!r}; see timm.list_models(), or pass local-dir:<folder>")
     try:
         model = timm.create_model(name, pretrained=use_weights, cache_dir=cache_dir)
-    except (RuntimeError, OSError) as error:
+    except (pickle.UnpicklingError, RuntimeError, OSError) as error:
+        refusal = pickle_refusal(error, name)  # a folder's pytorch_model.bin that is not weights only
+        if refusal is not None:
+            raise refusal from None
         raise ValueError(f"timm cannot create {name!r} with pretrained={use_weights}: {error}") from error
     if checkpoint is not None:
         state = load_weights_only(checkpoint)
@@ -173,11 +184,12 @@ def load_hf_vision(
     """A transformers vision model (``AutoModel`` + ``AutoImageProcessor``) as an image encoder."""
     from transformers import AutoImageProcessor, AutoModel
 
-    revision = None if is_random_init(pretrained) else pretrained
-    kwargs = {"cache_dir": cache_dir, "revision": revision}
+    kwargs = hf_pretrained_kwargs(model_name, pretrained, cache_dir)
     try:
         model = AutoModel.from_pretrained(model_name, **kwargs)
         processor = AutoImageProcessor.from_pretrained(model_name, **kwargs)
+    except pickle.UnpicklingError as error:
+        raise (pickle_refusal(error, model_name) or error) from None
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(
             f"hf_vision: cannot load {model_name!r} as a vision model with an image processor ({type(error).__name__}: {error})"

@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from clip_cycles.data.images import ImageItem
-from clip_cycles.encoding.backends import is_random_init, load_model
+from clip_cycles.data.images import IMAGE_DECODING, ImageItem, decode_rgb
+from clip_cycles.encoding.backends import backend_identity, is_random_init, load_model, no_prompts
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
@@ -115,6 +115,10 @@ class ModelSpec:
             weights["pretrained"] = weights_fingerprint(pretrained_path, hash_cache)
         if weights:
             desc["weights"] = weights
+        identity = backend_identity(self.backend, self.model, self.pretrained)
+        if identity is not None:  # an entry-point or registered backend: its distribution, version and code
+            desc["backend_identity"] = identity
+        desc["image_decoding"] = IMAGE_DECODING
         desc["versions"] = {name: _version(name) for name in ("open_clip_torch", "transformers", "clip_benchmark")}
         return desc
 
@@ -124,7 +128,8 @@ class ModelSpec:
 
         torch.manual_seed(self.seed)
         if self.loader is not None:
-            model, transform, tokenizer = self.loader()
+            with no_prompts():
+                model, transform, tokenizer = self.loader()
         else:
             model, transform, tokenizer = load_model(self.backend, self.model, self.pretrained, self.model_cache_dir, self.device)
         if hasattr(model, "eval"):
@@ -209,20 +214,19 @@ class _ImageDataset:
         from PIL import Image, UnidentifiedImageError
 
         item = self.items[index]
+        where = f" ({item.path})" if item.path is not None else ""
         try:
             with Image.open(io.BytesIO(item.read_bytes())) as image:
                 image.load()
-                pixels = self.transform(image.convert("RGB"))
+                pixels = self.transform(decode_rgb(image, f"image {item.key!r}{where}"))
         except Image.DecompressionBombError as error:
             # PIL refuses images over 2x Image.MAX_IMAGE_PIXELS: a possible decompression bomb.
-            where = f" ({item.path})" if item.path is not None else ""
             return (
                 index,
                 None,
                 (f"image {item.key!r}{where} is refused as a possible decompression bomb (more pixels than PIL allows): {error}"),
             )
         except (OSError, ValueError, UnidentifiedImageError) as error:
-            where = f" ({item.path})" if item.path is not None else ""
             return index, None, f"image {item.key!r}{where} cannot be decoded: {type(error).__name__}: {error}"
         return index, pixels, None
 

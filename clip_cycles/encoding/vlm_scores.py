@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
+import pickle
 import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
-from clip_cycles.encoding.backends import backend_capabilities, is_random_init
+from clip_cycles.data.images import IMAGE_DECODING, open_rgb
+from clip_cycles.encoding.backends import backend_capabilities, hf_pretrained_kwargs, is_random_init, pickle_refusal
 from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
 from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
@@ -228,10 +229,12 @@ def load_hf_vlm(
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     revision = None if is_random_init(pretrained) else pretrained
-    kwargs = {"cache_dir": cache_dir, "revision": revision}
+    kwargs = hf_pretrained_kwargs(model_name, pretrained, cache_dir)
     try:
         processor = AutoProcessor.from_pretrained(model_name, **kwargs)
         model = AutoModelForImageTextToText.from_pretrained(model_name, **kwargs)
+    except pickle.UnpicklingError as error:
+        raise (pickle_refusal(error, model_name) or error) from None
     except (OSError, ValueError, KeyError) as error:
         raise ValueError(
             f"hf_vlm: cannot load {model_name!r} as an image-text-to-text model with its processor "
@@ -284,6 +287,7 @@ def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
         "precision": spec.precision,
         "seed": spec.seed,
         "transformers": _version("transformers"),
+        "image_decoding": IMAGE_DECODING,  # pairs scored under older decoding rules are never served
     }
 
 
@@ -381,11 +385,8 @@ class PairScores:
 
 
 def _decode(item: ImageItem) -> Any:
-    from PIL import Image
-
-    with Image.open(io.BytesIO(item.read_bytes())) as image:
-        image.load()
-        return image.convert("RGB")
+    where = f" ({item.path})" if item.path is not None else ""
+    return open_rgb(item.read_bytes(), f"image {item.key!r}{where}")
 
 
 def _progress(iterable: Any, total: int, desc: str) -> Any:

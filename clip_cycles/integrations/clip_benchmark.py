@@ -62,11 +62,13 @@ from types import ModuleType
 from typing import Any, Callable
 
 from clip_cycles.data.folder_reader import CycleRows
+from clip_cycles.data.images import open_rgb
 from clip_cycles.encoding.backends import (
     available_backends,
     check_open_clip_request,
     clip_benchmark_model_types,
     get_backend,
+    no_prompts,
 )
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
@@ -131,19 +133,17 @@ class CycleBlocksDataset:
         return len(self.rows)
 
     def _image(self, item: Any) -> Any:
-        import io
-
         from PIL import Image
 
+        where = f" ({item.path})" if item.path is not None else ""
         try:
-            with Image.open(io.BytesIO(item.read_bytes())) as image:
-                image = image.convert("RGB")
+            image = open_rgb(item.read_bytes(), f"image {item.key!r}{where}")
         except FileNotFoundError:
             raise
         except Image.DecompressionBombError as error:
             raise ValueError(f"image {item.key!r} ({item.path}) is refused as a possible decompression bomb: {error}") from None
         except (OSError, Image.UnidentifiedImageError) as error:
-            raise ValueError(f"image {item.key!r} ({item.path}) cannot be decoded: {error}") from None
+            raise ValueError(f"image {item.key!r}{where} cannot be decoded: {error}") from None
         return self.transform(image) if self.transform is not None else image
 
     def __getitem__(self, index: int) -> tuple[Any, list[str]]:
@@ -430,7 +430,8 @@ def run_cycles(args: Any) -> int:
 
 def _lazy_loader(name: str) -> Callable[..., Any]:
     def load(model_name: str, pretrained: str, cache_dir: str | None = None, device: str = "cpu") -> Any:
-        return get_backend(name)(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
+        with no_prompts():  # clip_benchmark's own CLI calls this directly: no library may ask on stdin
+            return get_backend(name)(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
 
     load._clip_cycles_backend = True  # type: ignore[attr-defined]
     load.__name__ = f"load_{name}"

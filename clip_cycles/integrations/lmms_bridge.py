@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import io
 import json
 import shutil
 import sys
@@ -47,6 +46,8 @@ import yaml
 from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.data.folder_reader import available_splits, open_built_folder
+from clip_cycles.data.images import ImageItem, decode_rgb, open_rgb
+from clip_cycles.encoding.backends import no_prompts
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
 from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
@@ -86,10 +87,13 @@ class TaskFunctions:
         return dataset.map(explode, batched=True, remove_columns=dataset.column_names)
 
     def doc_to_visual(self, doc: Mapping[str, Any], kwargs: Mapping[str, Any] | None = None) -> list[Any]:
-        """The document's image as a PIL image (reference-mode file names resolve against the source root)."""
-        from PIL import Image
+        """The document's image as an RGB PIL image (reference-mode file names resolve against the source root).
 
+        Files are read as the encoder reads them (regular files only, bounded) and decoded by
+        :func:`clip_cycles.data.images.decode_rgb` (16-bit scaled, transparency over white).
+        """
         value = doc["image"]
+        label = f"cycle {doc['cycle_id']}: image"
         if isinstance(value, str):
             if self.source_root is None:
                 raise ValueError(
@@ -99,14 +103,13 @@ class TaskFunctions:
             path = self.source_root / value
             if not path.is_file():
                 raise FileNotFoundError(f"cycle {doc['cycle_id']}: image {path} does not exist")
-            with Image.open(path) as image:
-                return [image.convert("RGB")]
+            return [open_rgb(ImageItem(key=value, path=path).read_bytes(), f"{label} {path}")]
         if isinstance(value, dict):
             data = value.get("bytes")
-            source = io.BytesIO(data) if data is not None else value.get("path")
-            with Image.open(source) as image:
-                return [image.convert("RGB")]
-        return [value.convert("RGB")]
+            if data is None:
+                data = ImageItem(key=str(value.get("path")), path=Path(str(value.get("path")))).read_bytes()
+            return [open_rgb(bytes(data), label)]
+        return [decode_rgb(value, label)]
 
     def doc_to_text(self, doc: Mapping[str, Any], kwargs: Mapping[str, Any] | None = None) -> str:
         """The prompt (lmms_eval_specific_kwargs ``prompt``); the captions follow as the continuation."""
@@ -354,7 +357,8 @@ def _make_model_class() -> type:
         ) -> None:
             super().__init__()
 
-            self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
+            with no_prompts():  # trust_remote_code=False already; nothing else may ask on stdin either
+                self.scorer, _, _ = load_hf_vlm(pretrained, revision, None, str(device))
             self.batch_size_per_gpu = int(batch_size)
             self.score = PromptConfig(score=score).score
 
