@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_probes import attribute_task_metrics
+from clip_cycles.attributes.attribute_probes import DEFAULT_SOLVER, attribute_task_metrics
 from clip_cycles.attributes.concept_features import _in_root, embed_concepts
 from clip_cycles.attributes.concepts import ConceptAttributeData, load_embeddings_npz, load_things
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
@@ -70,7 +70,7 @@ def attribute_metrics(
     if split_name is not None:
         base["split_embeddings"] = split_name
     context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings, split_embedding_name=split_name)
-    solver = task.experiment_kwargs.get("solver", "lockstep")
+    solver = task.experiment_kwargs.get("solver", DEFAULT_SOLVER)
     threshold = task.experiment_kwargs.get("leakage_threshold")
     per_seed: dict[str, dict[str, Any]] = {}
     try:
@@ -91,6 +91,9 @@ def attribute_metrics(
     ):
         summary = mean_sd(values, skip_missing=True)
         metrics[name], metrics[f"{name}_sd"] = summary["mean"], summary["sd"]
+    # CS of each fold alone, pooled over seeds: the spread that the headline CS (of fold-averaged F1) averages away.
+    per_fold = mean_sd([c for r in runs for c in r["cs_spread"]["cs_per_fold"]], skip_missing=True)
+    metrics["cs_per_fold"], metrics["cs_per_fold_sd"] = per_fold["mean"], per_fold["sd"]
     metrics["n_attributes_scored"] = int(min(r["n_attributes_scored"] for r in runs))
     metrics["n_degenerate_folds"] = {s: r["coverage"]["n_degenerate_folds"] for s, r in per_seed.items()}
     metrics["split_embedding"] = runs[0]["split_embedding"]
