@@ -33,6 +33,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from clip_cycles.data.text_normalize import concept_key
+
 #: The paper keeps an attribute when at least this many concepts have it (277 -> 211).
 DEFAULT_MIN_CONCEPTS: int = 10
 
@@ -449,12 +451,20 @@ def assign_supercategories(
     """Match table rows to concept ids and give each concept one category (``multi_category`` rule).
 
     Matching rule: a row's ``Word`` is turned into an id (lower case, spaces as
-    underscores). The k-th row with a word that several rows share (THINGS homonyms,
-    ``bat``) matches ``<word>k`` (``bat1``, ``bat2``) when that id exists; otherwise a
-    row matches the id equal to its word. Concepts without a row get None and are
-    listed; rows matching no concept are listed too.
+    underscores); an id that is not a concept matches the concept with the same
+    :func:`clip_cycles.data.text_normalize.concept_key` (``flip-flop`` -> ``flip_flop``).
+    The k-th row with a word that several rows share (THINGS homonyms, ``bat``) matches
+    ``<word>k`` (``bat1``, ``bat2``) when that id exists; otherwise a row matches the id
+    equal to its word. Concepts without a row get None and are listed; rows matching no
+    concept are listed too.
     """
     known = set(concepts)
+    # A row spelled differently from its id (``flip-flop`` for ``flip_flop``, another case) still
+    # matches: exact ids first, then concept_key; a key two concepts share matches neither.
+    by_key: dict[str, str | None] = {}
+    for concept in concepts:
+        key = concept_key(concept)
+        by_key[key] = None if key in by_key else concept
     ids = [word_to_concept_id(w) for w in table.words]
     totals: dict[str, int] = {}
     for i in ids:
@@ -467,6 +477,8 @@ def assign_supercategories(
         candidates = [f"{word_id}{occurrence[word_id]}"] if totals[word_id] > 1 else []
         candidates.append(word_id)
         target = next((c for c in candidates if c in known and c not in row_of), None)
+        if target is None:
+            target = next((t for c in candidates if (t := by_key.get(concept_key(c))) and t not in row_of), None)
         if target is None:
             unmatched_rows.append(table.words[row])
             continue
@@ -525,6 +537,14 @@ def build_concept_attribute_data(
     concepts = tuple(concepts)
     supers = tuple(supercategories) if supercategories is not None else (None,) * len(concepts)
     index = {c: i for i, c in enumerate(concepts)}
+    by_key: dict[str, int | None] = {}
+    for i, c in enumerate(concepts):
+        key = concept_key(c)
+        by_key[key] = None if key in by_key else i
+    # A pair naming its concept in another spelling (case, ``-`` for ``_``) is matched by concept_key.
+    renamed = {c for c, _ in pairs.pairs if c not in index and by_key.get(concept_key(c)) is not None}
+    if renamed:
+        pairs = _dedupe((concepts[by_key[concept_key(c)]] if c in renamed else c, a) for c, a in pairs.pairs)  # type: ignore[index]
     skipped: dict[str, int] = {}
     names: dict[str, tuple[str, ...]] = {}
     if pairs.n_duplicates:
@@ -540,7 +560,8 @@ def build_concept_attribute_data(
     for c, a in pairs.pairs:
         if c in index:
             labels[index[c], column[a]] = True
-    data = ConceptAttributeData(concepts, tuple(attributes), labels, supers, skipped, names)
+    notes: dict[str, object] = {"n_pair_concepts_matched_by_key": len(renamed)} if renamed else {}
+    data = ConceptAttributeData(concepts, tuple(attributes), labels, supers, skipped, names, notes)
     result = data.restrict(np.ones(len(concepts), dtype=bool), min_concepts=min_concepts)
     if not result.attributes:
         raise ValueError(
@@ -615,7 +636,9 @@ def load_things(
     for key, ids in extra_skips.items():
         skipped[key] = len(ids)
         names[key] = tuple(sorted(ids))
-    data = ConceptAttributeData(data.concepts, data.attributes, data.labels, data.supercategories, skipped, names, notes)
+    data = ConceptAttributeData(
+        data.concepts, data.attributes, data.labels, data.supercategories, skipped, names, {**data.notes, **notes}
+    )
     if attributes is not None:
         path = Path(attributes)
         path = path if path.is_absolute() or path.exists() else root / path
