@@ -38,6 +38,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.paper2_protocol import (
+    DEFAULT_PROTOCOL,
+    PAPER2_SEED_LABEL,
+    PAPER2_SOLVER,
+    check_protocol,
+    paper2_published_splitter,
+    paper2_splitter,
+)
 from clip_cycles.attributes.splitters import (
     ConceptSplitter,
     CoverageReport,
@@ -493,6 +501,7 @@ def probe_attributes(
     solver: str = DEFAULT_SOLVER,
     max_iter: int = MAX_ITER,
     progress: bool | None = None,
+    dominance: np.ndarray | None = None,
 ) -> AttributeProbeResult:
     """Fit one probe per attribute per non-degenerate fold and compute F1, selectivity and dominance.
 
@@ -504,6 +513,9 @@ def probe_attributes(
         Per attribute, its (train, test) folds (:func:`clip_cycles.attributes.splitters.attribute_folds`).
     solver:
         A key of ``PROBE_SOLVERS``: ``"sklearn"`` (default, exact) or ``"lockstep"`` (fast, see the module docstring).
+    dominance:
+        Per-attribute supercategory dominance to correlate with (paper 2's CS script,
+        :func:`clip_cycles.attributes.paper2_protocol.paper2_cs_inputs`); None: computed from ``data``.
     """
     X = _check_matrix(X)
     if X.shape[0] != len(data.concepts):
@@ -537,7 +549,10 @@ def probe_attributes(
             n_iter[a, f] = fits.n_iter[k]
     mean_f1 = f1.mean(axis=1) if n_folds else np.full(n_attr, np.nan)
     selectivity = f1_selectivity(mean_f1, data.n_positives, n)
-    dominance = supercategory_dominance(labels, data.supercategories)
+    if dominance is None:
+        dominance = supercategory_dominance(labels, data.supercategories)
+    elif np.shape(dominance) != (n_attr,):
+        raise ValueError(f"dominance has shape {np.shape(dominance)} for {n_attr} attributes")
     return AttributeProbeResult(data.attributes, f1, mean_f1, selectivity, dominance, coverage, n_iter)
 
 
@@ -552,8 +567,14 @@ def attribute_task_metrics(
     solver: str = DEFAULT_SOLVER,
     leakage_threshold: float | None = None,
     progress: bool | None = None,
+    protocol: str = DEFAULT_PROTOCOL,
+    dominance: np.ndarray | None = None,
 ) -> dict[str, object]:
     """One strategy, one seed: F1 selectivity, CS, degenerate folds and leakage as a JSON-ready dict.
+
+    ``protocol="paper2"`` builds paper 2's splitter for the strategy (its seeds are fixed, so
+    ``seed`` is only recorded) and needs ``solver="sklearn"``; ``dominance`` replaces the
+    data's supercategory dominance in CS (see :mod:`clip_cycles.attributes.paper2_protocol`).
 
     The entry point for harness plugins (clip_benchmark): embeddings in
     ``data.concepts`` order, a strategy name from ``clip_cycles.attributes.splitters.STRATEGIES``
@@ -562,16 +583,25 @@ def attribute_task_metrics(
     X = _check_matrix(embeddings, "embeddings")
     if context is None:
         context = SplitContext(concepts=data.concepts, supercategories=data.supercategories)
-    splitter = make_splitter(strategy, context, seed, **(split_params or {}))
+    check_protocol(protocol, "protocol")
+    if protocol == "paper2" and solver != PAPER2_SOLVER:
+        raise ValueError(f"protocol paper2 fits paper 2's exact probe (solver {PAPER2_SOLVER!r}); got solver {solver!r}")
+    if protocol == "paper2" and strategy in context.published:
+        splitter = paper2_published_splitter(context.published[strategy])
+    elif protocol == "paper2":
+        splitter = paper2_splitter(strategy, context, (split_params or {}).get("n_clusters"))  # type: ignore[arg-type]
+    else:
+        splitter = make_splitter(strategy, context, seed, **(split_params or {}))
     folds = attribute_folds(splitter, X, data.labels, attributes=data.attributes)
-    result = probe_attributes(X, data, folds, solver=solver, progress=progress)
+    result = probe_attributes(X, data, folds, solver=solver, progress=progress, dominance=dominance)
     metrics = result.summary()
     metrics["cs_spread"] = result.cs_spread()
     metrics["per_attribute"] = result.per_attribute()
     metrics.update(
         {
             "strategy": strategy,
-            "seed": seed,
+            "seed": PAPER2_SEED_LABEL if protocol == "paper2" else seed,
+            "protocol": protocol,
             "splitter": type(splitter).__name__,
             "fold_assignment": splitter.fold_assignment,
             "split_embedding": context.split_embedding_for(strategy),

@@ -321,6 +321,8 @@ class SupercategoryTable:
     totals: tuple[int, ...] | None = None
     #: Empty trailing columns (extra tabs) that were ignored.
     n_empty_columns: int = 0
+    #: Each row's ``Word`` cell exactly as the file holds it (paper 2's CS script keys concepts by it).
+    raw_words: tuple[str, ...] = ()
 
     def category(self, row: int, multi_category: str = "largest") -> str | None:
         """The row's supercategory, or None; several 1s are resolved by ``multi_category``.
@@ -391,7 +393,7 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
     if numbered and _is_totals_row(numbered[-1][1]):
         _, last = numbered.pop()
         totals = tuple(int(c.strip() or 0) for c in (last + [""] * width)[2:width])
-    words, definitions, member_rows = [], [], []
+    words, definitions, member_rows, raw_words = [], [], [], []
     for number, row in numbered:
         if len(row) > width:
             if any(cell.strip() for cell in row[width:]):
@@ -409,6 +411,7 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
             else:
                 raise ValueError(f"{path}: line {number}, column {column!r}: cell {cell!r} is neither 1 nor empty/0")
         words.append(row[0].strip())
+        raw_words.append(row[0])
         definitions.append(row[1].strip())
         member_rows.append(member)
     membership = np.array(member_rows, dtype=bool).reshape(len(member_rows), len(categories))
@@ -421,7 +424,7 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
                 f"{path}: the last row looks like column totals but column {c!r} says {t} "
                 f"where {k} rows hold 1 ({len(wrong)} columns disagree); fix or remove that row"
             )
-    return SupercategoryTable(tuple(words), tuple(definitions), categories, membership, totals, n_empty)
+    return SupercategoryTable(tuple(words), tuple(definitions), categories, membership, totals, n_empty, tuple(raw_words))
 
 
 def word_to_concept_id(word: str) -> str:
@@ -443,6 +446,8 @@ class SupercategoryAssignment:
     concepts_without_row: tuple[str, ...]
     rows_without_concept: tuple[str, ...]
     multi_category_concepts: tuple[str, ...] = ()
+    #: Per concept, the index of its table row (None when it has none).
+    rows: tuple[int | None, ...] = ()
 
 
 def assign_supercategories(
@@ -487,7 +492,8 @@ def assign_supercategories(
     definitions = tuple(table.definitions[row_of[c]] if c in row_of else None for c in concepts)
     missing = tuple(c for c in concepts if c not in row_of)
     several = tuple(c for c in concepts if c in row_of and table.membership[row_of[c]].sum() > 1)
-    return SupercategoryAssignment(supers, definitions, missing, tuple(unmatched_rows), several)
+    rows = tuple(row_of.get(c) for c in concepts)
+    return SupercategoryAssignment(supers, definitions, missing, tuple(unmatched_rows), several, rows)
 
 
 @dataclass(frozen=True)
