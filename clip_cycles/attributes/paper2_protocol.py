@@ -20,8 +20,8 @@ released code differs; ``"paper2"`` follows it:
   FIRST category marked 1, dominance = max over categories of |concepts in it| / |concepts|.
 
 Paper 2 made its clustering/supercategory files with a greedy group split seeded by the
-clock, which no code can redo; without the files this protocol takes the first fold of a
-stratified group 5-fold (80/20) per attribute, seed 0.
+clock, which no code can redo; without the files this protocol takes, per attribute, the
+first fold of a stratified group 5-fold (80/20, seed 0) with positives on both sides.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class OneFoldPerAttribute(ConceptSplitter):
 
     The groups come from ``groups_splitter`` (k-means clusters, supercategories), computed
     once; each attribute gets the first fold of a stratified group ``n_splits``-fold over
-    them (test about 1/``n_splits`` of the concepts, the attribute's positives on both sides
-    where the groups allow).
+    them (test about 1/``n_splits`` of the concepts) whose train and test sides both hold a
+    positive, or the first fold when none does.
     """
 
     label_free: ClassVar[bool] = False
@@ -107,7 +107,10 @@ class OneFoldPerAttribute(ConceptSplitter):
             self._groups = self.groups_splitter._concept_groups(matrix, groups)
         group_of, forced = self._groups
         labels = _check_label_vector(y, matrix.shape[0])
-        yield next(_stratified_group_folds(group_of, forced, labels, self.n_splits, 1, self.random_state))
+        folds = list(_stratified_group_folds(group_of, forced, labels, self.n_splits, 1, self.random_state))
+        # Paper 2's files hold positives on both sides for nearly every attribute: take the first
+        # fold that does, else the first fold (then scored as degenerate, F1 = 0).
+        yield next((f for f in folds if labels[f[0]].any() and labels[f[1]].any()), folds[0])
 
 
 def _moved(rows: np.ndarray) -> MovedToTrainSplit:
