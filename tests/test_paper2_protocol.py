@@ -183,3 +183,61 @@ def test_concept_sets_file_is_validated(tmp_path):
         load_concept_sets(bad)
     with pytest.raises(FileNotFoundError):
         load_concept_sets(tmp_path / "missing.json")
+
+
+def _task_file(folder: Path, name: str, kwargs: str, experiment: str = "{protocol: paper2}") -> Path:
+    (folder / "attributes").mkdir(parents=True, exist_ok=True)
+    path = folder / "attributes" / f"{name}.yaml"
+    path.write_text(
+        f"task: attributes/{name}\ndataset_path: things\noutput_type: attribute_splits\n"
+        f"dataset_kwargs: {kwargs}\nexperiment_kwargs: {experiment}\n"
+        "metric_list:\n  - {metric: cs, aggregation: mean, higher_is_better: false}\n"
+    )
+    return path
+
+
+def test_protocol_paper2_in_a_task_yaml_runs_the_same_pipeline(released, tmp_path):
+    """``experiment_kwargs: {protocol: paper2}`` (the clip_benchmark plugin and ``clip-cycles eval`` path)
+    gives the released pipeline's per-attribute F1 and CS, with the task's attribute list and concept sets."""
+    from clip_cycles.attributes.concepts import align_embeddings, load_embeddings_npz, load_things
+    from clip_cycles.evaluation.attribute_runner import attribute_metrics
+    from clip_cycles.tasks.registry import TaskRegistry
+
+    root, fixture = released
+    kwargs = "{strategy: random, attributes: intersect_features.json, concept_sets: mcrae++.json}"
+    _task_file(tmp_path, "things_paper2_random", kwargs)
+    task = TaskRegistry([tmp_path]).get("attributes/things_paper2_random")
+    assert task.attributes == "intersect_features.json" and task.experiment_kwargs == {"protocol": "paper2"}
+    data = load_things(root, attributes=task.attributes)
+    data, X = align_embeddings(data, *load_embeddings_npz(root / "model.npz"))
+    metrics = attribute_metrics(task, data, X, root, task.seeds)
+    assert metrics["protocol"] == "paper2" and list(metrics["per_seed"]) == ["paper2"]
+    run = metrics["per_seed"]["paper2"]
+    selectivity = []
+    for a in data.attributes:
+        y = fixture["labels"][:, fixture["attributes"].index(a)].astype(int)
+        mean, _ = released_f1(fixture["X"], y, released_folds("random", y, fixture, a))
+        assert run["per_attribute"][a]["f1"] == pytest.approx(mean, abs=1e-9)
+        selectivity.append(mean - 100.0 * y.sum() / len(y))
+    dominance = released_dominance(root, fixture, list(data.attributes))
+    assert metrics["cs"] == pytest.approx(np.corrcoef(dominance, selectivity)[0, 1], abs=1e-12)
+
+
+def test_a_paper2_task_that_lists_seeds_or_lacks_its_attribute_list_is_refused(released, tmp_path):
+    from clip_cycles.attributes.concepts import load_things
+    from clip_cycles.evaluation.attribute_runner import attribute_metrics
+    from clip_cycles.tasks.registry import TaskRegistry
+
+    root, fixture = released
+    path = _task_file(tmp_path, "seeded", "{strategy: random, seeds: [0, 1], attributes: intersect_features.json}")
+    with pytest.raises(ValueError, match=r"seeded\.yaml.*dataset_kwargs\.seeds.*protocol paper2 fixes its seeds"):
+        TaskRegistry([tmp_path]).get("attributes/seeded")
+    path.unlink()
+    _task_file(tmp_path, "lockstep", "{strategy: random}", "{protocol: paper2, solver: lockstep}")
+    task = TaskRegistry([tmp_path]).get("attributes/lockstep")
+    data = load_things(root)
+    with pytest.raises(ValueError, match=r"experiment_kwargs\.solver': protocol paper2 fits the exact probe"):
+        attribute_metrics(task, data, fixture["X"], root, task.seeds)
+    _task_file(tmp_path, "typo", "{strategy: random}", "{protocol: paper3}")
+    with pytest.raises(ValueError, match=r"experiment_kwargs\.protocol': 'paper3' is not a protocol"):
+        attribute_metrics(TaskRegistry([tmp_path]).get("attributes/typo"), data, fixture["X"], root, (0,))

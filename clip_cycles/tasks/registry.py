@@ -260,6 +260,9 @@ class AttributeTaskSpec:
     categories: str | None = None
     #: npz (``concepts``, ``embeddings``) that makes clustering/similarity splits for every model.
     split_embeddings: str | None = None
+    #: Attribute list (paper 2's ``intersect_features.json``) and mcrae++-format concept sets (paper 2's CS).
+    attributes: str | None = None
+    concept_sets: str | None = None
     split_params: Mapping[str, Any] = field(default_factory=dict, hash=False)
     experiment_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     description: str = ""
@@ -583,9 +586,11 @@ _ATTRIBUTE_KWARGS = {
     "categories",
     "split_params",
     "split_embeddings",
+    "attributes",
+    "concept_sets",
 }
-#: Settings an attribute task may give in ``experiment_kwargs``.
-ATTRIBUTE_EXPERIMENT_KWARGS: tuple[str, ...] = ("solver", "leakage_threshold")
+#: Settings an attribute task may give in ``experiment_kwargs`` (``protocol``: project or paper2).
+ATTRIBUTE_EXPERIMENT_KWARGS: tuple[str, ...] = ("solver", "leakage_threshold", "protocol")
 
 
 def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output: OutputType) -> AttributeTaskSpec:
@@ -622,6 +627,9 @@ def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output
             f"experiment_kwargs.{sorted(unknown)[0]}",
             f"unknown setting (allowed: {', '.join(ATTRIBUTE_EXPERIMENT_KWARGS)})",
         )
+    if experiment.get("protocol") == "paper2" and "seeds" in kwargs:
+        fixed = "protocol paper2 fixes its seeds (random 70, shuffle splits 42, k-means 0); remove seeds"
+        raise _bad(path, "dataset_kwargs.seeds", fixed)
     return AttributeTaskSpec(
         name=name,
         strategy=strategy,
@@ -636,6 +644,8 @@ def _parse_attribute_task(path: Path, data: Mapping[str, Any], name: str, output
         concept_list=_optional_str(path, kwargs, "concept_list"),
         categories=_optional_str(path, kwargs, "categories"),
         split_embeddings=_optional_str(path, kwargs, "split_embeddings"),
+        attributes=_optional_str(path, kwargs, "attributes"),
+        concept_sets=_optional_str(path, kwargs, "concept_sets"),
         split_params=dict(split_params),
         experiment_kwargs=experiment,
         description=str(data.get("description", "")),
