@@ -241,3 +241,16 @@ def test_a_paper2_task_that_lists_seeds_or_lacks_its_attribute_list_is_refused(r
     _task_file(tmp_path, "typo", "{strategy: random}", "{protocol: paper3}")
     with pytest.raises(ValueError, match=r"experiment_kwargs\.protocol': 'paper3' is not a protocol"):
         attribute_metrics(TaskRegistry([tmp_path]).get("attributes/typo"), data, fixture["X"], root, (0,))
+
+
+def test_a_paper2_task_without_its_attribute_list_is_refused_before_any_encoding(released, tmp_path):
+    from types import SimpleNamespace
+
+    from clip_cycles.evaluation.attribute_runner import run_attributes
+    from clip_cycles.tasks.registry import TaskRegistry
+
+    root, _ = released
+    _task_file(tmp_path, "no_list", "{strategy: random}")
+    task = TaskRegistry([tmp_path]).get("attributes/no_list")
+    with pytest.raises(ValueError, match=r"no_list\.yaml: field 'dataset_kwargs\.attributes': protocol paper2 scores only"):
+        run_attributes([task], SimpleNamespace(dataset_root=root, seeds=()))  # type: ignore[arg-type]
