@@ -211,7 +211,7 @@ def test_protocol_paper2_in_a_task_yaml_runs_the_same_pipeline(released, tmp_pat
     data = load_things(root, attributes=task.attributes)
     data, X = align_embeddings(data, *load_embeddings_npz(root / "model.npz"))
     metrics = attribute_metrics(task, data, X, root, task.seeds)
-    assert metrics["protocol"] == "paper2" and list(metrics["per_seed"]) == ["paper2"]
+    assert metrics["protocol"] == "paper2" and list(metrics["per_seed"]) == metrics["seeds"] == ["paper2"]
     run = metrics["per_seed"]["paper2"]
     selectivity = []
     for a in data.attributes:

@@ -26,7 +26,13 @@ from clip_cycles.attributes.concepts import (
     load_supercategory_tsv,
     load_things,
 )
-from clip_cycles.attributes.paper2_protocol import DEFAULT_PROTOCOL, PAPER2_SOLVER, check_protocol, paper2_cs_inputs
+from clip_cycles.attributes.paper2_protocol import (
+    DEFAULT_PROTOCOL,
+    PAPER2_SEED_LABEL,
+    PAPER2_SOLVER,
+    check_protocol,
+    paper2_cs_inputs,
+)
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.zero_shot import checked_record
@@ -94,7 +100,7 @@ def attribute_metrics(
             data, _category_table(task, root), _in_root(root, task.concept_sets) if task.concept_sets else None
         )
         dominance = paper2_cs.dominance
-        base["protocol"], base["paper2_cs"] = protocol, paper2_cs.summary()
+        base["protocol"], base["paper2_cs"], base["seeds"] = protocol, paper2_cs.summary(), [PAPER2_SEED_LABEL]
         seeds = [0]  # paper 2 fixes its seeds per strategy; recorded as "paper2"
     per_seed: dict[str, dict[str, Any]] = {}
     try:
