@@ -13,9 +13,18 @@ from record_vocabulary import assert_one_vocabulary
 from clip_cycles.attributes.concept_world import make_concept_world
 from clip_cycles.attributes.concepts import save_embeddings_npz
 from clip_cycles.attributes.splitters import SplitContext, attribute_folds, make_splitter
-from clip_cycles.cli import main
+from clip_cycles.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str]) -> int:
+    """``clip-cycles`` with the fast lockstep probe for ``splits`` unless a test names a solver: these tests
+    are about the grid, its files and flags; the exact default solver has tests of its own
+    (tests/test_paper2_protocol.py), and the two solvers' agreement is benchmarked."""
+    if argv[:1] == ["splits"] and "--solver" not in argv and "--protocol" not in argv:
+        argv = [*argv, "--solver", "lockstep"]
+    return cli_main(argv)
 
 
 @pytest.fixture(scope="module")

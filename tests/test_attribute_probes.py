@@ -257,3 +257,41 @@ def test_degenerate_folds_score_zero_like_the_reference():
     assert summary["n_attributes_scored"] == 5
     expected_sel = 100 * expected.mean(axis=1) - 100 * y.sum(axis=0) / len(y)
     assert summary["f1_selectivity"] == pytest.approx(expected_sel.mean(), abs=1e-9)
+
+
+def test_per_fold_cs_and_per_attribute_results_by_hand():
+    """CS of each fold alone, the fold noise and the per-attribute rows, against numpy on a hand-made result."""
+    from clip_cycles.attributes.attribute_probes import AttributeProbeResult
+    from clip_cycles.attributes.splitters import coverage_report
+
+    rng = np.random.default_rng(4)
+    k, n_folds, n = 6, 4, 50
+    f1 = rng.uniform(0.1, 0.9, (k, n_folds))
+    f1[2, 1] = 0.0  # a degenerate fold
+    positives = np.array([10, 12, 15, 11, 20, 13])
+    labels = np.zeros((n, k), dtype=bool)
+    for a, p in enumerate(positives):
+        labels[:p, a] = True
+    folds = [[(np.arange(10, n), np.arange(10))] * n_folds for _ in range(k)]
+    folds[2] = [folds[2][0], (np.arange(n), np.arange(0)), *folds[2][2:]]
+    coverage = coverage_report(labels, folds, tuple(f"a{i}" for i in range(k)))
+    mean_f1 = f1.mean(axis=1)
+    chance = 100.0 * positives / n
+    selectivity = 100.0 * mean_f1 - chance
+    dominance = rng.uniform(0.2, 1.0, k)
+    result = AttributeProbeResult(
+        tuple(f"a{i}" for i in range(k)), f1, mean_f1, selectivity, dominance, coverage, np.ones((k, n_folds))
+    )
+    spread = result.cs_spread()
+    expected = [np.corrcoef(dominance, 100.0 * f1[:, f] - chance)[0, 1] for f in range(n_folds)]
+    assert spread["cs_per_fold"] == pytest.approx(expected, abs=1e-12)
+    assert spread["cs_per_fold_mean"] == pytest.approx(np.mean(expected), abs=1e-12)
+    assert spread["cs_per_fold_sd"] == pytest.approx(np.std(expected, ddof=1), abs=1e-12)
+    assert spread["cs_of_mean_f1"] == pytest.approx(np.corrcoef(dominance, selectivity)[0, 1], abs=1e-12)
+    assert spread["f1_fold_sd"] == pytest.approx(np.mean([100.0 * np.std(row, ddof=1) for row in f1]), abs=1e-12)
+    rows = result.per_attribute()
+    assert list(rows) == [f"a{i}" for i in range(k)]
+    assert rows["a2"]["f1_per_fold"] == pytest.approx(list(100.0 * f1[2]))
+    assert rows["a2"]["f1"] == pytest.approx(100.0 * f1[2].mean()) and rows["a2"]["n_degenerate_folds"] == 1
+    assert rows["a4"]["selectivity_per_fold"] == pytest.approx(list(100.0 * f1[4] - chance[4]))
+    assert rows["a4"]["selectivity"] == pytest.approx(selectivity[4]) and rows["a4"]["dominance"] == dominance[4]

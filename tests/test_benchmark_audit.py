@@ -335,3 +335,20 @@ def test_restrict_keeps_declared_cycles_only_while_their_images_remain(tmp_path:
     assert ("ex_1_img_0.png", "ex_1_img_1.png") not in kept_blocks and len(kept_blocks) == 3
     (audit,) = audit_benchmark("winoground", tmp_path / "wg").audits
     assert audit.metrics["cycles"]["n_cycles"] == 4
+
+
+def test_a_trailing_space_or_case_does_not_hide_a_crossing_pair(tmp_path: Path) -> None:
+    """SugarCrepe's replace_obj files carry captions with trailing spaces: the two items below cross
+    (each one's caption is the other's negative) on different images, so they make one exact cycle;
+    matching by exact text missed it. The vertex keeps the first spelling; merged ones are counted."""
+    root = tmp_path / "sc"
+    root.mkdir()
+    rows = {
+        "0": {"filename": "000000000001.jpg", "caption": "A dog on a sofa. ", "negative_caption": "a cat on a sofa."},
+        "1": {"filename": "000000000002.jpg", "caption": "a cat on a sofa.", "negative_caption": "a dog  on a sofa."},
+    }
+    (root / "replace_obj.json").write_text(json.dumps(rows))
+    metrics = {a.name: a.metrics for a in audit_benchmark("sugarcrepe", root).audits}["replace_obj"]
+    assert metrics["cycles"]["n_cycles"] == 1 and metrics["cycles"]["n_paired_items"] == 2
+    assert metrics["design"]["n_captions"] == 2
+    assert metrics["caption_variants_merged"] == 1  # "a dog  on a sofa." joined "A dog on a sofa. "

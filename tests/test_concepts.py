@@ -288,3 +288,28 @@ def test_tabular_concept_list_with_extra_columns(tmp_path):
     path.write_text("Word\tWordnet ID\naardvark\tn1\n")
     with pytest.raises(ValueError, match="needs a 'uniqueID' column"):
         load_concept_list(path)
+
+
+def test_a_tsv_row_spelled_with_a_hyphen_or_another_case_matches_its_concept(tmp_path):
+    """THINGS writes the row ``flip-flop`` for the concept id ``flip_flop``; exact ids still win,
+    and a key two concepts share matches neither (no silent guess)."""
+    path = tmp_path / "cats.tsv"
+    rows = [("flip-flop", "footwear"), ("T-Shirt", "clothing"), ("ice cream", "dessert"), ("x-y", "tool")]
+    cats = ["footwear", "clothing", "dessert", "tool"]
+    lines = ["\t".join(["Word", "Definition", *cats])]
+    lines += ["\t".join([w, "d", *("1" if c == cat else "" for c in cats)]) for w, cat in rows]
+    path.write_text("\n".join(lines) + "\n")
+    concepts = ["flip_flop", "t_shirt", "ice_cream", "x_y", "x-y_"]  # "x-y" is the exact id of no concept
+    result = assign_supercategories(concepts, load_supercategory_tsv(path))
+    assert result.supercategories[:3] == ("footwear", "clothing", "dessert")
+    assert result.supercategories[3:] == (None, None)  # x_y and x-y_ share the key x_y: ambiguous, unmatched
+    assert result.rows_without_concept == ("x-y",)
+
+
+def test_pairs_naming_a_concept_in_another_spelling_are_matched_and_counted():
+    concepts = [f"c{i}" for i in range(12)] + ["flip_flop"]
+    pairs = [(c, "is_thing") for c in concepts[:11]] + [("Flip-Flop", "is_thing"), ("nobody", "is_thing")]
+    data = build_concept_attribute_data(concepts, pairs, min_concepts=10)
+    assert data.labels[concepts.index("flip_flop"), 0]
+    assert data.notes["n_pair_concepts_matched_by_key"] == 1
+    assert data.skipped["pair_unknown_concept"] == 1 and data.skipped_names["pair_unknown_concept"] == ("nobody",)

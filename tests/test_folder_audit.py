@@ -465,6 +465,9 @@ def test_every_instance_pair_absence_and_crowd_decide_relations():
     crowd = image({"cat": [(0, 0, 10, 10)], "dog": [(50, 0, 10, 10)]}, crowd={"dog"})
     assert coco_truth(claim, crowd, {}) == AMBIGUOUS
     assert coco_truth(claim, image({"cat": [(0, 0, 10, 10)]}, crowd={"dog"}), {}) == AMBIGUOUS
+    # Absence decides before crowd ambiguity (the builder's rule): no cat at all, a crowd of dogs -> false.
+    assert coco_truth(claim, image({}, crowd={"dog"}), {}) == FALSE
+    assert coco_truth(claim, image({"dog": [(50, 0, 10, 10)]}, crowd={"dog"}), {}) == FALSE
 
 
 def test_positions_counts_presence_by_hand():

@@ -28,10 +28,11 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_probes import PROBE_SOLVERS, attribute_task_metrics
+from clip_cycles.attributes.attribute_probes import DEFAULT_SOLVER, PROBE_SOLVERS, attribute_task_metrics
 from clip_cycles.attributes.concept_features import embed_concepts
 from clip_cycles.attributes.concept_world import ConceptWorldConfig, make_concept_world
 from clip_cycles.attributes.concepts import (
+    CATEGORY_TSV_NAMES,
     CONCEPT_LIST_NAMES,
     DEFAULT_MIN_CONCEPTS,
     MULTI_CATEGORY_RULES,
@@ -41,7 +42,16 @@ from clip_cycles.attributes.concepts import (
     load_attribute_list,
     load_concept_list,
     load_embeddings_npz,
+    load_supercategory_tsv,
     load_things,
+)
+from clip_cycles.attributes.paper2_protocol import (
+    DEFAULT_PROTOCOL,
+    PAPER2_SOLVER,
+    PROTOCOLS,
+    Paper2CS,
+    check_protocol,
+    paper2_cs_inputs,
 )
 from clip_cycles.attributes.split_model import SPLIT_PREFIX, add_split_model_arguments, split_embeddings_from_model
 from clip_cycles.attributes.splitters import (
@@ -66,14 +76,17 @@ def run_grid(
     context: SplitContext,
     strategies: Sequence[str],
     seeds: Sequence[int],
-    solver: str = "lockstep",
+    solver: str = DEFAULT_SOLVER,
     cluster_k: int | None = None,
     fold_assignment: str = "per_attribute",
+    protocol: str = DEFAULT_PROTOCOL,
+    dominance: np.ndarray | None = None,
 ) -> dict[str, object]:
     """Metrics for every model x strategy x seed, the table means, and unavailable strategies.
 
     Every strategy is scored over the same attributes (degenerate folds score F1 = 0);
-    the table gives, per strategy, the degenerate fold count of each seed.
+    the table gives, per strategy, the degenerate fold count of each seed. ``protocol`` and
+    ``dominance``: see :func:`clip_cycles.attributes.attribute_probes.attribute_task_metrics`.
     """
     grid: dict[str, dict[str, dict[str, object]]] = {}
     unavailable: dict[str, str] = {}
@@ -90,9 +103,11 @@ def run_grid(
             per_seed: dict[str, object] = {}
             try:
                 for seed in seeds:
-                    per_seed[str(seed)] = attribute_task_metrics(
-                        X, data, strategy, seed, split_params=params, context=context, solver=solver
-                    )
+                    metrics = attribute_task_metrics(
+                        X, data, strategy, seed, split_params=params, context=context, solver=solver,
+                        protocol=protocol, dominance=dominance,
+                    )  # fmt: skip
+                    per_seed[str(metrics["seed"])] = metrics
             except StrategyUnavailable as reason:
                 unavailable[strategy] = str(reason)
                 continue
@@ -109,6 +124,15 @@ def run_grid(
                     skip_missing=True,
                     count=True,
                 )
+            }
+            | {
+                # CS of one fold alone, pooled over every fold of every seed: its spread is the fold noise.
+                "cs_per_fold": mean_sd(
+                    [c for s in per_seed for c in per_seed[s]["cs_spread"]["cs_per_fold"]],  # type: ignore[index]
+                    skip_missing=True,
+                    count=True,
+                ),
+                "f1_fold_sd": mean_sd([per_seed[s]["cs_spread"]["f1_fold_sd"] for s in per_seed], skip_missing=True, count=True),  # type: ignore[index]
             }
             | {
                 "n_attributes_scored": [per_seed[s]["n_attributes_scored"] for s in per_seed],  # type: ignore[index]
@@ -129,8 +153,10 @@ def run_k_ablation(
     context: SplitContext,
     k_values: Sequence[int],
     seeds: Sequence[int],
-    solver: str = "lockstep",
+    solver: str = DEFAULT_SOLVER,
     fold_assignment: str = "per_attribute",
+    protocol: str = DEFAULT_PROTOCOL,
+    dominance: np.ndarray | None = None,
 ) -> dict[str, object]:
     """Clustering split over k: F1 selectivity and CS per model and k; k > n_concepts is skipped and named."""
     results: dict[str, dict[str, object]] = {}
@@ -151,6 +177,8 @@ def run_k_ablation(
                     split_params={"n_clusters": k, "fold_assignment": fold_assignment},
                     context=context,
                     solver=solver,
+                    protocol=protocol,
+                    dominance=dominance,
                 )
                 for seed in seeds
             ]
@@ -180,7 +208,9 @@ def markdown_report(results: dict[str, object]) -> str:
     lines += ["Data: " + json.dumps(results["data"], sort_keys=True), ""]  # type: ignore[index]
     for title, metric, digits in (
         ("Table 1: F1 selectivity (higher is better)", "f1_selectivity", 1),
-        ("Table 2: CS, correlation with supercategory (lower is less leakage)", "cs", 2),
+        ("Table 2: CS, correlation with supercategory (lower is less leakage); CS of the fold-averaged F1", "cs", 2),
+        ("CS of one fold alone (mean ± sd over folds and seeds; fold noise pulls it towards 0)", "cs_per_fold", 2),
+        ("F1 spread over folds: mean over attributes of the sd of F1 (points) across folds", "f1_fold_sd", 1),
         ("Leakage: mean cosine similarity of test concepts to their nearest train concept", "leakage", 3),
     ):
         lines += [f"## {title}", "", "| model | " + " | ".join(strategies) + " |", "|---" * (len(strategies) + 1) + "|"]
@@ -296,6 +326,8 @@ class SplitInputs:
     model_name: str | None = None
     concept_text: str | None = None
     split_model: ModelOptions | None = None
+    protocol: str = DEFAULT_PROTOCOL
+    concept_sets: str | None = None
 
 
 def split_inputs(args: argparse.Namespace) -> SplitInputs:
@@ -320,6 +352,8 @@ def split_inputs(args: argparse.Namespace) -> SplitInputs:
         model_name=args.model_name,
         concept_text=args.concept_text,
         split_model=split_model if split_model.model else None,
+        protocol=getattr(args, "protocol", DEFAULT_PROTOCOL),
+        concept_sets=getattr(args, "concept_sets", None),
     )
 
 
@@ -463,26 +497,68 @@ def _embed_with_model(inputs: SplitInputs, data: ConceptAttributeData) -> tuple[
     return name, (embedded, matrix)
 
 
+def check_paper2_flags(args: argparse.Namespace) -> None:
+    """Refuse, with a sentence, the flags ``--protocol paper2`` cannot honour (its choices are fixed)."""
+    if getattr(args, "synthetic", None):
+        raise ValueError("--protocol paper2 reads a THINGS-format root (its CS script needs the category TSV); drop --synthetic")
+    if not args.attributes:
+        raise ValueError(
+            "--protocol paper2 scores only the attributes of paper 2's intersect_features.json (211); pass it with --attributes"
+        )
+    if list(args.seeds) != [0]:
+        raise ValueError(
+            f"--protocol paper2 fixes its seeds (random split 70, shuffle splits 42, k-means 0); drop --seeds {args.seeds}"
+        )
+    if args.fold_assignment != "per_attribute":
+        raise ValueError("--protocol paper2 fixes its folds per strategy; --fold-assignment applies to --protocol project only")
+    if args.solver != PAPER2_SOLVER:
+        raise ValueError(f"--protocol paper2 fits paper 2's exact probe (--solver {PAPER2_SOLVER}); drop --solver {args.solver}")
+
+
+def protocol_cs(inputs: SplitInputs, data: ConceptAttributeData) -> Paper2CS:
+    """Paper 2's CS inputs: the category TSV's raw words and first-category rule, and the ``--concept-sets`` file."""
+    root = Path(inputs.things_root)  # type: ignore[arg-type]
+    table = load_supercategory_tsv(_find_file(root, inputs.categories, CATEGORY_TSV_NAMES, "supercategory TSV"))
+    concept_sets = inputs.concept_sets
+    if concept_sets is not None and not Path(concept_sets).is_absolute() and not Path(concept_sets).exists():
+        concept_sets = str(root / concept_sets)
+    return paper2_cs_inputs(data, table, concept_sets)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the grid (and the k ablation unless ``--no-k-ablation``) and write the results folder."""
-    data, models, context = load_inputs(split_inputs(args))
+    inputs = split_inputs(args)
+    protocol = check_protocol(inputs.protocol)
+    if protocol == "paper2":
+        check_paper2_flags(args)
+    elif inputs.concept_sets:
+        raise ValueError("--concept-sets is paper 2's CS input; it is read only with --protocol paper2")
+    data, models, context = load_inputs(inputs)
+    paper2_cs = protocol_cs(inputs, data) if protocol == "paper2" else None
+    dominance = paper2_cs.dominance if paper2_cs is not None else None
+    seeds = [0] if protocol == "paper2" else args.seeds  # paper 2 fixes its seeds per strategy
     strategies = strategy_names(args.strategies, context)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, object] = {
         "data": data.summary(),
+        "protocol": protocol,
         "split_embedding": args.split_embeddings or "each model's own embeddings",
-        "fold_assignment": args.fold_assignment,
+        "fold_assignment": args.fold_assignment if protocol == "project" else "paper 2's (see protocol)",
         "published_splits": {n: {"path": p.path, **p.summary} for n, p in sorted(context.published.items())},
     }
+    if paper2_cs is not None:
+        results["paper2_cs"] = paper2_cs.summary()
     cluster_k = args.k
     if cluster_k is None and args.synthetic == "small":
         # The paper's k=100 is for 1,854 concepts; keep the same cluster size on the small world.
         cluster_k = max(2, round(100 * len(data.concepts) / 1854))
-    results["grid"] = run_grid(models, data, context, strategies, args.seeds, args.solver, cluster_k, args.fold_assignment)
+    results["grid"] = run_grid(
+        models, data, context, strategies, seeds, args.solver, cluster_k, args.fold_assignment, protocol, dominance
+    )
     if args.k_values:
         results["k_ablation"] = run_k_ablation(
-            models, data, context, args.k_values, args.seeds, args.solver, args.fold_assignment
+            models, data, context, args.k_values, seeds, args.solver, args.fold_assignment, protocol, dominance
         )
     results = clean(results)  # type: ignore[assignment]
     write_json(results, out / "results.json")
@@ -559,13 +635,32 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         default=list(DEFAULT_K_VALUES),
         help="k ablation values (empty to skip); the paper scans [10, 400]",
     )
-    parser.add_argument("--solver", default="lockstep", choices=sorted(PROBE_SOLVERS), help="probe solver")
+    parser.add_argument(
+        "--solver",
+        default=DEFAULT_SOLVER,
+        choices=sorted(PROBE_SOLVERS),
+        help="probe solver: sklearn (default, exact: one LogisticRegression per attribute and fold) or lockstep "
+        "(batched L-BFGS, much faster; F1 can drift from sklearn's on near-separable columns, see README)",
+    )
     parser.add_argument(
         "--fold-assignment",
         choices=FOLD_ASSIGNMENTS,
         default="per_attribute",
         help="group splitters: deal groups per attribute so positives reach both sides (default), "
         "or one shared partition for every attribute (the old behaviour)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default=DEFAULT_PROTOCOL,
+        help="project (default: 5 x 2 folds per attribute for every strategy, the run's seeds) or paper2 "
+        "(paper 2's released code point by point; see README 'Attribute generalization splits')",
+    )
+    parser.add_argument(
+        "--concept-sets",
+        metavar="FILE",
+        default=None,
+        help="with --protocol paper2: each attribute's concepts for CS, mcrae++ format (JSON list of {norm, concepts})",
     )
     parser.add_argument("--out", required=True, help="results folder")
     parser.set_defaults(func=run)

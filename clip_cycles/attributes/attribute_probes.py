@@ -1,15 +1,17 @@
 """Per-attribute linear probes, F1 selectivity, supercategory dominance, CS and a label-free leakage score.
 
 The probe is paper 2's: one binary ``LogisticRegression(penalty=None,
-class_weight='balanced', max_iter=1000)`` per attribute per fold (lbfgs). Fitting
-thousands of them one by one is slow, so the default solver runs scipy's own
-L-BFGS-B routine for every (attribute, fold) column *in lockstep*: each column keeps
-its own optimiser state, exactly as scikit-learn would drive it (same loss scaling,
+class_weight='balanced', max_iter=1000)`` per attribute per fold (lbfgs). The default
+solver (``"sklearn"``) fits exactly that, one column at a time. ``"lockstep"`` (opt-in)
+runs scipy's own L-BFGS-B routine for every (attribute, fold) column *in lockstep*: each
+column keeps its own optimiser state, as scikit-learn would drive it (same loss scaling,
 start at zero, ``m=10``, ``maxls=50``, ``gtol=tol``, ``ftol=64 eps``), and all columns
 that ask for a loss/gradient at the same step are evaluated together with one
-matrix-matrix product on the shared design matrix (test rows weigh zero). Same
-iterates up to float rounding, a fraction of the time. ``solver="sklearn"`` is the
-straightforward reference.
+matrix-matrix product on the shared design matrix (test rows weigh zero). Its iterates
+equal scikit-learn's up to float rounding, but on near-separable columns (real label
+sparsity: 10-20 positives among 1,854 concepts) the rounding grows over hundreds of
+iterations and a few attributes end with a different F1; ``benchmarks/bench_attributes.py``
+prints the maximum |dF1| on data with that sparsity.
 
 Metrics (REFERENCE.md section 2):
 
@@ -36,6 +38,14 @@ from typing import Callable, Sequence
 import numpy as np
 
 from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.attributes.paper2_protocol import (
+    DEFAULT_PROTOCOL,
+    PAPER2_SEED_LABEL,
+    PAPER2_SOLVER,
+    check_protocol,
+    paper2_published_splitter,
+    paper2_splitter,
+)
 from clip_cycles.attributes.splitters import (
     ConceptSplitter,
     CoverageReport,
@@ -310,6 +320,10 @@ PROBE_SOLVERS: dict[str, Callable[..., LogisticFits]] = {
     "lockstep": _fit_lockstep_or_fallback,
     "sklearn": fit_logistic_sklearn,
 }
+#: The default solver is the exact one: on real label sparsity (10-20 positives among 1,854
+#: concepts, near-separable columns) float rounding lets the lockstep iterates drift from
+#: scikit-learn's on a few columns (see benchmarks/bench_attributes.py); lockstep is opt-in.
+DEFAULT_SOLVER: str = "sklearn"
 
 
 # -------------------------------------------------------------------------- metrics
@@ -439,14 +453,55 @@ class AttributeProbeResult:
             "coverage": self.coverage.summary(),
         }
 
+    def fold_selectivity(self) -> np.ndarray:
+        """(n_attributes, n_folds) F1 selectivity of each fold alone (same chance score as the mean)."""
+        chance = 100.0 * self.mean_f1 - self.selectivity  # 100 x n_positives / n_concepts
+        return 100.0 * self.f1 - chance[:, None]
+
+    def cs_spread(self) -> dict[str, object]:
+        """CS of the fold-averaged F1 (the headline) beside the CS of each fold alone, and the fold noise.
+
+        Averaging F1 over folds before correlating removes fold-to-fold noise, which
+        otherwise attenuates the correlation towards 0; a split with noisier folds (whole
+        clusters moved) therefore shows a lower per-fold CS without less leakage.
+        ``f1_fold_sd`` is the mean over attributes of the sd of F1 (points) across folds.
+        """
+        per_fold = [pearson(self.dominance, column) for column in self.fold_selectivity().T]
+        finite = [c for c in per_fold if np.isfinite(c)]
+        n_folds = self.f1.shape[1]
+        return {
+            "cs_of_mean_f1": pearson(self.dominance, self.selectivity),
+            "cs_per_fold": per_fold,
+            "cs_per_fold_mean": float(np.mean(finite)) if finite else float("nan"),
+            "cs_per_fold_sd": float(np.std(finite, ddof=1)) if len(finite) > 1 else float("nan"),
+            "f1_fold_sd": float(np.mean(100.0 * self.f1.std(axis=1, ddof=1))) if n_folds > 1 and len(self.f1) else float("nan"),
+        }
+
+    def per_attribute(self) -> dict[str, dict[str, object]]:
+        """Attribute name -> test F1 and F1 selectivity (percent), mean over folds and per fold, and dominance."""
+        fold_selectivity = self.fold_selectivity()
+        degenerate = self.coverage.degenerate
+        return {
+            name: {
+                "f1": float(100.0 * self.mean_f1[a]),
+                "selectivity": float(self.selectivity[a]),
+                "f1_per_fold": [float(100.0 * v) for v in self.f1[a]],
+                "selectivity_per_fold": [float(v) for v in fold_selectivity[a]],
+                "dominance": float(self.dominance[a]),
+                "n_degenerate_folds": int(degenerate[a].sum()),
+            }
+            for a, name in enumerate(self.attributes)
+        }
+
 
 def probe_attributes(
     X: np.ndarray,
     data: ConceptAttributeData,
     folds: Sequence[Sequence[Fold]],
-    solver: str = "lockstep",
+    solver: str = DEFAULT_SOLVER,
     max_iter: int = MAX_ITER,
     progress: bool | None = None,
+    dominance: np.ndarray | None = None,
 ) -> AttributeProbeResult:
     """Fit one probe per attribute per non-degenerate fold and compute F1, selectivity and dominance.
 
@@ -457,7 +512,10 @@ def probe_attributes(
     folds:
         Per attribute, its (train, test) folds (:func:`clip_cycles.attributes.splitters.attribute_folds`).
     solver:
-        A key of ``PROBE_SOLVERS``: ``"lockstep"`` (fast, same iterates) or ``"sklearn"``.
+        A key of ``PROBE_SOLVERS``: ``"sklearn"`` (default, exact) or ``"lockstep"`` (fast, see the module docstring).
+    dominance:
+        Per-attribute supercategory dominance to correlate with (paper 2's CS script,
+        :func:`clip_cycles.attributes.paper2_protocol.paper2_cs_inputs`); None: computed from ``data``.
     """
     X = _check_matrix(X)
     if X.shape[0] != len(data.concepts):
@@ -491,7 +549,10 @@ def probe_attributes(
             n_iter[a, f] = fits.n_iter[k]
     mean_f1 = f1.mean(axis=1) if n_folds else np.full(n_attr, np.nan)
     selectivity = f1_selectivity(mean_f1, data.n_positives, n)
-    dominance = supercategory_dominance(labels, data.supercategories)
+    if dominance is None:
+        dominance = supercategory_dominance(labels, data.supercategories)
+    elif np.shape(dominance) != (n_attr,):
+        raise ValueError(f"dominance has shape {np.shape(dominance)} for {n_attr} attributes")
     return AttributeProbeResult(data.attributes, f1, mean_f1, selectivity, dominance, coverage, n_iter)
 
 
@@ -503,11 +564,17 @@ def attribute_task_metrics(
     *,
     split_params: dict[str, object] | None = None,
     context: SplitContext | None = None,
-    solver: str = "lockstep",
+    solver: str = DEFAULT_SOLVER,
     leakage_threshold: float | None = None,
     progress: bool | None = None,
+    protocol: str = DEFAULT_PROTOCOL,
+    dominance: np.ndarray | None = None,
 ) -> dict[str, object]:
     """One strategy, one seed: F1 selectivity, CS, degenerate folds and leakage as a JSON-ready dict.
+
+    ``protocol="paper2"`` builds paper 2's splitter for the strategy (its seeds are fixed, so
+    ``seed`` is only recorded) and needs ``solver="sklearn"``; ``dominance`` replaces the
+    data's supercategory dominance in CS (see :mod:`clip_cycles.attributes.paper2_protocol`).
 
     The entry point for harness plugins (clip_benchmark): embeddings in
     ``data.concepts`` order, a strategy name from ``clip_cycles.attributes.splitters.STRATEGIES``
@@ -516,14 +583,25 @@ def attribute_task_metrics(
     X = _check_matrix(embeddings, "embeddings")
     if context is None:
         context = SplitContext(concepts=data.concepts, supercategories=data.supercategories)
-    splitter = make_splitter(strategy, context, seed, **(split_params or {}))
+    check_protocol(protocol, "protocol")
+    if protocol == "paper2" and solver != PAPER2_SOLVER:
+        raise ValueError(f"protocol paper2 fits paper 2's exact probe (solver {PAPER2_SOLVER!r}); got solver {solver!r}")
+    if protocol == "paper2" and strategy in context.published:
+        splitter = paper2_published_splitter(context.published[strategy])
+    elif protocol == "paper2":
+        splitter = paper2_splitter(strategy, context, (split_params or {}).get("n_clusters"))  # type: ignore[arg-type]
+    else:
+        splitter = make_splitter(strategy, context, seed, **(split_params or {}))
     folds = attribute_folds(splitter, X, data.labels, attributes=data.attributes)
-    result = probe_attributes(X, data, folds, solver=solver, progress=progress)
+    result = probe_attributes(X, data, folds, solver=solver, progress=progress, dominance=dominance)
     metrics = result.summary()
+    metrics["cs_spread"] = result.cs_spread()
+    metrics["per_attribute"] = result.per_attribute()
     metrics.update(
         {
             "strategy": strategy,
-            "seed": seed,
+            "seed": PAPER2_SEED_LABEL if protocol == "paper2" else seed,
+            "protocol": protocol,
             "splitter": type(splitter).__name__,
             "fold_assignment": splitter.fold_assignment,
             "split_embedding": context.split_embedding_for(strategy),

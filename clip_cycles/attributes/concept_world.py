@@ -67,6 +67,27 @@ class ConceptWorldConfig:
             attribute_scale=0.1,
         )
 
+    @classmethod
+    def things_sparsity(cls) -> ConceptWorldConfig:
+        """The THINGS shape with McRae x THINGS's label sparsity: 10-20 positive concepts per attribute.
+
+        1,854 concepts, 53 supercategories, 211 attributes, 384-d (a MiniLM-sized text
+        embedding); so few positives in 384 dimensions make many probe columns near-separable,
+        where an L-BFGS run is long and float rounding has room to grow.
+        """
+        return cls(
+            n_concepts=1854,
+            n_supercategories=53,
+            n_hidden_supercategories=12,
+            subgroups_per_category=4,
+            n_attributes=211,
+            dim=384,
+            attribute_scale=0.15,
+            home_rate=0.45,
+            away_rate=0.001,
+            cross_rate=0.008,
+        )
+
 
 @dataclass(frozen=True)
 class ConceptWorld:

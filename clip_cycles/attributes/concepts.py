@@ -33,6 +33,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from clip_cycles.data.text_normalize import concept_key
+
 #: The paper keeps an attribute when at least this many concepts have it (277 -> 211).
 DEFAULT_MIN_CONCEPTS: int = 10
 
@@ -319,6 +321,8 @@ class SupercategoryTable:
     totals: tuple[int, ...] | None = None
     #: Empty trailing columns (extra tabs) that were ignored.
     n_empty_columns: int = 0
+    #: Each row's ``Word`` cell exactly as the file holds it (paper 2's CS script keys concepts by it).
+    raw_words: tuple[str, ...] = ()
 
     def category(self, row: int, multi_category: str = "largest") -> str | None:
         """The row's supercategory, or None; several 1s are resolved by ``multi_category``.
@@ -389,7 +393,7 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
     if numbered and _is_totals_row(numbered[-1][1]):
         _, last = numbered.pop()
         totals = tuple(int(c.strip() or 0) for c in (last + [""] * width)[2:width])
-    words, definitions, member_rows = [], [], []
+    words, definitions, member_rows, raw_words = [], [], [], []
     for number, row in numbered:
         if len(row) > width:
             if any(cell.strip() for cell in row[width:]):
@@ -407,6 +411,7 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
             else:
                 raise ValueError(f"{path}: line {number}, column {column!r}: cell {cell!r} is neither 1 nor empty/0")
         words.append(row[0].strip())
+        raw_words.append(row[0])
         definitions.append(row[1].strip())
         member_rows.append(member)
     membership = np.array(member_rows, dtype=bool).reshape(len(member_rows), len(categories))
@@ -419,7 +424,7 @@ def load_supercategory_tsv(path: str | Path) -> SupercategoryTable:
                 f"{path}: the last row looks like column totals but column {c!r} says {t} "
                 f"where {k} rows hold 1 ({len(wrong)} columns disagree); fix or remove that row"
             )
-    return SupercategoryTable(tuple(words), tuple(definitions), categories, membership, totals, n_empty)
+    return SupercategoryTable(tuple(words), tuple(definitions), categories, membership, totals, n_empty, tuple(raw_words))
 
 
 def word_to_concept_id(word: str) -> str:
@@ -441,6 +446,8 @@ class SupercategoryAssignment:
     concepts_without_row: tuple[str, ...]
     rows_without_concept: tuple[str, ...]
     multi_category_concepts: tuple[str, ...] = ()
+    #: Per concept, the index of its table row (None when it has none).
+    rows: tuple[int | None, ...] = ()
 
 
 def assign_supercategories(
@@ -449,12 +456,20 @@ def assign_supercategories(
     """Match table rows to concept ids and give each concept one category (``multi_category`` rule).
 
     Matching rule: a row's ``Word`` is turned into an id (lower case, spaces as
-    underscores). The k-th row with a word that several rows share (THINGS homonyms,
-    ``bat``) matches ``<word>k`` (``bat1``, ``bat2``) when that id exists; otherwise a
-    row matches the id equal to its word. Concepts without a row get None and are
-    listed; rows matching no concept are listed too.
+    underscores); an id that is not a concept matches the concept with the same
+    :func:`clip_cycles.data.text_normalize.concept_key` (``flip-flop`` -> ``flip_flop``).
+    The k-th row with a word that several rows share (THINGS homonyms, ``bat``) matches
+    ``<word>k`` (``bat1``, ``bat2``) when that id exists; otherwise a row matches the id
+    equal to its word. Concepts without a row get None and are listed; rows matching no
+    concept are listed too.
     """
     known = set(concepts)
+    # A row spelled differently from its id (``flip-flop`` for ``flip_flop``, another case) still
+    # matches: exact ids first, then concept_key; a key two concepts share matches neither.
+    by_key: dict[str, str | None] = {}
+    for concept in concepts:
+        key = concept_key(concept)
+        by_key[key] = None if key in by_key else concept
     ids = [word_to_concept_id(w) for w in table.words]
     totals: dict[str, int] = {}
     for i in ids:
@@ -468,6 +483,8 @@ def assign_supercategories(
         candidates.append(word_id)
         target = next((c for c in candidates if c in known and c not in row_of), None)
         if target is None:
+            target = next((t for c in candidates if (t := by_key.get(concept_key(c))) and t not in row_of), None)
+        if target is None:
             unmatched_rows.append(table.words[row])
             continue
         row_of[target] = row
@@ -475,7 +492,8 @@ def assign_supercategories(
     definitions = tuple(table.definitions[row_of[c]] if c in row_of else None for c in concepts)
     missing = tuple(c for c in concepts if c not in row_of)
     several = tuple(c for c in concepts if c in row_of and table.membership[row_of[c]].sum() > 1)
-    return SupercategoryAssignment(supers, definitions, missing, tuple(unmatched_rows), several)
+    rows = tuple(row_of.get(c) for c in concepts)
+    return SupercategoryAssignment(supers, definitions, missing, tuple(unmatched_rows), several, rows)
 
 
 @dataclass(frozen=True)
@@ -525,6 +543,14 @@ def build_concept_attribute_data(
     concepts = tuple(concepts)
     supers = tuple(supercategories) if supercategories is not None else (None,) * len(concepts)
     index = {c: i for i, c in enumerate(concepts)}
+    by_key: dict[str, int | None] = {}
+    for i, c in enumerate(concepts):
+        key = concept_key(c)
+        by_key[key] = None if key in by_key else i
+    # A pair naming its concept in another spelling (case, ``-`` for ``_``) is matched by concept_key.
+    renamed = {c for c, _ in pairs.pairs if c not in index and by_key.get(concept_key(c)) is not None}
+    if renamed:
+        pairs = _dedupe((concepts[by_key[concept_key(c)]] if c in renamed else c, a) for c, a in pairs.pairs)  # type: ignore[index]
     skipped: dict[str, int] = {}
     names: dict[str, tuple[str, ...]] = {}
     if pairs.n_duplicates:
@@ -540,7 +566,8 @@ def build_concept_attribute_data(
     for c, a in pairs.pairs:
         if c in index:
             labels[index[c], column[a]] = True
-    data = ConceptAttributeData(concepts, tuple(attributes), labels, supers, skipped, names)
+    notes: dict[str, object] = {"n_pair_concepts_matched_by_key": len(renamed)} if renamed else {}
+    data = ConceptAttributeData(concepts, tuple(attributes), labels, supers, skipped, names, notes)
     result = data.restrict(np.ones(len(concepts), dtype=bool), min_concepts=min_concepts)
     if not result.attributes:
         raise ValueError(
@@ -615,7 +642,9 @@ def load_things(
     for key, ids in extra_skips.items():
         skipped[key] = len(ids)
         names[key] = tuple(sorted(ids))
-    data = ConceptAttributeData(data.concepts, data.attributes, data.labels, data.supercategories, skipped, names, notes)
+    data = ConceptAttributeData(
+        data.concepts, data.attributes, data.labels, data.supercategories, skipped, names, {**data.notes, **notes}
+    )
     if attributes is not None:
         path = Path(attributes)
         path = path if path.is_absolute() or path.exists() else root / path

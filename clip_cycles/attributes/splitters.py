@@ -432,7 +432,7 @@ class ClusterSplit(ConceptSplitter):
         self,
         n_clusters: int = 100,
         embeddings: np.ndarray | None = None,
-        n_init: int = 3,
+        n_init: int | None = 3,
         n_splits: int = 5,
         n_repeats: int = 2,
         random_state: int | None = 0,
@@ -456,7 +456,9 @@ class ClusterSplit(ConceptSplitter):
         distinct = len(np.unique(source, axis=0))
         if self.n_clusters > distinct:
             raise ValueError(f"k={self.n_clusters} clusters is more than the {distinct} distinct embeddings")
-        model = KMeans(n_clusters=self.n_clusters, n_init=self.n_init, random_state=self.random_state)
+        # n_init None: scikit-learn's own default (what paper 2's code used).
+        options = {} if self.n_init is None else {"n_init": self.n_init}
+        model = KMeans(n_clusters=self.n_clusters, random_state=self.random_state, **options)
         return model.fit_predict(source).astype(np.int64)
 
     def _concept_groups(self, X: np.ndarray, groups: object) -> tuple[np.ndarray, np.ndarray]:

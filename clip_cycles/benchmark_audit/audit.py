@@ -228,6 +228,7 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settin
         "n_comparisons": cs.n_comparisons,
         "n_items": cs.n_items,
         "skipped": dict(sorted(cs.skipped.items())),
+        "caption_variants_merged": cs.caption_variants_merged,
         "design": design,
     }
     if embeddings is not None:

@@ -25,6 +25,7 @@ from scipy import sparse
 
 from clip_cycles.algebra.audits import DEGREE_TOL
 from clip_cycles.data.images import ImageItem, decode_rgb
+from clip_cycles.data.text_normalize import caption_key
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class ComparisonSet:
     cycles: np.ndarray | None = None
     cycle_tags: list[tuple[str, ...]] | None = None
     skipped: dict[str, int] = field(default_factory=dict)
+    #: Caption occurrences whose text differed from their vertex's only in whitespace or case.
+    caption_variants_merged: int = 0
 
     @property
     def n_comparisons(self) -> int:
@@ -134,11 +137,12 @@ class ComparisonSet:
             cycles=cycles,
             cycle_tags=cycle_tags,
             skipped=skipped,
+            caption_variants_merged=self.caption_variants_merged,
         )
 
 
 class ComparisonSetBuilder:
-    """Interns images (by key) and captions (by exact text) while comparisons are added."""
+    """Interns images (by key) and captions (by :func:`caption_key`: whitespace and case) while comparisons are added."""
 
     def __init__(self, name: str, kind: str = "comparisons") -> None:
         self.name = name
@@ -155,6 +159,7 @@ class ComparisonSetBuilder:
         self.cycle_tags: list[tuple[str, ...]] = []
         self.declares_cycles = False
         self.skipped: dict[str, int] = {}
+        self.caption_variants_merged = 0
 
     def image(self, item: ImageItem) -> int:
         index = self.image_index.get(item.key)
@@ -164,10 +169,15 @@ class ComparisonSetBuilder:
         return index
 
     def caption(self, text: str) -> int:
-        index = self.caption_index.get(text)
+        # Captions match under caption_key (whitespace and case), so "a dog " and "a dog" are one
+        # vertex; the first spelling seen is the text kept. Merged spellings are counted.
+        key = caption_key(text)
+        index = self.caption_index.get(key)
         if index is None:
-            index = self.caption_index[text] = len(self.captions)
+            index = self.caption_index[key] = len(self.captions)
             self.captions.append(text)
+        elif self.captions[index] != text:
+            self.caption_variants_merged += 1
         return index
 
     def skip(self, reason: str, count: int = 1) -> None:
@@ -218,6 +228,7 @@ class ComparisonSetBuilder:
             cycles=cycles,
             cycle_tags=list(self.cycle_tags) if self.declares_cycles else None,
             skipped=dict(self.skipped),
+            caption_variants_merged=self.caption_variants_merged,
         )
 
 
@@ -285,8 +296,9 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
     cycles plus crossing hard negatives paired greedily.
 
     Comparison (u1, v1 > v2) pairs with the first unpaired (u2, v2 > v1), u2 != u1, in
-    comparison order (deterministic); captions match by exact text, the vertex the model
-    embeds. Each comparison joins at most one cycle.
+    comparison order (deterministic); captions match by vertex, and caption vertices are
+    interned under :func:`clip_cycles.data.text_normalize.caption_key` (whitespace and case).
+    Each comparison joins at most one cycle.
     """
     if cs.cycles is not None:
         return CyclePairing(cs.cycles, np.zeros((0, 2), dtype=np.int64), declared=True)

@@ -13,8 +13,9 @@ Truth of a caption for an image (the stricter rule of the family predicates):
 - relations "a A <rel> a B" (COCO): true when the relation holds by the margin
   (``MARGIN`` x width/height; sizes: area ratio ``SIZE_RATIO``) for EVERY pair of an
   A instance and a B instance; false beyond doubt when A or B is absent, or the
-  opposite relation holds by the margin for every pair; otherwise ambiguous. A crowd
-  region of A or B makes the claim ambiguous.
+  opposite relation holds by the margin for every pair; otherwise ambiguous. Absence
+  decides first (as in the builder): with A and B present, a crowd region of either makes
+  the claim ambiguous.
 - positions "a A on the left/right side of the picture": every A instance's centre on
   that side by the margin (true), every one on the other side (false); crowd: ambiguous.
 - counts "exactly n A": the non-crowd instance count; a crowd region of A: ambiguous.
@@ -23,8 +24,9 @@ Truth of a caption for an image (the stricter rule of the family predicates):
   the categories its predicate stores (the audit confirms the caption is one of its
   image's own COCO captions; which word names which category is the builder's lexicon,
   not re-derived here).
-- GQA attributes "a <value> <name>": every object named <name> carries <value> (true);
-  every one carries some value of the type and none <value> (false); binding captions
+- GQA attributes "a <value> <name>": some object named <name> carries <value> (true, as the
+  family predicate says); every one carries some value of the type and none <value>, or no
+  <name> at all (false); otherwise ambiguous; binding captions
   are the conjunction of two such claims. GQA relations: spatial ones (left/right,
   above/below, in front of/behind) must hold for every (subject, object) pair, the
   opposite for every pair to be false; other relations are true when an edge with those
@@ -375,10 +377,14 @@ def coco_truth(claim: Mapping[str, Any], image: Image, supercategory: Mapping[st
     kind = claim["kind"]
     if kind == "relation":
         a, b, rel = claim["subject"], claim["object"], claim["relation"]
-        if a == b or a in image.crowd or b in image.crowd:
+        if a == b:
             return AMBIGUOUS
-        if not image.boxes.get(a) or not image.boxes.get(b):
+        # Absence decides before crowd ambiguity, as in the builder's rule: a named object that
+        # is absent makes the relation false whatever the other object's extent.
+        if not image.present(a) or not image.present(b):
             return FALSE
+        if a in image.crowd or b in image.crowd:
+            return AMBIGUOUS
         pairs = [(p, q) for p in image.boxes[a] for q in image.boxes[b]]
         holds = [box_relation_holds(rel, p, q, image.width, image.height, margin, ratio) for p, q in pairs]
         opposite = [box_relation_holds(_COCO_OPPOSITE[rel], p, q, image.width, image.height, margin, ratio)
@@ -418,13 +424,14 @@ def _values(obj: Mapping[str, Any], kind: str) -> set[str]:
 
 
 def gqa_attribute_truth(kind: str, value: str, name: str, image: Image) -> str:
-    """ "a <value> <name>": every <name> carries it (true); every one another value of the type only (false)."""
+    """ "a <value> <name>": some <name> carries it (true, the family predicate's reading); no <name>, or
+    every one another value of the type only (false); otherwise (a <name> without a value of the type) ambiguous."""
     objects = [o for _, o in _named(image, name)]
     if not objects:
         return FALSE
-    carries = [value in _values(o, kind) for o in objects]
-    other_only = [bool(_values(o, kind)) and value not in _values(o, kind) for o in objects]
-    return _all_or_none(carries, other_only)
+    if any(value in _values(o, kind) for o in objects):
+        return TRUE
+    return FALSE if all(_values(o, kind) for o in objects) else AMBIGUOUS
 
 
 def _edge(image: Image, source_id: str, relation: str, target_id: str) -> bool:

@@ -15,9 +15,24 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_probes import attribute_task_metrics
+from clip_cycles.attributes.attribute_probes import DEFAULT_SOLVER, attribute_task_metrics
 from clip_cycles.attributes.concept_features import _in_root, embed_concepts
-from clip_cycles.attributes.concepts import ConceptAttributeData, load_embeddings_npz, load_things
+from clip_cycles.attributes.concepts import (
+    CATEGORY_TSV_NAMES,
+    ConceptAttributeData,
+    SupercategoryTable,
+    _find_file,
+    load_embeddings_npz,
+    load_supercategory_tsv,
+    load_things,
+)
+from clip_cycles.attributes.paper2_protocol import (
+    DEFAULT_PROTOCOL,
+    PAPER2_SEED_LABEL,
+    PAPER2_SOLVER,
+    check_protocol,
+    paper2_cs_inputs,
+)
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.zero_shot import checked_record
@@ -70,14 +85,31 @@ def attribute_metrics(
     if split_name is not None:
         base["split_embeddings"] = split_name
     context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings, split_embedding_name=split_name)
-    solver = task.experiment_kwargs.get("solver", "lockstep")
+    solver = task.experiment_kwargs.get("solver", DEFAULT_SOLVER)
     threshold = task.experiment_kwargs.get("leakage_threshold")
+    protocol = check_protocol(
+        task.experiment_kwargs.get("protocol", DEFAULT_PROTOCOL), f"{task.path}: field 'experiment_kwargs.protocol'"
+    )
+    dominance = None
+    if protocol == "paper2":
+        if solver != PAPER2_SOLVER:
+            raise ValueError(
+                f"{task.path}: field 'experiment_kwargs.solver': protocol paper2 fits the exact probe ({PAPER2_SOLVER!r})"
+            )
+        paper2_cs = paper2_cs_inputs(
+            data, _category_table(task, root), _in_root(root, task.concept_sets) if task.concept_sets else None
+        )
+        dominance = paper2_cs.dominance
+        base["protocol"], base["paper2_cs"], base["seeds"] = protocol, paper2_cs.summary(), [PAPER2_SEED_LABEL]
+        seeds = [0]  # paper 2 fixes its seeds per strategy; recorded as "paper2"
     per_seed: dict[str, dict[str, Any]] = {}
     try:
         for seed in seeds:
-            per_seed[str(seed)] = attribute_task_metrics(
-                X, data, task.strategy, seed, split_params=params, context=context, solver=solver, leakage_threshold=threshold
-            )
+            run = attribute_task_metrics(
+                X, data, task.strategy, seed, split_params=params, context=context, solver=solver,
+                leakage_threshold=threshold, protocol=protocol, dominance=dominance,
+            )  # fmt: skip
+            per_seed[str(run["seed"])] = run
     except StrategyUnavailable as reason:
         return {**base, "available": False, "unavailable_reason": str(reason)}
     runs = [per_seed[s] for s in per_seed]
@@ -91,11 +123,19 @@ def attribute_metrics(
     ):
         summary = mean_sd(values, skip_missing=True)
         metrics[name], metrics[f"{name}_sd"] = summary["mean"], summary["sd"]
+    # CS of each fold alone, pooled over seeds: the spread that the headline CS (of fold-averaged F1) averages away.
+    per_fold = mean_sd([c for r in runs for c in r["cs_spread"]["cs_per_fold"]], skip_missing=True)
+    metrics["cs_per_fold"], metrics["cs_per_fold_sd"] = per_fold["mean"], per_fold["sd"]
     metrics["n_attributes_scored"] = int(min(r["n_attributes_scored"] for r in runs))
     metrics["n_degenerate_folds"] = {s: r["coverage"]["n_degenerate_folds"] for s, r in per_seed.items()}
     metrics["split_embedding"] = runs[0]["split_embedding"]
     metrics["per_seed"] = per_seed
     return metrics
+
+
+def _category_table(task: AttributeTaskSpec, root: Path) -> SupercategoryTable:
+    """The task's category TSV (paper 2's CS reads its raw words)."""
+    return load_supercategory_tsv(_find_file(root, task.categories, CATEGORY_TSV_NAMES, "supercategory TSV"))
 
 
 def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData, root: Path) -> tuple[np.ndarray | None, str | None]:
@@ -141,9 +181,16 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     records = []
     for task in tasks:
         assert isinstance(task, AttributeTaskSpec)
-        key = (task.pairs, task.concept_list, task.categories, task.min_concepts, task.embedding)
+        key = (task.pairs, task.concept_list, task.categories, task.min_concepts, task.embedding, task.attributes)
         if key not in embedded:
-            data = load_things(root, task.pairs, task.concept_list, task.categories, task.min_concepts)
+            if task.experiment_kwargs.get("protocol") == "paper2" and not task.attributes:
+                raise ValueError(
+                    f"{task.path}: field 'dataset_kwargs.attributes': protocol paper2 scores only the attributes of "
+                    "paper 2's intersect_features.json (211); name that file (relative to the THINGS root)"
+                )
+            data = load_things(
+                root, task.pairs, task.concept_list, task.categories, task.min_concepts, attributes=task.attributes
+            )
             data, X, info = embed_concepts(
                 root,
                 data,
@@ -158,6 +205,10 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
             )
             embedded[key] = _Embedded(data, X, info)
         prepared = embedded[key]
+        if context.seeds and task.experiment_kwargs.get("protocol") == "paper2":
+            raise ValueError(
+                f"{task.name}: protocol paper2 fixes its seeds (random 70, shuffle splits 42, k-means 0); drop --seed(s)"
+            )
         seeds = list(context.seeds) if context.seeds else list(task.seeds)
         print(
             f"{task.name}: {len(prepared.data.concepts)} concepts, {len(prepared.data.attributes)} attributes, "

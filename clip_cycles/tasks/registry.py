@@ -172,6 +172,9 @@ class AttributeTaskSpec:
     categories: str | None = None
     #: npz (``concepts``, ``embeddings``) that makes clustering/similarity splits for every model.
     split_embeddings: str | None = None
+    #: Attribute list (paper 2's ``intersect_features.json``) and mcrae++-format concept sets (paper 2's CS).
+    attributes: str | None = None
+    concept_sets: str | None = None
     split_params: Mapping[str, Any] = field(default_factory=dict, hash=False)
     experiment_kwargs: Mapping[str, Any] = field(default_factory=dict, hash=False)
     #: ``experiment_kwargs.protocol``: ``"project"`` (this project's split protocol) or ``"paper2"``.
@@ -248,6 +251,9 @@ def _cycle_spec(task: Any, path: Path) -> TaskSpec:
 
 def _attribute_spec(task: Any, path: Path) -> AttributeTaskSpec:
     kwargs, settings = task.dataset_kwargs, task.experiment_kwargs
+    if settings.protocol == "paper2" and "seeds" in kwargs.model_fields_set:
+        fixed = "protocol paper2 fixes its seeds (random 70, shuffle splits 42, k-means 0); remove seeds"
+        raise bad_field(path, "dataset_kwargs.seeds", fixed)
     return AttributeTaskSpec(
         name=task.task,
         strategy=kwargs.strategy,
@@ -262,6 +268,8 @@ def _attribute_spec(task: Any, path: Path) -> AttributeTaskSpec:
         concept_list=kwargs.concept_list,
         categories=kwargs.categories,
         split_embeddings=kwargs.split_embeddings,
+        attributes=kwargs.attributes,
+        concept_sets=kwargs.concept_sets,
         split_params=dict(kwargs.split_params),
         experiment_kwargs=settings.model_dump(exclude_unset=True),  # what the file says, as before
         protocol=settings.protocol,

@@ -204,7 +204,8 @@ class MultiFamilyKwargs(Declared):
 class AttributeSettings(Declared):
     """``experiment_kwargs`` of an attribute task."""
 
-    solver: str = Field("lockstep", description="the probe solver (clip_cycles.attributes.attribute_probes.PROBE_SOLVERS)")
+    # The default is attribute_probes.DEFAULT_SOLVER (the exact scikit-learn path), restated here: this layer is below it.
+    solver: str = Field("sklearn", description="the probe solver (clip_cycles.attributes.attribute_probes.PROBE_SOLVERS)")
     leakage_threshold: float | None = Field(None, description="the leakage threshold; null: the default for the features")
     protocol: Literal[ATTRIBUTE_PROTOCOLS] = Field(  # type: ignore[valid-type]
         "project", description="this project's split protocol or paper 2's"
@@ -237,6 +238,12 @@ class AttributeKwargs(Declared):
     categories: str | None = Field(None, min_length=1, description=FILE_TEXT)
     split_embeddings: str | None = Field(
         None, min_length=1, description="an npz (concepts, embeddings) the similarity and clustering splits use, or null"
+    )
+    attributes: str | None = Field(
+        None, min_length=1, description="a JSON list of the attribute names to score (paper 2's intersect_features.json), or null"
+    )
+    concept_sets: str | None = Field(
+        None, min_length=1, description="a mcrae++-format file of each attribute's concepts (protocol paper2's CS), or null"
     )
     split_params: Settings = Field(
         default_factory=dict, description="a mapping of splitter arguments", json_schema_extra=_mapping_or_null_schema
