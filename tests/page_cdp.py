@@ -151,7 +151,11 @@ class Browser:
         for event in self.events:
             method, params = event.get("method"), event.get("params", {})
             if method == "Runtime.exceptionThrown":
-                errors.append(json.dumps(params["exceptionDetails"])[:500])
+                # The message itself first (a long file:// URL must not push it past the cut).
+                details = params["exceptionDetails"]
+                exception = details.get("exception") or {}
+                message = f"{details.get('text', '')} {exception.get('description') or exception.get('value') or ''}".strip()
+                errors.append((message or json.dumps(details))[:500])
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
                 errors.append(json.dumps(params.get("args"))[:500])
             elif method == "Log.entryAdded" and params["entry"].get("level") == "error":

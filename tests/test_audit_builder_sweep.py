@@ -32,7 +32,7 @@ def _meanings(rows: list[dict]) -> list[tuple[str, dict]]:
     """Distinct (caption, meaning) pairs of a family's rows, in a stable order."""
     seen: dict[str, tuple[str, dict]] = {}
     for row in rows:
-        predicate = json.loads(row["predicate"])
+        predicate = json.loads(row.get("predicate_json") or row["predicate"])  # the exact JSON beside the struct
         for k in (0, 1):
             meaning = predicate[f"caption_{k}"]
             seen.setdefault(row[f"caption_{k}"] + json.dumps(meaning, sort_keys=True), (row[f"caption_{k}"], meaning))
@@ -121,7 +121,7 @@ def test_folders_built_from_a_world_with_crowd_regions_pass_the_audit(crowd_worl
     absent_and_crowd = 0
     for family_name, rows in _rows(folder).items():
         for row in rows:
-            predicate = json.loads(row["predicate"])
+            predicate = json.loads(row.get("predicate_json") or row["predicate"])  # the exact JSON beside the struct
             for k in (0, 1):
                 meaning, image = predicate[f"caption_{k}"], world.images[row[f"image_id_{1 - k}"]]
                 if meaning.get("kind") != "relation":

@@ -239,7 +239,7 @@ def test_a_paper2_task_that_lists_seeds_or_lacks_its_attribute_list_is_refused(r
     with pytest.raises(ValueError, match=r"experiment_kwargs\.solver': protocol paper2 fits the exact probe"):
         attribute_metrics(task, data, fixture["X"], root, task.seeds)
     _task_file(tmp_path, "typo", "{strategy: random}", "{protocol: paper3}")
-    with pytest.raises(ValueError, match=r"experiment_kwargs\.protocol': 'paper3' is not a protocol"):
+    with pytest.raises(ValueError, match=r"experiment_kwargs\.protocol': 'paper3' is not one of \['project', 'paper2'\]"):
         attribute_metrics(TaskRegistry([tmp_path]).get("attributes/typo"), data, fixture["X"], root, (0,))
 
 

@@ -151,7 +151,7 @@ def test_a_misspelt_key_is_reported_before_the_key_it_leaves_missing(tmp_path: P
 
 def test_attribute_protocol_is_declared_with_its_default(tmp_path: Path) -> None:
     body = (
-        "task: attributes/p\ndataset_path: things\ndataset_kwargs: {strategy: random, seeds: [0]}\n"
+        "task: attributes/p\ndataset_path: things\ndataset_kwargs: {strategy: random}\n"
         "output_type: attribute_splits\nmetric_list: [cs]\n"
     )
     (tmp_path / "attributes").mkdir()

@@ -258,7 +258,8 @@ def build_families_once(args: Any, tasks: list[AnyTask]) -> None:
     for task in tasks:
         members = expand_tasks(task.members) if isinstance(task, TaskSpec) and task.members else [task]
         for member in members:
-            if not (isinstance(member, TaskSpec) and member.config):
+            # Only cycle families built from a raw source; benchmark formats (cycles/winoground) read their own files.
+            if not (isinstance(member, TaskSpec) and member.config and member.output_type == "cycle_selection"):
                 continue
             root = _dataset_root(args.dataset_root, task.name)
             if root is not None and (Path(root) / "build_info.json").is_file():
