@@ -205,6 +205,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
         blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
+        per_seed[str(seed)]["split"] = task.split  # which split these numbers come from
         if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
             audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
     metrics: dict[str, Any] = {}
@@ -217,6 +218,7 @@ def score_task(data: TaskData, encoded: EncodedFeatures, cache_dir: Path | None 
         metrics["acc"] = metrics["group_acc"]  # clip_benchmark's image_caption_selection name
     metrics["n_cycles"] = int(sum(v["n_cycles"] for v in per_seed.values()))
     metrics["tie_tolerance"] = task.tie_tolerance
+    metrics["split"] = task.split
     metrics["seeds"] = [int(s) for s in per_seed]
     metrics["per_seed"] = per_seed
     if audits:
