@@ -94,3 +94,42 @@ def test_the_shipped_task_scores_test(shapes_cycles: Path, tiny: str, tmp_path: 
     acc, n = _direct_cycle_acc(shapes_cycles, 0, "test", encoded, 1e-9)
     assert metrics["split"] == "test" and metrics["per_seed"]["0"]["split"] == "test"
     assert metrics["per_seed"]["0"]["n_cycles"] == n and metrics["cycle_acc"] == pytest.approx(acc, abs=1e-12)
+
+
+# --------------------------------------------------------------------------- the probe experiments
+
+
+def _family_with_distinct_splits() -> Any:
+    """Random features; train, validation and test cycles drawn from disjoint rows, so each split scores differently."""
+    from clip_cycles.experiments.experiment_data import FamilyFeatures
+
+    rng = np.random.default_rng(3)
+    phi, psi = rng.normal(size=(90, 6)), rng.normal(size=(90, 6))
+    rows = rng.permutation(90).reshape(3, 30)
+    cycles = {
+        split: np.stack([rows[k][0::2][:15], rows[k][1::2][:15], rows[k][0::2][:15], rows[k][1::2][:15]], axis=1)
+        for k, split in enumerate(("train", "validation", "test"))
+    }
+    return FamilyFeatures("planted", phi, psi, {0: cycles})
+
+
+def _cosine_cycle_acc(phi: np.ndarray, psi: np.ndarray, cycles: np.ndarray, tol: float) -> float:
+    credits = []
+    for u1, u2, v1, v2 in cycles:
+        delta = float(phi[u1] @ psi[v1] + phi[u2] @ psi[v2] - phi[u1] @ psi[v2] - phi[u2] @ psi[v1])
+        credits.append(1.0 if delta > tol else 0.0 if delta < -tol else 0.5)
+    return float(np.mean(credits))
+
+
+def test_probe_record_names_its_splits_and_scores_test() -> None:
+    from clip_cycles.experiments.probes import ProbeSettings, probe_family
+
+    family = _family_with_distinct_splits()
+    settings = ProbeSettings(epochs=1, ranks=(1,), full_heads=(), seeds=(0,), audit=False, batch_size=8)
+    record = probe_family(family, settings, tie_tolerance=1e-9)
+    assert record["splits"] == {"fit": "train", "select": "validation", "scored": "test"}
+    by_split = {
+        s: _cosine_cycle_acc(family.image_features, family.caption_features, family.cycles[0][s], 1e-9) for s in family.cycles[0]
+    }
+    assert len(set(by_split.values())) == 3  # the fixture tells the splits apart
+    assert record["zero_shot"]["per_seed"]["0"] == pytest.approx(by_split["test"], abs=1e-12)
