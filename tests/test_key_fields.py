@@ -472,8 +472,6 @@ def test_built_folder_declaration_is_tested() -> None:
 def test_each_built_folder_field_rebuilds(field: str, small_world: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from clip_cycles.tasks.registry import get_task
 
-    if field == "builder":
-        pytest.importorskip("clip_cycles.data.gqa_families")
     root = _copy_world(small_world, tmp_path / "world")
     cache = tmp_path / "datasets"
     builds: list[tuple[str, str, tuple[str, ...]]] = []
