@@ -55,6 +55,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "splitters": ("tests/test_splitters.py", "tests/test_splitter_reference.py"),
     "attribute_probes": ("tests/test_attribute_probes.py", "tests/test_probe_metrics_reference.py"),
+    "interaction": ("tests/test_interaction.py",),
+    "fingerprints": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
+    "feature_cache": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
+    "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
+    "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
+    "training": ("tests/test_training.py", "tests/test_training_loop.py"),
+    "audit": ("tests/test_benchmark_audit.py",),
+    "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
 }
 
 #: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
@@ -141,7 +149,9 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
 }
 
 #: Helper files every test run needs besides the matching test files.
-TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
+TEST_HELPERS: tuple[str, ...] = tuple(
+    sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("*.py") if not p.name.startswith("test_"))
+)  # conftest.py, tiny_models.py, record_vocabulary.py, ...: what the test files import besides the package
 
 #: Repository folders the tests read besides the package (copied to the scratch copy and mutmut's mutants/).
 SCRATCH_EXTRAS: tuple[str, ...] = ("tasks", "hf_datasets")
