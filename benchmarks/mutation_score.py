@@ -55,6 +55,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     ),
     "splitters": ("tests/test_splitters.py", "tests/test_splitter_reference.py"),
     "attribute_probes": ("tests/test_attribute_probes.py", "tests/test_probe_metrics_reference.py"),
+    "interaction": ("tests/test_interaction.py",),
+    "fingerprints": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
+    "feature_cache": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
+    "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
+    "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
+    "training": ("tests/test_training.py", "tests/test_training_loop.py"),
+    "audit": ("tests/test_benchmark_audit.py",),
+    "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
 }
 
 #: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
@@ -141,7 +149,9 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
 }
 
 #: Helper files every test run needs besides the matching test files.
-TEST_HELPERS: tuple[str, ...] = ("tests/conftest.py", "tests/tiny_models.py")
+TEST_HELPERS: tuple[str, ...] = tuple(
+    sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("*.py") if not p.name.startswith("test_"))
+)  # conftest.py, tiny_models.py, record_vocabulary.py, ...: what the test files import besides the package
 
 #: Repository folders the tests read besides the package (copied to the scratch copy and mutmut's mutants/).
 SCRATCH_EXTRAS: tuple[str, ...] = ("tasks", "hf_datasets")
@@ -203,7 +213,8 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
             # Tests that load a builder script (hf_datasets/*/build.py) read it next to the tests.
             "also_copy =",
         ]
-        + [f"    {extra}/" for extra in SCRATCH_EXTRAS]
+        # Only the extras this layout has (the task YAMLs now ship inside clip_cycles/, copied with it).
+        + [f"    {extra}/" for extra in SCRATCH_EXTRAS if (REPO / extra).is_dir()]
         + [""]
     )
     return "\n".join(lines)
@@ -233,10 +244,20 @@ def run_module(
             if (REPO / extra).is_dir():
                 shutil.copytree(REPO / extra, scratch / extra)
         (scratch / "setup.cfg").write_text(_config(name, test_files), encoding="utf-8")
+        env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+        # The unmutated tests must pass first: else mutmut only says "failed to collect stats" (e.g. a
+        # Python without torch, or a test file that needs a helper not copied here).
+        check = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *test_files],
+                               cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        if check.returncode != 0:
+            raise SystemExit(
+                f"mutation_score: the tests of {name} ({' '.join(test_files)}) fail before any mutation, under "
+                f"{sys.executable}; run this script with the project's Python (mutmut installed there):\n"
+                f"{check.stdout[-2000:]}\n{check.stderr[-1000:]}"
+            )
         globs = [_mutant_glob(name, f) for f in functions]
         if previous is not None:
             globs = list(previous["survivors"])
-        env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
         proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
         meta = scratch / "mutants" / f"{module_file(name)}.meta"
@@ -297,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     earlier = json.loads(args.rerun_survivors.read_text()) if args.rerun_survivors else {}
+    # A module that failed in the earlier run (no survivors listed) runs in full.
+    earlier = {k: v for k, v in earlier.items() if isinstance(v, dict) and "survivors" in v}
     for spec in args.modules:
         name, functions, tests = parse_module(spec)
         key = name if not functions else f"{name}:{','.join(functions)}"

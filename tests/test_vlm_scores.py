@@ -176,7 +176,9 @@ def test_image_only_and_pair_backends_refuse_what_they_cannot_do(vlm: str, shape
 def test_lmms_eval_bridge_gives_the_native_cycle_acc(
     native: Any, vlm: str, shapes_cycles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("lmms_eval")
+    pytest.importorskip(
+        "lmms_eval", reason="lmms-eval is the optional extra [lmms] (not in [test]); install it to run the bridge's own test"
+    )
     from lmms_eval.evaluator import simple_evaluate
     from lmms_eval.tasks import TaskManager
 

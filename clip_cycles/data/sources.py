@@ -189,6 +189,12 @@ def card_for(builder: str, root: Path) -> SourceCard:
     return (source_feeding(root, builder) or get_source(builder)).card
 
 
+#: What a raw-root fingerprint covers (``dataset_folder.source_problems`` and the built-folder cache compare
+#: them), and what a source check ignores: the root's path (a root moved with its content is the same source).
+RAW_ROOT_KEY_FIELDS: tuple[str, ...] = ("kind", "annotations", "images")
+RAW_ROOT_KEY_IGNORES: tuple[str, ...] = ("root",)
+
+
 def raw_root_fingerprint(kind: str, root: Path, hash_cache: Path | None = None) -> dict[str, Any]:
     """Content fingerprint of a raw root of source ``kind``: its annotation files and its image listing.
 

@@ -252,6 +252,11 @@ def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessi
         raise storage_error(error, path, _CACHE_HINT) from error
 
 
+#: The fields a feature namespace (:func:`namespaces_for`) is keyed by: changing any one gives another
+#: namespace, so features of the old one are a miss. ``tests/test_key_fields.py`` changes each in turn.
+NAMESPACE_KEY_FIELDS: tuple[str, ...] = ("kind", "model", "preprocessing", "precision")
+
+
 def namespaces_for(
     root: str | Path, model: Mapping[str, Any], preprocessing: Mapping[str, Any], kinds: Iterable[str] = ("image", "text")
 ) -> dict[str, FeatureNamespace]:

@@ -277,6 +277,12 @@ class PairScoreCache(FeatureNamespace):
         return self.stats.corrupt_shards
 
 
+#: What a pair score cache namespace (:func:`cache_description`) is keyed by, and the prompt setting it
+#: ignores: the score mode (sum or mean) is applied to the cached ``(sum, n_tokens)`` afterwards.
+PAIR_SCORE_KEY_FIELDS: tuple[str, ...] = ("backend", "model", "prompt", "precision", "seed", "transformers")
+PAIR_SCORE_KEY_IGNORES: tuple[str, ...] = ("score",)
+
+
 def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
     """What a pair score depends on: model content, prompt, precision, library version (not the score mode)."""
     revision = None if is_random_init(spec.pretrained) else spec.pretrained

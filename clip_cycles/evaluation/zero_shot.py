@@ -152,6 +152,10 @@ def write_samples(samples: Sequence[dict[str, Any]], path: str | Path) -> Path:
 
 #: Bumped when the audit's cached result format changes.
 AUDIT_CACHE_VERSION = 1
+#: The settings a cached additive audit (:func:`_audit`) is keyed by. ``arrays`` is the content the audit
+#: sees (used feature rows, in order of first use, and the re-indexed cycles), so it ignores feature rows no
+#: cycle of the task uses and where the rows sit in the encoded tables (which other tasks were encoded).
+AUDIT_KEY_FIELDS: tuple[str, ...] = ("version", "code", "arrays", "fit", "fit_split", "has_validation", "seed", "tie_tolerance")
 
 
 @functools.lru_cache(maxsize=1)
@@ -224,6 +228,8 @@ def _audit(
             "code": _code_digest(),
             "arrays": h.hexdigest(),
             "fit": task.audit_fit,
+            # The report names the split it was fitted on: the same rows under another split name are another report.
+            "fit_split": task.split if task.audit_fit == "scored" else task.train_split,
             "has_validation": val is not None,
             "seed": seed,
             "tie_tolerance": repr(task.tie_tolerance),
@@ -297,6 +303,7 @@ def score_task(
         blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
         per_seed[str(seed)]["dropped_cycles"] = dropped
+        per_seed[str(seed)]["split"] = task.split  # which split these numbers come from
         per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
         if samples is not None:
             samples.extend(cycle_samples(task, seed, rows, encoded, blocks))

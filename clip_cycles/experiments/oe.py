@@ -38,7 +38,7 @@ from clip_cycles.experiments.experiment_data import (
     marker_caption,
     usable_families,
 )
-from clip_cycles.experiments.probes import DEFAULT_SEEDS, CycleSubset, float64_logits, summarize, train_probe
+from clip_cycles.experiments.probes import DEFAULT_SEEDS, EXPERIMENT_SPLITS, CycleSubset, float64_logits, summarize, train_probe
 from clip_cycles.heads.training import TrainConfig, train_on_pairs
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -221,6 +221,7 @@ def oe_family(family: FamilyFeatures, settings: OESettings, tie_tolerance: float
         "available": True,
         "n_cycles": family.counts(),
         "dropped_cycles": family.dropped_cycles,
+        "splits": dict(EXPERIMENT_SPLITS),
         "methods": methods,
         **{
             f"{p}_probe": {

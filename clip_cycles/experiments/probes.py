@@ -44,6 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
 PROBE_RANKS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
 FULL_HEADS: tuple[str, ...] = ("diagonal", "bilinear")
 DEFAULT_SEEDS: tuple[int, ...] = (0, 1, 2)
+#: The splits every cycle experiment uses, recorded in its family records: heads are fitted on ``fit``,
+#: epochs selected on ``select``, and every reported test accuracy (zero-shot too) is on ``scored``.
+EXPERIMENT_SPLITS: dict[str, str] = {"fit": "train", "select": "validation", "scored": "test"}
 #: Rank of the probe in the strict-relation comparison and the transfer study.
 REFERENCE_RANK: int = 64
 #: Heads whose score is a pure bilinear form: scored by the float64 factorization.
@@ -311,6 +314,7 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tolerance:
         "available": True,
         "n_cycles": family.counts(),
         "dropped_cycles": family.dropped_cycles,
+        "splits": dict(EXPERIMENT_SPLITS),
         "zero_shot": summarize(zero_shot),
         "probes": probes,
         "rank_sweep": {

@@ -74,6 +74,13 @@ def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[
     return kind, root
 
 
+#: What a cached build of a raw root (``<data cache>/<kind>-<builder>-<root digest>``) is keyed by: the raw
+#: source kind, the family builder and the root's path (the folder name), the root's content fingerprint
+#: (the ``.source.json`` stamp beside it) and the families it holds. A task needing fewer families than the
+#: cached build holds is served by it.
+BUILT_FOLDER_KEY_FIELDS: tuple[str, ...] = ("kind", "builder", "raw_root", "fingerprint", "families")
+
+
 def resolve_dataset_roots(
     tasks: Sequence[TaskSpec],
     dataset_root: str | Path | None,
