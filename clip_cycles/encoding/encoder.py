@@ -138,8 +138,19 @@ class ModelSpec:
 
 
 #: What :meth:`ModelSpec.description` (the model part of every cache key) covers: ModelSpec fields and the
-#: derived ``precision`` (amp on a CUDA device), the content of local weights and the library versions.
-MODEL_KEY_FIELDS: tuple[str, ...] = ("backend", "model", "pretrained", "seed", "precision", "weights", "versions")
+#: derived ``precision`` (amp on a CUDA device), the content of local weights, an entry-point backend's identity,
+#: the image decoding rules and the library versions.
+MODEL_KEY_FIELDS: tuple[str, ...] = (
+    "backend",
+    "model",
+    "pretrained",
+    "seed",
+    "precision",
+    "weights",
+    "backend_identity",
+    "image_decoding",
+    "versions",
+)
 #: ModelSpec fields the key must ignore: where weights are downloaded to, and the loader callable (the
 #: clip_benchmark plugin's ``load_clip`` loads what backend/model/pretrained name).
 MODEL_KEY_IGNORES: tuple[str, ...] = ("model_cache_dir", "loader")

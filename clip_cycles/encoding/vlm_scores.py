@@ -279,7 +279,7 @@ class PairScoreCache(FeatureNamespace):
 
 #: What a pair score cache namespace (:func:`cache_description`) is keyed by, and the prompt setting it
 #: ignores: the score mode (sum or mean) is applied to the cached ``(sum, n_tokens)`` afterwards.
-PAIR_SCORE_KEY_FIELDS: tuple[str, ...] = ("backend", "model", "prompt", "precision", "seed", "transformers")
+PAIR_SCORE_KEY_FIELDS: tuple[str, ...] = ("backend", "model", "prompt", "precision", "seed", "image_decoding", "transformers")
 PAIR_SCORE_KEY_IGNORES: tuple[str, ...] = ("score",)
 
 
