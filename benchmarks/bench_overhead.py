@@ -1,28 +1,40 @@
-"""Benchmark: `clip-cycles eval` against the floor of a plain script, cold and warm, in fresh processes.
+"""Benchmark: `clip-cycles eval` against the floor of the best plain script, cold and warm, in fresh processes.
 
 Builds a shapes world (default 3,000 images) and every COCO-builder family from it (seeds
-0, 1, 2), then times three fresh processes on the same tasks with cycles-tiny on CPU:
+0, 1, 2), then times fresh processes on the same tasks with cycles-tiny on CPU:
 
-- floor: a plain script (imports, model load, reading the test Parquet files, decoding,
-  preprocessing and encoding each unique test image and caption once, Delta and CycleAcc
-  with numpy) — what the evaluation cannot beat;
-- cold: ``clip-cycles eval`` with a fresh feature cache (additive audit included; its
-  probes fit on the scored test cycles, ``audit_fit: scored``, so it encodes what the
-  floor encodes);
-- warm: the same command again, everything cached.
+- floor: the fastest plain script a competent user would write with the same libraries
+  (:data:`FLOOR_SCRIPT`): imports, model load, reading the test Parquet files, then a
+  ``torch.utils.data.DataLoader`` whose worker processes decode and preprocess each unique
+  test image once (as many workers as ours, ``min(4, CPUs - 1)``) while the main process
+  encodes the captions in batches of 1,024 and then the images in batches of 256, torch's
+  default thread settings (those of ``clip-cycles eval``), Delta and CycleAcc with numpy.
+  It does no validation, caching, audit or result writing: what the evaluation cannot beat;
+- sequential floor (``sequential_floor_s``, the old reference, kept labelled): the same
+  without workers, images decoded one by one in the main thread at batch 64;
+- cold: ``clip-cycles eval --batch-size 256`` with a fresh feature cache (additive audit
+  included; its probes fit on the scored test cycles, ``audit_fit: scored``, so it encodes
+  what the floor encodes);
+- warm: the same command again, everything cached;
+- start-up: seconds from process start to the first encoded batch, the floor's and ours
+  (cold, stopped by the fault switch ``CLIP_CYCLES_FAULT_AFTER_BATCHES=1``), best of two.
 
-Prints one JSON object: the three times, the ratios to the floor (targets: cold <= 1.5,
-warm <= 0.75), the peak RSS of every run (``wait4``'s ru_maxrss of the process and the
-workers it waited for), the load average, and whether the floor's CycleAcc equals ours.
-``--no-audit-run`` adds a fourth timing, cold without the audit (same tasks, audit metric
-removed), which encodes only what the floor encodes.
+Prints one JSON object: the times, the ratios to the floor (targets: cold <= 1.25, warm <=
+0.15, start-up gap < 0.5 s), whether the floor's CycleAcc equals ours, the peak RSS of every
+run (``wait4``'s ru_maxrss of the process and the workers it waited for) and the load
+average it ran under (the ratios are measured in the same session, so they are the figure
+that counts on a busy machine; ``--repeats N`` keeps the fastest of N interleaved runs).
+``--no-audit-run`` adds a cold timing without the audit (same tasks, audit metric removed).
 
-    python benchmarks/bench_overhead.py [--n-images 3000] [--work DIR] [--no-audit-run]
-    python benchmarks/bench_overhead.py --memory-images 10000   # adds the warm run's peak RSS at 10,000 images
+    python benchmarks/bench_overhead.py [--n-images 3000] [--work DIR] [--repeats 1] [--no-audit-run]
+    python benchmarks/bench_overhead.py --scaling              # adds cold/warm rows at 1,000 / 3,000 / 10,000 images
+    python benchmarks/bench_overhead.py --memory-images 10000  # adds the warm run's peak RSS at 10,000 images
 
-``--memory-images N`` also builds an N-image world and runs ours cold (to fill the caches)
-and warm there, reporting the warm run's peak RSS next to the cycles per split,
-so the growth of memory with the cycles can be read off two sizes.
+``--scaling [N ...]`` builds worlds of those sizes and reports, per size, the unique test
+images and captions, the cycles, and cold and warm seconds per unique item (and cold
+seconds per 1,000 cycles): the cost follows the unique items, not the cycles. It is off by
+default so that the default run stays short. ``--memory-images N`` also builds an N-image
+world and reports the warm run's peak RSS next to the cycles per split.
 """
 
 from __future__ import annotations
@@ -329,6 +341,7 @@ def main() -> None:
     parser.add_argument("--no-audit-run", action="store_true", help="also time a cold run without the audit")
     parser.add_argument("--batch-size", type=int, default=256, help="image batch of the floor and of ours (--batch-size)")
     parser.add_argument("--caption-batch-size", type=int, default=1024, help="caption batch of the floor")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved floor/cold/warm runs; the fastest of each counts")
     parser.add_argument("--floor-workers", type=int, default=None, help="the floor's decoding workers (default: as ours)")
     parser.add_argument(
         "--memory-images",
@@ -361,9 +374,19 @@ def main() -> None:
     command = eval_command(folder, families, cache, out, args.batch_size)
     env = {**os.environ, "TQDM_DISABLE": "1"}
     load_before = os.getloadavg()
-    t_floor, rss_floor, floor_out = run_measured(floor_command(work, folder, families, args), env)
-    t_cold, rss_cold, _ = run_measured(command, env)
-    t_warm, rss_warm, _ = run_measured(command, env)
+    # Interleaved repeats, the fastest of each kept: on a shared machine the minimum is the
+    # least disturbed run (the ratios are of the same session either way).
+    times: dict[str, list[float]] = {"floor": [], "cold": [], "warm": []}
+    for _ in range(args.repeats):
+        if cache.exists():
+            shutil.rmtree(cache)
+        t, rss_floor, floor_out = run_measured(floor_command(work, folder, families, args), env)
+        times["floor"].append(t)
+        t, rss_cold, _ = run_measured(command, env)
+        times["cold"].append(t)
+        t, rss_warm, _ = run_measured(command, env)
+        times["warm"].append(t)
+    t_floor, t_cold, t_warm = min(times["floor"]), min(times["cold"]), min(times["warm"])
     t_sequential, _, sequential_out = run_measured(
         [python, str(sequential_path), str(folder), ",".join(families), "64", str(max(64, MIN_CAPTION_BATCH))], env
     )
@@ -430,6 +453,8 @@ def main() -> None:
                 "ratio_warm": round(t_warm / t_floor, 3),
                 "sequential_floor_s": round(t_sequential, 2),
                 "ratio_cold_to_sequential_floor": round(t_cold / t_sequential, 3),
+                "repeats": args.repeats,
+                "all_runs_s": {k: [round(t, 2) for t in v] for k, v in times.items()},
                 "first_batch_s": {"floor": round(min(first_floor), 3), "ours": round(min(first_ours), 3)},
                 "first_batch_gap_s": round(startup_gap, 3),
                 **result,
