@@ -5,8 +5,8 @@ encoder deduplicates them (images by file content, captions by text), serves wha
 feature cache (:mod:`clip_cycles.encoding.feature_cache`) already holds, loads the model only
 when something is missing, and encodes the rest in batches: images decoded in
 DataLoader workers (:func:`default_num_workers`) while the main process encodes caption
-batches between image batches, fp32 on CPU, autocast on CUDA. Each encoded batch is stored before
-the next starts, so an interrupted run resumes where it stopped. Features come back
+batches before each image batch (the first while the workers start), fp32 on CPU, autocast
+on CUDA. Each encoded batch is stored before the next starts, so an interrupted run resumes where it stopped. Features come back
 L2-normalized (float32), one row per unique key, for cosine scoring.
 
 Fault injection for tests: ``CLIP_CYCLES_FAULT_AFTER_BATCHES=<n>`` raises
