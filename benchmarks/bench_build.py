@@ -19,7 +19,7 @@ and ``output_sha256``: one digest over the sha256 of every Parquet file and of
 build_info.json (by relative path), so that two builds (before and after a change, on the
 same ``--workdir``) can be compared byte for byte.
 
-    python benchmarks/bench_build.py [--scale 1.0] [--workdir DIR]
+    python benchmarks/bench_build.py [--scale 1.0] [--workdir DIR [--reuse]]
 """
 
 from __future__ import annotations
@@ -157,12 +157,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of COCO size (1.0 = 118k train images)")
     parser.add_argument("--workdir", default=None, help="where to write the annotations (default: a temp dir)")
+    parser.add_argument("--reuse", action="store_true", help="reuse annotations generated at this scale in --workdir")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.workdir or tmp) / "coco"
-        t = time.perf_counter()
-        counts = generate(root, int(round(118_287 * args.scale)), int(round(5_000 * args.scale)))
-        generate_s = time.perf_counter() - t
+        marker = root / "generated.json"  # the scale and counts of annotations generate() wrote there
+        if args.reuse and marker.is_file() and json.loads(marker.read_text())["scale"] == args.scale:
+            counts, generate_s = json.loads(marker.read_text())["counts"], 0.0
+        else:
+            t = time.perf_counter()
+            counts = generate(root, int(round(118_287 * args.scale)), int(round(5_000 * args.scale)))
+            generate_s = time.perf_counter() - t
+            marker.write_text(json.dumps({"scale": args.scale, "counts": counts}))
         load_before = os.getloadavg()
         load = _child(LOAD, str(root))
         build = _child(BUILD, str(root), str(Path(args.workdir or tmp) / "cycles"))
