@@ -313,8 +313,8 @@ def per_unique_item(work: Path, n_images: int, args: argparse.Namespace, env: di
     if cache.exists():
         shutil.rmtree(cache)
     command = eval_command(folder, families, cache, work / f"results{n_images}", args.batch_size)
-    t_cold, _, _ = run_measured(command, env)
-    t_warm, _, _ = run_measured(command, env)
+    t_cold, c_cold, _, _ = run_timed(command, env)
+    t_warm, c_warm, _, _ = run_timed(command, env)
     counts = unique_counts(folder, families)
     items = counts["unique_test_images"] + counts["unique_test_captions"]
     return {
@@ -322,6 +322,8 @@ def per_unique_item(work: Path, n_images: int, args: argparse.Namespace, env: di
         **counts,
         "ours_cold_s": round(t_cold, 2),
         "ours_warm_s": round(t_warm, 2),
+        "ours_cold_cpu_s": round(c_cold, 2),
+        "ours_warm_cpu_s": round(c_warm, 2),
         "cold_s_per_unique_item": round(t_cold / items, 5),
         "warm_s_per_unique_item": round(t_warm / items, 5),
         "cold_s_per_1000_cycles": round(1000 * t_cold / counts["n_test_cycles"], 4),
@@ -438,7 +440,21 @@ def main() -> None:
             memory_at(work, args.memory_images, args.batch_size, env),
         ]
     if args.scaling is not None:
-        result["scaling"] = [per_unique_item(work, n, args, env) for n in (args.scaling or [1000, 3000, 10000])]
+        rows = [per_unique_item(work, n, args, env) for n in sorted(args.scaling or [1000, 3000, 10000])]
+        result["scaling"] = rows
+        # The marginal cost between the smallest and the largest world: CPU seconds per extra
+        # unique item and per extra cycle (start-up, a fixed cost, cancels out).
+        first, last = rows[0], rows[-1]
+        extra_items = sum(last[k] - first[k] for k in ("unique_test_images", "unique_test_captions"))
+        extra_cycles = last["n_test_cycles"] - first["n_test_cycles"]
+        if extra_items > 0 and extra_cycles > 0:
+            result["scaling_marginal_cpu_s"] = {
+                kind: {
+                    "per_unique_item": round((last[f"ours_{kind}_cpu_s"] - first[f"ours_{kind}_cpu_s"]) / extra_items, 6),
+                    "per_cycle": round((last[f"ours_{kind}_cpu_s"] - first[f"ours_{kind}_cpu_s"]) / extra_cycles, 6),
+                }
+                for kind in ("cold", "warm")
+            }
         result["load_average_after_scaling"] = round(os.getloadavg()[0], 2)
 
     floor = json.loads(floor_out)
