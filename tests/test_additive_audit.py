@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from clip_cycles.heads.additive_audit import additive_audit, fit_additive_probe, pair_auroc
+from clip_cycles.heads.additive_audit import additive_audit, average_ranks, fit_additive_probe, pair_auroc
 
 
 def _planted(seed: int = 0, n: int = 300, dim: int = 8):
@@ -43,6 +43,24 @@ def test_pair_auroc_matches_sklearn_with_ties():
     scores = rng.integers(0, 5, 200).astype(float)  # many ties
     labels = rng.integers(0, 2, 200)
     assert pair_auroc(scores, labels) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+
+
+def test_average_ranks_are_bitwise_scipys_and_the_auroc_unchanged():
+    from scipy.stats import rankdata
+
+    rng = np.random.default_rng(7)
+    for scores in (rng.integers(0, 7, 999).astype(float), rng.normal(size=1000), np.full(5, 2.0), np.array([3.0])):
+        expected = rankdata(scores)
+        assert np.array_equal(average_ranks(scores), expected)
+        labels = (np.arange(scores.size) % 3 == 0).astype(int)
+        if 0 < labels.sum() < labels.size:
+            positive = labels == 1
+            n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+            old = float((expected[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+            assert pair_auroc(scores, labels) == old  # the audit's figure, bit for bit
+    # Brute force on a small case: ranks 1, 2.5, 2.5, 4 for [0, 1, 1, 5], in the input order.
+    assert average_ranks(np.array([1.0, 5.0, 0.0, 1.0])).tolist() == [2.5, 4.0, 1.0, 2.5]
+    assert np.isnan(average_ranks(np.array([1.0, np.nan]))).all()  # NaN propagates, as scipy's default
 
 
 def test_planted_shortcut_is_learned_yet_exact_cycles_score_one_half():

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from clip_cycles.cli import main
-from clip_cycles.data.annotations import load_coco_split, read_json
+from clip_cycles.data.annotations import load_coco_split, parse_json, read_json
 
 CATS = [(1, "dog", "animal"), (2, "cat", "animal")]
 
@@ -110,3 +110,27 @@ def test_self_contained_mode_names_a_missing_image(tmp_path, write_coco):
     with pytest.raises(FileNotFoundError, match=r"image file .*train2017/0000000000\d\d.jpg of image id \d+ is missing"):
         build_coco_folder(root, tmp_path / "out", families=["object_position"], seeds=[0], min_cycles=1,
                           self_contained=True)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"kind": "relation", "margin": 0.1, "ratio": 1.5, "subject": "cat", "names": ["a", "b"]}',
+        '{"big": 123456789012345678901234567890}',  # beyond 64 bits: orjson alone would give a float
+        "[18446744073709551616, -9223372036854775809]",
+        '{"x": NaN, "y": Infinity}',  # orjson refuses these; the standard library reads them
+        "[0.30000000000000004, 1e-320, 5e-324]",
+        '{"caf\\u00e9": "\\ud83d\\ude00", "nested": {"a": [[], {}]}}',
+    ],
+)
+def test_parse_json_gives_the_standard_librarys_values(text: str) -> None:
+    expected = json.loads(text)
+    for given in (text, text.encode("utf-8")):
+        value = parse_json(given)
+        # repr: the same types (int stays int) and the same float bits, NaN included.
+        assert repr(value) == repr(expected)
+
+
+def test_parse_json_malformed_is_the_standard_librarys_error() -> None:
+    with pytest.raises(json.JSONDecodeError):
+        parse_json('{"a": 1,}')

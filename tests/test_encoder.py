@@ -25,12 +25,14 @@ class Counting:
     def __init__(self, inner: Any, corrupt: str | None = None) -> None:
         self.inner, self.corrupt = inner, corrupt
         self.images = self.texts = 0
+        self.calls: list[str] = []  # "image"/"text" per encoder call, in order
 
     def eval(self) -> Counting:
         return self
 
     def encode_image(self, pixels: Any) -> Any:
         self.images += len(pixels)
+        self.calls.append("image")
         out = self.inner.encode_image(pixels)
         if self.corrupt == "nan":
             out[len(out) - 1, 0] = float("nan")
@@ -40,6 +42,7 @@ class Counting:
 
     def encode_text(self, tokens: Any) -> Any:
         self.texts += len(tokens)
+        self.calls.append("text")
         return self.inner.encode_text(tokens)
 
 
@@ -199,3 +202,25 @@ def test_default_workers_decode_while_captions_encode_and_change_no_feature(
     assert overlapped.image_rows == sequential.image_rows and overlapped.caption_rows == sequential.caption_rows
     np.testing.assert_allclose(overlapped.image_features, sequential.image_features, atol=1e-6)
     np.testing.assert_allclose(overlapped.caption_features, sequential.caption_features, atol=1e-6)
+
+
+def test_first_caption_batch_runs_while_workers_decode_and_features_are_bitwise_equal(
+    shapes_world: Path, counting: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clip_cycles.encoding import encoder
+
+    items, captions = _items(shapes_world)
+    monkeypatch.setattr(encoder, "available_cpus", lambda: 2)
+    monkeypatch.setattr(encoder, "MIN_CAPTION_BATCH", 4)  # 15 captions: four caption batches over five image batches
+    before = len(counting["models"])
+    overlapped = encode(items, captions, _spec(), tmp_path / "cache", batch_size=2)
+    calls = counting["models"][before].calls
+    # The main process encodes a caption batch while the worker decodes the first image batch.
+    assert calls[0] == "text" and calls.count("text") == 4 and calls.count("image") == 5
+    assert calls[:2] == ["text", "image"]
+    before = len(counting["models"])
+    sequential = encode(items, captions, _spec(), tmp_path / "cache_sequential", batch_size=2, num_workers=0)
+    assert counting["models"][before].calls[:5] == ["image"] * 5  # no workers: images first, as before
+    assert overlapped.image_rows == sequential.image_rows and overlapped.caption_rows == sequential.caption_rows
+    np.testing.assert_array_equal(overlapped.image_features, sequential.image_features)
+    np.testing.assert_array_equal(overlapped.caption_features, sequential.caption_features)

@@ -57,6 +57,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from clip_cycles.data.annotations import parse_json
 from clip_cycles.data.families import (
     ROW_COLUMNS,
     SPLITS,
@@ -111,7 +112,7 @@ def predicate_type(predicates: Iterable[str]) -> Any:
     """
     import pyarrow as pa
 
-    values = [json.loads(text) for text in predicates]
+    values = [parse_json(text) for text in predicates]
     if not values:
         return pa.struct([("stratum", pa.string())])
     try:
@@ -176,7 +177,7 @@ def write_parquet(path: Path, records: Sequence[Any], mode: str, root: Path, pre
     predicate = predicate_type(r["predicate"] for r in rows) if predicate is None else predicate
     for row in rows:
         row["predicate_json"] = row["predicate"]
-        row["predicate"] = json.loads(row["predicate"])
+        row["predicate"] = parse_json(row["predicate"])
         if mode == "self_contained":
             row["image_0_file_name"] = IMAGE_PREFIX + row.pop("image_0")
             row["image_1_file_name"] = IMAGE_PREFIX + row.pop("image_1")

@@ -5,8 +5,8 @@ encoder deduplicates them (images by file content, captions by text), serves wha
 feature cache (:mod:`clip_cycles.encoding.feature_cache`) already holds, loads the model only
 when something is missing, and encodes the rest in batches: images decoded in
 DataLoader workers (:func:`default_num_workers`) while the main process encodes caption
-batches between image batches, fp32 on CPU, autocast on CUDA. Each encoded batch is stored before
-the next starts, so an interrupted run resumes where it stopped. Features come back
+batches before each image batch (the first while the workers start), fp32 on CPU, autocast
+on CUDA. Each encoded batch is stored before the next starts, so an interrupted run resumes where it stopped. Features come back
 L2-normalized (float32), one row per unique key, for cosine scoring.
 
 Fault injection for tests: ``CLIP_CYCLES_FAULT_AFTER_BATCHES=<n>`` raises
@@ -375,10 +375,11 @@ def _encode_images(
     stats: EncodeStats,
     between: Callable[[], None] | None = None,
 ) -> None:
-    """Encode ``items`` in batches decoded by ``num_workers`` workers; ``between`` runs after each batch.
+    """Encode ``items`` in batches decoded by ``num_workers`` workers; ``between`` runs before each batch.
 
     While the main process runs ``between`` (the caption batches), the workers keep
-    decoding the next image batches, so the model is not left waiting on decoding.
+    decoding the next image batches, so the model is not left waiting on decoding; the
+    first ``between`` runs while the workers start and decode the first batch.
     """
     import torch
 
@@ -394,7 +395,11 @@ def _encode_images(
     spec = session.spec
     autocast = torch.autocast("cuda") if spec.precision == "amp" else nullcontext()
     n_batches = (len(items) + batch_size - 1) // batch_size
-    for indices, pixels, bad in _progress(loader, n_batches, "encoding images"):
+    batches = iter(loader)  # the workers start decoding here, before the first caption batch
+    for _ in _progress(range(n_batches), n_batches, "encoding images"):
+        if between is not None:
+            between()
+        indices, pixels, bad = next(batches)
         for index, message in bad:
             if not skip_bad:
                 raise ValueError(message + " (pass --skip-bad-images to count and skip it)")
@@ -406,8 +411,6 @@ def _encode_images(
             features = _check_output(output, len(indices), "image", keys)
             stats.encoded_images += len(indices)
             store([hashes[i] for i in indices], features)
-        if between is not None:
-            between()
 
 
 def _encode_captions(

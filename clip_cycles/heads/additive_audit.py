@@ -122,13 +122,30 @@ def _validate_pairs(pairs: object, n_images: int, n_captions: int, name: str) ->
 
 def pair_auroc(scores: np.ndarray, labels: np.ndarray) -> float:
     """AUROC of label-1 scores over label-0 scores (Mann-Whitney; ties count one half)."""
-    from scipy.stats import rankdata
-
     scores = np.asarray(scores, dtype=np.float64)
     positive = np.asarray(labels) == 1
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    ranks = rankdata(scores)
+    ranks = average_ranks(scores)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """1-based ranks of ``values``, tied values sharing their mean rank (all NaN if any value is NaN).
+
+    Numpy alone: importing scipy.stats for this costs more than the audit of a family
+    (issue 29). Mean ranks are half-integers, exact in float64, so any correct
+    computation gives the same bits.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if np.isnan(values).any():
+        return np.full(values.shape, np.nan)
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(np.append(starts, values.size))
+    ranks = np.empty(values.size, dtype=np.float64)
+    ranks[order] = np.repeat(starts + 1 + (counts - 1) / 2.0, counts)
+    return ranks
 
 
 @dataclass
