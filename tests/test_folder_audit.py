@@ -560,3 +560,24 @@ def test_a_folder_without_a_files_record_is_reported(coco_folder, tmp_path):
     del info["files"]
     (target / "build_info.json").write_text(json.dumps(info))
     only(problems(target, integrity=True), "no `files` record")
+
+
+def test_the_audit_reads_raw_annotations_as_a_strangers_files(tmp_path: Path) -> None:
+    """A FIFO named like an annotation file is refused without waiting on it; deep nesting is a named error."""
+    import os
+
+    from clip_cycles.data.folder_audit import _load_json
+
+    fifo = tmp_path / "instances_val2017.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        _load_json(fifo)  # would block forever in a plain open()
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match=r"deep\.json: JSON nested too deeply"):
+        _load_json(deep)
+    valid = tmp_path / "ok.json"
+    valid.write_text('{"images": [{"id": 1}]}')
+    assert _load_json(valid) == {"images": [{"id": 1}]}
+    with pytest.raises(FileNotFoundError, match="--source-root"):
+        _load_json(tmp_path / "missing.json")

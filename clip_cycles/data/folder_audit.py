@@ -58,6 +58,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from clip_cycles.data.regular_files import read_regular_file
+
 #: Spatial margin (fraction of the image side) and size ratio the family predicates state.
 MARGIN: float = 0.1
 SIZE_RATIO: float = 1.5
@@ -100,9 +102,9 @@ def read_build_info_checked(folder: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {folder} a folder built by `clip-cycles build`?")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BuildInfoError(f"{path}: not valid JSON ({error}); rebuild the folder with `clip-cycles build`") from None
+        info = json.loads(read_regular_file(path, MAX_AUDIT_JSON_BYTES, "build_info.json"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise BuildInfoError(f"{path}: not valid JSON ({error!r}); rebuild the folder with `clip-cycles build`") from None
     if not isinstance(info, dict):
         raise BuildInfoError(f"{path}: top level must be a JSON object, got {type(info).__name__}")
     missing = [k for k in ("source", "source_root", "mode", "families") if k not in info]
@@ -170,11 +172,19 @@ class World:
     size_ratio: float = SIZE_RATIO
 
 
+#: The largest raw annotation file the audit reads (COCO's instances_train2017.json is 448 MB).
+MAX_AUDIT_JSON_BYTES = 4 << 30
+
+
 def _load_json(path: Path) -> Any:
+    """A raw annotation file, read as a stranger's: a regular file only, bounded, nesting a named error."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: pass --source-root pointing at the raw annotations")
+    raw = read_regular_file(path, MAX_AUDIT_JSON_BYTES, "annotation file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} not found: pass --source-root pointing at the raw annotations") from None
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply to parse; the file is damaged or hostile: restore it") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
 
