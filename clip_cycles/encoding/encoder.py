@@ -34,6 +34,7 @@ from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
+from clip_cycles.verbosity import progress_disable
 
 DEFAULT_BATCH_SIZE = 64
 #: Captions go in batches of at least this many: token tensors are small, and larger
@@ -274,7 +275,7 @@ class _FaultCounter:
 def _progress(iterable: Any, total: int, desc: str) -> Any:
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit="batch", disable=None)
+    return tqdm(iterable, total=total, desc=desc, unit="batch", disable=progress_disable())
 
 
 class _Session:
