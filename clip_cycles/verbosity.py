@@ -102,21 +102,24 @@ def configured_logging(level: int) -> Iterator[logging.Logger]:
     """
     global _progress_bars
     package = logging.getLogger(PACKAGE_LOGGER)
-    previous_level, previous_bars = package.level, _progress_bars
+    previous = (package.level, package.propagate, _progress_bars)
     handler: _StderrHandler | None = None
     if not any(isinstance(h, _StderrHandler) for h in package.handlers):
         handler = _StderrHandler()
         handler.setFormatter(_NoteFormatter("%(message)s"))
         package.addHandler(handler)
     package.setLevel(level)
+    # Not on to the root logger as well: a library's module-level `logging.info` (open_clip's) gives the
+    # root a handler of its own (logging.basicConfig), which would print every note a second time.
+    package.propagate = False
     _progress_bars = level <= logging.INFO
     try:
         yield package
     finally:
         if handler is not None:
             package.removeHandler(handler)
-        package.setLevel(previous_level)
-        _progress_bars = previous_bars
+        package.setLevel(previous[0])  # setLevel, not the attribute: it clears the loggers' cached levels
+        package.propagate, _progress_bars = previous[1], previous[2]
 
 
 def progress_disable(progress: bool | None = None) -> bool | None:

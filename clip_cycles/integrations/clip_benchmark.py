@@ -56,6 +56,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from contextlib import AbstractContextManager
 from copy import copy
 from dataclasses import replace
@@ -470,7 +471,11 @@ def patch_cli(cli: ModuleType) -> None:
             models.MODEL_TYPES.append(name)
 
     registry = TaskRegistry.default()
-    registry.names()  # reads every task file; main_eval says which are unavailable (with logging set up)
+    registry.names()  # reads every task file, filling registry.unavailable
+    for name, reason in sorted(registry.unavailable.items()):
+        # One bad task file disables that task only; say which and why, then carry on. A warning, not a
+        # log record: this runs as clip_benchmark.cli is imported, before anything configures logging.
+        warnings.warn(f"clip_cycles: task {name} is unavailable: {reason}", stacklevel=2)
     for group in registry.group_names():
         cli.dataset_collection[group] = [task.name for task in registry.expand([group])]
 
@@ -493,11 +498,7 @@ def patch_cli(cli: ModuleType) -> None:
             with plugin_logging(base):
                 names = base.dataset if isinstance(base.dataset, list) else [base.dataset]
                 # Read the task folders now, not at patch time: CLIP_CYCLES_TASKS_PATH may have changed since.
-                registry = TaskRegistry.default()
-                base.dataset = expand_datasets(list(names), registry)
-                for name, reason in sorted(registry.unavailable.items()):
-                    # One bad task file disables that task only; say which and why, then carry on.
-                    logger.warning("clip_cycles: task %s is unavailable: %s", name, reason)
+                base.dataset = expand_datasets(list(names), TaskRegistry.default())
                 ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
                 if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
                     tasks = expand_tasks(ours)
