@@ -571,6 +571,3 @@ def _from_precomputed(session: _Session, images: list[ImageItem], captions: list
             raise ValueError(f"features file has an all-zero {name} feature for {keys[int(np.flatnonzero(zero)[0])]!r}")
     stats.unique_image_contents = len(images)
     return _assemble([i.key for i in images], list(norm(image_features)), captions, list(norm(caption_features)), stats)
-
-
-# --------------------------------------------------------------------------- CLI

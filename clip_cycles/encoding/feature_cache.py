@@ -270,6 +270,3 @@ def namespaces_for(
         }
         out[kind] = FeatureNamespace(root, desc)
     return out
-
-
-# --------------------------------------------------------------------------- content fingerprints
