@@ -270,3 +270,25 @@ def test_package_logger_has_only_a_null_handler_after_import() -> None:
     done = subprocess.run([sys.executable, "-c", code], env=_env(Path.cwd()), capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "['NullHandler']", done.stderr
     assert clip_cycles.__name__ == verbosity.PACKAGE_LOGGER
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_clip_benchmarks_quiet_quiets_the_plugins_notes(
+    quiet: bool, shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """clip_benchmark configures no logging: the plugin's run does, and clip_benchmark's --quiet keeps warnings only."""
+    from clip_cycles.integrations.clip_benchmark import main as clip_benchmark_main
+
+    monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(LOG_LEVEL_ENV, raising=False)
+    monkeypatch.delenv(MIN_CYCLES_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))  # clip_benchmark's main reads (and the plugin sets) sys.argv
+    argv = ["eval", "--dataset", TASK, "--dataset_root", str(shapes_world), "--model", "cycles-tiny", "--pretrained", "shapes",
+            "--num_workers", "0", "--no_amp", "--output", str(tmp_path / "{dataset}.json")]  # fmt: skip
+    clip_benchmark_main([*argv, "--quiet"] if quiet else argv)
+    assert list(tmp_path.glob("*.json"))  # the result was written either way
+    out, err = capsys.readouterr()
+    # On a cold cache the families are built: said (stderr) at the default level only, never at debug level.
+    assert ("building coco families ['strict_size']" in err) is not quiet and "debug:" not in err, err
+    # clip_benchmark's own --verbose lines (stdout), as for its own datasets.
+    assert ("Dump results to: " in out) is not quiet, out
