@@ -6,6 +6,8 @@ that needs torch or a model lives in submodules and is imported on first use.
 
 from __future__ import annotations
 
+import logging
+
 from clip_cycles.algebra.audits import (
     BalanceReport,
     CycleAuditReport,
@@ -38,6 +40,10 @@ from clip_cycles.algebra.winoground import WinogroundScores, winoground_scores
 from clip_cycles.results import mean_sd
 
 __version__ = "0.1.0"
+
+# A library adds no handler of its own: notes reach the application's handlers, or nobody
+# (clip_cycles.verbosity; the clip-cycles command configures stderr).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "DEFAULT_TIE_TOLERANCE",

@@ -7,6 +7,11 @@ after a colon, ``module:function``) which adds its arguments and sets
 parsed namespace and returns an exit code (or None for 0). Only the module of the
 command being run is imported, so ``clip-cycles --help`` stays fast and a broken
 optional dependency of one command never breaks the others.
+
+A command prints its result (tables, JSON, the paths it wrote) on stdout; its notes go
+through ``logging`` to stderr (:mod:`clip_cycles.verbosity`): ``-q/--quiet`` keeps warnings
+only (and no progress bars), ``-v/--verbose`` adds the debug notes (cache and build
+decisions). Both are accepted before the command name and after it.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import importlib
 import sys
 from dataclasses import dataclass
 from typing import Sequence
+
+from clip_cycles.verbosity import QUIET_FLAGS, VERBOSE_FLAGS, add_verbosity_arguments, command_level, configured_logging
 
 
 @dataclass(frozen=True)
@@ -76,18 +83,26 @@ register_command(
 
 def _top_parser() -> argparse.ArgumentParser:
     lines = [f"  {name:<12} {cmd.help}" for name, cmd in sorted(COMMANDS.items())]
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="clip-cycles",
-        usage="clip-cycles COMMAND [options]",
+        usage="clip-cycles [-q | -v] COMMAND [options]",
         description="Counterfactual pairing cycles for CLIP-like models.\n\ncommands:\n" + "\n".join(lines),
+        epilog="-q/--quiet: the result only; -v/--verbose: debug notes too; $CLIP_CYCLES_LOG_LEVEL sets the level "
+        "where neither is given (default info)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_verbosity_arguments(parser)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``clip-cycles``; returns the process exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     top = _top_parser()
+    # -q / -v before the command name; the command's parser takes them after it.
+    leading = []
+    while args and args[0] in QUIET_FLAGS + VERBOSE_FLAGS:
+        leading.append(args.pop(0))
     if not args or args[0] in ("-h", "--help"):
         top.print_help()
         return 0 if args else 2
@@ -99,9 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"clip-cycles {name}", description=command.help)
     getattr(module, function or "configure_parser")(parser)
+    add_verbosity_arguments(parser)
     namespace = parser.parse_args(rest)
+    quiet = namespace.quiet or any(flag in QUIET_FLAGS for flag in leading)
+    verbose = namespace.verbose or any(flag in VERBOSE_FLAGS for flag in leading)
     try:
-        code = namespace.func(namespace)
+        with configured_logging(command_level(quiet, verbose)):
+            code = namespace.func(namespace)
     except (ValueError, FileNotFoundError, PermissionError) as error:
         # User-facing errors: the message already names the file, field or id.
         print(f"clip-cycles {name}: error: {error}", file=sys.stderr)

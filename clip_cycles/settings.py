@@ -18,6 +18,8 @@ time so a changed environment is seen) per variable:
 ``CLIP_CYCLES_FAULT_AFTER_BATCHES``  tests: fail after that many stored batches (:func:`injected_fault_limit`)
 ``CLIP_CYCLES_FAULT_RANK``         tests: only that torchrun rank fails (:func:`injected_fault_limit`)
 ``CLIP_CYCLES_DIST_TIMEOUT_S``     how long a torchrun barrier waits (:func:`dist_timeout_s`)
+``CLIP_CYCLES_LOG_LEVEL``          the level of the entry points' notes where no ``-q``/``-v`` sets it
+                                   (:func:`log_level`; :mod:`clip_cycles.verbosity`)
 =================================  =========================================================
 
 A switch is on when the variable is set to anything but ``""`` or ``"0"``.
@@ -34,6 +36,7 @@ Exceptions, read where they are used:
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -47,6 +50,7 @@ FAULT_ENV = "CLIP_CYCLES_FAULT_AFTER_BATCHES"
 FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
 DIST_TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
 MIN_CYCLES_ENV = "CLIP_CYCLES_MIN_CYCLES"
+LOG_LEVEL_ENV = "CLIP_CYCLES_LOG_LEVEL"
 
 #: How long a torchrun barrier waits by default: a whole shard of a large pool may be encoded meanwhile.
 DEFAULT_DIST_TIMEOUT_S = 6 * 3600.0
@@ -190,12 +194,33 @@ def dist_timeout_s() -> float:
         raise ValueError(f"environment variable {DIST_TIMEOUT_ENV}={raw!r} is not a number of seconds") from None
 
 
+#: The names ``$CLIP_CYCLES_LOG_LEVEL`` accepts (any case), lowest first.
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def log_level() -> int | None:
+    """``$CLIP_CYCLES_LOG_LEVEL``: the ``logging`` level of the entry points' notes (None: unset).
+
+    A name (``debug``, ``info``, ``warning``, ``error``, any case); the ``-q``/``-v`` flags win over it.
+    """
+    raw = _raw(LOG_LEVEL_ENV)
+    if not raw:
+        return None
+    if raw.lower() not in LOG_LEVELS:
+        raise ValueError(
+            f"environment variable {LOG_LEVEL_ENV}={raw!r} is not a log level; give one of {', '.join(LOG_LEVELS)}, or unset it"
+        )
+    return LOG_LEVELS[raw.lower()]
+
+
 __all__ = [
     "CACHE_ENV",
     "DEFAULT_DIST_TIMEOUT_S",
     "DIST_TIMEOUT_ENV",
     "FAULT_ENV",
     "FAULT_RANK_ENV",
+    "LOG_LEVELS",
+    "LOG_LEVEL_ENV",
     "MIN_CYCLES_ENV",
     "NO_NUMBA_ENV",
     "SAMPLES_ENV",
@@ -206,6 +231,7 @@ __all__ = [
     "dist_timeout_s",
     "extra_task_dirs",
     "injected_fault_limit",
+    "log_level",
     "min_cycles_override",
     "numba_disabled",
     "resolve_cache_dir",

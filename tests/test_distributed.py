@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -75,8 +76,9 @@ def test_sharded_encoding_refuses_to_run_without_a_shared_cache() -> None:
         distributed.encode_sharded([], ["a caption"], ModelSpec("open_clip", "x", None), None, 8, ctx=ctx)
 
 
-def test_rank_zero_completes_gathers_every_report_and_only_rank_0_completes(monkeypatch, capsys) -> None:
+def test_rank_zero_completes_gathers_every_report_and_only_rank_0_completes(monkeypatch, caplog) -> None:
     """The one sharded pattern, with the collectives replaced by a two-rank stand-in."""
+    caplog.set_level(logging.INFO, logger="clip_cycles")
     steps: list[object] = []
     other = {"rank": 1, "bad_images": {"b.png": "unreadable"}, "n": 2}
     monkeypatch.setattr(distributed, "barrier", lambda ctx=None: steps.append("barrier"))
@@ -97,12 +99,16 @@ def test_rank_zero_completes_gathers_every_report_and_only_rank_0_completes(monk
     assert steps == ["shard", "barrier", ("complete", ["a.png", "b.png"])]
     assert (done.result, [r["n"] for r in done.reports]) == ("all features", [1, 2])
     assert done.bad_images == {"a.png": "missing", "b.png": "unreadable"}
-    assert "rank 0 had to encode 2 images the other ranks reported as done; is the cache /shared" in capsys.readouterr().err
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "rank 0 had to encode 2 images the other ranks reported as done; is the cache /shared" in (
+        warned[0].getMessage()
+    )
+    caplog.clear()
     steps.clear()
     assert run(1, "/shared", None) is None and steps == ["shard", "barrier"]  # rank 1 fills the cache, no more
     steps.clear()
     run(0, "/shared", None)
-    assert "warning" not in capsys.readouterr().err  # nothing redone, nothing to warn about
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]  # nothing redone, nothing to warn about
     steps.clear()
     with pytest.raises(ValueError, match="encoding under torchrun needs the shared cache.*drop --no-cache"):
         run(0, None, None)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import types
@@ -50,7 +51,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # --------------------------------------------------------------------------- 1. stale raw-root builds
 
 
-def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path: Path, capsys) -> None:
+def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path: Path, caplog) -> None:
     from clip_cycles.data.build import build_coco_folder
     from clip_cycles.data.shapes_world import write_shapes_world
     from clip_cycles.tasks.loading import resolve_dataset_roots
@@ -60,17 +61,19 @@ def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path
     raw = tmp_path / "world"
     shutil.copytree(shapes_world, raw)
     cache = tmp_path / "datasets"
+    caplog.set_level(logging.INFO, logger="clip_cycles")  # the build decisions are INFO notes
     first = resolve_dataset_roots([task], raw, cache)[TASK]
-    assert "building" in capsys.readouterr().err
+    assert "building" in caplog.text
+    caplog.clear()
     test_file = first.root / "data" / FAMILY / "seed0" / "test.parquet"
     old_rows = test_file.read_bytes()
     resolve_dataset_roots([task], raw, cache)
-    assert "building" not in capsys.readouterr().err  # unchanged root: reused
+    assert "building" not in caplog.text  # unchanged root: reused
 
     # Regenerate the world at the same path (what the issue did): a different world, same path.
     write_shapes_world(raw, n_images=300, seed=1, image_size=64, progress=False)
     second = resolve_dataset_roots([task], raw, cache)[TASK]
-    err = capsys.readouterr().err
+    err = caplog.text
     assert "raw root changed" in err and "annotations/instances_val2017.json changed" in err
     # The rebuilt folder equals a direct build from the new world (independent of the cache).
     direct, _ = build_coco_folder(raw, tmp_path / "direct", families=[FAMILY])
@@ -79,7 +82,7 @@ def test_1_changed_raw_root_is_rebuilt_and_says_why(shapes_world: Path, tmp_path
     assert rebuilt.read_bytes() != old_rows
 
 
-def test_1_same_size_same_mtime_annotation_edit_is_still_seen(shapes_world: Path, tmp_path: Path, capsys) -> None:
+def test_1_same_size_same_mtime_annotation_edit_is_still_seen(shapes_world: Path, tmp_path: Path, caplog) -> None:
     from clip_cycles.tasks.loading import resolve_dataset_roots
     from clip_cycles.tasks.registry import get_task
 
@@ -88,7 +91,7 @@ def test_1_same_size_same_mtime_annotation_edit_is_still_seen(shapes_world: Path
     shutil.copytree(shapes_world, raw)
     cache = tmp_path / "datasets"
     resolve_dataset_roots([task], raw, cache)
-    capsys.readouterr()
+    caplog.set_level(logging.INFO, logger="clip_cycles")
     path = raw / "annotations" / "captions_val2017.json"
     stat = path.stat()
     text = path.read_text()
@@ -97,7 +100,7 @@ def test_1_same_size_same_mtime_annotation_edit_is_still_seen(shapes_world: Path
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert path.stat().st_size == stat.st_size and path.stat().st_mtime_ns == stat.st_mtime_ns
     resolve_dataset_roots([task], raw, cache)
-    assert "annotations/captions_val2017.json changed" in capsys.readouterr().err
+    assert "annotations/captions_val2017.json changed" in caplog.text
 
 
 # --------------------------------------------------------------------------- 2. weights behind a path
@@ -472,10 +475,11 @@ def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, ca
     fake = types.SimpleNamespace(
         run=lambda a: 0, build_dataset=lambda *a, **k: None, get_dataset_collate_fn=lambda n: None, dataset_collection={}
     )
-    patch_cli(fake)
+    with pytest.warns(UserWarning) as warned:
+        patch_cli(fake)
     assert fake._clip_cycles_patched and "cycles/coco_all" in fake.dataset_collection
-    err = capsys.readouterr().err
-    assert str(bad) in err and str(typo) in err
+    said = "\n".join(str(w.message) for w in warned)
+    assert "task cycles/mine_bad is unavailable" in said and str(bad) in said and str(typo) in said
     args = types.SimpleNamespace(dataset="cycles/mine_typo", task="auto")
     with pytest.raises(SystemExit):
         fake.run(args)

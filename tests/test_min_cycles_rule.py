@@ -4,6 +4,7 @@ probe experiments need train, validation and test."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def test_probe_experiments_keep_the_rule_for_train_and_validation(folder: Path) 
 
 
 def test_raw_root_builds_take_the_minimum_from_the_environment(
-    shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from clip_cycles.settings import MIN_CYCLES_ENV
     from clip_cycles.tasks.loading import resolve_dataset_roots
@@ -134,13 +135,13 @@ def test_raw_root_builds_take_the_minimum_from_the_environment(
     assert counts["validation"] < MIN <= counts["test"]  # the premise, as in the folder above
     # The reason says how to set the rule where no flag can: the environment variable.
     assert entry["available"] is False and f"{MIN_CYCLES_ENV}=N" in info["unavailable"]["strict_size"]
-    capsys.readouterr()
+    caplog.set_level(logging.INFO, logger="clip_cycles")  # the build decisions are INFO notes
     # The same rule again: the cached build is reused; another rule: rebuilt, and the reason says so.
     resolve_dataset_roots([task], shapes_world, cache)
-    assert "building" not in capsys.readouterr().err
+    assert "building" not in caplog.text
     monkeypatch.delenv(MIN_CYCLES_ENV)
     rebuilt = resolve_dataset_roots([task], shapes_world, cache)[task.name]
-    assert f"the cached build used --min-cycles {MIN}, this run asks for 20" in capsys.readouterr().err
+    assert f"the cached build used --min-cycles {MIN}, this run asks for 20" in caplog.text
     assert json.loads((rebuilt.root / "build_info.json").read_text())["min_cycles"] == 20
 
 

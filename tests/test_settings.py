@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import logging
 import os
+import re
 import types
 from pathlib import Path
 
@@ -27,6 +29,7 @@ ENV_NAMES = [
     settings.DIST_TIMEOUT_ENV,
     settings.SAMPLES_ENV,
     settings.MIN_CYCLES_ENV,
+    settings.LOG_LEVEL_ENV,
 ]
 
 
@@ -122,6 +125,22 @@ def test_barrier_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CLIP_CYCLES_DIST_TIMEOUT_S", "soon")
     with pytest.raises(ValueError, match="CLIP_CYCLES_DIST_TIMEOUT_S='soon'"):
         settings.dist_timeout_s()
+
+
+def test_module_docstring_lists_every_variable() -> None:
+    listed = set(re.findall(r"^``(CLIP_CYCLES_[A-Z_]+)``", settings.__doc__ or "", flags=re.MULTILINE))
+    assert listed == set(ENV_NAMES)
+
+
+def test_log_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert settings.log_level() is None
+    for value, level in ((" debug ", logging.DEBUG), ("INFO", logging.INFO), ("Warning", logging.WARNING), ("error", 40)):
+        monkeypatch.setenv("CLIP_CYCLES_LOG_LEVEL", value)
+        assert settings.log_level() == level
+    for bad in ("loud", "10", "warn"):
+        monkeypatch.setenv("CLIP_CYCLES_LOG_LEVEL", bad)
+        with pytest.raises(ValueError, match=f"CLIP_CYCLES_LOG_LEVEL='{bad}' is not a log level; give one of debug, info"):
+            settings.log_level()
 
 
 # --------------------------------------------------------------------------- nobody else reads the environment

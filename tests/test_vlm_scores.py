@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -239,8 +240,9 @@ def test_prompt_settings_are_validated_with_the_file_and_field(tmp_path: Path) -
         prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"score": "max"}}}, "t.yaml")
 
 
-def test_sharded_pair_scoring_rank_0_completes_and_sums_the_ranks(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_sharded_pair_scoring_rank_0_completes_and_sums_the_ranks(monkeypatch: pytest.MonkeyPatch, caplog) -> None:
     """Under a (stand-in) two-rank group each rank scores its shard of the unique pairs; rank 0 then scores the rest."""
+    caplog.set_level(logging.INFO, logger="clip_cycles")
     from dataclasses import dataclass
 
     from clip_cycles.data.folder_reader import CycleRows
@@ -293,4 +295,4 @@ def test_sharded_pair_scoring_rank_0_completes_and_sums_the_ranks(monkeypatch: p
     assert result.stats.scored_pairs == 5 + 4 + 3
     assert [r["rank"] for r in result.stats.ranks] == [0, 1]
     assert result.task_configs == {"cycles/mine": ("default", vlm_scores.PromptConfig())}
-    assert "rank 0 had to score 5 pairs" in capsys.readouterr().err
+    assert "rank 0 had to score 5 pairs" in caplog.text

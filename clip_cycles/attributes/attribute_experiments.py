@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -65,6 +66,8 @@ from clip_cycles.attributes.splitters import (
 from clip_cycles.encoding.flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.results import clean, mean_sd, write_json
+
+logger = logging.getLogger(__name__)
 
 PAPER_STRATEGY_ORDER: tuple[str, ...] = ("random", "llm", "similarity", "clustering", "supercategory")
 DEFAULT_K_VALUES: tuple[int, ...] = (10, 25, 50, 100, 200, 400)
@@ -493,7 +496,7 @@ def _embed_with_model(inputs: SplitInputs, data: ConceptAttributeData) -> tuple[
         context.skip_bad_images,
     )
     name = inputs.model_name or "/".join(p for p in (inputs.model.model, inputs.model.pretrained) if p)
-    print(f"embedded {len(embedded.concepts)} concepts with {name} ({json.dumps(info, sort_keys=True)})")
+    logger.info("embedded %d concepts with %s (%s)", len(embedded.concepts), name, json.dumps(info, sort_keys=True))
     return name, (embedded, matrix)
 
 

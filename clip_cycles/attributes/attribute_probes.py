@@ -58,6 +58,7 @@ from clip_cycles.attributes.splitters import (
     make_splitter,
     nearest_neighbours,
 )
+from clip_cycles.verbosity import progress_disable
 
 #: scikit-learn's lbfgs settings for LogisticRegression (mirrored by the batched solver).
 LBFGS_MEMORY: int = 10
@@ -195,7 +196,7 @@ def fit_logistic_lockstep(
     factr = LBFGS_FTOL / np.finfo(float).eps
     n_iter = np.zeros(K, dtype=np.int64)
     active = list(range(K))
-    bar = tqdm(total=K, desc="probes (lockstep L-BFGS)", disable=None if progress is None else not progress)
+    bar = tqdm(total=K, desc="probes (lockstep L-BFGS)", disable=progress_disable(progress))
     # One BLAS thread: setulb works on length-d vectors where a pool only adds wake-ups, and
     # a fixed thread count keeps the float summation order, hence the outputs, reproducible.
     single_thread = _blas_controller().limit(limits=1)  # type: ignore[attr-defined]
@@ -289,7 +290,7 @@ def fit_logistic_sklearn(
     coef = np.zeros((K, X.shape[1]))
     intercept = np.zeros(K)
     n_iter = np.zeros(K, dtype=np.int64)
-    for k in tqdm(range(K), desc="probes (sklearn)", disable=None if progress is None else not progress):
+    for k in tqdm(range(K), desc="probes (sklearn)", disable=progress_disable(progress)):
         rows = np.flatnonzero(train_mask[:, k])
         model = reference_probe(max_iter=max_iter, tol=tol)
         with warnings.catch_warnings():

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.data.text_normalize import concept_key
+from clip_cycles.verbosity import progress_disable
 
 #: The paper keeps an attribute when at least this many concepts have it (277 -> 211).
 DEFAULT_MIN_CONCEPTS: int = 10
@@ -769,7 +770,7 @@ def mean_embeddings_by_concept(
     from tqdm.auto import tqdm
 
     chunks = []
-    for start in tqdm(range(0, len(flat), batch_size), desc="encode concepts", disable=None):
+    for start in tqdm(range(0, len(flat), batch_size), desc="encode concepts", disable=progress_disable()):
         chunk = np.asarray(encode(flat[start : start + batch_size]), dtype=np.float64)
         if chunk.ndim != 2 or chunk.shape[0] != len(flat[start : start + batch_size]):
             raise ValueError(f"encoder returned shape {chunk.shape} for {len(flat[start : start + batch_size])} items")

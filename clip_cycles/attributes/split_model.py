@@ -15,6 +15,7 @@ the probed models (``model_options(args, "split-", base=...)``).
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from clip_cycles.attributes.concept_features import embed_concepts
 from clip_cycles.attributes.concepts import DEFAULT_MIN_CONCEPTS
 from clip_cycles.encoding.flags import add_model_arguments
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+
+logger = logging.getLogger(__name__)
 
 #: The model flags the split model has of its own (``--split-model-type``, ``--split-model``, ``--split-pretrained``).
 SPLIT_MODEL_FIELDS: tuple[str, ...] = ("model_type", "model", "pretrained")
@@ -66,7 +69,13 @@ def split_embeddings_from_model(
         context.num_workers,
         context.skip_bad_images,
     )
-    print(f"split embeddings: {len(embedded.concepts)} concepts with {options.model_type}:{options.model} (dim {info['dim']})")
+    logger.info(
+        "split embeddings: %d concepts with %s:%s (dim %s)",
+        len(embedded.concepts),
+        options.model_type,
+        options.model,
+        info["dim"],
+    )
     return tuple(embedded.concepts), matrix
 
 

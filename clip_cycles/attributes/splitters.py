@@ -55,6 +55,7 @@ import numpy as np
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, StratifiedShuffleSplit
 
 from clip_cycles.attributes.concepts import _show, read_list_file
+from clip_cycles.verbosity import progress_disable
 
 #: The paper's similarity split uses 600 groups for 1,854 concepts; other sizes scale this.
 PAPER_SIMILARITY_GROUP_FRACTION: float = 600 / 1854
@@ -797,7 +798,7 @@ def attribute_folds(
     if splitter.uses_labels:
         from tqdm.auto import tqdm
 
-        columns = tqdm(range(labels.shape[1]), desc=f"folds ({type(splitter).__name__})", disable=None)
+        columns = tqdm(range(labels.shape[1]), desc=f"folds ({type(splitter).__name__})", disable=progress_disable())
         if type(splitter)._concept_groups is not ConceptSplitter._concept_groups:
             # Group splitters: groups (k-means, similarity pairs) are computed once, dealt per attribute.
             matrix = _check_matrix(X)

@@ -18,6 +18,7 @@ from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetA
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.results import benchmark_record, clean
+from clip_cycles.verbosity import progress_disable
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.encoder import EncodeStats, ModelSpec
@@ -141,6 +142,7 @@ def audit_benchmark(
         stats = encode_stats.to_dict()
         model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend}
     audits = [
-        audit_subset(cs, emb, settings) for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=None)
+        audit_subset(cs, emb, settings)
+        for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())
     ]
     return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model)

@@ -72,6 +72,7 @@ from clip_cycles.results import write_json
 from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo
 from clip_cycles.schemas.declared import validate
 from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.verbosity import progress_disable
 
 MODES: tuple[str, ...] = FOLDER_MODES
 #: How rows and images are stored: per-file Parquet (reference mode, and self-contained folders of
@@ -704,7 +705,7 @@ def _write_into(
 ) -> None:
     written = []
     layout = LAYOUT_OF_MODE[mode]
-    for build in tqdm(builds, desc="writing parquet", disable=None):
+    for build in tqdm(builds, desc="writing parquet", disable=progress_disable()):
         kind = predicate_type(r.predicate for splits in build.records.values() for s in SPLITS for r in splits[s])
         for seed, splits in sorted(build.records.items()):
             for split in SPLITS:

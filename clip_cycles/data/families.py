@@ -62,6 +62,7 @@ from clip_cycles.algebra.audits import audit_cycles
 from clip_cycles.data.sources import builder_names, get_builder
 from clip_cycles.fingerprints import canonical_json
 from clip_cycles.settings import MIN_CYCLES_ENV
+from clip_cycles.verbosity import progress_disable
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
@@ -632,7 +633,7 @@ def build_families(
     if len(set(names)) != len(names):
         raise ValueError(f"family names repeat: {list(names)}")
     splits_by_seed = {int(s): split_pools(train_pool, val_pool, int(s), validation_fraction) for s in seeds}
-    disable = None if progress is None else not progress
+    disable = progress_disable(progress)
     builds = []
     for family in tqdm(families, desc=f"{index.source} families", disable=disable):
         family.prepare(index, {"train": sorted(set(train_pool)), "val": sorted(set(val_pool))})

@@ -81,6 +81,7 @@ from clip_cycles.data.scene_graphs import (
     load_gqa_scene_graphs,
 )
 from clip_cycles.fingerprints import canonical_json
+from clip_cycles.verbosity import progress_disable
 
 #: Paper 1's GQA pool: 4,800 train + 800 validation images from the train file ...
 DEFAULT_POOL_TRAIN: int = 5600
@@ -323,7 +324,7 @@ class GqaFamily(Family):
                 groups.setdefault(st.group, {}).setdefault(st.value, []).append((image_id, graph, st))
         cycles: list[Cycle] = []
         pairable = sorted(key for key, buckets in groups.items() if len(buckets) >= 2)
-        for key in tqdm(pairable, desc=f"gqa {self.name}", disable=None, leave=False):
+        for key in tqdm(pairable, desc=f"gqa {self.name}", disable=progress_disable(), leave=False):
             cycles.extend(self._pair_group(groups[key], rng))
         order = rng.permutation(len(cycles)) if cycles else np.zeros(0, dtype=int)
         return [cycles[i] for i in order.tolist()]

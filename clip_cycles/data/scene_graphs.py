@@ -38,6 +38,7 @@ from typing import Any, Iterator, Mapping, NamedTuple
 
 from clip_cycles.data.annotations import MAX_ANNOTATION_BYTES
 from clip_cycles.data.regular_files import read_regular_file
+from clip_cycles.verbosity import progress_disable
 
 #: GQA file names per source split, relative to the GQA root.
 SCENE_GRAPH_FILES: dict[str, str] = {"train": "train_sceneGraphs.json", "val": "val_sceneGraphs.json"}
@@ -318,7 +319,7 @@ def parse_scene_graphs(data: Any, source: str | Path) -> SceneGraphFile:
     if not isinstance(data, dict):
         raise ValueError(f"{source}: top level must be a JSON object of image id -> scene graph, got {type(data).__name__}")
     result = SceneGraphFile(path=Path(source), graphs={})
-    for image_id in tqdm(sorted(data), desc=f"scene graphs {Path(source).name}", disable=None):
+    for image_id in tqdm(sorted(data), desc=f"scene graphs {Path(source).name}", disable=progress_disable()):
         graph, reason, clipped = parse_scene_graph(str(image_id), data[image_id], str(source))
         if graph is None:
             result.skipped[reason] += 1

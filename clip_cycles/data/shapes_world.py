@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
 import shutil
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,6 +47,9 @@ import numpy as np
 
 from clip_cycles.data.shape_vocabulary import CATEGORIES, SHAPE_WORDS
 from clip_cycles.fingerprints import atomic_write_bytes, replace_folder, staging_folder, storage_error, transaction_target
+from clip_cycles.verbosity import progress_disable
+
+logger = logging.getLogger(__name__)
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),
@@ -345,7 +348,7 @@ def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bo
     (out / "annotations").mkdir(parents=True, exist_ok=True)
     categories = [{"id": i, "name": n, "supercategory": s} for i, n, s in CATEGORIES]
     cat_ids = {n: i for i, n, _ in CATEGORIES}
-    disable = None if progress is None else not progress
+    disable = progress_disable(progress)
     per_split: dict[str, dict[str, Any]] = {}
     for split in ("train2017", "val2017"):
         (out / split).mkdir(exist_ok=True)
@@ -415,6 +418,6 @@ def default_task_world(cache_dir: Path) -> Path:
     """The raw root of a shapes task given no root: ``<cache_dir>/shapes_world``, generated once (400 images)."""
     raw = Path(cache_dir) / "shapes_world"
     if not (raw / "shapes_world.json").is_file():
-        print(f"generating the shapes world ({DEFAULT_TASK_WORLD_IMAGES} images) in {raw}", file=sys.stderr)
+        logger.info("generating the shapes world (%d images) in %s", DEFAULT_TASK_WORLD_IMAGES, raw)
         write_shapes_world(raw, n_images=DEFAULT_TASK_WORLD_IMAGES)
     return raw

@@ -52,8 +52,8 @@ the commands run in one process as before.
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -62,6 +62,8 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, It
 
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.settings import dist_timeout_s
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from clip_cycles.data.images import ImageItem
@@ -316,10 +318,10 @@ def rank_zero_completes(
     result = complete(bad)
     message = redone(result)
     if message:
-        print(
-            f"warning: rank 0 had to {message} the other ranks reported as done; is the cache {cache_dir} "
-            "on a filesystem every rank (and node) sees?",
-            file=sys.stderr,
+        logger.warning(
+            "rank 0 had to %s the other ranks reported as done; is the cache %s on a filesystem every rank (and node) sees?",
+            message,
+            cache_dir,
         )
     return Completed(result, reports, bad)
 
@@ -354,12 +356,16 @@ def encode_sharded(
         mine_images = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
         mine_captions = shard(captions, ctx.rank, ctx.world_size)
         part = encode(mine_images, mine_captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)
-        print(
-            f"rank {ctx.rank}/{ctx.world_size}: encoded {part.stats.encoded_images} images and "
-            f"{part.stats.encoded_captions} captions of its shard ({len(mine_images)} images, "
-            f"{len(mine_captions)} captions; {part.stats.cached_images} + {part.stats.cached_captions} cached)",
-            file=sys.stderr,
-            flush=True,
+        logger.info(
+            "rank %d/%d: encoded %d images and %d captions of its shard (%d images, %d captions; %d + %d cached)",
+            ctx.rank,
+            ctx.world_size,
+            part.stats.encoded_images,
+            part.stats.encoded_captions,
+            len(mine_images),
+            len(mine_captions),
+            part.stats.cached_images,
+            part.stats.cached_captions,
         )
         return {"rank": ctx.rank, "images": len(mine_images), "captions": len(mine_captions), **part.stats.to_dict()}
 

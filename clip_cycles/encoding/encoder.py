@@ -34,6 +34,7 @@ from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
+from clip_cycles.verbosity import progress_disable
 
 DEFAULT_BATCH_SIZE = 64
 #: Captions go in batches of at least this many: token tensors are small, and larger
@@ -293,7 +294,7 @@ class _FaultCounter:
 def _progress(iterable: Any, total: int, desc: str) -> Any:
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit="batch", disable=None)
+    return tqdm(iterable, total=total, desc=desc, unit="batch", disable=progress_disable())
 
 
 class _Session:
@@ -592,6 +593,3 @@ def _from_precomputed(session: _Session, images: list[ImageItem], captions: list
             raise ValueError(f"features file has an all-zero {name} feature for {keys[int(np.flatnonzero(zero)[0])]!r}")
     stats.unique_image_contents = len(images)
     return _assemble([i.key for i in images], list(norm(image_features)), captions, list(norm(caption_features)), stats)
-
-
-# --------------------------------------------------------------------------- CLI

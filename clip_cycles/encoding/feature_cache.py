@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, storage_error
+
+logger = logging.getLogger(__name__)
 
 #: What to do when the environment refuses a cache write.
 _CACHE_HINT = (
@@ -193,6 +196,7 @@ class FeatureNamespace:
                 missing.append(item)
         self.stats.hits += len(found)
         self.stats.misses += len(missing)
+        logger.debug("%s %s: %d of %d items from the cache", self.label, self.directory, len(found), len(found) + len(missing))
         return found, missing
 
     def put(self, items: Sequence[str], features: np.ndarray) -> Path:
@@ -271,6 +275,3 @@ def namespaces_for(
         }
         out[kind] = FeatureNamespace(root, desc)
     return out
-
-
-# --------------------------------------------------------------------------- content fingerprints

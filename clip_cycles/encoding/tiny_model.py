@@ -25,6 +25,7 @@ import numpy as np
 
 from clip_cycles.data.shapes_world import write_shapes_world
 from clip_cycles.results import finite_float, write_json
+from clip_cycles.verbosity import progress_disable
 
 MODEL_NAME = "cycles-tiny"
 PRETRAINED_TAG = "shapes"
@@ -213,7 +214,7 @@ def train_tiny(
     scheduler_lr = lambda step: lr * min(1.0, (step + 1) / 200) * 0.5 * (1 + np.cos(np.pi * step / steps))  # noqa: E731
     started = time.perf_counter()
     model.train()
-    disable = None if progress is None else not progress
+    disable = progress_disable(progress)
     bar = tqdm(range(start_step, steps), desc="train-tiny", initial=start_step, total=steps, disable=disable)
     for step in bar:
         # One generator per step, seeded by (seed, step): a resumed run draws the same batches.

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import pickle
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -44,6 +44,9 @@ from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
 from clip_cycles.fingerprints import content_hash, digest, text_hash
 from clip_cycles.tasks.registry import read_task_yaml
+from clip_cycles.verbosity import progress_disable
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.data.images import ImageItem
@@ -398,7 +401,7 @@ def _decode(item: ImageItem) -> Any:
 def _progress(iterable: Any, total: int, desc: str) -> Any:
     from tqdm import tqdm
 
-    return tqdm(iterable, total=total, desc=desc, unit="batch", disable=None)
+    return tqdm(iterable, total=total, desc=desc, unit="batch", disable=progress_disable())
 
 
 def score_pairs(
@@ -571,11 +574,13 @@ def score_tasks(
             by_key = {(i.key, c): (i, c) for i, c in pairs}
             mine = [by_key[k] for k in shard(by_key, ctx.rank, ctx.world_size)]
             _, part = score_pairs(mine, spec, prompts, cache_dir, batch_size, skip_bad_images)
-            print(
-                f"rank {ctx.rank}/{ctx.world_size}: scored {part.stats.scored_pairs} pairs of its shard "
-                f"({len(mine)} pairs; {part.stats.cached_pairs} cached)",
-                file=sys.stderr,
-                flush=True,
+            logger.info(
+                "rank %d/%d: scored %d pairs of its shard (%d pairs; %d cached)",
+                ctx.rank,
+                ctx.world_size,
+                part.stats.scored_pairs,
+                len(mine),
+                part.stats.cached_pairs,
             )
             return {"rank": ctx.rank, "pairs": len(mine), **part.stats.to_dict()}
 

@@ -8,7 +8,7 @@ imported only when an attribute task runs (scikit-learn takes about a second to 
 
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -39,6 +39,8 @@ from clip_cycles.evaluation.zero_shot import checked_record
 from clip_cycles.results import clean, mean_sd
 from clip_cycles.settings import split_embeddings_override
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec
+
+logger = logging.getLogger(__name__)
 
 
 def attribute_metrics(
@@ -210,10 +212,13 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
                 f"{task.name}: protocol paper2 fixes its seeds (random 70, shuffle splits 42, k-means 0); drop --seed(s)"
             )
         seeds = list(context.seeds) if context.seeds else list(task.seeds)
-        print(
-            f"{task.name}: {len(prepared.data.concepts)} concepts, {len(prepared.data.attributes)} attributes, "
-            f"strategy {task.strategy}, seeds {seeds}",
-            file=sys.stderr,
+        logger.info(
+            "%s: %d concepts, %d attributes, strategy %s, seeds %s",
+            task.name,
+            len(prepared.data.concepts),
+            len(prepared.data.attributes),
+            task.strategy,
+            seeds,
         )
         metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
         metrics["concept_embedding"] = prepared.info

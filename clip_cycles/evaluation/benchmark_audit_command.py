@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
@@ -65,5 +64,5 @@ def run(args: argparse.Namespace) -> int:
     (out / f"{stem}.md").write_text(table, encoding="utf-8")
     write_figure(audit, out / f"{stem}.png")
     print(table)
-    print(f"wrote {out / (stem + '.json')}, {stem}.md, {stem}.png", file=sys.stderr)
+    print(f"wrote {out / (stem + '.json')}, {stem}.md, {stem}.png")
     return 0

@@ -23,9 +23,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -43,11 +43,13 @@ from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
-from clip_cycles.experiments.report import build_report
+from clip_cycles.experiments.report import REPORT_FILE, build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 from clip_cycles.results import mean_sd, write_json
 from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
+
+logger = logging.getLogger(__name__)
 
 #: The demo's shapes world (evaluation data). cycles-tiny was trained on another seed.
 DEMO_WORLD = {"n_images": 1000, "seed": 0, "image_size": 64}
@@ -98,12 +100,16 @@ def check_writable(path: Path) -> Path:
     return path
 
 
+#: The results page's folder under the demo's ``--out``.
+PAGE_FOLDER = "page"
+
+
 def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
     """The demo's shapes world under ``cache/demo`` (generated once); families are built from it on demand."""
     params = {**DEMO_WORLD, "n_images": n_images}
     world = cache / "demo" / f"shapes_world-{n_images}-{params['seed']}"
     if not (world / "shapes_world.json").is_file():
-        print(f"generating the shapes world in {world}", file=sys.stderr)
+        logger.info("generating the shapes world in %s", world)
         staging = world.with_name(world.name + f".building-{os.getpid()}")
         if staging.exists():
             shutil.rmtree(staging)
@@ -313,7 +319,7 @@ def run_demo(
         now = time.perf_counter()
         timings[name] = round(now - clock, 1)
         clock = now
-        print(f"demo: {name} done in {timings[name]} s", file=sys.stderr)
+        logger.info("demo: %s done in %s s", name, timings[name])
 
     world = prepare_world(cache, settings.world_images)
     context = demo_context(world, cache, settings.seeds)
@@ -354,11 +360,10 @@ def run_demo(
     (out / "docs_figures.md").write_text(docs_figures_table(figures) + "\n", encoding="utf-8")
     paths = build_report(out)
     lap("report")
-    page = build_page([out], out / "page", context)
+    page = build_page([out], out / PAGE_FOLDER, context)
     lap("results page")
-    print(summary_table(results))
-    print(f"report: {paths.markdown} ({len(paths.figures)} figure files); timings (s): {json.dumps(timings)}")
-    print(f"page: {page} (open it in a browser; it needs no server and no network)")
+    logger.info("report: %s (%d figure files); timings (s): %s", paths.markdown, len(paths.figures), json.dumps(timings))
+    logger.info("page: %s", page)
     return results
 
 
@@ -373,5 +378,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    run_demo(args.out, args.cache_dir, QUICK if args.quick else None)
+    results = run_demo(args.out, args.cache_dir, QUICK if args.quick else None)
+    out = Path(args.out)
+    print(summary_table(results))
+    print(f"report: {out / REPORT_FILE}")
+    print(f"page: {out / PAGE_FOLDER / 'index.html'} (open it in a browser; it needs no server and no network)")
     return 0

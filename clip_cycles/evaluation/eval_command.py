@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,8 @@ from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
 from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import expand_tasks
+
+logger = logging.getLogger(__name__)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -75,11 +77,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if outcome.encoded is not None:
         stats = outcome.encoded.stats
-        print(
-            f"encoded {stats.encoded_images} images and {stats.encoded_captions} captions "
-            f"({stats.cached_images} + {stats.cached_captions} from the cache; "
-            f"{len(stats.bad_images)} bad images skipped)",
-            file=sys.stderr,
+        logger.info(
+            "encoded %d images and %d captions (%d + %d from the cache; %d bad images skipped)",
+            stats.encoded_images,
+            stats.encoded_captions,
+            stats.cached_images,
+            stats.cached_captions,
+            len(stats.bad_images),
         )
     for record in outcome.records:
         if args.output == "-":
@@ -88,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
             path = write_result(
                 record, output_path(args.output, record["dataset"], spec.model, spec.pretrained, task=record["task"])
             )
-            print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}", file=sys.stderr)
+            print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}")  # the result: one line a task
     if context.samples_path is not None:
-        print(f"per-cycle samples -> {context.samples_path}", file=sys.stderr)
+        print(f"per-cycle samples -> {context.samples_path}")
     return 0
 
 

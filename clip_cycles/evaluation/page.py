@@ -25,7 +25,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import sys
 from dataclasses import dataclass, field
 from html import escape
 from importlib import resources
@@ -681,5 +680,5 @@ def run(args: argparse.Namespace) -> int:
     options = model_options(args)
     context = RunContext.from_options(options) if options.model else None
     index = build_page(args.results, args.out, context, args.examples, args.max_bytes, args.sample_seed)
-    print(f"page: {index}", file=sys.stderr)
+    print(f"page: {index}")
     return 0

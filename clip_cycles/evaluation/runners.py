@@ -149,13 +149,7 @@ def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
     return RunOutcome(records, encoded, main=encoded is not None)
 
 
-# --------------------------------------------------------------------------- paper-1 experiments
-
-
-# --------------------------------------------------------------------------- benchmark formats
-
-
-# --------------------------------------------------------------------------- attribute splits
+# --------------------------------------------------------------------------- the shipped runners (modules imported on first use)
 
 
 __all__ = ["RUNNERS", "Runner", "RunnerFunc", "register_runner", "run_selection", "run_tasks", "runner_for"]

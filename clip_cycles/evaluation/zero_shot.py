@@ -47,12 +47,6 @@ from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.loading import TaskData
 from clip_cycles.tasks.registry import AnyTask, TaskSpec, expand_tasks
 
-# --------------------------------------------------------------------------- dataset roots
-
-
-# --------------------------------------------------------------------------- cycle rows
-
-
 # --------------------------------------------------------------------------- encoding and scoring
 
 
@@ -431,6 +425,3 @@ def evaluate_tasks(
     if samples_path is not None:
         write_samples(samples or [], samples_path)
     return records, encoded
-
-
-# --------------------------------------------------------------------------- CLI

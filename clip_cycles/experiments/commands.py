@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -126,10 +125,10 @@ def finish(record: dict[str, Any], out: str | Path, file_name: str, report: bool
     """Write the JSON into ``out`` and (``report``: unless ``--no-report``) rebuild report.md and the figures there."""
     out = Path(out)
     path = write_json(record, out / file_name)
-    print(f"wrote {path}", file=sys.stderr)
+    print(f"wrote {path}")
     if report:
         paths = build_report(out)
-        print(f"wrote {paths.markdown} and {len(paths.figures)} figure files", file=sys.stderr)
+        print(f"wrote {paths.markdown} and {len(paths.figures)} figure files")
     return 0
 
 

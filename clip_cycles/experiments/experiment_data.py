@@ -21,7 +21,7 @@ Three ways to get one:
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -34,6 +34,8 @@ from clip_cycles.encoding.task_encoding import cycle_index
 from clip_cycles.settings import min_cycles_override, resolve_data_cache_dir
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import expand_tasks
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.encoder import ModelSpec
@@ -191,7 +193,7 @@ def usable_families(
     """``screen_families`` for an experiment: warns about each unavailable family and checks widths agree."""
     usable, unavailable = screen_families(data, seeds, min_cycles)
     for name, reason in unavailable.items():
-        print(f"warning: family {name!r} is unavailable: {reason}", file=sys.stderr)
+        logger.warning("family %r is unavailable: %s", name, reason)
     check_dimensions(usable)
     return usable, unavailable
 

@@ -37,6 +37,7 @@ from clip_cycles.experiments.experiment_data import (
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.heads.training import TrainConfig, Validation, cycle_batch_loss, fit_head, loss_of_kind
 from clip_cycles.results import mean_sd
+from clip_cycles.verbosity import progress_disable
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -272,7 +273,7 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tolerance:
     audits: dict[str, Any] = {}
     for seed in settings.seeds:
         zero_shot[str(seed)] = zero_shot_cycle_acc(family, seed, tie_tolerance=tie_tolerance)
-        for spec in tqdm(specs, desc=f"{family.name} seed {seed}", disable=None, leave=False):
+        for spec in tqdm(specs, desc=f"{family.name} seed {seed}", disable=progress_disable(), leave=False):
             result = train_probe(
                 family,
                 seed,
@@ -337,7 +338,7 @@ def run_probes(data: ExperimentData, settings: ProbeSettings | None = None) -> d
     settings = settings or ProbeSettings()
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     families: dict[str, Any] = {}
-    for name in tqdm(list(usable), desc="probe families", disable=None):
+    for name in tqdm(list(usable), desc="probe families", disable=progress_disable()):
         families[name] = probe_family(usable[name], settings, data.tie_tolerance)
     for name, reason in unavailable.items():
         families[name] = {"available": False, "unavailable_reason": reason}

@@ -26,7 +26,6 @@ Run as ``clip-cycles synthetic [--out results/synthetic.json] [--seeds 0 1 2] [-
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable
@@ -36,6 +35,7 @@ import numpy as np
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc
 from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
 from clip_cycles.results import mean_sd, write_json
+from clip_cycles.verbosity import progress_disable
 
 #: Pass/fail thresholds of the qualitative pattern (recorded in the JSON).
 CHANCE_AUROC_MARGIN = 0.05
@@ -370,7 +370,7 @@ def run_controls(config: SyntheticConfig, seeds: tuple[int, ...], controls: tupl
     jobs = [(name, seed) for name in names for seed in seeds]
     per_seed: dict[str, dict[str, dict[str, list[float]]]] = {}
     with torch_threads(config.threads):
-        for name, seed in tqdm(jobs, desc="synthetic controls", disable=None):
+        for name, seed in tqdm(jobs, desc="synthetic controls", disable=progress_disable()):
             control = CONTROLS[name]
             data = {variant: make(config, seed) for variant, make in control.generators.items()}
             for probe in control.probes(config):
@@ -479,7 +479,7 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print(format_table(result), flush=True)
     write_json(result, args.out)
-    print(f"wrote {args.out} in {elapsed:.1f} s", file=sys.stderr)
+    print(f"wrote {args.out} in {elapsed:.1f} s")
     return 0 if result["passed"] else 1
 
 

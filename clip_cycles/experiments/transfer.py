@@ -23,6 +23,7 @@ from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOLERANCE
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_probe
 from clip_cycles.results import mean_sd
+from clip_cycles.verbosity import progress_disable
 
 RESULT_FILE = "transfer.json"
 
@@ -132,7 +133,7 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
     for seed in settings.seeds:
         transfer = np.zeros((k, k))
         best_val = []
-        for i, name in enumerate(tqdm(names, desc=f"transfer seed {seed}", disable=None)):
+        for i, name in enumerate(tqdm(names, desc=f"transfer seed {seed}", disable=progress_disable())):
             run = train_probe(
                 usable[name],
                 seed,

@@ -43,6 +43,7 @@ import numpy as np
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, validate_cycles, validate_features
 from clip_cycles.heads.losses import LossSpec, get_loss
+from clip_cycles.verbosity import progress_disable
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -216,7 +217,7 @@ def fit(
     if desc is not None:
         from tqdm.auto import tqdm  # ~50 ms to import (asyncio): only when a bar is wanted
 
-        epoch_range = tqdm(epoch_range, desc=desc, disable=None, leave=False)
+        epoch_range = tqdm(epoch_range, desc=desc, disable=progress_disable(), leave=False)
     for epoch in epoch_range:
         optimizer.train(True)
         order = permutation(n_items)

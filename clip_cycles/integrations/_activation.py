@@ -13,6 +13,7 @@ imports ``clip_benchmark.cli``, the real module is loaded as usual and then hand
 
 import os
 import sys
+import warnings
 
 DISABLE_ENV = "CLIP_CYCLES_NO_PLUGIN"
 TARGET = "clip_benchmark.cli"
@@ -64,9 +65,11 @@ def activate(module: object) -> None:
     try:
         patch_cli(module)
     except Exception as error:  # noqa: BLE001 - clip_benchmark must keep working for its own datasets
-        print(
+        # A warning, not a log record: no handler is set up this early, and `-W` can still silence it.
+        warnings.warn(
             f"clip_cycles: plugin not activated ({type(error).__name__}: {error}); set {DISABLE_ENV}=1 to silence this",
-            file=sys.stderr,
+            RuntimeWarning,
+            stacklevel=2,
         )
 
 

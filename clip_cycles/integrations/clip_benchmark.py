@@ -53,8 +53,11 @@ ranks and rank 0 writes the result (:mod:`clip_cycles.encoding.distributed`).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
+import warnings
+from contextlib import AbstractContextManager
 from copy import copy
 from dataclasses import replace
 from pathlib import Path
@@ -90,6 +93,9 @@ from clip_cycles.tasks.registry import (
     get_task,
     is_task_name,
 )
+from clip_cycles.verbosity import command_level, configured_logging
+
+logger = logging.getLogger(__name__)
 
 #: clip_benchmark ``eval`` flags (by destination) that no cycles dataset can honour: what they are for.
 REFUSED_FLAGS: dict[str, str] = {
@@ -399,6 +405,8 @@ def run_cycles(args: Any) -> int:
     if runs_split:
         device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
     output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language, runner.result_task)
+    # The next lines are clip_benchmark's own (stdout, under its --verbose), printed for every dataset it
+    # runs: the same here, so a run mixing its datasets and ours reads alike. Our notes go through logging.
     if os.path.exists(output) and args.skip_existing:
         if args.verbose:
             print(f"Skip {output}, exists already.")
@@ -429,6 +437,15 @@ def run_cycles(args: Any) -> int:
     return 0
 
 
+def plugin_logging(args: Any) -> AbstractContextManager[logging.Logger]:
+    """Notes of a plugin run on stderr: clip_benchmark configures no logging, so its entry points do it here.
+
+    clip_benchmark's ``--quiet`` (``verbose`` False) keeps warnings only and turns the progress
+    bars off, as ``clip-cycles -q`` does; otherwise ``$CLIP_CYCLES_LOG_LEVEL``, else INFO.
+    """
+    return configured_logging(command_level(quiet=not getattr(args, "verbose", True)))
+
+
 def _lazy_loader(name: str) -> Callable[..., Any]:
     def load(model_name: str, pretrained: str, cache_dir: str | None = None, device: str = "cpu") -> Any:
         with no_prompts():  # clip_benchmark's own CLI calls this directly: no library may ask on stdin
@@ -457,8 +474,9 @@ def patch_cli(cli: ModuleType) -> None:
     registry = TaskRegistry.default()
     registry.names()  # reads every task file, filling registry.unavailable
     for name, reason in sorted(registry.unavailable.items()):
-        # One bad task file disables that task only; say which and why, then carry on.
-        print(f"clip_cycles: task {name} is unavailable: {reason}", file=sys.stderr)
+        # One bad task file disables that task only; say which and why, then carry on. A warning, not a
+        # log record: this runs as clip_benchmark.cli is imported, before anything configures logging.
+        warnings.warn(f"clip_cycles: task {name} is unavailable: {reason}", stacklevel=2)
     for group in registry.group_names():
         cli.dataset_collection[group] = [task.name for task in registry.expand([group])]
 
@@ -478,31 +496,35 @@ def patch_cli(cli: ModuleType) -> None:
 
     def main_eval(base: Any) -> Any:
         try:
-            names = base.dataset if isinstance(base.dataset, list) else [base.dataset]
-            # Read the task folders now, not at patch time: CLIP_CYCLES_TASKS_PATH may have changed since.
-            base.dataset = expand_datasets(list(names), TaskRegistry.default())
-            ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
-            if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
-                tasks = expand_tasks(ours)
-                check_flags(base, tasks)
-                build_families_once(base, tasks)
+            with plugin_logging(base):
+                names = base.dataset if isinstance(base.dataset, list) else [base.dataset]
+                # Read the task folders now, not at patch time: CLIP_CYCLES_TASKS_PATH may have changed since.
+                base.dataset = expand_datasets(list(names), TaskRegistry.default())
+                ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
+                if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
+                    tasks = expand_tasks(ours)
+                    check_flags(base, tasks)
+                    build_families_once(base, tasks)
         except (ValueError, FileNotFoundError) as error:
             print(f"clip_benchmark: error: {error}", file=sys.stderr)
             raise SystemExit(2) from None
-        return original_main_eval(base)  # type: ignore[misc]
+        with plugin_logging(base):  # the runs of cycles datasets (and the families built for them) say so
+            return original_main_eval(base)  # type: ignore[misc]
 
     def run(args: Any) -> Any:
         if not is_task_name(args.dataset):
             return original_run(args)
         try:
             if args.task == "auto":
-                return run_cycles(args)
+                with plugin_logging(args):
+                    return run_cycles(args)
 
             output_type = getattr(get_task(args.dataset), "output_type", None)
             if args.task == "image_caption_selection" and output_type == "cycle_selection":
                 args = copy(args)
                 args.pretrained = tag_for_backend(args) or ""  # clip_benchmark's run needs a string
-                return original_run(args)
+                with plugin_logging(args):
+                    return original_run(args)
             if output_type != "cycle_selection":
                 raise ValueError(f"{args.dataset}: {output_type} tasks support --task auto only, not {args.task!r}")
             raise ValueError(

@@ -51,6 +51,7 @@ from clip_cycles.encoding.backends import no_prompts
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
 from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
+from clip_cycles.verbosity import add_verbosity_arguments, command_level, configured_logging, progress_disable
 
 MODEL_ID = "clip_cycles_hf_vlm"
 TASK_PREFIX = "clip_cycles_"
@@ -376,7 +377,7 @@ def _make_model_class() -> type:
                 work.append((prompt, visuals[0], caption))
             out: list[tuple[float, bool]] = []
             starts = range(0, len(work), self.batch_size_per_gpu)
-            for start in tqdm(starts, desc="clip_cycles pair scores", disable=None):
+            for start in tqdm(starts, desc="clip_cycles pair scores", disable=progress_disable()):
                 batch = work[start : start + self.batch_size_per_gpu]
                 for prompt in dict.fromkeys(p for p, _, _ in batch):
                     members = [(i, image, caption) for i, (p, image, caption) in enumerate(batch) if p == prompt]
@@ -418,9 +419,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--loglikelihood-is-loss", action="store_true", help="the lmms-eval model returns a loss (lower = better): flip the sign"
     )
+    add_verbosity_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        names = write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
+        with configured_logging(command_level(args.quiet, args.verbose)):  # notes (families built) on stderr
+            names = write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
     except (ValueError, FileNotFoundError) as error:
         print(f"clip_cycles.integrations.lmms_bridge: error: {error}", file=sys.stderr)
         return 2

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -34,6 +34,8 @@ from clip_cycles.data.sources import (
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
 from clip_cycles.settings import MIN_CYCLES_ENV, min_cycles_override
 from clip_cycles.tasks.registry import TaskSpec
+
+logger = logging.getLogger(__name__)
 
 
 def _expected_roots_message(task: TaskSpec, root: Path | None) -> str:
@@ -112,6 +114,7 @@ def resolve_dataset_roots(
                 f"built with --min-cycles {built_with}; rebuild it with `clip-cycles build ... --min-cycles {asked}`, "
                 f"pass its raw root as --dataset_root instead, or unset {MIN_CYCLES_ENV}"
             )
+        logger.debug("reading the built folder %s (families %s)", root, sorted(folder.info.get("families", {})))
         for task in tasks:
             _check_source(task, folder)
             out[task.name] = folder
@@ -148,7 +151,7 @@ def resolve_dataset_roots(
         if why or not set(needed) <= set(have):
             families = sorted(set(needed) | set(have))
             reason = why or f"families {sorted(set(needed) - set(have))} are not in the cached build"
-            print(f"building {builder} families {families} from {raw} into {target}: {reason}", file=sys.stderr)
+            logger.info("building %s families %s from %s into %s: %s", builder, families, raw, target, reason)
             # Staging folders of killed builds of this target are removed; a live process's never.
             remove_stale_staging(target.parent, (target.name + ".building-",))
             staging = target.with_name(target.name + f".building-{os.getpid()}")
@@ -165,6 +168,8 @@ def resolve_dataset_roots(
             os.replace(staging, target)
 
             atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
+        else:
+            logger.debug("%s families %s from the cache: %s (built from %s, unchanged)", builder, needed, target, raw)
         folder = open_built_folder(target, families=needed, source_fingerprint=fingerprint)
         for task in members:
             out[task.name] = folder
@@ -196,7 +201,7 @@ def load_task_data(task: TaskSpec, folder: BuiltFolder, seeds: Sequence[int] | N
     try:
         _family_entry(folder, task, task.split)
     except UnavailableFamily as reason:
-        print(f"warning: {reason}", file=sys.stderr)
+        logger.warning("%s", reason)
         data.unavailable = str(reason)
         return data
     for seed in seeds if seeds is not None else task.seeds:
