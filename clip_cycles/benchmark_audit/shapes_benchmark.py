@@ -24,6 +24,7 @@ split, counts, subsets left out with their reason). Same rows give byte-identica
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
@@ -152,11 +153,15 @@ def write_shapes_sugarcrepe(
     target = Path(out)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = staging_folder(target)
-    for subset, data in files.items():
-        atomic_write_bytes(staging / f"{subset}.json", _json_bytes(data))
-    for name in used:
-        atomic_write_bytes(staging / "images" / name, images[name].read_bytes())  # a bounded read of a regular file
-    atomic_write_bytes(staging / "shapes_benchmark.json", _json_bytes(description))
+    try:
+        for subset, data in files.items():
+            atomic_write_bytes(staging / f"{subset}.json", _json_bytes(data))
+        for name in used:
+            atomic_write_bytes(staging / "images" / name, images[name].read_bytes())  # a bounded read of a regular file
+        atomic_write_bytes(staging / "shapes_benchmark.json", _json_bytes(description))
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # the previous benchmark stays as it was
+        raise
     replace_folder(staging, target)
     return description
 

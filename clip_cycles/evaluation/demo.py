@@ -220,7 +220,7 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
     }
 
 
-def benchmark_audit(context: RunContext, out: Path) -> dict[str, Any] | None:
+def audit_shapes_benchmark(context: RunContext, out: Path) -> dict[str, Any] | None:
     """Audit the shapes benchmark in SugarCrepe's format as ``clip-cycles audit-benchmark sugarcrepe`` does.
 
     The benchmark is written under ``<cache>/demo/`` (seed: the run's first) and its audit as
@@ -283,8 +283,8 @@ def _fmt(summary: Any) -> str:
     return "n/a"
 
 
-def summary_table(results: dict[str, dict[str, Any]], audit: dict[str, Any] | None = None) -> str:
-    """The compact table printed at the end of the demo (``audit``: the benchmark audit's record)."""
+def summary_table(results: dict[str, dict[str, Any]], benchmark: dict[str, Any] | None = None) -> str:
+    """The compact table printed at the end of the demo (``benchmark``: the benchmark audit's record)."""
     zero, probe = results["zero_shot"], results.get("probe", {})
     lines = [f"{'family':<30} {'zero-shot':>13} {'rank-64 probe':>14} {'additive audit':>15}"]
     for name in sorted(zero["families"]) + sorted(zero["unavailable"]):
@@ -315,8 +315,8 @@ def summary_table(results: dict[str, dict[str, Any]], audit: dict[str, Any] | No
             "attribute splits (F1 selectivity / CS): "
             + ", ".join(f"{name} {_fmt(s['f1_selectivity'])} / {_fmt(s['cs'])}" for name, s in attributes["strategies"].items())
         )
-    if audit is not None:
-        lines.append(audit_summary(audit))
+    if benchmark is not None:
+        lines.append(audit_summary(benchmark))
     return "\n".join(lines)
 
 
@@ -412,7 +412,7 @@ def run_demo(
     lap("OE experiment")
     results["attributes"] = attribute_splits(context, settings)
     lap("attribute splits")
-    audit = benchmark_audit(context, out)
+    benchmark = audit_shapes_benchmark(context, out)
     lap("benchmark audit")
     for name, record in results.items():
         write_json(record, out / f"{name}.json")
@@ -423,7 +423,7 @@ def run_demo(
     lap("report")
     page = build_page([out], out / "page", context)
     lap("results page")
-    print(summary_table(results, audit))
+    print(summary_table(results, benchmark))
     print(f"report: {paths.markdown} ({len(paths.figures)} figure files); timings (s): {json.dumps(timings)}")
     print(f"page: {page} (open it in a browser; it needs no server and no network)")
     return results
