@@ -65,6 +65,35 @@ def test_demo_writes_every_section_and_figure(tmp_path: Path, capsys: pytest.Cap
     assert set(results["attributes"]["strategies"]) == {"random", "llm", "similarity", "clustering", "supercategory"}
     printed = capsys.readouterr().out
     assert "zero-shot" in printed and "attribute splits" in printed
+    _check_benchmark_audit(out, zero, printed)
+
+
+#: The subsets of the demo's SugarCrepe-format benchmark made of both directions of a family's cycles.
+CYCLE_SUBSETS = {"replace_rel": "shapes_strict_left_right", "swap_att": "shapes_gqa_binding"}
+
+
+def _check_benchmark_audit(out: Path, zero: dict, printed: str) -> None:
+    """audit-benchmark's record of the shapes benchmark: its exact cycles are the families' seed-0 test cycles."""
+    record = json.loads((out / "audit_shapes_sugarcrepe.json").read_text())
+    assert record["dataset"] == "audit/shapes_sugarcrepe" and record["task"] == "benchmark_audit"
+    assert (record["model"], record["pretrained"]) == ("cycles-tiny", "shapes")
+    metrics = record["metrics"]
+    assert (out / "audit_shapes_sugarcrepe.md").is_file() and (out / "audit_shapes_sugarcrepe.png").is_file()
+    for subset, family in CYCLE_SUBSETS.items():
+        if family not in zero["families"]:
+            assert subset not in metrics["subsets"], subset
+            continue
+        cycles, seed0 = metrics["subsets"][subset]["cycles"], zero["families"][family]["per_seed"]["0"]
+        # The zero-shot evaluation scored these cycles through its own path: the same count and the same CycleAcc.
+        assert (cycles["n_cycles"], cycles["cycle_acc"]) == (seed0["n_cycles"], seed0["cycle_acc"]), subset
+        assert metrics["subsets"][subset]["n_comparisons"] == 2 * seed0["n_cycles"]
+        assert metrics["subsets"][subset]["shortest_caption_acc"] == 0.5  # balanced: every caption-only rule ties
+    if "shapes_coarse_object" in zero["families"]:
+        add_obj = metrics["subsets"]["add_obj"]
+        assert add_obj["shortest_caption_acc"] == 1.0 and add_obj["best_blind"] == "shortest_caption"
+        assert add_obj["cycles"]["n_cycles"] == 0
+    assert metrics["encoding"]["encoded_images"] == 0  # every image's features come from the zero-shot run's cache
+    assert f"benchmark audit audit/shapes_sugarcrepe (sugarcrepe format): model {metrics['model_acc']:.3f}" in printed
 
 
 def _shapes_tasks() -> list[str]:
