@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -156,3 +157,24 @@ def test_bad_rows_are_refused_and_the_previous_benchmark_kept(tmp_path: Path, im
     with pytest.raises(ValueError, match="unknown subset design 'reversed'"):
         hard_negatives(rows["swap_att"], "reversed")
     assert {d.design for d in SUBSETS} == {"both_directions", "conjunction"}
+
+
+def test_demo_step_without_any_family_names_each_reason_and_removes_a_stale_audit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from clip_cycles.evaluation import demo
+
+    out = tmp_path / "results"
+    out.mkdir()
+    for suffix in (".json", ".md", ".png"):
+        (out / f"audit_shapes_sugarcrepe{suffix}").write_text("an earlier run's audit")
+    (out / "zero_shot.json").write_text("{}")  # not the audit's: left alone
+    reasons = {"add_obj": "family 'coarse_object' split 'test' is unavailable: 3 cycles", "swap_att": "not built"}
+    monkeypatch.setattr(demo, "demo_subset_rows", lambda root, cache, seed: ({}, dict(reasons)))
+    context = SimpleNamespace(cache_dir=tmp_path / "cache", data_cache_dir=tmp_path / "cache", seeds=(0,), dataset_root=tmp_path)
+    assert demo.audit_shapes_benchmark(context, out) is None  # type: ignore[arg-type]
+    assert sorted(p.name for p in out.iterdir()) == ["zero_shot.json"]  # the page can never show stale numbers
+    err = capsys.readouterr().err
+    for subset, reason in reasons.items():
+        assert f"subset {subset} left out: {reason}" in err
+    assert "benchmark audit skipped" in err
