@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from record_vocabulary import assert_one_vocabulary
 
-from clip_cycles.evaluation.demo import DemoSettings, check_writable, run_demo
+from clip_cycles.evaluation.demo import (
+    DemoSettings,
+    audit_shapes_benchmark,
+    check_writable,
+    demo_context,
+    prepare_world,
+    run_demo,
+)
 
 SMALL = DemoSettings(
     seeds=(0,),
@@ -63,16 +70,17 @@ def test_demo_writes_every_section_and_figure(tmp_path: Path, capsys: pytest.Cap
     # A family short of cycles on this small world is reported, not dropped.
     assert set(zero["families"]) | set(zero["unavailable"]) == {name.removeprefix("cycles/") for name in _shapes_tasks()}
     assert set(results["attributes"]["strategies"]) == {"random", "llm", "similarity", "clustering", "supercategory"}
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "zero-shot" in printed and "attribute splits" in printed
-    _check_benchmark_audit(out, zero, printed)
+    _check_benchmark_audit(out, zero, printed, captured.err)
 
 
 #: The subsets of the demo's SugarCrepe-format benchmark made of both directions of a family's cycles.
 CYCLE_SUBSETS = {"replace_rel": "shapes_strict_left_right", "swap_att": "shapes_gqa_binding"}
 
 
-def _check_benchmark_audit(out: Path, zero: dict, printed: str) -> None:
+def _check_benchmark_audit(out: Path, zero: dict, printed: str, errors: str) -> None:
     """audit-benchmark's record of the shapes benchmark: its exact cycles are the families' seed-0 test cycles."""
     record = json.loads((out / "audit_shapes_sugarcrepe.json").read_text())
     assert record["dataset"] == "audit/shapes_sugarcrepe" and record["task"] == "benchmark_audit"
@@ -92,8 +100,18 @@ def _check_benchmark_audit(out: Path, zero: dict, printed: str) -> None:
         add_obj = metrics["subsets"]["add_obj"]
         assert add_obj["shortest_caption_acc"] == 1.0 and add_obj["best_blind"] == "shortest_caption"
         assert add_obj["cycles"]["n_cycles"] == 0
-    assert metrics["encoding"]["encoded_images"] == 0  # every image's features come from the zero-shot run's cache
     assert f"benchmark audit audit/shapes_sugarcrepe (sugarcrepe format): model {metrics['model_acc']:.3f}" in printed
+    # Every image's features come from the zero-shot run's cache.
+    n = metrics["encoding"]["unique_images"]
+    assert f"benchmark audit: {n} of {n} images and " in errors
+    # A rerun of the step writes the same bytes (the encoder's cache counts are printed, not stored).
+    again = out.parent / "again"
+    again.mkdir()
+    context = demo_context(prepare_world(out.parent / "cache", SMALL.world_images), out.parent / "cache", SMALL.seeds)
+    assert audit_shapes_benchmark(context, again) == record
+    for suffix in (".json", ".md", ".png"):
+        name = f"audit_shapes_sugarcrepe{suffix}"
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
 def _shapes_tasks() -> list[str]:
