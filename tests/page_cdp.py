@@ -151,7 +151,10 @@ class Browser:
         for event in self.events:
             method, params = event.get("method"), event.get("params", {})
             if method == "Runtime.exceptionThrown":
-                errors.append(json.dumps(params["exceptionDetails"])[:500])
+                details = params["exceptionDetails"]
+                # The message first: the JSON repeats the page's path, which alone can fill the 500 characters.
+                message = (details.get("exception") or {}).get("description") or details.get("text", "")
+                errors.append(f"{message} {json.dumps(details)}"[:500])
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
                 errors.append(json.dumps(params.get("args"))[:500])
             elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
