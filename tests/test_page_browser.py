@@ -107,7 +107,7 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
     board = _leaderboard(browser)
     column = _column(board, "CycleAcc: cycles-tiny (shapes)")
     shown = {row["key"]: row["cells"][column] for row in board["rows"]}
-    assert set(shown) == set(zero["families"]) | set(zero["unavailable"])
+    assert set(shown) == set(zero["families"]) | set(zero["unavailable"]) | {"audit/shapes_sugarcrepe"}
     for name, metrics in zero["families"].items():
         assert float(shown[name]["value"]) == metrics["cycle_acc"], name
         assert shown[name]["acc"] == f"{metrics['cycle_acc']:.3f}", name
@@ -134,8 +134,12 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
     descending = [scored[k] for k in (row["key"] for row in _leaderboard(browser)["rows"]) if k in scored]
     assert descending == sorted(values, reverse=True)
 
-    # The benchmark-audit section renders (the demo audits no benchmark, and says so).
-    assert "No audit-benchmark results" in browser.evaluate("document.getElementById('benchmarks').parentNode.textContent")
+    # The benchmark-audit table shows the demo's own audit (the SugarCrepe-format shapes benchmark) number for number.
+    audit_record = json.loads((results / "audit_shapes_sugarcrepe.json").read_text())
+    assert float(shown["audit/shapes_sugarcrepe"]["value"]) == audit_record["metrics"]["cycle_acc"]
+    _check_benchmark_table(browser, audit_record, "shapes_sugarcrepe")
+    browser.evaluate("document.getElementById('benchmarks').scrollIntoView()")
+    browser.screenshot(shots / "benchmark_audit.png")
     _assert_offline_and_clean(browser)
 
     # A family page: every example cycle's scores and Delta against our own recomputation.
@@ -155,6 +159,32 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
     _check_against_features(cycles, family, demo["cache"])
     browser.screenshot(shots / f"family_{family}.png")
     _assert_offline_and_clean(browser)
+
+
+BENCHMARK_TABLE_JS = """[...document.querySelectorAll('#benchmarks-table tbody tr')].map(r => ({
+  benchmark: r.dataset.benchmark, subset: r.dataset.subset, wins: r.classList.contains('blind-wins'),
+  values: [...r.cells].map(c => c.getAttribute('data-value')), texts: [...r.cells].map(c => c.textContent.trim())}))"""
+
+
+def _check_benchmark_table(chromium: Browser, record: dict[str, Any], benchmark: str) -> None:
+    """Every row of the benchmark's audit table (each subset and ``all``) against the audit record's numbers."""
+    table = [row for row in chromium.evaluate(BENCHMARK_TABLE_JS) if row["benchmark"] == benchmark]
+    metrics = record["metrics"]
+    expected = dict(metrics["subsets"]) | {"all": metrics}
+    assert sorted(row["subset"] for row in table) == sorted(expected)
+    for row in table:
+        sub = expected[row["subset"]]
+        cycles = sub if row["subset"] == "all" else sub["cycles"]
+        values, texts = row["values"], row["texts"]
+        assert float(values[3]) == sub["model_acc"] and texts[3] == f"{sub['model_acc']:.3f}", row["subset"]
+        assert texts[4] == sub["best_blind"], row["subset"]
+        assert float(values[5]) == sub["best_blind_acc"] and texts[5] == f"{sub['best_blind_acc']:.3f}", row["subset"]
+        assert int(values[6]) == cycles["n_cycles"], row["subset"]
+        if cycles.get("cycle_acc") is None:
+            assert values[7] == "", row["subset"]
+        else:
+            assert float(values[7]) == cycles["cycle_acc"] and texts[7] == f"{cycles['cycle_acc']:.3f}", row["subset"]
+        assert row["wins"] == (sub["best_blind_acc"] >= sub["model_acc"]), row["subset"]
 
 
 def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Path) -> None:
@@ -217,17 +247,7 @@ def test_page_of_clip_benchmark_models_and_benchmark_audit(
     cell = by_row["audit/sugarcrepe"][_column(board, "CycleAcc: cycles-tiny (shapes)")]
     assert float(cell["value"]) == audit_record["metrics"]["cycle_acc"]
 
-    table = browser.evaluate(
-        """[...document.querySelectorAll('#benchmarks-table tbody tr')].map(r => ({subset: r.dataset.subset,
-          wins: r.classList.contains('blind-wins'), values: [...r.cells].map(c => c.getAttribute('data-value'))}))"""
-    )
-    metrics = audit_record["metrics"]
-    expected = {name: sub for name, sub in metrics["subsets"].items()} | {"all": metrics}
-    assert {row["subset"] for row in table} == set(expected)
-    for row in table:
-        sub = expected[row["subset"]]
-        assert float(row["values"][3]) == sub["model_acc"] and float(row["values"][5]) == sub["best_blind_acc"]
-        assert row["wins"] == (sub["best_blind_acc"] >= sub["model_acc"]), row["subset"]
+    _check_benchmark_table(browser, audit_record, "sugarcrepe")
     browser.screenshot(shots / "leaderboard_two_models_and_audit.png")
     _assert_offline_and_clean(browser)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
+from clip_cycles.results import write_json
 
 
 def _fmt(value: Any) -> str:
@@ -112,3 +113,18 @@ def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
     fig.savefig(path, dpi=120, metadata={"Software": None})
     plt.close(fig)
     return path
+
+
+def write_outputs(audit: BenchmarkAudit, out: str | Path) -> tuple[Path, str]:
+    """``audit_<benchmark>.json`` (the result record), ``.md`` (the table) and ``.png`` under ``out``.
+
+    Returns the JSON's path and the table; ``audit-benchmark`` and the demo both write through here.
+    """
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"audit_{audit.benchmark}"
+    table = markdown_table(audit)
+    path = write_json(audit.record(), folder / f"{stem}.json")
+    (folder / f"{stem}.md").write_text(table, encoding="utf-8")
+    write_figure(audit, folder / f"{stem}.png")
+    return path, table

@@ -14,11 +14,11 @@ import os
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.audit import AuditSettings
-from clip_cycles.benchmark_audit.report import markdown_table, write_figure
+from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.encoding.flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import RunContext
-from clip_cycles.results import check_output_folder, finite_float, write_json
+from clip_cycles.results import check_output_folder, finite_float
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -57,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
         options.num_workers,
         options.skip_bad_images,
     )
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"audit_{args.name}"
-    table = markdown_table(audit)
-    write_json(audit.record(), out / f"{stem}.json")
-    (out / f"{stem}.md").write_text(table, encoding="utf-8")
-    write_figure(audit, out / f"{stem}.png")
+    path, table = write_outputs(audit, out)
     print(table)
-    print(f"wrote {out / (stem + '.json')}, {stem}.md, {stem}.png")
+    print(f"wrote {path}, {path.stem}.md, {path.stem}.png")
     return 0

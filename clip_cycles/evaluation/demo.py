@@ -8,7 +8,11 @@
    and the Cycle OE vs Shortcut OE experiment.
 4. Attribute splits on a concept world rendered by the same renderer and embedded with
    cycles-tiny: the five split strategies, F1 selectivity and CS.
-5. Write ``results/`` (JSON per experiment, ``report.md``, PNG and SVG figures), the
+5. A benchmark audit: hard negatives made from three families' test cycles, written in
+   SugarCrepe's file format (:mod:`clip_cycles.benchmark_audit.shapes_benchmark`), audited
+   by ``audit-benchmark``'s code path (blind baselines, the model, the exact cycles found)
+   into ``audit_shapes_sugarcrepe.{json,md,png}``; its features are the zero-shot run's, cached.
+6. Write ``results/`` (JSON per experiment, ``report.md``, PNG and SVG figures), the
    static results page beside them (``results/page/index.html``, :mod:`clip_cycles.evaluation.page`),
    the figures the documents quote (``docs_figures.json`` and ``docs_figures.md``:
    :func:`docs_figures`, :func:`docs_figures_table`), print a compact table and, last, the page's path.
@@ -35,6 +39,10 @@ from clip_cycles.attributes.attribute_probes import attribute_task_metrics
 from clip_cycles.attributes.concept_features import concept_image_embeddings
 from clip_cycles.attributes.shape_concepts import make_shape_concepts
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext
+from clip_cycles.benchmark_audit.audit import AuditSettings
+from clip_cycles.benchmark_audit.report import write_outputs
+from clip_cycles.benchmark_audit.run import audit_benchmark
+from clip_cycles.benchmark_audit.shapes_benchmark import FORMAT, NAME, demo_subset_rows, write_shapes_sugarcrepe
 from clip_cycles.data.shapes_world import write_shapes_world
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
@@ -218,6 +226,73 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
     }
 
 
+def audit_shapes_benchmark(context: RunContext, out: Path) -> dict[str, Any] | None:
+    """Audit the shapes benchmark in SugarCrepe's format as ``clip-cycles audit-benchmark sugarcrepe`` does.
+
+    The benchmark is written under ``<cache>/demo/`` (seed: the run's first) and its audit as
+    ``audit_shapes_sugarcrepe.{json,md,png}`` into ``out``, where the report and the page read it.
+    Returns the result record, or None when none of its families is available (the reason
+    printed, and an earlier run's audit files removed, so the page never shows stale numbers).
+    """
+    assert context.cache_dir is not None and context.data_cache_dir is not None  # the demo always caches
+    seed = (context.seeds or (0,))[0]
+    rows, unavailable = demo_subset_rows(Path(str(context.dataset_root)), context.data_cache_dir, seed)
+    for subset, reason in sorted(unavailable.items()):
+        logger.info("demo: benchmark audit: subset %s left out: %s", subset, reason)
+    if not rows:
+        for suffix in (".json", ".md", ".png"):
+            (out / f"audit_{NAME}{suffix}").unlink(missing_ok=True)
+        logger.warning("demo: benchmark audit skipped: none of its families is available in this world")
+        return None
+    root = context.cache_dir / "demo" / f"{NAME}-{Path(str(context.dataset_root)).name}-seed{seed}"
+    write_shapes_sugarcrepe(root, rows, unavailable, seed)
+    audit = audit_benchmark(
+        FORMAT,
+        root,
+        context.spec,
+        context.cache_dir,
+        None,
+        AuditSettings(),
+        context.batch_size,
+        context.num_workers,  # type: ignore[arg-type]
+        context.skip_bad_images,
+    )
+    stats = audit.encode_stats or {}
+    logger.info(
+        "demo: benchmark audit: %s of %s images and %s of %s captions from the feature cache",
+        stats.get("cached_images"),
+        stats.get("unique_images"),
+        stats.get("cached_captions"),
+        stats.get("unique_captions"),
+    )
+    # Named for what it is, so the page never shows it as the real SugarCrepe; the metrics are the command's.
+    # Only the counts that do not depend on what the cache held are kept: a rerun writes the same bytes.
+    kept = {
+        k: stats[k] for k in ("unique_images", "unique_image_contents", "unique_captions", "skipped_bad_images", "bad_images")
+    }
+    audit = dataclasses.replace(audit, benchmark=NAME, encode_stats=kept)
+    path, _ = write_outputs(audit, out)
+    logger.info("demo: benchmark audit of %s written to %s", root, path)
+    return audit.record()
+
+
+def audit_summary(record: dict[str, Any]) -> str:
+    """The benchmark-audit lines of the printed table: the whole benchmark, then each subset."""
+    m = record["metrics"]
+    lines = [
+        f"benchmark audit {record['dataset']} ({FORMAT} format): model {_fmt(m['model_acc'])}, best blind "
+        f"{m['best_blind']} {_fmt(m['best_blind_acc'])}; {m['n_cycles']} exact cycles, CycleAcc {_fmt(m['cycle_acc'])}"
+    ]
+    for name, sub in sorted(m["subsets"].items()):
+        cycles = sub["cycles"]
+        flag = "  <- a blind score reaches the model's" if sub["best_blind_acc"] >= sub["model_acc"] else ""
+        lines.append(
+            f"  {name:<12} model {_fmt(sub['model_acc'])}, best blind {sub['best_blind']} {_fmt(sub['best_blind_acc'])}, "
+            f"{cycles['n_cycles']} exact cycles, CycleAcc {_fmt(cycles.get('cycle_acc'))}{flag}"
+        )
+    return "\n".join(lines)
+
+
 def _fmt(summary: Any) -> str:
     if isinstance(summary, dict) and summary.get("mean") is not None:
         return f"{summary['mean']:.3f}±{summary['sd']:.3f}"
@@ -226,8 +301,8 @@ def _fmt(summary: Any) -> str:
     return "n/a"
 
 
-def summary_table(results: dict[str, dict[str, Any]]) -> str:
-    """The compact table printed at the end of the demo."""
+def summary_table(results: dict[str, dict[str, Any]], benchmark: dict[str, Any] | None = None) -> str:
+    """The compact table printed at the end of the demo (``benchmark``: the benchmark audit's record)."""
     zero, probe = results["zero_shot"], results.get("probe", {})
     lines = [f"{'family':<30} {'zero-shot':>13} {'rank-64 probe':>14} {'additive audit':>15}"]
     for name in sorted(zero["families"]) + sorted(zero["unavailable"]):
@@ -258,6 +333,8 @@ def summary_table(results: dict[str, dict[str, Any]]) -> str:
             "attribute splits (F1 selectivity / CS): "
             + ", ".join(f"{name} {_fmt(s['f1_selectivity'])} / {_fmt(s['cs'])}" for name, s in attributes["strategies"].items())
         )
+    if benchmark is not None:
+        lines.append(audit_summary(benchmark))
     return "\n".join(lines)
 
 
@@ -353,6 +430,8 @@ def run_demo(
     lap("OE experiment")
     results["attributes"] = attribute_splits(context, settings)
     lap("attribute splits")
+    audit_shapes_benchmark(context, out)  # audit_<name>.json beside the results, read by the report and the page
+    lap("benchmark audit")
     for name, record in results.items():
         write_json(record, out / f"{name}.json")
     figures = docs_figures(results)
@@ -380,7 +459,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     results = run_demo(args.out, args.cache_dir, QUICK if args.quick else None)
     out = Path(args.out)
-    print(summary_table(results))
+    audit_path = out / f"audit_{NAME}.json"  # the benchmark audit run_demo wrote (removed when it could not run)
+    benchmark = json.loads(audit_path.read_text(encoding="utf-8")) if audit_path.is_file() else None
+    print(summary_table(results, benchmark))
     print(f"report: {out / REPORT_FILE}")
     print(f"page: {out / PAGE_FOLDER / 'index.html'} (open it in a browser; it needs no server and no network)")
     return 0
