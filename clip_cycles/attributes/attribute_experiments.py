@@ -500,22 +500,24 @@ def _embed_with_model(inputs: SplitInputs, data: ConceptAttributeData) -> tuple[
     return name, (embedded, matrix)
 
 
-def check_paper2_flags(args: argparse.Namespace) -> None:
+def check_paper2_flags(
+    *, synthetic: str | None, attributes: str | None, seeds: Sequence[int], fold_assignment: str, solver: str
+) -> None:
     """Refuse, with a sentence, the flags ``--protocol paper2`` cannot honour (its choices are fixed)."""
-    if getattr(args, "synthetic", None):
+    if synthetic:
         raise ValueError("--protocol paper2 reads a THINGS-format root (its CS script needs the category TSV); drop --synthetic")
-    if not args.attributes:
+    if not attributes:
         raise ValueError(
             "--protocol paper2 scores only the attributes of paper 2's intersect_features.json (211); pass it with --attributes"
         )
-    if list(args.seeds) != [0]:
+    if list(seeds) != [0]:
         raise ValueError(
-            f"--protocol paper2 fixes its seeds (random split 70, shuffle splits 42, k-means 0); drop --seeds {args.seeds}"
+            f"--protocol paper2 fixes its seeds (random split 70, shuffle splits 42, k-means 0); drop --seeds {list(seeds)}"
         )
-    if args.fold_assignment != "per_attribute":
+    if fold_assignment != "per_attribute":
         raise ValueError("--protocol paper2 fixes its folds per strategy; --fold-assignment applies to --protocol project only")
-    if args.solver != PAPER2_SOLVER:
-        raise ValueError(f"--protocol paper2 fits paper 2's exact probe (--solver {PAPER2_SOLVER}); drop --solver {args.solver}")
+    if solver != PAPER2_SOLVER:
+        raise ValueError(f"--protocol paper2 fits paper 2's exact probe (--solver {PAPER2_SOLVER}); drop --solver {solver}")
 
 
 def protocol_cs(inputs: SplitInputs, data: ConceptAttributeData) -> Paper2CS:
@@ -533,7 +535,13 @@ def run(args: argparse.Namespace) -> int:
     inputs = split_inputs(args)
     protocol = check_protocol(inputs.protocol)
     if protocol == "paper2":
-        check_paper2_flags(args)
+        check_paper2_flags(
+            synthetic=getattr(args, "synthetic", None),
+            attributes=args.attributes,
+            seeds=args.seeds,
+            fold_assignment=args.fold_assignment,
+            solver=args.solver,
+        )
     elif inputs.concept_sets:
         raise ValueError("--concept-sets is paper 2's CS input; it is read only with --protocol paper2")
     data, models, context = load_inputs(inputs)
