@@ -8,6 +8,7 @@ those rows with a few lines of our own, never with the generator's helpers.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -160,9 +161,11 @@ def test_bad_rows_are_refused_and_the_previous_benchmark_kept(tmp_path: Path, im
 
 
 def test_demo_step_without_any_family_names_each_reason_and_removes_a_stale_audit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from clip_cycles.evaluation import demo
+
+    caplog.set_level(logging.INFO, logger="clip_cycles")  # the step's notes go through logging
 
     out = tmp_path / "results"
     out.mkdir()
@@ -174,7 +177,7 @@ def test_demo_step_without_any_family_names_each_reason_and_removes_a_stale_audi
     context = SimpleNamespace(cache_dir=tmp_path / "cache", data_cache_dir=tmp_path / "cache", seeds=(0,), dataset_root=tmp_path)
     assert demo.audit_shapes_benchmark(context, out) is None  # type: ignore[arg-type]
     assert sorted(p.name for p in out.iterdir()) == ["zero_shot.json"]  # the page can never show stale numbers
-    err = capsys.readouterr().err
+    err = caplog.text
     for subset, reason in reasons.items():
         assert f"subset {subset} left out: {reason}" in err
     assert "benchmark audit skipped" in err
