@@ -11,6 +11,7 @@ a key without a test (or a test for a field the key dropped) fails here.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shutil
 import types
@@ -509,8 +510,12 @@ def test_built_folder_declaration_is_tested() -> None:
 
 
 @pytest.mark.parametrize("field", loading.BUILT_FOLDER_KEY_FIELDS)
-def test_each_built_folder_field_rebuilds(field: str, small_world: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_each_built_folder_field_rebuilds(
+    field: str, small_world: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from clip_cycles.tasks.registry import get_task
+
+    caplog.set_level(logging.INFO, logger="clip_cycles")  # the rebuild's reason is a logged note
 
     root = _copy_world(small_world, tmp_path / "world")
     cache = tmp_path / "datasets"
@@ -523,9 +528,7 @@ def test_each_built_folder_field_rebuilds(field: str, small_world: Path, tmp_pat
     assert len(builds) == 2, f"{field}: the cached build was served across the change"
     folder = served[names[0]]
     if field == "fingerprint":  # the stamp's own comparison says so (not only the folder's source check)
-        assert (
-            "the raw root changed since the cached build (annotations/captions_val2017.json changed)" in capsys.readouterr().err
-        )
+        assert "the raw root changed since the cached build (annotations/captions_val2017.json changed)" in caplog.text
     if field in ("kind", "builder", "raw_root"):
         assert folder.root != first.root  # another cache entry
     if field == "families":  # rebuilt with the union of families
