@@ -263,6 +263,24 @@ def add_cycle_metrics(data: PageData, key: str, model: str, metrics: dict[str, A
     )
 
 
+def _benchmark_row(
+    benchmark: str, subset: str, model: str, values: dict[str, Any], cycles: dict[str, Any], source_file: str
+) -> BenchmarkRow:
+    """One row of the benchmark audit table: accuracies from ``values``, the exact cycles' figures from ``cycles``."""
+    return BenchmarkRow(
+        benchmark,
+        subset,
+        model,
+        _number(values.get("model_acc")),
+        values.get("best_blind"),
+        _number(values.get("best_blind_acc")),
+        _number(cycles.get("cycle_acc")),
+        cycles.get("n_cycles"),
+        values.get("n_comparisons"),
+        source_file,
+    )
+
+
 def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dict[str, Any], source_file: str) -> None:
     """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell."""
     subsets = metrics.get("subsets")
@@ -272,34 +290,8 @@ def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dic
     for name in sorted(subsets):
         sub = subsets[name] if isinstance(subsets[name], dict) else {}
         cycles = sub.get("cycles") if isinstance(sub.get("cycles"), dict) else {}
-        data.benchmarks.append(
-            BenchmarkRow(
-                benchmark,
-                name,
-                model,
-                _number(sub.get("model_acc")),
-                sub.get("best_blind"),
-                _number(sub.get("best_blind_acc")),
-                _number(cycles.get("cycle_acc")),
-                cycles.get("n_cycles"),
-                sub.get("n_comparisons"),
-                source_file,
-            )
-        )
-    data.benchmarks.append(
-        BenchmarkRow(
-            benchmark,
-            "all",
-            model,
-            _number(metrics.get("model_acc")),
-            metrics.get("best_blind"),
-            _number(metrics.get("best_blind_acc")),
-            _number(metrics.get("cycle_acc")),
-            metrics.get("n_cycles"),
-            metrics.get("n_comparisons"),
-            source_file,
-        )
-    )
+        data.benchmarks.append(_benchmark_row(benchmark, name, model, sub, cycles, source_file))
+    data.benchmarks.append(_benchmark_row(benchmark, "all", model, metrics, metrics, source_file))
     if not SAFE_NAME.fullmatch(benchmark):
         data.skipped[source_file] = f"benchmark name {benchmark!r} is not a plain name (letters, digits, '_', '-', '.')"
         return
