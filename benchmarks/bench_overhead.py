@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from clip_cycles.encoding.encoder import MIN_CAPTION_BATCH, default_num_workers
+from clip_cycles.results import read_result
 
 #: The floor: the fastest plain script a competent user would write with the same libraries
 #: (DataLoader workers decode while the main process encodes; captions first, while the
@@ -463,7 +464,7 @@ def main() -> None:
     sequential = json.loads(sequential_out)
     ours = {}
     for family in families:
-        record = json.loads((out / f"cycles_shapes_{family}.json").read_text())
+        record = read_result(out / f"cycles_shapes_{family}.json")  # nested metrics from the detail file
         for seed, values in record["metrics"]["per_seed"].items():
             ours[f"{family}/{seed}"] = values["cycle_acc"]
     differences = [abs(ours[k] - floor["cycle_acc"][k]) for k in floor["cycle_acc"]]

@@ -21,14 +21,13 @@ def test_intervals_replay_a_plain_resample_loop_with_the_same_generator() -> Non
     seeds = [rng.choice([0.0, 0.5, 1.0], size=n).tolist() for n in (37, 52, 41)]  # three seeds of credits
     n_resamples, level, seed = 300, 0.9, 7
     generator = np.random.default_rng(seed)
-    pooled = []
-    for _ in range(n_resamples):
-        means = []
-        for credits in seeds:
+    # The recorded order: each seed's resamples in turn, one draw of n cycles per resample.
+    means = [[0.0] * n_resamples for _ in seeds]
+    for g, credits in enumerate(seeds):
+        for r in range(n_resamples):
             draw = generator.integers(0, len(credits), size=len(credits))
-            means.append(sum(credits[int(i)] for i in draw) / len(credits))
-        pooled.append(sum(means) / len(means))
-    pooled.sort()
+            means[g][r] = sum(credits[int(i)] for i in draw) / len(credits)
+    pooled = sorted(sum(m[r] for m in means) / len(means) for r in range(n_resamples))
     (ci,) = bootstrap_ci(seeds, n_resamples=n_resamples, level=level, seed=seed)
     assert ci["low"] == pytest.approx(_plain_percentile(pooled, 0.05), abs=1e-12)
     assert ci["high"] == pytest.approx(_plain_percentile(pooled, 0.95), abs=1e-12)
@@ -45,6 +44,18 @@ def test_intervals_replay_a_plain_resample_loop_with_the_same_generator() -> Non
     # Another seed draws otherwise; the same seed again gives the same bytes.
     assert bootstrap_ci(seeds, n_resamples, level, seed + 1)[0] != ci
     assert bootstrap_ci(seeds, n_resamples, level, seed)[0] == ci
+
+
+def test_blocks_of_resamples_do_not_change_the_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block size that does not divide the resamples (and one resample per block) gives the same means."""
+    from clip_cycles.algebra import bootstrap
+
+    rng = np.random.default_rng(3)
+    groups = [rng.choice([0.0, 0.5, 1.0], size=(n, 2)) for n in (29, 33)]
+    whole = bootstrap.bootstrap_means(groups, n_resamples=70, seed=5)
+    for values in (29 * 3, 1):  # blocks of 3 resamples of the first group (70 = 23 * 3 + 1), then of one
+        monkeypatch.setattr(bootstrap, "_BLOCK_VALUES", values)
+        assert np.array_equal(bootstrap.bootstrap_means(groups, n_resamples=70, seed=5), whole)
 
 
 def test_coverage_on_simulated_bernoulli_cycles() -> None:

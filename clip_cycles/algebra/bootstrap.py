@@ -23,6 +23,8 @@ DEFAULT_N_RESAMPLES = 1000
 DEFAULT_LEVEL = 0.95
 #: Generator seed of the recorded intervals (recorded beside each one).
 DEFAULT_BOOTSTRAP_SEED = 0
+#: Most draws one block of resamples holds at once (16 MB of int64 indices, as much again of counts).
+_BLOCK_VALUES = 2_000_000
 
 
 def _as_groups(groups: Sequence[object]) -> list[np.ndarray]:
@@ -49,20 +51,31 @@ def bootstrap_means(
 ) -> np.ndarray:
     """The (n_resamples, k) resampled pooled means: per resample, each group's cycles drawn with replacement.
 
-    Draw order (what makes a result reproducible from its recorded seed): for each resample
-    in turn, for each group in order, ``rng.integers(0, n_group, size=n_group)``.
+    Draw order (what makes a result reproducible from its recorded seed): for each group in
+    order, for each resample in turn, ``rng.integers(0, n_group, size=n_group)``; that is,
+    one ``rng.integers(0, n_group, size=(n_resamples, n_group))`` per group. With one group
+    (a single seed) this is the order of the resample-by-resample loop.
     """
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     arrays = _as_groups(groups)
     rng = np.random.default_rng(seed)
-    out = np.empty((int(n_resamples), arrays[0].shape[1]), dtype=np.float64)
-    for r in range(int(n_resamples)):
-        total = np.zeros(arrays[0].shape[1], dtype=np.float64)
-        for array in arrays:
-            n = array.shape[0]
-            total += array[rng.integers(0, n, size=n)].mean(axis=0)
-        out[r] = total / len(arrays)
+    n_resamples, width = int(n_resamples), arrays[0].shape[1]
+    total = np.zeros((n_resamples, width), dtype=np.float64)
+    for array in arrays:
+        n = array.shape[0]
+        # Blocks of resamples, each one draw (consecutive draws of one group equal a single
+        # draw of all its resamples, so blocking does not change the numbers), turned into
+        # how often each cycle was drawn, so that a block's sums are one matrix product (a
+        # generator call and a mean per resample were most of a warm evaluation).
+        block = max(1, _BLOCK_VALUES // n)
+        for start in range(0, n_resamples, block):
+            stop = min(n_resamples, start + block)
+            draws = rng.integers(0, n, size=(stop - start, n))
+            draws += (np.arange(stop - start) * n)[:, None]
+            counts = np.bincount(draws.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)
+            total[start:stop] += (counts.astype(np.float64) @ array) / n
+    out = total / len(arrays)
     return out
 
 
