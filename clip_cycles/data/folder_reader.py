@@ -252,8 +252,27 @@ def _stringlike(kind: Any) -> bool:
     return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
-def _interleaved(path: Path, table: Any, first: str, second: str) -> Any:
-    """``first[0], second[0], first[1], second[1], ...`` as one array (the row order of the values)."""
+def _integers(array: Any) -> np.ndarray:
+    """A pyarrow signed-integer array without nulls as int64 numpy, read from its data buffer.
+
+    ``Array.to_numpy`` (and ``pa.array``) would import pandas, a third of a warm evaluation's start.
+    """
+    import pyarrow as pa
+
+    if array.null_count or not pa.types.is_signed_integer(array.type):
+        raise ValueError(f"expected signed integers without nulls, got {array.type} with {array.null_count} nulls")
+    width = array.type.bit_width // 8
+    values = np.frombuffer(array.buffers()[1], dtype=np.dtype(f"<i{width}"), count=len(array), offset=array.offset * width)
+    return values.astype(np.int64)
+
+
+def _nulls(array: Any) -> np.ndarray:
+    """Row mask of the nulls of ``array`` (only on the error path: it may import pandas)."""
+    return np.asarray(array.is_null().to_pylist(), dtype=bool)
+
+
+def _same_type(path: Path, table: Any, first: str, second: str) -> tuple[Any, Any]:
+    """Columns ``first`` and ``second`` as two arrays of one type (an all-null column takes the other's type)."""
     import pyarrow as pa
 
     a, b = table.column(first).combine_chunks(), table.column(second).combine_chunks()
@@ -263,18 +282,33 @@ def _interleaved(path: Path, table: Any, first: str, second: str) -> Any:
         if not (_stringlike(a.type) and _stringlike(b.type)):
             raise ValueError(f"{path}: columns {first} ({a.type}) and {second} ({b.type}) must have the same type")
         a, b = a.cast(pa.large_string()), b.cast(pa.large_string())
+    return a, b
+
+
+def _first_null(a: Any, b: Any) -> int | None:
+    """Position of the first null in the row order of the values (``a[0], b[0], a[1], b[1], ...``), or None."""
+    if not (a.null_count or b.null_count):
+        return None
+    flat = np.stack([_nulls(a), _nulls(b)], axis=1).ravel()
+    return _first_row(flat)
+
+
+def _codes(a: Any, b: Any) -> tuple[list[Any], np.ndarray]:
+    """Unique values of two string arrays without nulls, in order of first appearance in the row order
+    (``a[0], b[0], a[1], b[1], ...``), and the (N, 2) int64 codes of the rows into them."""
+    import pyarrow as pa
+
     n = len(a)
-    order = np.empty(2 * n, dtype=np.int64)
-    order[0::2] = np.arange(n)
-    order[1::2] = np.arange(n, 2 * n)
-    return pa.concat_arrays([a, b]).take(pa.array(order))
-
-
-def _codes(values: Any) -> tuple[list[Any], np.ndarray]:
-    """Unique values (first appearance) and the (N, 2) int64 codes of an interleaved string array."""
-    encoded = values.dictionary_encode()
-    codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    return encoded.dictionary.to_pylist(), codes.reshape(-1, 2)
+    encoded = pa.concat_arrays([a, b]).dictionary_encode()  # a unique value per distinct string, in C++
+    indices = _integers(encoded.indices)
+    codes = np.stack([indices[:n], indices[n:]], axis=1)
+    # Renumber by first appearance in the row order, as a dictionary encoding of the interleaved values would.
+    unique, first = np.unique(codes.ravel(), return_index=True)
+    order = unique[np.argsort(first, kind="stable")]
+    remap = np.empty(len(encoded.dictionary), dtype=np.int64)
+    remap[order] = np.arange(order.shape[0])
+    values = encoded.dictionary.to_pylist()
+    return [values[k] for k in order.tolist()], remap[codes]
 
 
 def _first_row(mask: np.ndarray) -> int:
@@ -282,7 +316,10 @@ def _first_row(mask: np.ndarray) -> int:
 
 
 def _check_cycle_ids(path: Path, table: Any) -> Any:
-    """The cycle_id column, after checking every value is a unique non-empty string."""
+    """The cycle_id column, after checking every value is a unique non-empty string.
+
+    The checks run in pyarrow (counts, no per-row Python work); the offending row is looked up only on failure.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -290,15 +327,15 @@ def _check_cycle_ids(path: Path, table: Any) -> Any:
     message = "cycle_id must be a unique non-empty string"
     if not _stringlike(ids.type) and not pa.types.is_null(ids.type):
         raise ValueError(f"{path}: column cycle_id holds {ids.type}; {message}")
-    nulls = ids.is_null().to_numpy(zero_copy_only=False)
-    if nulls.any():
-        raise ValueError(f"{_where(path, ids, _first_row(nulls))}: {message}")
-    empty = pc.utf8_length(ids).to_numpy(zero_copy_only=False) == 0
-    if empty.any():
+    if ids.null_count:
+        raise ValueError(f"{_where(path, ids, _first_row(_nulls(ids)))}: {message}")
+    lengths = pc.utf8_length(ids)
+    if pc.min(lengths).as_py() == 0:
+        empty = np.asarray(lengths.to_pylist()) == 0
         raise ValueError(f"{_where(path, ids, _first_row(empty))}: {message}")
     encoded = ids.dictionary_encode()
     if len(encoded.dictionary) != len(ids):
-        _, first = np.unique(encoded.indices.to_numpy(zero_copy_only=False), return_index=True)
+        _, first = np.unique(_integers(encoded.indices), return_index=True)
         repeated = np.ones(len(ids), dtype=bool)
         repeated[first] = False
         raise ValueError(f"{_where(path, ids, _first_row(repeated))}: {message}")
@@ -309,14 +346,13 @@ def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tupl
     """Unique formatted captions and (N, 2) codes, after checking every caption."""
     import pyarrow as pa
 
-    values = _interleaved(path, table, "caption_0", "caption_1")
-    if not _stringlike(values.type) and not pa.types.is_null(values.type):
-        raise ValueError(f"{path}: columns caption_0 and caption_1 hold {values.type}; captions must be strings")
-    nulls = values.is_null().to_numpy(zero_copy_only=False)
-    if nulls.any():
-        k = _first_row(nulls)
+    a, b = _same_type(path, table, "caption_0", "caption_1")
+    if not _stringlike(a.type) and not pa.types.is_null(a.type):
+        raise ValueError(f"{path}: columns caption_0 and caption_1 hold {a.type}; captions must be strings")
+    k = _first_null(a, b)
+    if k is not None:
         raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
-    unique, codes = _codes(values)
+    unique, codes = _codes(a, b)
     for code, caption in enumerate(unique):
         if not caption.strip():
             k = _first_row(codes.ravel() == code)
@@ -334,24 +370,24 @@ def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tupl
 
 def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
     """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
-    values = _interleaved(path, table, "image_0", "image_1")
-    nulls = values.is_null().to_numpy(zero_copy_only=False)
-    if nulls.any():
-        k = _first_row(nulls)
+    a, b = _same_type(path, table, "image_0", "image_1")
+    k = _first_null(a, b)
+    if k is not None:
         raise ValueError(
             f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a datasets.Image struct, got NoneType"
         )
-    if _stringlike(values.type):
-        unique, codes = _codes(values)
+    if _stringlike(a.type):
+        unique, codes = _codes(a, b)
     else:  # datasets.Image structs (self-contained folders): one Python value per row
         unique, flat = [], []
         seen: dict[Any, int] = {}
-        for value in values.to_pylist():
-            marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
-            if marker not in seen:
-                seen[marker] = len(unique)
-                unique.append(value)
-            flat.append(seen[marker])
+        for pair in zip(a.to_pylist(), b.to_pylist()):
+            for value in pair:
+                marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
+                if marker not in seen:
+                    seen[marker] = len(unique)
+                    unique.append(value)
+                flat.append(seen[marker])
         codes = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
     items: list[ImageItem] = []
     for code, value in enumerate(unique):

@@ -16,7 +16,7 @@ from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
 from clip_cycles.tasks.names import resolve_task_names
-from clip_cycles.tasks.registry import expand_tasks
+from clip_cycles.tasks.registry import TaskRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +50,11 @@ def run(args: argparse.Namespace) -> int:
     ``--task`` takes names, collections and ``fnmatch`` patterns (``cycles/coco_*``); the backend is
     checked against every task before any data is read or a model loaded.
     """
-    names = resolve_task_names(args.task)
+    # One registry for the whole command: each task file is read and validated once, not once per lookup.
+    registry = TaskRegistry.default()
+    tasks = registry.expand(resolve_task_names(args.task, registry))
     options = model_options(args)
-    check_backend_for_tasks(expand_tasks(names), options.model_type, options.model)
+    check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=args.seeds)
     context.samples_path = Path(args.samples) if args.samples else None
     spec = context.spec
@@ -67,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
                     language=context.language,
                     task=runner_for(task.output_type).result_task,
                 )
-                for task in expand_tasks(names)
+                for task in tasks
             },
             args.output,
         )
     with process_group(spec):
-        outcome = run_tasks(names, context)
+        outcome = run_tasks(tasks, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
         return 0
     if outcome.encoded is not None:
