@@ -1,0 +1,145 @@
+"""The fast paths of a warm evaluation (issue 29), each against an independent slow computation.
+
+- bootstrap means through counts per row pattern equal, bit for bit, the per-cycle counts and
+  a plain loop of resamples;
+- the row readers' codes (first appearance in row order, no pandas) equal a Python walk over the rows.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from clip_cycles.algebra import bootstrap
+from clip_cycles.data import folder_reader
+
+
+def _half_integer_groups(rng: np.random.Generator, sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """Per-cycle columns as score_task makes them: credit 1 / 0.5 / 0, text, image and group correctness."""
+    groups = []
+    for n in sizes:
+        text, image = rng.integers(0, 2, n), rng.integers(0, 2, n)
+        credit = rng.choice([0.0, 0.5, 1.0], n)
+        groups.append(np.stack([credit, text, image, text & image], axis=1).astype(np.float64))
+    return groups
+
+
+def test_pattern_counts_equal_per_cycle_counts_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(4)
+    groups = _half_integer_groups(rng, (61, 47, 53))
+    assert all(bootstrap._exact_patterns(g) is not None for g in groups)  # the fast path is the one taken
+    fast = bootstrap.bootstrap_means(groups, n_resamples=250, seed=3)
+    single = bootstrap.bootstrap_means(groups[:1], n_resamples=250, seed=3)
+    monkeypatch.setattr(bootstrap, "_MAX_PATTERNS", 0)  # every group takes the per-cycle counts
+    assert all(bootstrap._exact_patterns(g) is None for g in groups)
+    assert fast.tobytes() == bootstrap.bootstrap_means(groups, n_resamples=250, seed=3).tobytes()
+    assert single.tobytes() == bootstrap.bootstrap_means(groups[:1], n_resamples=250, seed=3).tobytes()
+    monkeypatch.setattr(bootstrap, "_BLOCK_VALUES", 61 * 7)  # blocks that do not divide the resamples
+    monkeypatch.setattr(bootstrap, "_MAX_PATTERNS", 256)
+    assert fast.tobytes() == bootstrap.bootstrap_means(groups, n_resamples=250, seed=3).tobytes()
+
+
+def test_pattern_counts_replay_a_plain_resample_loop_exactly() -> None:
+    rng = np.random.default_rng(8)
+    groups = _half_integer_groups(rng, (23, 31))
+    n_resamples, seed = 40, 9
+    generator = np.random.default_rng(seed)
+    expected = np.zeros((n_resamples, 4))
+    for values in groups:  # the recorded draw order: each group's resamples in turn
+        for r in range(n_resamples):
+            draw = generator.integers(0, values.shape[0], size=values.shape[0])
+            expected[r] += np.array([sum(values[int(i), k] for i in draw) for k in range(4)]) / values.shape[0]
+    expected /= len(groups)
+    assert bootstrap.bootstrap_means(groups, n_resamples=n_resamples, seed=seed).tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([[0.1, 1.0], [0.5, 0.0]]),  # not multiples of 0.5: sums would round in another order
+        np.array([[-0.0, 1.0], [0.5, 0.0]]),  # a negative zero
+        np.arange(600, dtype=np.float64)[:, None] / 2.0,  # more distinct rows than the pattern table holds
+    ],
+)
+def test_values_without_exact_sums_take_the_per_cycle_path(values: np.ndarray) -> None:
+    assert bootstrap._exact_patterns(values) is None
+    means = bootstrap.bootstrap_means([values], n_resamples=30, seed=1)
+    generator = np.random.default_rng(1)
+    n = values.shape[0]
+    for r in range(30):
+        counts = np.bincount(generator.integers(0, n, size=n), minlength=n).astype(np.float64)
+        assert np.array_equal(means[r], (counts @ values) / n)
+
+
+def _walk_codes(a: list[str], b: list[str]) -> tuple[list[str], list[list[int]]]:
+    """Unique values in first appearance over a[0], b[0], a[1], b[1], ..., and each row's pair of codes."""
+    position: dict[str, int] = {}
+    rows = []
+    for x, y in zip(a, b):
+        rows.append([position.setdefault(x, len(position)), position.setdefault(y, len(position))])
+    return list(position), rows
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_codes_follow_the_row_order_like_a_python_walk(large: bool) -> None:
+    rng = np.random.default_rng(2)
+    words = [f"w{k}" for k in range(40)]
+    a = [words[int(i)] for i in rng.integers(0, 40, 300)]
+    b = [words[int(i)] for i in rng.integers(0, 40, 300)]
+    kind = pa.large_string() if large else pa.string()
+    # Sliced arrays: the codes are read from buffers, so a non-zero offset must be honoured.
+    arr_a, arr_b = pa.array(["pad", *a], type=kind)[1:], pa.array(["pad", *b], type=kind)[1:]
+    unique, codes = folder_reader._codes(arr_a, arr_b)
+    expected_unique, expected_rows = _walk_codes(a, b)
+    assert unique == expected_unique
+    assert codes.dtype == np.int64 and codes.tolist() == expected_rows
+
+
+def test_integers_reads_sliced_buffers_and_refuses_nulls() -> None:
+    values = pa.array(np.arange(-5, 20, dtype=np.int16))[3:17]
+    assert folder_reader._integers(values).tolist() == list(range(-2, 12))
+    with pytest.raises(ValueError, match="without nulls"):
+        folder_reader._integers(pa.array([1, None, 3], type=pa.int32()))
+
+
+def test_reading_rows_does_not_import_pandas(tmp_path) -> None:
+    """A warm evaluation reads rows without pandas (pyarrow's to_numpy would import it, a third of a second)."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "test.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "image_0": ["a.png", "b.png"],
+                "image_1": ["b.png", "c.png"],
+                "caption_0": ["x", "y"],
+                "caption_1": ["y", "z"],
+                "cycle_id": ["c0", "c1"],
+            }
+        ),
+        path,
+    )
+    script = f"""
+import sys
+import pyarrow.parquet as pq
+from clip_cycles.data import folder_reader
+from clip_cycles.data.folder_reader import BuiltFolder
+table = pq.ParquetFile({str(path)!r}).read()
+folder = BuiltFolder({str(tmp_path)!r}, {{"source_root": {str(tmp_path)!r}}})
+ids = folder_reader._check_cycle_ids({str(path)!r}, table)
+class Task:
+    name, config = "t", "f"
+    def format_caption(self, c):
+        return c
+captions, caption_index = folder_reader._caption_columns({str(path)!r}, table, ids, Task())
+items, image_index = folder_reader._image_columns({str(path)!r}, table, ids, folder)
+assert captions == ["x", "y", "z"] and caption_index.tolist() == [[0, 1], [1, 2]], (captions, caption_index)
+assert [i.key for i in items] == ["a.png", "b.png", "c.png"] and image_index.tolist() == [[0, 1], [1, 2]]
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
