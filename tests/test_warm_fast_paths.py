@@ -143,3 +143,88 @@ print("pandas" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# --------------------------------------------------------------------------- the registry reads only the files it is asked for
+
+TASK = """task: cycles/{name}
+dataset_path: shapes
+dataset_kwargs: {{config: strict_left_right, seeds: [0, 2]}}
+test_split: test
+metric_list: [cycle_acc, text_acc]
+tie_tolerance: {tolerance}
+"""
+
+
+def _task_file(root, name: str, text: str):
+    path = root / "cycles" / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_single_tasks_from_their_own_files_equal_the_full_registry() -> None:
+    from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, shipped_tasks_dir
+
+    full = TaskRegistry([shipped_tasks_dir()])
+    names = full.names()
+    single = [n for n in names if not isinstance(full.get(n), GroupSpec) and not getattr(full.get(n), "members", ())]
+    explicit = [n for n in single if (shipped_tasks_dir() / f"{n}.yaml").is_file()]
+    assert len(explicit) >= 40  # every shipped task file, compared one by one
+    for name in explicit:
+        lazy = TaskRegistry([shipped_tasks_dir()])
+        assert lazy.get(name) == full.get(name)
+        assert lazy._entries is None  # no other file was read
+    lazy = TaskRegistry([shipped_tasks_dir()])
+    assert lazy.expand([*explicit[:5], explicit[0]]) == full.expand([*explicit[:5], explicit[0]])
+    assert lazy._entries is None
+    # A collection and a derived name are the full registry's.
+    for name in ("cycles/shapes_all", "cycles_probe/shapes_strict_size"):
+        lazy = TaskRegistry([shipped_tasks_dir()])
+        assert lazy.expand([name]) == full.expand([name]) and lazy._entries is not None
+
+
+def test_a_broken_neighbour_is_not_read_and_a_broken_task_keeps_its_error(tmp_path) -> None:
+    from clip_cycles.tasks.names import resolve_task_names
+    from clip_cycles.tasks.registry import TaskRegistry
+
+    _task_file(tmp_path, "good", TASK.format(name="good", tolerance="1.0e-6"))
+    _task_file(tmp_path, "broken", TASK.format(name="broken", tolerance="-1"))
+    registry = TaskRegistry([tmp_path])
+    assert resolve_task_names(["cycles/good"], registry) == ["cycles/good"]
+    assert registry.expand(["cycles/good"])[0].tie_tolerance == 1e-6
+    assert registry._entries is None and registry.unavailable == {}
+    full_error = None
+    try:
+        TaskRegistry([tmp_path]).entries  # noqa: B018
+        TaskRegistry([tmp_path]).get("cycles/broken")
+    except ValueError as error:
+        full_error = str(error)
+    with pytest.raises(ValueError) as info:
+        registry.get("cycles/broken")
+    assert str(info.value) == full_error and "tie_tolerance" in full_error
+
+
+def test_the_first_root_wins_and_unusual_locations_read_every_file(tmp_path) -> None:
+    from clip_cycles.tasks.registry import TaskRegistry
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    _task_file(first, "twice", TASK.format(name="twice", tolerance="1.0e-3"))
+    _task_file(second, "twice", TASK.format(name="twice", tolerance="1.0e-5"))
+    _task_file(second, "only_second", TASK.format(name="only_second", tolerance="1.0e-4"))
+    registry = TaskRegistry([first, second])
+    assert registry.get("cycles/twice").tie_tolerance == 1e-3
+    assert registry.get("cycles/only_second").tie_tolerance == 1e-4
+    assert registry._entries is None
+    assert TaskRegistry([first, second]).entries["cycles/twice"].tie_tolerance == 1e-3  # what the full registry says too
+    # A symlinked folder is not entered by rglob: the full registry decides (here: no such task).
+    linked = tmp_path / "linked"
+    _task_file(tmp_path / "real", "inside", TASK.format(name="inside", tolerance="1.0e-6"))
+    linked.mkdir()
+    (linked / "cycles").symlink_to(tmp_path / "real" / "cycles")
+    registry = TaskRegistry([linked])
+    assert registry._from_own_file("cycles/inside") is None
+    assert not registry.has("cycles/inside")
+    # Names that are not plain locations go to the full registry.
+    for name in ("cycles/../cycles/good", "cycles/*", "cycles", "cycles/_template"):
+        assert TaskRegistry([first])._from_own_file(name) is None

@@ -87,7 +87,7 @@ def resolve_task_names(names: Iterable[str], registry: TaskRegistry | None = Non
             if not found:
                 raise ValueError(unknown_name_message(name, registry))
             out.update(dict.fromkeys(sorted({task.name for task in registry.expand(found)})))
-        elif name in registry.names():
+        elif registry.has(name):
             out[name] = None
         elif name in registry.unavailable:
             registry.get(name)  # raises the file's own error

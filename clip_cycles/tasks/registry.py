@@ -26,6 +26,7 @@ over the collection's families. A YAML file of the same name takes precedence.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Union
@@ -362,19 +363,64 @@ def _expand(entries: Mapping[str, AnyTask | GroupSpec], names: Iterable[str]) ->
     return list(out.values())
 
 
+#: A name that can only be a file's location below a root: no pattern, no ``..``, no hidden or template part.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(?:/[A-Za-z0-9][A-Za-z0-9_.-]*)+")
+
+
 class TaskRegistry:
     """All tasks and groups under a list of root directories (earlier roots win), plus the derived namespaces.
 
     A YAML file that does not validate makes only its own task unavailable:
     :attr:`unavailable` maps the name its location gives it to the error (file, line,
     field); asking for that task raises that error, every other task keeps working.
+
+    Looking up plain tasks (:meth:`get`, :meth:`expand`, :meth:`has`) reads their own files
+    only (:meth:`_from_own_file`); listing, patterns, collections and derived names read every file.
     """
 
     def __init__(self, roots: Iterable[str | Path]) -> None:
         self.roots = [Path(r) for r in roots]
         self._entries: dict[str, AnyTask | GroupSpec] | None = None
         self._derived: set[str] = set()
+        self._own: dict[str, AnyTask] = {}
         self.unavailable: dict[str, str] = {}
+
+    def _from_own_file(self, name: str) -> AnyTask | None:
+        """The task ``name`` from its own file alone, when that is the spec reading every file would give.
+
+        The full registry keys each file by its location (a file must name itself so) and lets
+        the first root win; a single task (not a collection, not a multi-family task) is
+        therefore the spec of the first root's ``<name>.yaml``, whatever the other files hold.
+        Anything else returns None, and the caller reads every file: a name that is no plain
+        location, a missing, template or unreadable file, a folder or a symlinked folder on the
+        way (``rglob`` does not enter those), a collection, a derived name, a file that does not validate.
+        """
+        if self._entries is not None or not _PLAIN_NAME.fullmatch(name):
+            return None
+        if name in self._own:
+            return self._own[name]
+        for root in self.roots:
+            if not root.is_dir():
+                return None
+            path = root / f"{name}.yaml"
+            if not path.exists() and not path.is_symlink():
+                continue
+            folders = [root / part for part in Path(name).parents if part != Path(".")]
+            if not path.is_file() or is_template(path) or any(folder.is_symlink() for folder in folders):
+                return None
+            try:
+                spec = parse_task(path, root)
+            except ValueError:
+                return None  # the full registry records (and raises) the file's own error
+            if isinstance(spec, GroupSpec) or getattr(spec, "members", ()) or spec.name != name:
+                return None
+            self._own[name] = spec
+            return spec
+        return None
+
+    def has(self, name: str) -> bool:
+        """Whether ``name`` is an available task or collection (derived ones included)."""
+        return self._from_own_file(name) is not None or name in self.entries
 
     @classmethod
     def default(cls) -> TaskRegistry:
@@ -449,6 +495,9 @@ class TaskRegistry:
 
     def get(self, name: str) -> AnyTask | GroupSpec:
         """The spec of ``name``; a ValueError lists the available names when it is unknown."""
+        own = self._from_own_file(name)
+        if own is not None:
+            return own
         if name not in self.entries and name in self.unavailable:
             raise ValueError(f"task {name!r} is unavailable: {self.unavailable[name]}")
         if name not in self.entries:
@@ -465,6 +514,12 @@ class TaskRegistry:
     def expand(self, names: Iterable[str]) -> list[AnyTask]:
         """Resolve task and group names to tasks, groups expanded, duplicates removed, order kept."""
         names = list(names)
+        own = [self._from_own_file(name) for name in names]
+        if all(spec is not None for spec in own):  # single tasks only: no other file is read
+            out: dict[str, AnyTask] = {}
+            for spec in own:
+                out.setdefault(spec.name, spec)  # type: ignore[union-attr]
+            return list(out.values())
         for name in names:
             self.get(name)
         return _expand(self.entries, names)
