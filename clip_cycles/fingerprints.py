@@ -69,15 +69,21 @@ def storage_error(error: OSError, path: str | os.PathLike[str], hint: str) -> OS
     return named
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+
+    ``durable=False`` skips the ``fsync``: for cache files whose checksum every read verifies
+    (feature shards, cached audits), where a file a crash left torn is detected, deleted and
+    recomputed; results and records keep it (a cold evaluation wrote some 90 files, each waiting on the disk).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
     try:
         with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:
         if tmp.exists():

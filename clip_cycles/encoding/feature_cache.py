@@ -219,7 +219,8 @@ class FeatureNamespace:
         }
         path = self.directory / f"{digest(list(items), 32)}.safetensors"
         try:
-            atomic_write_bytes(path, save({self.tensor: features}, metadata=meta))
+            # No fsync: every read checks the shard's checksum, and a torn shard is deleted and re-encoded.
+            atomic_write_bytes(path, save({self.tensor: features}, metadata=meta), durable=False)
         except OSError as error:
             raise storage_error(error, path, _CACHE_HINT) from error
         self.stats.shards_written += 1

@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_N_RESAMPLES, bootstrap_ci
+from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, bootstrap_ci
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
@@ -70,16 +70,20 @@ def score_blocks(
     tie_tolerance: float,
     n_resamples: int = DEFAULT_N_RESAMPLES,
     bootstrap_seed: int = DEFAULT_BOOTSTRAP_SEED,
+    intervals: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """CycleAcc (half ties under ``tie_tolerance``), text/image/group accuracy and counts of one set of blocks.
 
     Each mean has its percentile bootstrap interval over cycles beside it (``<name>_ci``,
     :func:`clip_cycles.algebra.bootstrap.bootstrap_ci`; one set of draws for all four).
+    ``intervals``: those four intervals when already known (:func:`_task_intervals` keeps them).
     """
     deltas = deltas_from_blocks(blocks)
     values = per_cycle_scores(blocks, tie_tolerance)
     out: dict[str, Any] = {name: float(values[:, k].mean()) for k, name in enumerate(MEAN_METRICS)}
-    for name, ci in zip(MEAN_METRICS, bootstrap_ci([values], n_resamples, seed=bootstrap_seed)):
+    if intervals is None:
+        intervals = bootstrap_ci([values], n_resamples, seed=bootstrap_seed)
+    for name, ci in zip(MEAN_METRICS, intervals):
         out[f"{name}_ci"] = ci
     out["n_cycles"] = int(blocks.shape[0])
     out["n_ties"] = int((np.abs(deltas) <= tie_tolerance).sum())
@@ -250,7 +254,7 @@ def _audit(
             {"settings": settings, "report": report, "checksum": _audit_checksum(settings, report)}, sort_keys=True
         )
         try:
-            atomic_write_bytes(path, payload.encode("utf-8"))
+            atomic_write_bytes(path, payload.encode("utf-8"), durable=False)  # checksummed: a torn file is recomputed
         except OSError as error:
             raise storage_error(
                 error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
@@ -262,6 +266,86 @@ def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> s
     """sha256 of a cached audit's settings and report (sorted compact JSON), like a feature shard's checksum."""
     text = json.dumps({"settings": settings, "report": report}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+#: Bumped when the cached intervals' format changes.
+INTERVAL_CACHE_VERSION = 1
+#: The fields of one recorded interval (:func:`clip_cycles.algebra.bootstrap.bootstrap_ci`).
+_INTERVAL_FIELDS = frozenset({"low", "high", "level", "n_resamples", "seed", "method", "unit"})
+
+
+def _valid_intervals(intervals: Any, n_seeds: int) -> bool:
+    """Whether a cached entry holds ``n_seeds`` lists of four intervals and four pooled ones, as recorded."""
+    if not isinstance(intervals, dict) or set(intervals) != {"per_seed", "pooled"}:
+        return False
+    per_seed, pooled = intervals["per_seed"], intervals["pooled"]
+    if not isinstance(per_seed, list) or len(per_seed) != n_seeds:
+        return False
+    for group in [*per_seed, pooled]:
+        if not isinstance(group, list) or len(group) != len(MEAN_METRICS):
+            return False
+        for ci in group:
+            if not isinstance(ci, dict) or set(ci) != _INTERVAL_FIELDS:
+                return False
+            ends = (ci["low"], ci["high"])
+            if not all(isinstance(v, float) and np.isfinite(v) for v in ends) or ends[0] > ends[1]:
+                return False
+            expected = (DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED, "percentile", "cycle")
+            if (ci["level"], ci["n_resamples"], ci["seed"], ci["method"], ci["unit"]) != expected:
+                return False
+    return True
+
+
+def _task_intervals(
+    per_cycle: Sequence[np.ndarray], cache_dir: Path | None
+) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Each seed's four bootstrap intervals and the pooled four, of a task's (N, 4) per-cycle values.
+
+    They follow from the values, the resamples, the level, the generator seed and the code, so
+    with ``cache_dir`` they are kept under ``cache_dir/intervals`` keyed by exactly those (the
+    values' bytes; the code as the audit cache takes it) and a warm run reads them instead of
+    drawing a million resampled cycles per task again. An entry is served only when its
+    checksum holds and every interval has its recorded form; else it is recomputed and rewritten.
+    """
+
+    def compute() -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+        per_seed = [bootstrap_ci([values], DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED) for values in per_cycle]
+        return per_seed, bootstrap_ci(per_cycle, DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED)
+
+    if cache_dir is None:
+        return compute()
+    h = hashlib.sha256()
+    for values in per_cycle:
+        h.update(repr((values.dtype.str, values.shape)).encode("utf-8") + np.ascontiguousarray(values).tobytes())
+    settings = {
+        "version": INTERVAL_CACHE_VERSION,
+        "code": _code_digest(),
+        "values": h.hexdigest(),
+        "n_resamples": DEFAULT_N_RESAMPLES,
+        "level": DEFAULT_LEVEL,
+        "seed": DEFAULT_BOOTSTRAP_SEED,
+    }
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    path = cache_dir / "intervals" / f"{key}.json"
+    try:
+        cached = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cached = None  # absent or unreadable: compute (and rewrite) it
+    if isinstance(cached, dict) and cached.get("settings") == settings:
+        intervals = cached.get("intervals")
+        if cached.get("checksum") == _audit_checksum(settings, intervals) and _valid_intervals(intervals, len(per_cycle)):
+            return intervals["per_seed"], intervals["pooled"]
+        warnings.warn(f"bootstrap interval cache: {path} fails its checksum or form; the intervals are recomputed", stacklevel=2)
+    per_seed, pooled = compute()
+    intervals = {"per_seed": per_seed, "pooled": pooled}
+    payload = json.dumps({"settings": settings, "intervals": intervals, "checksum": _audit_checksum(settings, intervals)})
+    try:
+        atomic_write_bytes(path, payload.encode("utf-8"), durable=False)  # checksummed: a torn file is recomputed
+    except OSError as error:
+        raise storage_error(
+            error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
+        ) from error
+    return per_seed, pooled
 
 
 def score_task(
@@ -288,6 +372,7 @@ def score_task(
     per_cycle: list[np.ndarray] = []
     dropped_total = 0
     audits: dict[str, Any] = {}
+    scored: list[tuple[int, Any, np.ndarray, int]] = []
     for seed in sorted(data.splits):
         rows = data.splits[seed][task.split]
         index, dropped = cycle_index(rows, encoded)
@@ -295,16 +380,18 @@ def score_task(
         if index.shape[0] == 0:
             raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
         blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
-        per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance)
+        scored.append((seed, rows, blocks, dropped))
+        per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
+    seed_intervals, pooled = _task_intervals(per_cycle, cache_dir)
+    for (seed, rows, blocks, dropped), intervals in zip(scored, seed_intervals):
+        per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance, intervals=intervals)
         per_seed[str(seed)]["dropped_cycles"] = dropped
         per_seed[str(seed)]["split"] = task.split  # which split these numbers come from
-        per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
         if samples is not None:
             samples.extend(cycle_samples(task, seed, rows, encoded, blocks))
         if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
             audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
     metrics: dict[str, Any] = {}
-    pooled = bootstrap_ci(per_cycle, DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED)
     for name, ci in zip(MEAN_METRICS, pooled):
         if name in task.metric_names:
             summary = mean_sd([per_seed[s][name] for s in per_seed])
