@@ -75,6 +75,17 @@ def test_values_without_exact_sums_take_the_per_cycle_path(values: np.ndarray) -
         assert np.array_equal(means[r], (counts @ values) / n)
 
 
+def test_the_first_group_of_the_pooled_draws_is_that_group_alone() -> None:
+    """What lets a task's first seed reuse the pooled draws: same generator seed, same first draws."""
+    groups = _half_integer_groups(np.random.default_rng(5), (30, 41, 26))
+    pooled = bootstrap.bootstrap_group_means(groups, n_resamples=90, seed=4)
+    assert pooled[0].tobytes() == bootstrap.bootstrap_group_means(groups[:1], n_resamples=90, seed=4)[0].tobytes()
+    assert pooled[1].tobytes() != bootstrap.bootstrap_group_means(groups[1:2], n_resamples=90, seed=4)[0].tobytes()
+    assert bootstrap.pooled_means(pooled).tobytes() == bootstrap.bootstrap_means(groups, n_resamples=90, seed=4).tobytes()
+    manual = (np.zeros((90, 4)) + pooled[0] + pooled[1] + pooled[2]) / 3
+    assert bootstrap.pooled_means(pooled).tobytes() == manual.tobytes()
+
+
 def _walk_codes(a: list[str], b: list[str]) -> tuple[list[str], list[list[int]]]:
     """Unique values in first appearance over a[0], b[0], a[1], b[1], ..., and each row's pair of codes."""
     position: dict[str, int] = {}
@@ -250,7 +261,7 @@ def test_cached_intervals_equal_fresh_ones_and_skip_the_draws(tmp_path, monkeypa
     def no_draws(*args, **kwargs):
         raise AssertionError("a cached interval was drawn again")
 
-    monkeypatch.setattr(zero_shot, "bootstrap_ci", no_draws)
+    monkeypatch.setattr(zero_shot, "bootstrap_group_means", no_draws)
     assert zero_shot._task_intervals(values, tmp_path) == expected  # read back, the same floats
     # Other values (one credit changed) are another entry, not the cached one.
     other = [v.copy() for v in values]

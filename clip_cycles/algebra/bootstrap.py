@@ -68,24 +68,25 @@ def _exact_patterns(array: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     return patterns, inverse.reshape(-1).astype(np.int64)
 
 
-def bootstrap_means(
+def bootstrap_group_means(
     groups: Sequence[object], n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_BOOTSTRAP_SEED
-) -> np.ndarray:
-    """The (n_resamples, k) resampled pooled means: per resample, each group's cycles drawn with replacement.
+) -> list[np.ndarray]:
+    """Each group's (n_resamples, k) resampled means, the groups drawn one after another from one generator.
 
     Draw order (what makes a result reproducible from its recorded seed): for each group in
     order, for each resample in turn, ``rng.integers(0, n_group, size=n_group)``; that is,
-    one ``rng.integers(0, n_group, size=(n_resamples, n_group))`` per group. With one group
-    (a single seed) this is the order of the resample-by-resample loop.
+    one ``rng.integers(0, n_group, size=(n_resamples, n_group))`` per group. The first
+    group's means are therefore those of that group bootstrapped alone with the same seed.
     """
     if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
         raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
     arrays = _as_groups(groups)
     rng = np.random.default_rng(seed)
     n_resamples, width = int(n_resamples), arrays[0].shape[1]
-    total = np.zeros((n_resamples, width), dtype=np.float64)
+    out = []
     for array in arrays:
         n = array.shape[0]
+        means = np.empty((n_resamples, width), dtype=np.float64)
         # Blocks of resamples, each one draw (consecutive draws of one group equal a single
         # draw of all its resamples, so blocking does not change the numbers), turned into
         # how often each cycle was drawn, so that a block's sums are one matrix product (a
@@ -103,14 +104,50 @@ def bootstrap_means(
                 codes = inverse[draws]
                 codes += (np.arange(stop - start) * width_p)[:, None]
                 counts = np.bincount(codes.ravel(), minlength=(stop - start) * width_p).reshape(stop - start, width_p)
-                sums = (counts.astype(np.float64)[:, :, None] * patterns[None, :, :]).sum(axis=1)
-                total[start:stop] += sums / n
+                means[start:stop] = (counts.astype(np.float64)[:, :, None] * patterns[None, :, :]).sum(axis=1) / n
                 continue
             draws += (np.arange(stop - start) * n)[:, None]
             counts = np.bincount(draws.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)
-            total[start:stop] += (counts.astype(np.float64) @ array) / n
-    out = total / len(arrays)
+            means[start:stop] = (counts.astype(np.float64) @ array) / n
+        out.append(means)
     return out
+
+
+def pooled_means(group_means: Sequence[np.ndarray]) -> np.ndarray:
+    """The mean over groups of :func:`bootstrap_group_means`' output, added in group order (as recorded)."""
+    total = np.zeros_like(group_means[0])
+    for means in group_means:
+        total += means
+    return total / len(group_means)
+
+
+def bootstrap_means(
+    groups: Sequence[object], n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_BOOTSTRAP_SEED
+) -> np.ndarray:
+    """The (n_resamples, k) resampled pooled means: per resample, each group's cycles drawn with replacement
+    (the draw order of :func:`bootstrap_group_means`), the groups' means averaged. With one group
+    (a single seed) this is the order of the resample-by-resample loop."""
+    return pooled_means(bootstrap_group_means(groups, n_resamples, seed))
+
+
+def percentile_intervals(means: np.ndarray, level: float, n_resamples: int, seed: int) -> list[dict[str, Any]]:
+    """The recorded interval of each column of resampled means (see :func:`bootstrap_ci`)."""
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    alpha = (1.0 - float(level)) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
+    return [
+        {
+            "low": float(lo),
+            "high": float(hi),
+            "level": float(level),
+            "n_resamples": int(n_resamples),
+            "seed": int(seed),
+            "method": "percentile",
+            "unit": "cycle",
+        }
+        for lo, hi in zip(low, high)
+    ]
 
 
 def bootstrap_ci(
@@ -137,18 +174,4 @@ def bootstrap_ci(
     """
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-    means = bootstrap_means(groups, n_resamples, seed)
-    alpha = (1.0 - float(level)) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
-    return [
-        {
-            "low": float(lo),
-            "high": float(hi),
-            "level": float(level),
-            "n_resamples": int(n_resamples),
-            "seed": int(seed),
-            "method": "percentile",
-            "unit": "cycle",
-        }
-        for lo, hi in zip(low, high)
-    ]
+    return percentile_intervals(bootstrap_means(groups, n_resamples, seed), level, n_resamples, seed)

@@ -32,7 +32,15 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, bootstrap_ci
+from clip_cycles.algebra.bootstrap import (
+    DEFAULT_BOOTSTRAP_SEED,
+    DEFAULT_LEVEL,
+    DEFAULT_N_RESAMPLES,
+    bootstrap_ci,
+    bootstrap_group_means,
+    percentile_intervals,
+    pooled_means,
+)
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
@@ -309,8 +317,14 @@ def _task_intervals(
     """
 
     def compute() -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-        per_seed = [bootstrap_ci([values], DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED) for values in per_cycle]
-        return per_seed, bootstrap_ci(per_cycle, DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED)
+        def intervals(means: list[np.ndarray]) -> list[dict[str, Any]]:
+            return percentile_intervals(pooled_means(means), DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED)
+
+        # The pooled draws start with the first seed's, drawn alone from the same generator seed:
+        # that seed's own intervals reuse them (bootstrap_ci of each seed alone gives the same numbers).
+        pooled = bootstrap_group_means(per_cycle, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED)
+        alone = [bootstrap_group_means([values], DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED) for values in per_cycle[1:]]
+        return [intervals(pooled[:1]), *(intervals(means) for means in alone)], intervals(pooled)
 
     if cache_dir is None:
         return compute()
