@@ -315,3 +315,25 @@ def test_checksummed_cache_files_skip_fsync_and_results_keep_it(tmp_path, monkey
     assert len(synced) == 2  # the namespace marker; the shard itself is checksummed and not synced
     fresh = FeatureNamespace(tmp_path / "cache", {"kind": "image"})
     assert sorted(fresh.load()) == ["h1", "h2"] and fresh.stats.shards_read == 1
+
+
+def test_captions_in_batches_of_1024_give_the_features_of_batches_of_256(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The larger caption batch (faster text tower) changes no feature bit of cycles-tiny on CPU."""
+    from clip_cycles.encoding import encoder
+
+    assert encoder.MIN_CAPTION_BATCH == 1024
+    colours, shapes = ["red", "blue", "green", "yellow", "purple"], ["circle", "square", "triangle", "star"]
+    captions = [
+        f"a {c} {s} {where} a {d} {t}"
+        for c in colours
+        for s in shapes
+        for d in colours
+        for t in shapes
+        for where in ("left of", "above", "next to")
+    ][:1100]  # more than one batch of 1024
+    spec = encoder.ModelSpec("open_clip", "cycles-tiny", "shapes")
+    large = encoder.encode([], captions, spec, None, batch_size=64)
+    monkeypatch.setattr(encoder, "MIN_CAPTION_BATCH", 256)
+    small = encoder.encode([], captions, spec, None, batch_size=64)
+    assert large.caption_rows == small.caption_rows
+    assert large.caption_features.tobytes() == small.caption_features.tobytes()

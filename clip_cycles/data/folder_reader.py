@@ -390,7 +390,12 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
                 flat.append(seen[marker])
         codes = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
     items: list[ImageItem] = []
+    resolved = folder.image_items  # file names seen in an earlier file of this folder: already checked
     for code, value in enumerate(unique):
+        known = resolved.get(value) if isinstance(value, str) else None
+        if known is not None:
+            items.append(known)
+            continue
         try:
             items.append(_image_item(value, folder))
         except ValueError as error:

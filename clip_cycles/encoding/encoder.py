@@ -38,8 +38,10 @@ from clip_cycles.verbosity import progress_disable
 
 DEFAULT_BATCH_SIZE = 64
 #: Captions go in batches of at least this many: token tensors are small, and larger
-#: batches keep the text tower busy (and write fewer cache shards).
-MIN_CAPTION_BATCH = 256
+#: batches keep the text tower busy (and write fewer cache shards). 1,024 as the plain
+#: script of ``benchmarks/bench_overhead.py``: the text tower of cycles-tiny ran 1.6x faster on
+#: CPU than at 256, with bit-identical features (tests/test_warm_fast_paths.py).
+MIN_CAPTION_BATCH = 1024
 #: Never more decoding workers than this (decoding is cheap next to encoding).
 MAX_WORKERS = 4
 
