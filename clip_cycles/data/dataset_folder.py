@@ -104,16 +104,35 @@ def _column_names(layout: str) -> list[str]:
     return [rename.get(name, name) for name in FOLDER_COLUMNS]
 
 
-def predicate_type(predicates: Iterable[str]) -> Any:
+def parse_predicates(texts: Iterable[str], parsed: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each distinct predicate text parsed once (:func:`parse_json`), keyed by text in first-seen order.
+
+    ``parsed`` (a family's memo) is extended in place and returned. Rows repeat their predicate
+    (a relation cycle's meanings recur over seeds), and the parsed values are only read, never
+    changed, so rows may share them.
+    """
+    parsed = {} if parsed is None else parsed
+    for text in texts:
+        if text not in parsed:
+            parsed[text] = parse_json(text)
+    return parsed
+
+
+def predicate_type(predicates: Iterable[str], parsed: dict[str, Any] | None = None) -> Any:
     """The pyarrow struct type of parsed predicate JSON texts (the union of their fields).
 
     One type per family, over every seed and split, so all files of a config share their
     features. ValueError names the predicate that cannot be typed (mixed value types) or a
     field that is always an empty object (Parquet cannot store a struct without fields).
+    ``parsed`` is a memo of :func:`parse_predicates` (text -> value), filled as needed.
     """
     import pyarrow as pa
 
-    values = [parse_json(text) for text in predicates]
+    # The distinct texts in first-seen order infer the type every row would: a repeated value
+    # adds no field and no value type, and struct fields keep the order they first appear in.
+    texts = list(dict.fromkeys(predicates))
+    parsed = parse_predicates(texts, parsed)
+    values = [parsed[text] for text in texts]
     if not values:
         return pa.struct([("stratum", pa.string())])
     try:
@@ -163,26 +182,34 @@ def _schema(mode: str, predicate: Any) -> Any:
     return pa.schema(fields, metadata=metadata)
 
 
-def write_parquet(path: Path, records: Sequence[Any], mode: str, root: Path, predicate: Any = None) -> None:
+def write_parquet(
+    path: Path, records: Sequence[Any], mode: str, root: Path, predicate: Any = None, parsed: dict[str, Any] | None = None
+) -> None:
     """Write one split's :class:`~clip_cycles.data.families.CycleRecord` rows; same rows give the same bytes.
 
-    ``predicate`` is the family's struct type (:func:`predicate_type`; default: this split's).
-    Self-contained rows name their images under ``images/`` (:func:`store_images` writes them).
+    ``predicate`` is the family's struct type (:func:`predicate_type`; default: this split's);
+    ``parsed`` the family's memo of parsed predicates (:func:`parse_predicates`), so each text is
+    parsed once per build. Self-contained rows name their images under ``images/``
+    (:func:`store_images` writes them).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    rows = [r.as_row() for r in records]
-    predicate = predicate_type(r["predicate"] for r in rows) if predicate is None else predicate
-    for row in rows:
-        row["predicate_json"] = row["predicate"]
-        row["predicate"] = parse_json(row["predicate"])
-        if mode == "self_contained":
-            row["image_0_file_name"] = IMAGE_PREFIX + row.pop("image_0")
-            row["image_1_file_name"] = IMAGE_PREFIX + row.pop("image_1")
-    table = pa.Table.from_pylist(rows, schema=_schema(mode, predicate))
+    texts = [r.predicate for r in records]
+    parsed = parse_predicates(texts, parsed)
+    predicate = predicate_type(texts, parsed) if predicate is None else predicate
+    # Column lists, as Table.from_pylist would gather them from row dicts (the same table, without the dicts).
+    prefix = IMAGE_PREFIX if mode == "self_contained" else ""
+    columns = {name: [getattr(r, name) for r in records] for name in ROW_COLUMNS if name not in ("image_0", "image_1")}
+    columns["predicate"] = [parsed[text] for text in texts]
+    columns["predicate_json"] = texts
+    for side in ("image_0", "image_1"):
+        name = f"{side}_file_name" if mode == "self_contained" else side
+        columns[name] = [prefix + getattr(r, side) for r in records]
+    schema = _schema(mode, predicate)
+    table = pa.Table.from_pydict({name: columns[name] for name in schema.names}, schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="zstd", compression_level=3, row_group_size=4096)
 
@@ -706,11 +733,12 @@ def _write_into(
     written = []
     layout = LAYOUT_OF_MODE[mode]
     for build in tqdm(builds, desc="writing parquet", disable=progress_disable()):
-        kind = predicate_type(r.predicate for splits in build.records.values() for s in SPLITS for r in splits[s])
+        parsed: dict[str, Any] = {}  # each predicate text of the family parsed once, for its type and its rows
+        kind = predicate_type((r.predicate for splits in build.records.values() for s in SPLITS for r in splits[s]), parsed)
         for seed, splits in sorted(build.records.items()):
             for split in SPLITS:
                 name = parquet_path(build.name, seed, split, layout)
-                write_parquet(out / name, splits[split], mode, root, kind)
+                write_parquet(out / name, splits[split], mode, root, kind, parsed)
                 written.append(name)
     images = store_images(out, root, builds) if layout == "imagefolder" else None
     info: dict[str, Any] = {

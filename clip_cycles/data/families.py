@@ -521,7 +521,8 @@ def to_records(family: Family, index: SourceIndex, cycles: Sequence[Cycle], seed
     for i, c in enumerate(cycles):
         # The parts are canonical JSON already and the keys are in sorted order: this equals
         # canonical_json({"caption_0": ..., "caption_1": ..., "details": ..., "stratum": ...}) without re-encoding.
-        name = cycle_stratum(family, c, cycle_id(family.name, seed, split, i))
+        identifier = cycle_id(family.name, seed, split, i)
+        name = cycle_stratum(family, c, identifier)
         stratum = strata_json.get(name)
         if stratum is None:
             stratum = strata_json[name] = canonical_json(name)
@@ -532,7 +533,7 @@ def to_records(family: Family, index: SourceIndex, cycles: Sequence[Cycle], seed
                 image_1=index.file_name(c.image_id_1),
                 caption_0=c.caption_0,
                 caption_1=c.caption_1,
-                cycle_id=cycle_id(family.name, seed, split, i),
+                cycle_id=identifier,
                 family=family.name,
                 seed=int(seed),
                 split=split,

@@ -1,0 +1,86 @@
+"""The build's fast write path (each predicate parsed once per family, columns without row dicts) writes
+the bytes of the plain one: every row's predicate parsed by the standard library, row dicts, and
+``pyarrow.Table.from_pylist``, computed here independently on crafted records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from clip_cycles.data import dataset_folder
+from clip_cycles.data.dataset_folder import parse_predicates, predicate_type, write_parquet
+from clip_cycles.data.families import ROW_COLUMNS, CycleRecord
+
+#: Predicates that repeat, whose fields first appear in different rows, and mix int and float values.
+PREDICATES = [
+    '{"caption_0":{"kind":"count","count":1},"caption_1":{"kind":"count","count":2},"stratum":"cat"}',
+    '{"caption_0":{"kind":"relation","margin":0.1},"details":{"pair":["a","b"]},"stratum":"a|b"}',
+    '{"caption_0":{"kind":"count","count":1},"caption_1":{"kind":"count","count":2},"stratum":"cat"}',
+    '{"caption_0":{"kind":"count","count":3,"margin":1},"caption_1":{"kind":"count","count":2},"stratum":"cat"}',
+    '{"caption_0":{"kind":"relation","margin":0.1},"details":{"pair":["a","b"]},"stratum":"a|b"}',
+]
+
+
+def records() -> list[CycleRecord]:
+    return [
+        CycleRecord(f"train2017/{i:04d}.jpg", f"train2017/{i + 7:04d}.jpg", f"caption {i}", f"caption {i + 1}",
+                    f"fam-s0-train-{i:06d}", "fam", 0, "train", i, i + 7, text)
+        for i, text in enumerate(PREDICATES * 3)
+    ]  # fmt: skip
+
+
+def plain_parquet(path: Path, rows: list[CycleRecord], mode: str) -> None:
+    """The plain write: every predicate parsed by json.loads, one dict per row, Table.from_pylist."""
+    kind = pa.array([json.loads(r.predicate) for r in rows]).type
+    dicts = []
+    for r in rows:
+        row = {name: getattr(r, name) for name in ROW_COLUMNS}
+        row["predicate_json"] = row["predicate"]
+        row["predicate"] = json.loads(row["predicate"])
+        if mode == "self_contained":
+            row["image_0_file_name"] = "images/" + row.pop("image_0")
+            row["image_1_file_name"] = "images/" + row.pop("image_1")
+        dicts.append(row)
+    table = pa.Table.from_pylist(dicts, schema=dataset_folder._schema(mode, kind))
+    pq.write_table(table, path, compression="zstd", compression_level=3, row_group_size=4096)
+
+
+@pytest.mark.parametrize("mode", ["reference", "self_contained"])
+def test_fast_write_gives_the_plain_writes_bytes(tmp_path: Path, mode: str) -> None:
+    rows = records()
+    plain = tmp_path / "plain.parquet"
+    plain_parquet(plain, rows, mode)
+    parsed: dict = {}
+    kind = predicate_type((r.predicate for r in rows), parsed)
+    fast = tmp_path / "fast.parquet"
+    write_parquet(fast, rows, mode, tmp_path, kind, parsed)
+    assert fast.read_bytes() == plain.read_bytes()
+    alone = tmp_path / "alone.parquet"  # no type, no memo: the split types and parses itself
+    write_parquet(alone, rows, mode, tmp_path)
+    assert alone.read_bytes() == plain.read_bytes()
+    # The values really went in: the struct column reads back as the standard library parses the text.
+    table = pq.read_table(fast)
+    assert table.column("predicate").to_pylist()[1]["details"] == {"pair": ["a", "b"]}
+    assert table.column("predicate").to_pylist()[0]["caption_0"]["margin"] is None
+
+
+def test_distinct_texts_infer_the_type_of_every_row() -> None:
+    # Fields in first-appearance order over all rows, int widened to double by a later float.
+    texts = ['{"b":1}', '{"a":"x","b":1}', '{"b":1}', '{"b":2.5}', '{"a":"x","b":1}']
+    assert predicate_type(texts) == pa.array([json.loads(t) for t in texts]).type
+    assert str(predicate_type(texts)) == "struct<b: double, a: string>"
+
+
+def test_parse_predicates_parses_each_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = dataset_folder.parse_json
+    monkeypatch.setattr(dataset_folder, "parse_json", lambda text: calls.append(text) or real(text))
+    memo = parse_predicates(PREDICATES)
+    parse_predicates(PREDICATES, memo)
+    assert sorted(calls) == sorted(set(PREDICATES))
+    assert list(memo) == list(dict.fromkeys(PREDICATES))
+    assert all(memo[t] == json.loads(t) for t in PREDICATES)
