@@ -61,3 +61,13 @@ def test_summary_says_what_it_averaged_over():
     # The record's reader learns the rule from this field: each part of it is there, in these words.
     assert text.startswith("all attributes; every fold scored (degenerate folds: test F1 = 0); ")
     assert text.endswith("; CS over the attributes with a finite supercategory dominance")
+
+
+def test_pearson_of_a_constant_is_nan_without_a_warning_and_small_spreads_still_correlate():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 0 / 0 would warn "invalid value encountered"
+        assert np.isnan(pearson([0.5, 0.5, 0.5, 0.5], [1.0, 2.0, 3.0, 5.0]))
+        assert np.isnan(pearson([1.0, 2.0, 3.0], [7.0, 7.0, 7.0]))
+    # Spreads far below 1 (dominance shares, F1 fractions): sum of squares well under 1, still a correlation.
+    x, y = [0.01, 0.02, 0.03, 0.05], [0.010, 0.030, 0.020, 0.040]
+    assert pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1], abs=1e-12)

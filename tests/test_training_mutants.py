@@ -278,3 +278,95 @@ def test_train_on_pairs_counts_pairs_and_test_cycles_and_honours_the_tolerance()
     assert (bare.test_cycle_acc, bare.n_test) == (None, 0)
     # Without a config: pairwise BCE with the defaults.
     assert train_on_pairs(make_head("bilinear", DIM, DIM), phi, psi, pairs).config == TrainConfig(loss="pairwise_bce")
+
+
+class StepCounter:
+    """A numpy-free optimizer double: counts steps; its model is the step count."""
+
+    def __init__(self) -> None:
+        self.model = [0]
+
+    def step(self, loss: float) -> bool:
+        self.model[0] += 1
+        return True
+
+    def loss_value(self, loss: float) -> float:
+        return float(loss)
+
+    def train(self, mode: bool) -> None:
+        pass
+
+    def state(self) -> list[int]:
+        return list(self.model)
+
+    def load_state(self, state: list[int]) -> None:
+        self.model[:] = state
+
+
+@pytest.mark.parametrize(
+    "settings,message",
+    [
+        ({"epochs": 0}, r"^fit: epochs must be a positive integer, got 0$"),
+        ({"batch_size": 0}, r"^fit: batch_size must be a positive integer, got 0$"),
+        ({"n_items": 0}, r"^fit: n_items must be a positive integer, got 0$"),
+        ({"epochs": 1.0}, r"^fit: epochs must be a positive integer, got 1\.0$"),
+    ],
+)
+def test_fit_names_each_bad_setting(settings, message):
+    from clip_cycles.heads.training import fit
+
+    arguments = {"epochs": 1, "batch_size": 1, "n_items": 1, **settings}
+    with pytest.raises(ValueError, match=message):
+        fit(StepCounter(), lambda batch: 0.0, arguments["n_items"], np.arange, arguments["epochs"], arguments["batch_size"])
+
+
+def test_fit_accepts_numpy_integers_and_the_smallest_settings():
+    from clip_cycles.heads.training import fit
+
+    optimizer = StepCounter()
+    run = fit(optimizer, lambda batch: float(batch[0]), np.int64(3), np.arange, np.int64(1), np.int32(1))
+    assert optimizer.model == [3] and [r.steps for r in run.history] == [3]
+    assert run.history[0].train_loss == pytest.approx((0 + 1 + 2) / 3)
+    single = fit(StepCounter(), lambda batch: 0.0, 1, np.arange, 1, 1)
+    assert (single.best_epoch, single.steps, single.steps_skipped) == (1, 1, 0)
+
+
+def test_fit_names_a_nan_validation_exactly():
+    from clip_cycles.heads.training import Validation, fit
+
+    nan_rule = Validation("acc", lambda model: float("nan"))
+    message = (
+        r"^validation 'acc' is NaN after epoch 1: no epoch can be compared with it; check the features and the learning rate$"
+    )
+    with pytest.raises(ValueError, match=message):
+        fit(StepCounter(), lambda batch: 0.0, 2, np.arange, 3, 2, nan_rule)
+    with pytest.raises(ValueError, match=r"^Validation\.select must be one of \('best', 'last'\), got 'worst'$"):
+        Validation("v", lambda model: 0.0, select="worst")
+
+
+def test_numpy_adam_history_records_each_batch_loss_and_names_a_gradient_mismatch():
+    from clip_cycles.heads.training import NumpyAdam, NumpyLoss, fit
+
+    weights = np.zeros(2)
+    adam = NumpyAdam([weights], lr=0.1, weight_decay=0.0)
+    # Batch losses 1.0 (items 0-1) and 5.0 (item 2): the epoch's mean loss is (2 x 1 + 1 x 5) / 3.
+    run = fit(adam, lambda batch: NumpyLoss(value=1.0 if batch[0] == 0 else 5.0, grads=[np.ones(2)]), 3, np.arange, 1, 2)
+    assert run.history[0].train_loss == pytest.approx(7.0 / 3.0) and run.steps == 2
+    # Two Adam steps on a constant gradient 1 move each weight by lr per step (m_hat / sqrt(v_hat) = 1).
+    np.testing.assert_allclose(weights, [-0.2, -0.2], rtol=1e-6)
+    with pytest.raises(ValueError, match=r"^NumpyAdam: 2 gradients for 1 parameter arrays$"):
+        adam.step(NumpyLoss(value=0.0, grads=[np.ones(2), np.ones(1)]))
+
+
+def test_validate_pairs_accepts_a_single_pair():
+    assert validate_pairs(np.array([[0, 0, 1]]), 1, 1).tolist() == [[0, 0, 1]]
+
+
+def test_the_record_has_exactly_its_fields():
+    phi, psi, train, val, _ = small_task()
+    result = train_on_cycles(
+        make_head("bilinear", DIM, DIM), phi, psi, train, val, config=TrainConfig(epochs=1, batch_size=32, threads=1)
+    )
+    assert set(result.to_dict()) == {"head", "config", "best_epoch", "val_metric", "best_val", "test_cycle_acc", "tie_tolerance",
+                                     "n_train", "n_test", "steps_skipped", "history"}  # fmt: skip
+    assert result.to_dict()["tie_tolerance"] == DEFAULT_TIE_TOLERANCE and result.to_dict()["history"][0]["epoch"] == 1
