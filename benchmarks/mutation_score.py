@@ -40,7 +40,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
     "zero_shot": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
-    "folder_audit": ("tests/test_folder_audit.py",),
+    "folder_audit": ("tests/test_folder_audit_mutants.py", "tests/test_folder_audit.py"),
     "coco_families": (
         "tests/test_coco_families.py",
         "tests/test_caption_oracles.py",
@@ -145,6 +145,44 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "_loss_gradient",
         "leakage_score",
         "probe_attributes",
+    ),
+    # The folder audit's verdicts: caption readers, truth rules, strata, row checks and ``ok`` (not the raw-file
+    # and build_info readers, the file-integrity digest loop, the folder walk and the CLI: I/O and messages).
+    "folder_audit": (
+        "_noun_forms",
+        "read_coco_caption",
+        "_gqa_noun",
+        "read_gqa_attribute_phrase",
+        "render_gqa_noun",
+        "_centre",
+        "box_relation_holds",
+        "_all_or_none",
+        "coco_truth",
+        "_named",
+        "_values",
+        "gqa_attribute_truth",
+        "_edge",
+        "gqa_relation_truth",
+        "_conjunction",
+        "read_caption",
+        "_sub",
+        "_strata",
+        "_audit_rows",
+        "AuditResult.ok",
+        "Image.present",
+    ),
+    # The designs, the AUROC, the probe fits, the balance check and both ``passed`` verdicts (not to_dict's JSON).
+    "additive_audit": (
+        "Comparisons.*",
+        "comparisons",
+        "_validate_pairs",
+        "pair_auroc",
+        "average_ranks",
+        "fit_additive_probe",
+        "ProbeAudit.passed",
+        "AdditiveAuditReport.passed",
+        "unbalanced_comparisons",
+        "additive_audit",
     ),
 }
 
