@@ -59,7 +59,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "fingerprints": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
     "feature_cache": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
     "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
-    "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
+    "additive_audit": ("tests/test_additive_audit_mutants.py", "tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     "training": ("tests/test_training.py", "tests/test_training_loop.py"),
     "audit": ("tests/test_benchmark_audit.py",),
     "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
