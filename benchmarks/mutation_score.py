@@ -39,7 +39,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
-    "zero_shot": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
+    "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit_mutants.py", "tests/test_folder_audit.py"),
     "coco_families": (
         "tests/test_coco_families.py",
@@ -184,6 +184,9 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "unbalanced_comparisons",
         "additive_audit",
     ),
+    # The scores, their summary over seeds, the audit's inputs and its cache (not the samples file, evaluate's
+    # orchestration of encoding, or the record helpers, whose fields tests/test_schemas.py pins).
+    "zero_shot": ("per_cycle_scores", "score_blocks", "score_task", "_compact", "_audit"),
 }
 
 #: Helper files every test run needs besides the matching test files.
