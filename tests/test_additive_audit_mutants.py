@@ -7,6 +7,7 @@ or a wrong axis fails here (``benchmarks/mutation_score.py additive_audit`` runs
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -123,3 +124,87 @@ def test_unbalanced_comparisons_are_those_whose_captions_differ() -> None:
     # Cycles are balanced whatever repeats (u1 == u2 or v1 == v2 included).
     cycles = comparisons([[0, 1, 2, 3], [0, 0, 1, 2], [1, 2, 3, 3]], "cycles", 4, 4, "d")
     assert unbalanced_comparisons(cycles).tolist() == []
+
+
+def _credits(values: np.ndarray, tolerance: float) -> np.ndarray:
+    return np.where(values > tolerance, 1.0, np.where(values < -tolerance, 0.0, 0.5))
+
+
+def _bce(logit: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.log1p(np.exp(-np.abs(logit))) + np.maximum(logit, 0.0) - labels * logit))
+
+
+@pytest.mark.parametrize("given_eval_pairs", [False, True])
+def test_every_report_field_by_hand(given_eval_pairs: bool) -> None:
+    """Each probe's figures from the hand-written float64 Adam of tests/test_additive_audit.py and sklearn's AUROC."""
+    from sklearn.metrics import roc_auc_score
+    from test_additive_audit import _planted, _reference_fit, _unblocked_pairs
+
+    n = 20
+    phi, psi = _planted(seed=5, n=n, dim=4)
+    rng = np.random.default_rng(8)
+    # Hard negatives (u, v_true, v_false); test row 0 repeats its caption (balanced), so the witness is row 1's.
+    train = np.stack([rng.integers(0, n, 9), rng.integers(0, n, 9), rng.integers(n, 2 * n, 9)], axis=1)
+    test = np.stack([rng.integers(0, n, 6), rng.integers(0, n, 6), rng.integers(n, 2 * n, 6)], axis=1)
+    test[0, 2] = test[0, 1]
+    val = train[:4]
+    eval_pairs = _unblocked_pairs(rng, n, 5) if given_eval_pairs else None
+    settings = {"epochs": 2, "seed": 3, "lr": 0.05, "weight_decay": 0.01, "batch_size": 7}
+    report = additive_audit(phi, psi, train, test, val, tie_tolerance=0.02, design="hard_negatives",
+                            eval_pairs=eval_pairs, **settings)  # fmt: skip
+    # Training pairs by hand: (u, v_true, 1) then (u, v_false, 0) per row.
+    fit_pairs = np.array([p for u, vt, vf in train for p in ((u, vt, 1), (u, vf, 0))])
+    test_pairs = np.array([p for u, vt, vf in test for p in ((u, vt, 1), (u, vf, 0))])
+    scored = test_pairs if eval_pairs is None else eval_pairs
+    failures = [f"5 of 6 test comparisons are unbalanced (Theorem 1); witness: caption row {test[1, 1]} has signed degree 1 "
+                "in comparison 1"]  # fmt: skip
+    for head in ("image_only", "text_only", "additive"):
+        (w_image, w_text, bias), steps = _reference_fit(head, phi, psi, fit_pairs, 2, 0.05, 0.01, 7, 3)
+        image_logit = (phi @ w_image if head != "text_only" else np.zeros(2 * n)) + bias[0]
+        caption_logit = psi @ w_text if head != "image_only" else np.zeros(2 * n)
+        values = caption_logit[test[:, 1]] - caption_logit[test[:, 2]]  # the image's logit cancels in u's two pairs
+        probe = report.probes[head]
+        assert probe.head == head and probe.steps_taken == steps == 2 * math.ceil(18 / 7)
+        assert probe.cycle_acc == pytest.approx(_credits(values, 0.02).mean(), abs=1e-12)
+        assert probe.max_abs_delta == pytest.approx(np.abs(values).max(), abs=1e-12)
+        train_logit = image_logit[fit_pairs[:, 0]] + caption_logit[fit_pairs[:, 1]]
+        assert probe.train_loss == pytest.approx(_bce(train_logit, fit_pairs[:, 2]), abs=1e-12)
+        assert probe.train_pair_auroc == pytest.approx(roc_auc_score(fit_pairs[:, 2], train_logit), abs=1e-12)
+        scored_logit = image_logit[scored[:, 0]] + caption_logit[scored[:, 1]]
+        assert probe.pair_auroc == pytest.approx(roc_auc_score(scored[:, 2], scored_logit), abs=1e-12)
+        assert probe.passed is (probe.cycle_acc == 0.5)
+        if not probe.passed:
+            failures.append(f"{head}: accuracy {probe.cycle_acc!r} != 0.5 on the test hard_negatives "
+                            f"(max |T| {np.abs(values).max():.3g})")  # fmt: skip
+    assert report.probes["image_only"].cycle_acc == 0.5  # an image-only score cancels in (u, v) - (u, v')
+    assert not report.probes["text_only"].passed
+    assert list(report.probes) == ["image_only", "text_only", "additive"]
+    assert report.failures == failures
+    assert report.witness == {"comparison": 1, "side": "caption", "vertex": int(test[1, 1]), "value": 1.0,
+                              "score": f"the additive score that is 1 on caption row {test[1, 1]} and 0 elsewhere"}  # fmt: skip
+    assert (report.design, report.n_test, report.n_val, report.n_unbalanced) == ("hard_negatives", 6, 4, 5)
+    assert (report.n_train_pairs, report.n_eval_pairs) == (18, len(scored))
+    assert (report.epochs, report.seed, report.tie_tolerance) == (2, 3, 0.02)
+    label = (
+        f"{len(scored)} given unblocked pairs"
+        if given_eval_pairs
+        else "the 12 evaluated pairs of the test hard_negatives, pooled"
+    )
+    assert report.eval_pairs == label
+    assert not report.passed
+
+
+def test_a_tie_tolerance_decides_the_probes_verdicts() -> None:
+    """The same fits pass under a tolerance wider than every |T| (all ties, 0.5) and fail under 0."""
+    n = 20
+    from test_additive_audit import _planted
+
+    phi, psi = _planted(seed=1, n=n, dim=3)
+    triples = np.array([[i, i, n + i] for i in range(8)])
+    strict = additive_audit(phi, psi, triples, triples, design="hard_negatives", epochs=2, batch_size=4, tie_tolerance=0.0)
+    wide = max(p.max_abs_delta for p in strict.probes.values())
+    loose = additive_audit(phi, psi, triples, triples, design="hard_negatives", epochs=2, batch_size=4, tie_tolerance=wide)
+    assert all(p.cycle_acc == 0.5 for p in loose.probes.values()) and loose.tie_tolerance == wide
+    assert strict.probes["text_only"].cycle_acc == 1.0  # the planted cue: every true caption above its false one
+    assert [f.split(":")[0] for f in strict.failures[1:]] == [h for h in ("image_only", "text_only", "additive")
+                                                              if not strict.probes[h].passed]  # fmt: skip
