@@ -13,7 +13,13 @@ import re
 import numpy as np
 import pytest
 
-from clip_cycles.heads.additive_audit import _validate_pairs, additive_audit, comparisons, unbalanced_comparisons
+from clip_cycles.heads.additive_audit import (
+    _validate_pairs,
+    additive_audit,
+    comparisons,
+    fit_additive_probe,
+    unbalanced_comparisons,
+)
 
 
 def test_cycle_rows_become_four_weighted_pairs() -> None:
@@ -208,3 +214,46 @@ def test_a_tie_tolerance_decides_the_probes_verdicts() -> None:
     assert strict.probes["text_only"].cycle_acc == 1.0  # the planted cue: every true caption above its false one
     assert [f.split(":")[0] for f in strict.failures[1:]] == [h for h in ("image_only", "text_only", "additive")
                                                               if not strict.probes[h].passed]  # fmt: skip
+    assert strict.n_val == 0 and loose.n_val == 0  # no validation design given
+
+
+def test_the_defaults_are_paper_ones_five_epochs_lr_1e3_wd_1e4_batch_512_seed_0() -> None:
+    """With every setting left out, the audit fits as the hand-written Adam does with the documented values."""
+    from test_additive_audit import _planted, _reference_fit
+
+    n = 300
+    phi, psi = _planted(seed=2, n=n, dim=3)
+    rng = np.random.default_rng(0)
+    rows = np.stack([rng.integers(0, n, 350), rng.integers(0, n, 350), rng.integers(n, 2 * n, 350)], axis=1)  # 700 pairs
+    pairs = np.array([p for u, vt, vf in rows for p in ((u, vt, 1), (u, vf, 0))])
+    report = additive_audit(phi, psi, rows, rows, design="hard_negatives")
+    assert (report.epochs, report.seed) == (5, 0)
+    for head in ("text_only", "additive"):
+        (w_image, w_text, bias), steps = _reference_fit(head, phi, psi, pairs, 5, 1e-3, 1e-4, 512, 0)
+        caption_logit = psi @ w_text
+        image_logit = (phi @ w_image if head == "additive" else np.zeros(2 * n)) + bias[0]
+        logit = image_logit[pairs[:, 0]] + caption_logit[pairs[:, 1]]
+        values = caption_logit[rows[:, 1]] - caption_logit[rows[:, 2]]
+        assert report.probes[head].steps_taken == steps == 10  # 5 epochs of 2 batches (512 + 188)
+        # The same batches in the same order (another seed, batch size or step would move these far more).
+        assert report.probes[head].max_abs_delta == pytest.approx(float(np.max(np.abs(values))), rel=1e-12, abs=0)
+        assert report.probes[head].train_loss == pytest.approx(_bce(logit, pairs[:, 2]), rel=1e-12, abs=0)
+        fit = fit_additive_probe(head, phi, psi, pairs)  # the probe's own defaults are the same
+        assert fit.caption_logit.tobytes() == caption_logit.tobytes() and fit.steps == 10
+
+
+def test_the_audit_names_each_input_it_refuses() -> None:
+    phi = psi = np.eye(4)
+    good = np.array([[0, 1, 2, 3]])
+    for args, message in (
+        ((np.zeros(4), psi, good, good), "image_features must be a 2-D table"),
+        ((phi, np.zeros(4), good, good), "caption_features must be a 2-D table"),
+        ((phi, psi, np.array([[0, 1, 2]]), good), "train design: empty cycle set or wrong shape (1, 3)"),
+        ((phi, psi, good, np.array([[0, 1, 2]])), "test design: empty cycle set or wrong shape (1, 3)"),
+    ):
+        with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
+            additive_audit(*args, epochs=1)
+    with pytest.raises(ValueError, match=r"^train_pairs: need \(N, 3\) rows"):
+        additive_audit(phi, psi, good, good, epochs=1, train_pairs=[[0, 1]])
+    with pytest.raises(ValueError, match=r"^eval_pairs: need \(N, 3\) rows"):
+        additive_audit(phi, psi, good, good, epochs=1, eval_pairs=[[0, 1]])
