@@ -39,7 +39,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
-    "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
+    # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
+    "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_pass_clauses.py"),
     "folder_audit": ("tests/test_folder_audit_mutants.py", "tests/test_folder_audit.py"),
     "coco_families": (
         "tests/test_coco_families.py",
