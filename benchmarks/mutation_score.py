@@ -41,7 +41,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
     # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_pass_clauses.py"),
-    "folder_audit": ("tests/test_folder_audit_mutants.py", "tests/test_folder_audit.py"),
+    # Not tests/test_folder_audit.py: its module fixtures build folders from the shapes world for every mutant.
+    "folder_audit": ("tests/test_folder_audit_mutants.py",),
     "coco_families": (
         "tests/test_coco_families.py",
         "tests/test_caption_oracles.py",
