@@ -212,6 +212,7 @@ def test_coco_truth_edge_cases() -> None:
     assert coco_truth(on_left, image({"cat": [(35, 0, 10, 10)]}), {}) == TRUE
     assert coco_truth(on_right, image({"cat": [(55, 0, 10, 10)]}), {}) == TRUE
     assert coco_truth(on_left, image({"cat": [(55, 0, 10, 10)]}), {}) == FALSE
+    assert coco_truth(on_right, image({"cat": [(35, 0, 10, 10)]}), {}) == FALSE  # every instance on the left
     assert coco_truth(on_right, image({"cat": [(54, 0, 10, 10)]}), {}) == AMBIGUOUS
     assert coco_truth(on_right, image({"cat": [(36, 0, 10, 10)]}), {}) == AMBIGUOUS
     assert coco_truth(on_left, image({}, crowd=("cat",)), {}) == AMBIGUOUS  # crowd before absence

@@ -309,3 +309,14 @@ def test_a_cached_audit_is_served_only_while_its_settings_and_checksum_hold(
             warnings.simplefilter("error")
             assert zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path)["passed"] is True
     assert len(seen) == 7
+
+
+def test_score_task_audits_each_seed_on_its_own_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real ``_audit`` under ``score_task``: each seed's train and scored rows reach the audit, through the encoder."""
+    seen = _audit_inputs(monkeypatch)
+    metrics = score_task(data(task(metric_names=("cycle_acc", "additive_audit"))), encoded())
+    for k, scored in enumerate((SEED0, SEED1)):
+        images, _, (train, test) = _compacted([_index(TRAIN), _index(scored)])
+        assert (seen[k]["train"], seen[k]["test"], seen[k]["seed"]) == (train, test, k)
+        assert seen[k]["phi"] == PHI[images].tolist()
+    assert metrics["additive_audit"]["passed"] is True and list(metrics["additive_audit"]["per_seed"]) == ["0", "1"]
