@@ -39,8 +39,10 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
-    "zero_shot": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
-    "folder_audit": ("tests/test_folder_audit.py",),
+    # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
+    "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_pass_clauses.py"),
+    # Not tests/test_folder_audit.py: its module fixtures build folders from the shapes world for every mutant.
+    "folder_audit": ("tests/test_folder_audit_mutants.py",),
     "coco_families": (
         "tests/test_coco_families.py",
         "tests/test_caption_oracles.py",
@@ -60,7 +62,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "fingerprints": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
     "feature_cache": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
     "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
-    "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
+    "additive_audit": ("tests/test_additive_audit_mutants.py", "tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     # Not test_training.py: its planted-task trainings take minutes a mutant; the loop and mutants files cover the core.
     "training": ("tests/test_training_loop.py", "tests/test_training_mutants.py"),
     "audit": ("tests/test_benchmark_audit.py",),
@@ -154,6 +156,47 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "validate_pairs",
         "TrainResult.to_dict",
     ),
+    # The folder audit's verdicts: caption readers, truth rules, strata, row checks and ``ok`` (not the raw-file
+    # and build_info readers, the file-integrity digest loop, the folder walk and the CLI: I/O and messages).
+    "folder_audit": (
+        "_noun_forms",
+        "read_coco_caption",
+        "_gqa_noun",
+        "read_gqa_attribute_phrase",
+        "render_gqa_noun",
+        "_centre",
+        "box_relation_holds",
+        "_all_or_none",
+        "coco_truth",
+        "_named",
+        "_values",
+        "gqa_attribute_truth",
+        "_edge",
+        "gqa_relation_truth",
+        "_conjunction",
+        "read_caption",
+        "_sub",
+        "_strata",
+        "_audit_rows",
+        "AuditResult.ok",
+        "Image.present",
+    ),
+    # The designs, the AUROC, the probe fits, the balance check and both ``passed`` verdicts (not to_dict's JSON).
+    "additive_audit": (
+        "Comparisons.*",
+        "comparisons",
+        "_validate_pairs",
+        "pair_auroc",
+        "average_ranks",
+        "fit_additive_probe",
+        "ProbeAudit.passed",
+        "AdditiveAuditReport.passed",
+        "unbalanced_comparisons",
+        "additive_audit",
+    ),
+    # The scores, their summary over seeds, the audit's inputs and its cache (not the samples file, evaluate's
+    # orchestration of encoding, or the record helpers, whose fields tests/test_schemas.py pins).
+    "zero_shot": ("per_cycle_scores", "score_blocks", "score_task", "_compact", "_audit"),
 }
 
 #: Helper files every test run needs besides the matching test files.
