@@ -15,7 +15,8 @@ restricts it by default) and optionally given its own test files
 
 Output: ``{module: {mutants, killed, survived, no_tests, timeout, score, survivors},
 "total": {...}}``. ``score`` is killed / mutants; a mutant no test reaches
-(``no_tests``) or that outlives its CPU limit without failing counts against it.
+(``no_tests``) or that outlives its CPU limit without failing counts against it. A module that
+runs past ``--timeout`` reports the mutants that ran, with ``"partial": true`` and ``not_run``.
 Needs ``pip install mutmut`` (3.8; not a dependency of the package, not run in CI).
 """
 
@@ -310,12 +311,14 @@ def run_module(
         if previous is not None:
             globs = list(previous["survivors"])
         command = [*MUTMUT, "run", "--max-children", str(max_children), *globs]
-        proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
+        try:
+            proc = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=timeout)
+            output, timed_out = f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}", False
+        except subprocess.TimeoutExpired as expired:  # keep what ran: mutmut saves each verdict as it comes
+            output, timed_out = f"{_text(expired.stdout)[-3000:]}\n{_text(expired.stderr)[-3000:]}", True
         meta = scratch / "mutants" / f"{module_file(name)}.meta"
         if not meta.is_file():
-            raise SystemExit(
-                f"mutation_score: mutmut produced no results for {name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-            )
+            raise SystemExit(f"mutation_score: mutmut produced no results for {name} (timed out: {timed_out}):\n{output}")
         codes: dict[str, Any] = json.loads(meta.read_text())["exit_code_by_key"]
         if globs:
             codes = {k: v for k, v in codes.items() if k in globs or any(fnmatch.fnmatch(k, g) for g in globs)}
@@ -323,11 +326,12 @@ def run_module(
         no_tests = sorted(k for k, v in codes.items() if v in NO_TESTS)
         timeout_ = sorted(k for k, v in codes.items() if v in TIMEOUT)
         not_run = sorted(k for k, v in codes.items() if v is None)
-        if not_run:
-            raise SystemExit(
-                f"mutation_score: mutmut ran none of {len(not_run)} mutants of {name}:\n"
-                f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-            )
+        if not_run and not timed_out:
+            raise SystemExit(f"mutation_score: mutmut left {len(not_run)} mutants of {name} unrun:\n{output}")
+        if len(not_run) == len(codes):
+            raise SystemExit(f"mutation_score: --timeout {timeout:g} s passed before any mutant of {name} ran:\n{output}")
+        # A timed-out module reports the mutants that ran (``partial``, ``not_run``); its score is over those only.
+        codes = {k: v for k, v in codes.items() if v is not None}
         # Everything else (exit 0, or a signal such as SIGTERM from mutmut's own timeout) is a survivor.
         survived = sorted(k for k in codes if k not in killed and k not in no_tests and k not in timeout_)
         if show:
@@ -345,13 +349,19 @@ def run_module(
             "survived": len(survived),
             "no_tests": len(no_tests),
             "timeout": len(timeout_),
-            "score": round(len(killed) / total, 4) if total else None,
+            "score": round(len(killed) / total, 4) if total else None,  # over the mutants that ran
             "survivors": survived + no_tests + timeout_,
             "tests": list(test_files),
             "functions": functions or "all",
+            **({"partial": True, "not_run": len(not_run)} if timed_out else {}),
         }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _text(data: bytes | str | None) -> str:
+    """A timed-out child's captured output as text."""
+    return data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
 
 
 def main(argv: list[str] | None = None) -> int:
