@@ -62,7 +62,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     "training": ("tests/test_training.py", "tests/test_training_loop.py"),
     "audit": ("tests/test_benchmark_audit.py",),
-    "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
+    "vlm_scores": ("tests/test_vlm_scores_mutants.py", "tests/test_key_fields.py"),  # test_vlm_scores.py: a model per mutant
 }
 
 #: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
@@ -145,6 +145,22 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "_loss_gradient",
         "leakage_score",
         "probe_attributes",
+    ),
+    # Prompt settings, model identity, the pair key and cache description, counts, scoring and blocks (not
+    # HFVLMScorer/load_hf_vlm, which need a transformers model, nor score_tasks' torchrun sharding and the tqdm edge).
+    "vlm_scores": (
+        "PromptConfig.*",
+        "prompt_config_*",
+        "_folder_files",
+        "_fingerprint_files",
+        "model_fingerprint",
+        "pair_key",
+        "cache_description",
+        "PairScoreStats.*",
+        "PairScores.*",
+        "score_pairs",
+        "_score_missing",
+        "cycle_pairs",
     ),
 }
 
