@@ -57,7 +57,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "attribute_probes": ("tests/test_attribute_probes.py", "tests/test_probe_metrics_reference.py"),
     "interaction": ("tests/test_interaction.py",),
     "fingerprints": ("tests/test_fingerprints.py", "tests/test_feature_cache.py"),  # test_key_fields: world builds, slow
-    "feature_cache": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
+    "feature_cache": ("tests/test_feature_cache.py", "tests/test_feature_cache_mutants.py", "tests/test_key_fields.py"),
     "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
     "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     "training": ("tests/test_training.py", "tests/test_training_loop.py"),
