@@ -275,16 +275,17 @@ def test_listing_fingerprint_takes_path_size_and_mtime_of_wanted_files(tmp_path:
     linked.mkdir()
     (linked / "d.jpg").write_bytes(b"dddd")
     (folder / "link").symlink_to(linked, target_is_directory=True)
+    (folder / "e.jpg").symlink_to(linked / "d.jpg")  # a linked file counts as the file it points to
 
     def entries(names: list[str]) -> list[list[object]]:
         return sorted([name, (folder / name).stat().st_size, (folder / name).stat().st_mtime_ns] for name in names)
 
-    everything = ["a.PNG", "b.jpg", "link/d.jpg", "nested/deeper/c.jpg", "notes.txt"]
+    everything = ["a.PNG", "b.jpg", "e.jpg", "link/d.jpg", "nested/deeper/c.jpg", "notes.txt"]
     compact = (",", ":")
-    assert listing_fingerprint(folder) == {"files": 5, "digest": _sha(json.dumps(entries(everything), separators=compact))}
-    images = ["a.PNG", "b.jpg", "link/d.jpg", "nested/deeper/c.jpg"]
+    assert listing_fingerprint(folder) == {"files": 6, "digest": _sha(json.dumps(entries(everything), separators=compact))}
+    images = ["a.PNG", "b.jpg", "e.jpg", "link/d.jpg", "nested/deeper/c.jpg"]
     assert listing_fingerprint(folder, (".jpg", ".png")) == {
-        "files": 4,
+        "files": 5,
         "digest": _sha(json.dumps(entries(images), separators=compact)),
     }
     assert listing_fingerprint(folder / "missing") == {"files": 0, "digest": _sha("[]")}
