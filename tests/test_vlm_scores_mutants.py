@@ -287,6 +287,7 @@ def test_each_prompt_gets_its_own_table_and_equal_prompts_one(tmp_path: Path) ->
     assert len(scores.tables) == 2 and all(len(table) == 5 for table in scores.tables.values())
     assert scorer.configs == [PromptConfig(), PromptConfig("{image} Other:")]
     assert scores.stats.scored_pairs == 10 and scores.stats.forward_passes == 2
+    assert scores.stats.cached_pairs == 0  # the repeated prompt is not looked up a second time
     # The score mode is applied afterwards: a mean-mode prompt reads the sum-mode table.
     again = _FakeScorer()
     _, scores = score_pairs(_pairs(), _spec(), [PromptConfig(score="mean")], tmp_path, scorer=again)
@@ -428,3 +429,25 @@ def test_cycle_pairs_are_the_four_pairs_of_each_test_cycle_of_every_seed() -> No
             expected += [(f"{a}.png", texts[c]), (f"{a}.png", texts[d]), (f"{b}.png", texts[c]), (f"{b}.png", texts[d])]
     assert got == expected
     assert vlm_scores.cycle_pairs([task, task]) == vlm_scores.cycle_pairs([task]) * 2
+
+
+def test_a_corrupt_pair_score_shard_is_named_and_its_pairs_rescored(tmp_path: Path) -> None:
+    score_pairs(_pairs(), _spec(), [PromptConfig()], tmp_path, batch_size=3, scorer=_FakeScorer())
+    shards = sorted((tmp_path / "pair_scores").rglob("*.safetensors"))
+    assert len(shards) == 2  # batches of 3 and 2 pairs
+    shards[0].write_bytes(b"not a safetensors file")
+    again = _FakeScorer()
+    with pytest.warns(UserWarning, match="corrupt shard"):
+        _, scores = score_pairs(_pairs(), _spec(), [PromptConfig()], tmp_path, batch_size=3, scorer=again)
+    assert scores.stats.corrupt_shards == [str(shards[0])]
+    assert scores.stats.to_dict()["corrupt_shards"] == [str(shards[0])]
+    rescored = sum(len(batch) for batch in again.batches)
+    assert rescored in (2, 3) and scores.stats.scored_pairs == rescored and scores.stats.cached_pairs == 5 - rescored
+
+
+def test_the_default_batch_holds_sixteen_pairs(tmp_path: Path) -> None:
+    items = [ImageItem(f"{i}.png", data=_png(i)) for i in range(5)]
+    captions = [f"caption number {j}" for j in range(4)]
+    scorer = _FakeScorer()
+    _, scores = score_pairs([(item, c) for item in items for c in captions], _spec(), [PromptConfig()], tmp_path, scorer=scorer)
+    assert [len(batch) for batch in scorer.batches] == [16, 4] and scores.stats.forward_passes == 2
