@@ -161,3 +161,68 @@ def test_a_valid_family_builder_source_registers(tmp_path: Path) -> None:
     assert "toy_m" not in sources.source_names()
     with pytest.raises(TypeError, match="register_source takes a clip_cycles.data.sources.Source, got dict"):
         sources.register_source({"name": "x"})  # type: ignore[arg-type]
+
+
+class _Recorder:
+    """A ``build_families`` that records how it was called and returns a folder name of its own."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __call__(self, *args: object, **kwargs: object) -> tuple[str, list]:
+        self.calls.append((args, kwargs))
+        return "/built/here", []
+
+
+@pytest.mark.parametrize("min_cycles", [None, 0, 7])
+def test_build_from_raw_calls_the_builder_with_the_families_and_the_rule(min_cycles: int | None, tmp_path: Path) -> None:
+    recorder = _Recorder()
+    builder = replace(BASE, builders=("coco", "toy_m"), families_module="m", build_families=recorder)
+    sources.register_source(builder)
+    try:
+        folder = sources.build_from_raw("toy_m", tmp_path / "raw", ("f1", "f2"), tmp_path / "out", min_cycles=min_cycles)
+    finally:
+        sources.unregister_source("toy_m")
+    assert folder == Path("/built/here")
+    rule = {} if min_cycles is None else {"min_cycles": min_cycles}
+    assert recorder.calls == [((tmp_path / "raw", tmp_path / "out"), {"families": ["f1", "f2"], "allow_empty": True, **rule})]
+    assert isinstance(recorder.calls[0][1]["families"], list)
+
+
+def test_build_from_raw_names_a_bad_builder_hook(tmp_path: Path) -> None:
+    sources.register_source(replace(BASE, builders=("coco", "toy_m"), families_module="m", build_families="no_colon"))
+    try:
+        with pytest.raises(ValueError) as info:
+            sources.build_from_raw("toy_m", tmp_path, ["f"], tmp_path / "out")
+    finally:
+        sources.unregister_source("toy_m")
+    assert str(info.value) == "source 'toy_m' build_families 'no_colon' must be a callable or 'package.module:function'"
+    with pytest.raises(ValueError, match="unknown family builder 'shapes'; family builders: coco, gqa"):
+        sources.build_from_raw("shapes", tmp_path, ["f"], tmp_path / "out")
+
+
+def test_get_builder_of_a_name_that_is_not_a_string_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match=r"unknown family builder \['coco'\]; family builders: coco, gqa"):
+        sources.get_builder(["coco"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"unknown source \['coco'\]; registered sources: coco, gqa, shapes"):
+        sources.get_source(["coco"])  # type: ignore[arg-type]
+
+
+def test_resolve_hook_splits_at_the_first_colon_and_names_the_hook() -> None:
+    with pytest.raises(ValueError) as info:
+        sources.resolve_hook("no_colon")
+    assert str(info.value) == "hook 'no_colon' must be a callable or 'package.module:function'"
+    with pytest.raises(ValueError) as info:
+        sources.resolve_hook(":run")
+    assert str(info.value) == "hook ':run' must be a callable or 'package.module:function'"
+    with pytest.raises(ValueError) as info:
+        sources.resolve_hook("clip_cycles.data.build:run_coco:extra")
+    assert (
+        str(info.value) == "hook 'clip_cycles.data.build:run_coco:extra': clip_cycles.data.build has no function 'run_coco:extra'"
+    )
+    with pytest.raises(ValueError) as info:
+        sources.resolve_hook("clip_cycles.data.sources:RAW_ROOT_KEY_FIELDS", "source 'x' build")
+    assert str(info.value) == (
+        "source 'x' build 'clip_cycles.data.sources:RAW_ROOT_KEY_FIELDS': clip_cycles.data.sources has no function "
+        "'RAW_ROOT_KEY_FIELDS'"
+    )
