@@ -133,6 +133,10 @@ def test_prompt_config_for_task_reads_the_task_file(tmp_path: Path) -> None:
     path.write_text("task: t\nlmms_eval_specific_kwargs:\n  hf_vlm: {prompt: '{image} Seen:', score: mean}\n", encoding="utf-8")
     assert vlm_scores.prompt_config_for_task(SimpleNamespace(path=str(path))) == PromptConfig("{image} Seen:", "mean")
     assert vlm_scores.prompt_config_for_task(SimpleNamespace(path=str(tmp_path / "none.yaml"))) == PromptConfig()
+    path.write_text("task: t\nlmms_eval_specific_kwargs: {default: {score: max}}\n", encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        vlm_scores.prompt_config_for_task(SimpleNamespace(path=str(path)))
+    assert str(info.value).startswith(f"{path}: field lmms_eval_specific_kwargs: score must be one of")
 
 
 # --- model identity and keys -------------------------------------------------------------------------------------
@@ -348,10 +352,10 @@ def test_an_image_that_cannot_be_read_or_decoded_stops_the_run_with_its_name(tmp
     with pytest.raises(FileNotFoundError, match="image 'gone.png' not found"):
         score_pairs(_with_bad_images(tmp_path), _spec(), [PromptConfig()], tmp_path, scorer=_FakeScorer())
     pairs = [p for p in _with_bad_images(tmp_path) if p[0].key != "gone.png"]
-    with pytest.raises(
-        ValueError, match=r"image 'broken.png' cannot be decoded: .*\(pass --skip-bad-images to count and skip it\)"
-    ):
+    with pytest.raises(ValueError) as info:
         score_pairs(pairs, _spec(), [PromptConfig()], tmp_path, scorer=_FakeScorer())
+    assert str(info.value).startswith("image 'broken.png' cannot be decoded: UnidentifiedImageError: ")
+    assert str(info.value).endswith(" (pass --skip-bad-images to count and skip it)")
 
 
 def test_skipped_bad_images_are_counted_named_and_left_out(tmp_path: Path) -> None:
@@ -361,7 +365,7 @@ def test_skipped_bad_images_are_counted_named_and_left_out(tmp_path: Path) -> No
     stats = scores.stats
     assert sorted(stats.bad_images) == ["broken.png", "copy_of_broken.png", "gone.png"]
     assert "not found" in stats.bad_images["gone.png"]
-    assert stats.bad_images["broken.png"].startswith("image 'broken.png' cannot be decoded: ")
+    assert stats.bad_images["broken.png"].startswith("image 'broken.png' cannot be decoded: UnidentifiedImageError: ")
     assert stats.bad_images["copy_of_broken.png"] == "same file content as an image that cannot be decoded"
     assert stats.to_dict()["skipped_bad_images"] == 3
     # Six good pairs (the five, and b.png with "two circles"); the broken content's three pairs are tried, not scored.
@@ -404,9 +408,12 @@ def test_block_scores_read_the_table_with_the_tasks_score_mode(tmp_path: Path) -
 
 def test_audit_is_unavailable_for_a_pair_scorer(tmp_path: Path) -> None:
     _, scores = score_pairs(_pairs(), _spec(), [PromptConfig()], tmp_path, scorer=_FakeScorer())
-    audit = scores.audit_unavailable()
-    assert audit["available"] is False and audit["passed"] is None
-    assert audit["unavailable_reason"].startswith("backend hf_vlm scores (image, caption) pairs")
+    assert scores.audit_unavailable() == {
+        "available": False,
+        "passed": None,
+        "unavailable_reason": "backend hf_vlm scores (image, caption) pairs and has no image or caption embeddings for "
+        "the additive probes; the cycle contrast still removes every image-only and caption-only term of its scores",
+    }
     assert scores.pair_scorer is True
 
 
@@ -451,3 +458,15 @@ def test_the_default_batch_holds_sixteen_pairs(tmp_path: Path) -> None:
     scorer = _FakeScorer()
     _, scores = score_pairs([(item, c) for item in items for c in captions], _spec(), [PromptConfig()], tmp_path, scorer=scorer)
     assert [len(batch) for batch in scorer.batches] == [16, 4] and scores.stats.forward_passes == 2
+
+
+def test_a_bad_image_inside_a_batch_does_not_end_the_batch(tmp_path: Path) -> None:
+    good = _items()
+    hashes = sorted(_sha(_png(red)) for red in REDS.values())
+    # Bytes whose content hash sorts before every good image's: the bad pair comes first in the one batch.
+    garbage = next(data for data in (b"junk %d" % i for i in range(1000)) if _sha(data) < hashes[0])
+    pairs = [(ImageItem("broken.png", data=garbage), "two circles"), *[(good[k], "two circles") for k in REDS]]
+    scorer = _FakeScorer()
+    _, scores = score_pairs(pairs, _spec(), [PromptConfig()], tmp_path, batch_size=100, skip_bad_images=True, scorer=scorer)
+    assert scorer.batches == [sorted(((REDS[k], "two circles") for k in REDS), key=lambda p: _sha(_png(p[0])))]
+    assert scores.stats.scored_pairs == 3 and list(scores.stats.bad_images) == ["broken.png"]
