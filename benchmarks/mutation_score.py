@@ -58,7 +58,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "interaction": ("tests/test_interaction.py",),
     "fingerprints": ("tests/test_fingerprints.py", "tests/test_feature_cache.py"),  # test_key_fields: world builds, slow
     "feature_cache": ("tests/test_feature_cache.py", "tests/test_feature_cache_mutants.py", "tests/test_key_fields.py"),
-    "sources": ("tests/test_sources.py", "tests/test_sources_mutants.py", "tests/test_key_fields.py"),
+    "sources": ("tests/test_sources.py", "tests/test_sources_mutants.py"),  # test_key_fields: a world build per mutant
     "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     "training": ("tests/test_training.py", "tests/test_training_loop.py"),
     "audit": ("tests/test_benchmark_audit.py",),
