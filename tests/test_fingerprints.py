@@ -289,7 +289,6 @@ def test_listing_fingerprint_takes_path_size_and_mtime_of_wanted_files(tmp_path:
         "digest": _sha(json.dumps(entries(images), separators=compact)),
     }
     assert listing_fingerprint(folder / "missing") == {"files": 0, "digest": _sha("[]")}
-    assert listing_fingerprint(Path(str(folder) + os.sep)) == listing_fingerprint(folder)  # a trailing separator
 
 
 # --- folder transactions ----------------------------------------------------------------------------------------
@@ -301,6 +300,9 @@ def test_transaction_target_follows_a_symlinked_out(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to(real, target_is_directory=True)
     assert transaction_target(tmp_path / "link") == real.resolve()
     assert transaction_target(tmp_path / "plain") == tmp_path / "plain"
+    # A folder that is not a link stays as given: relative, or under a linked parent.
+    assert transaction_target(Path("relative/out")) == Path("relative/out")
+    assert transaction_target(tmp_path / "link" / "inner") == tmp_path / "link" / "inner"
     assert transaction_target(real) == real
 
 

@@ -470,3 +470,9 @@ def test_a_bad_image_inside_a_batch_does_not_end_the_batch(tmp_path: Path) -> No
     _, scores = score_pairs(pairs, _spec(), [PromptConfig()], tmp_path, batch_size=100, skip_bad_images=True, scorer=scorer)
     assert scorer.batches == [sorted(((REDS[k], "two circles") for k in REDS), key=lambda p: _sha(_png(p[0])))]
     assert scores.stats.scored_pairs == 3 and list(scores.stats.bad_images) == ["broken.png"]
+
+
+def test_a_batch_of_one_pair_is_allowed(tmp_path: Path) -> None:
+    scorer = _FakeScorer()
+    _, scores = score_pairs(_pairs(), _spec(), [PromptConfig()], None, batch_size=1, scorer=scorer)
+    assert [len(batch) for batch in scorer.batches] == [1] * 5 and scores.stats.forward_passes == 5
