@@ -123,6 +123,10 @@ def test_an_unknown_source_is_named() -> None:
         raw_root_fingerprint("nope", Path("."))
 
 
+TOGETHER = (
+    "source 'toy_m': families_module and build_families go together (a family builder registers families and "
+    "builds folders from roots)"
+)
 CARD = SourceCard(title="t", license="cc0-1.0", license_text="l", citation="c")
 BASE = Source(name="toy_m", title="toy", layout="toy.json", markers=("toy.json",), annotations=("toy.json",), image_dirs=(),
               builders=("coco",), card=CARD, build_help="h", build_flags=print, build=print)  # fmt: skip
@@ -135,8 +139,8 @@ BASE = Source(name="toy_m", title="toy", layout="toy.json", markers=("toy.json",
         ({"name": "a/b"}, "source name 'a/b' must be a non-empty word without '/'"),
         ({"markers": ()}, "source 'toy_m': markers and builders must not be empty (a root must be recognisable"),
         ({"builders": ()}, "source 'toy_m': markers and builders must not be empty"),
-        ({"families_module": "m"}, "source 'toy_m': families_module and build_families go together"),
-        ({"build_families": print}, "source 'toy_m': families_module and build_families go together"),
+        ({"families_module": "m"}, TOGETHER),
+        ({"build_families": print}, TOGETHER),
         (
             {"families_module": "m", "build_families": print},
             "source 'toy_m' is a family builder, so it must feed itself (builders ['coco'] lack 'toy_m')",
