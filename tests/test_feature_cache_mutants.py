@@ -377,3 +377,41 @@ def test_lookup_logs_how_many_items_came_from_the_cache(tmp_path: Path, caplog: 
     records = [r for r in caplog.records if r.name == "clip_cycles.encoding.feature_cache"]
     assert [r.getMessage() for r in records] == [f"feature cache {ns.directory}: 2 of 5 items from the cache"]
     assert records[0].levelno == logging.DEBUG
+
+
+def test_every_stale_temporary_is_counted_and_none_ends_the_reading(tmp_path: Path) -> None:
+    ns = FeatureNamespace(tmp_path, DESC)
+    rows = _rows(2)
+    ns.put(["a"], rows[:1])
+    ns.put(["b"], rows[1:])
+    old = time.time() - STALE_TMP_SECONDS - 5
+    # Names that sort before every shard (hex digests): each is met before the shards it must not hide.
+    for name in ("!a.safetensors.tmp-1-2", "!b.safetensors.tmp-1-3"):
+        (ns.directory / name).write_bytes(b"half")
+        os.utime(ns.directory / name, (old, old))
+    (ns.directory / "!c.safetensors.tmp-1-4").write_bytes(b"in progress")
+    fresh = FeatureNamespace(tmp_path, DESC)
+    table = fresh.load()
+    assert sorted(table) == ["a", "b"] and fresh.stats.shards_read == 2
+    assert fresh.stats.stale_tmp_removed == 2
+    assert sorted(p.name for p in ns.directory.iterdir() if ".tmp-" in p.name) == ["!c.safetensors.tmp-1-4"]
+
+
+@pytest.mark.parametrize("kind", ["foreign", "corrupt"])
+def test_a_refused_shard_does_not_end_the_reading(kind: str, tmp_path: Path) -> None:
+    ns = FeatureNamespace(tmp_path, DESC)
+    rows = _rows(2)
+    ns.put(["a"], rows[:1])
+    ns.put(["b"], rows[1:])
+    first = ns.directory / "!first.safetensors"  # sorts before both shards
+    if kind == "foreign":
+        other = FeatureNamespace(tmp_path, {**DESC, "kind": "text"})
+        first.write_bytes(other.put(["z"], _rows(1)).read_bytes())
+    else:
+        first.write_bytes(b"garbage")
+    fresh = FeatureNamespace(tmp_path, DESC)
+    with pytest.warns(UserWarning):
+        table = fresh.load()
+    assert sorted(table) == ["a", "b"] and fresh.stats.shards_read == 2
+    refused = fresh.stats.foreign_shards if kind == "foreign" else fresh.stats.corrupt_shards
+    assert refused == [str(first)] and not first.exists()

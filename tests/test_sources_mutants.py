@@ -230,3 +230,16 @@ def test_resolve_hook_splits_at_the_first_colon_and_names_the_hook() -> None:
         "source 'x' build 'clip_cycles.data.sources:RAW_ROOT_KEY_FIELDS': clip_cycles.data.sources has no function "
         "'RAW_ROOT_KEY_FIELDS'"
     )
+
+
+def test_raw_root_fingerprint_keeps_its_annotation_hashes_in_the_hash_cache(tmp_path: Path) -> None:
+    root = tmp_path / "coco"
+    (root / "annotations").mkdir(parents=True)
+    for name in ("instances_val2017.json", "captions_val2017.json"):
+        (root / "annotations" / name).write_text("{}")
+    hashes = tmp_path / "hashes"
+    raw_root_fingerprint("coco", root, hash_cache=hashes)
+    records = [json.loads(p.read_text()) for p in sorted(hashes.iterdir())]
+    assert sorted(r["path"] for r in records) == sorted(str((root / "annotations" / n).resolve()) for n in
+                                                         ("instances_val2017.json", "captions_val2017.json"))  # fmt: skip
+    assert {r["sha256"] for r in records} == {hashlib.sha256(b"{}").hexdigest()}
