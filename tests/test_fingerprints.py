@@ -388,3 +388,24 @@ def test_replace_folder_moves_staging_into_place(tmp_path: Path) -> None:
     replace_folder(second, target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert [p.name for p in target.iterdir()] == ["v"] and (target / "v").read_text() == "2"
+
+
+def test_weights_and_file_fingerprints_keep_their_hashes_in_the_hash_cache(tmp_path: Path) -> None:
+    import json
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "a.bin").write_bytes(b"a")
+    (folder / "b.json").write_bytes(b"{}")
+    single = tmp_path / "ckpt.pt"
+    single.write_bytes(b"c")
+    for call, paths in (
+        (lambda cache: weights_fingerprint(folder, cache), [folder / "a.bin", folder / "b.json"]),
+        (lambda cache: weights_fingerprint(single, cache), [single]),
+        (lambda cache: file_fingerprint(single, cache), [single]),
+    ):
+        cache = tmp_path / f"hashes{len(list(tmp_path.iterdir()))}"
+        call(cache)
+        records = [json.loads(p.read_text(encoding="utf-8")) for p in cache.iterdir()]
+        assert sorted(r["path"] for r in records) == sorted(str(p.resolve()) for p in paths)
+        assert all(r["sha256"] == hashlib.sha256(Path(r["path"]).read_bytes()).hexdigest() for r in records)

@@ -476,3 +476,10 @@ def test_a_batch_of_one_pair_is_allowed(tmp_path: Path) -> None:
     scorer = _FakeScorer()
     _, scores = score_pairs(_pairs(), _spec(), [PromptConfig()], None, batch_size=1, scorer=scorer)
     assert [len(batch) for batch in scorer.batches] == [1] * 5 and scores.stats.forward_passes == 5
+
+
+def test_cached_pairs_add_up_over_the_prompts(tmp_path: Path) -> None:
+    configs = [PromptConfig(), PromptConfig("{image} Other:")]
+    score_pairs(_pairs(), _spec(), configs, tmp_path, scorer=_FakeScorer())
+    _, scores = score_pairs(_pairs(), _spec(), configs, tmp_path, scorer=_FakeScorer())
+    assert scores.stats.cached_pairs == 10 and scores.stats.scored_pairs == 0
