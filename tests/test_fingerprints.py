@@ -405,6 +405,7 @@ def test_weights_and_file_fingerprints_keep_their_hashes_in_the_hash_cache(tmp_p
         (lambda cache: file_fingerprint(single, cache), [single]),
     ):
         cache = tmp_path / f"hashes{len(list(tmp_path.iterdir()))}"
+        fingerprints._MEMO.clear()  # as in a fresh process: the hash is computed and recorded
         call(cache)
         records = [json.loads(p.read_text(encoding="utf-8")) for p in cache.iterdir()]
         assert sorted(r["path"] for r in records) == sorted(str(p.resolve()) for p in paths)
