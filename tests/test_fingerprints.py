@@ -410,3 +410,16 @@ def test_weights_and_file_fingerprints_keep_their_hashes_in_the_hash_cache(tmp_p
         records = [json.loads(p.read_text(encoding="utf-8")) for p in cache.iterdir()]
         assert sorted(r["path"] for r in records) == sorted(str(p.resolve()) for p in paths)
         assert all(r["sha256"] == hashlib.sha256(Path(r["path"]).read_bytes()).hexdigest() for r in records)
+
+
+def test_process_alive_only_probes_with_signal_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[tuple[int, int]] = []
+    monkeypatch.setattr(fingerprints.os, "kill", lambda pid, signal: sent.append((pid, signal)))
+    assert fingerprints._process_alive(4242)
+    assert sent == [(4242, 0)]  # any other signal would act on another user's live build
+
+
+def test_staging_folder_makes_the_missing_parents_of_a_new_out(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "deeper" / "out"
+    staging = staging_folder(target)
+    assert staging == tmp_path / "new" / "deeper" / f".out.building-{os.getpid()}" and staging.is_dir()
