@@ -60,14 +60,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_attribute_probes.py: its world tests fit probes for minutes, per mutant.
     "attribute_probes": ("tests/test_probe_metrics_reference.py", "tests/test_attribute_probes_mutants.py"),
     "interaction": ("tests/test_interaction.py",),
-    "fingerprints": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
-    "feature_cache": ("tests/test_feature_cache.py", "tests/test_key_fields.py"),
-    "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
+    "fingerprints": ("tests/test_fingerprints.py", "tests/test_feature_cache.py"),  # test_key_fields: world builds, slow
+    "feature_cache": ("tests/test_feature_cache.py", "tests/test_feature_cache_mutants.py", "tests/test_key_fields.py"),
+    "sources": ("tests/test_sources.py", "tests/test_sources_mutants.py"),  # test_key_fields: a world build per mutant
     "additive_audit": ("tests/test_additive_audit_mutants.py", "tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     # Not test_training.py: its planted-task trainings take minutes a mutant; the loop and mutants files cover the core.
     "training": ("tests/test_training_loop.py", "tests/test_training_mutants.py"),
     "audit": ("tests/test_benchmark_audit.py",),
-    "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
+    "vlm_scores": ("tests/test_vlm_scores_mutants.py", "tests/test_key_fields.py"),  # test_vlm_scores.py: a model per mutant
 }
 
 #: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
@@ -198,6 +198,22 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
     # The scores, their summary over seeds, the audit's inputs and its cache (not the samples file, evaluate's
     # orchestration of encoding, or the record helpers, whose fields tests/test_schemas.py pins).
     "zero_shot": ("per_cycle_scores", "score_blocks", "score_task", "_compact", "_audit"),
+    # Prompt settings, model identity, the pair key and cache description, counts, scoring and blocks (not
+    # HFVLMScorer/load_hf_vlm, which need a transformers model, nor score_tasks' torchrun sharding and the tqdm edge).
+    "vlm_scores": (
+        "PromptConfig.*",
+        "prompt_config_*",
+        "_folder_files",
+        "_fingerprint_files",
+        "model_fingerprint",
+        "pair_key",
+        "cache_description",
+        "PairScoreStats.*",
+        "PairScores.*",
+        "score_pairs",
+        "_score_missing",
+        "cycle_pairs",
+    ),
 }
 
 #: Helper files every test run needs besides the matching test files.

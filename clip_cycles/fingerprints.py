@@ -116,8 +116,8 @@ def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
             if [record.get(k) for k in ("path", "size", "mtime_ns", "inode", "ctime_ns")] == list(key):
                 _MEMO[key] = str(record["sha256"])
                 return _MEMO[key]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # no or unreadable record: hash again
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # no or unreadable record (AttributeError: JSON that is not an object): hash again
     hasher = hashlib.sha256()
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(_HASH_CHUNK), b""):
