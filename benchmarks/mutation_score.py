@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
-    "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
+    "audits": ("tests/test_audits.py", "tests/test_audit_reports.py", "tests/test_pass_clauses.py"),
     "zero_shot": ("tests/test_zero_shot_scoring.py", "tests/test_evaluate.py"),
     "folder_audit": ("tests/test_folder_audit.py",),
     "coco_families": (
@@ -61,7 +61,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
     "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     "training": ("tests/test_training.py", "tests/test_training_loop.py"),
-    "audit": ("tests/test_benchmark_audit.py",),
+    "audit": ("tests/test_benchmark_audit.py", "tests/test_shapes_benchmark.py"),
     "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
 }
 
