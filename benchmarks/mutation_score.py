@@ -61,7 +61,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "sources": ("tests/test_sources.py", "tests/test_key_fields.py"),
     "additive_audit": ("tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     "training": ("tests/test_training.py", "tests/test_training_loop.py"),
-    "audit": ("tests/test_benchmark_audit.py", "tests/test_shapes_benchmark.py"),
+    "audit": ("tests/test_benchmark_audit.py", "tests/test_shapes_benchmark.py", "tests/test_benchmark_audit_mutants.py"),
     "vlm_scores": ("tests/test_vlm_scores.py", "tests/test_key_fields.py"),
 }
 
