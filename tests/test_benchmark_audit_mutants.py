@@ -154,25 +154,70 @@ def test_the_tie_tolerance_of_the_settings_decides_every_credit() -> None:
     assert wide["shortest_caption_acc"] == _mean(_credit(len(n) - len(p), 1.0) for *_, p, n, _ in ROWS)
     with pytest.raises(ValueError, match=r"^tie_tolerance must be a finite non-negative number, got -1.0$"):
         AuditSettings(tie_tolerance=-1.0)
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"^tie_tolerance must be a finite non-negative number, got "):
+            AuditSettings(tie_tolerance=bad)
     with pytest.raises(ValueError, match=r"^probe_folds must be at least 2, got 1$"):
         AuditSettings(probe_folds=1)
     assert AuditSettings(tie_tolerance=0.0, probe_folds=2).probe_folds == 2  # the edges are allowed
 
 
+def _replayed_probe(features: np.ndarray, groups: list[str], folds: int, c: float) -> np.ndarray:
+    """The probe as documented: folds by item (GroupKFold), mirrored training rows, no intercept."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold
+
+    codes = {g: i for i, g in enumerate(sorted(set(groups)))}
+    group_codes = np.array([codes[g] for g in groups])
+    values = np.zeros(len(groups))
+    for train, test in GroupKFold(n_splits=folds).split(features, groups=group_codes):
+        x = features[train]
+        if not x.any():
+            continue
+        y = np.r_[np.ones(len(train)), np.zeros(len(train))]
+        values[test] = (
+            features[test] @ LogisticRegression(C=c, fit_intercept=False, max_iter=1000).fit(np.vstack([x, -x]), y).coef_.ravel()
+        )
+    return values
+
+
 def test_probes_on_a_hand_built_subset() -> None:
     cs = _design()
-    embeddings, _, _ = _embeddings(cs)
-    audit = audit_subset(cs, embeddings, AuditSettings(probe_folds=3))
+    embeddings, img, cap = _embeddings(cs)
+    # Default settings: 5 folds asked, 3 items in the subset, so 3 folds (one per item).
+    audit = audit_subset(cs, embeddings)
     # The image side of every comparison cancels: the image probe has nothing to learn, every value ties.
     np.testing.assert_array_equal(audit.credits["image_probe"], np.full(4, 0.5))
     assert audit.metrics["image_probe_acc"] == 0.5
-    assert audit.credits["caption_probe"].shape == (4,) and "caption_probe_unavailable_reason" not in audit.metrics
-    # One item only: no cross-validation is possible, and the record says so.
+    # The caption probe: each comparison's caption degree vector psi(v+) - psi(v-), replayed here.
+    features = np.array([cap[p] - cap[n] for _, _, _, p, n, _ in ROWS])
+    replayed = _replayed_probe(features, [r[1] for r in ROWS], folds=3, c=10.0)
+    np.testing.assert_array_equal(audit.credits["caption_probe"], [_credit(v) for v in replayed])
+    assert audit.metrics["caption_probe_acc"] == _mean(_credit(v) for v in replayed)
+    assert "caption_probe_unavailable_reason" not in audit.metrics
+    # Another strength gives other values (probe_c reaches the regression).
+    weak = audit_subset(cs, embeddings, AuditSettings(probe_c=1e-4, probe_folds=2))
+    replayed_weak = _replayed_probe(features, [r[1] for r in ROWS], folds=2, c=1e-4)
+    np.testing.assert_array_equal(weak.credits["caption_probe"], [_credit(v) for v in replayed_weak])
+    # Two items are enough for a cross-validated probe; one item is not, and the record says so.
+    two = _design([(c, "first" if c == "c0" else "second", u, p, n, t) for c, _, u, p, n, t in ROWS])
+    assert "caption_probe_acc" in audit_subset(two, _embeddings(two)[0]).metrics
     single = _design([(c, "only", u, p, n, t) for c, _, u, p, n, t in ROWS])
     metrics = audit_subset(single, _embeddings(single)[0]).metrics
     for name in ("caption_probe", "image_probe"):
         assert metrics[f"{name}_unavailable_reason"] == "a cross-validated probe needs at least 2 items, the subset has 1"
         assert f"{name}_acc" not in metrics
+
+
+def test_an_exact_tie_of_the_cycle_is_counted_at_zero_tolerance() -> None:
+    # Integer additive embeddings, s(u, v) = a(u) + b(v) exactly: the cycle's Delta is exactly 0.
+    cs = _design()
+    a = {"a.png": 3.0, "b.png": -2.0, "c.png": 5.0}
+    b = {c: float(i) for i, c in enumerate(cs.captions)}
+    phi = np.array([[1.0, a[item.key]] for item in cs.images])
+    psi = np.array([[b[c], 1.0] for c in cs.captions])
+    cycles = audit_subset(cs, Embeddings(phi, psi), AuditSettings(tie_tolerance=0.0, probes=False)).metrics["cycles"]
+    assert (cycles["n_ties"], cycles["cycle_acc"]) == (1, 0.5)
 
 
 def test_witness_rules_ties_dust_and_balance() -> None:
