@@ -12,6 +12,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
+# At the top, not inside the probe replay: mutation runs fork every mutant from a process that has only
+# collected the tests, and an import there is paid once instead of once per mutant (seconds each).
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold
+
 from clip_cycles.benchmark_audit.audit import (
     AuditSettings,
     Embeddings,
@@ -164,9 +169,6 @@ def test_the_tie_tolerance_of_the_settings_decides_every_credit() -> None:
 
 def _replayed_probe(features: np.ndarray, groups: list[str], folds: int, c: float) -> np.ndarray:
     """The probe as documented: folds by item (GroupKFold), mirrored training rows, no intercept."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import GroupKFold
-
     codes = {g: i for i, g in enumerate(sorted(set(groups)))}
     group_codes = np.array([codes[g] for g in groups])
     values = np.zeros(len(groups))
