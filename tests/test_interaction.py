@@ -276,3 +276,31 @@ def test_pair_and_count_arguments_are_checked_with_a_sentence():
         double_centering(np.zeros(3))
     with pytest.raises(ValueError, match=r"^score matrix is empty \(shape \(0, 3\)\)$"):
         double_centering(np.zeros((0, 3)))
+
+
+def test_defaults_are_the_recorded_ones():
+    """Defaults are part of what makes a result reproducible: seed 0 (the gap on seed 1), 100 000 cycles, z_max 4."""
+    values = np.arange(16, dtype=np.float64).reshape(4, 4) ** 1.5
+    score = lambda a, b: values[a, b]  # noqa: E731
+    u, v = np.array([0, 1, 2, 3]), np.array([2, 0, 3, 1])
+    draws = np.random.default_rng(0)
+    i, j = draws.integers(0, 4, size=7), draws.integers(0, 4, size=7)
+    expected = [values[u[p], v[p]] + values[u[q], v[q]] - values[u[p], v[q]] - values[u[q], v[p]] for p, q in zip(i, j)]
+    np.testing.assert_allclose(unfiltered_cycle_deltas(score, u, v, 7), expected, atol=1e-12)
+    assert pairing_gap(score, u, v).seed == 0
+    check = check_pairing_identity(score, u, v)
+    assert (check.n_cycles, check.z_max, check.gap.seed) == (100_000, 4.0, 1)
+
+
+@pytest.mark.parametrize("bad_call", [0, 1, 2, 3])
+def test_a_non_finite_score_names_its_cycle_term(bad_call):
+    """The four score calls of an unfiltered cycle are s11, s12, s21, s22, in that order; a bad one is named."""
+    calls = []
+
+    def score(a, b):
+        calls.append(len(a))
+        return np.full(len(a), np.inf if len(calls) - 1 == bad_call else 1.0)
+
+    label = ("s11", "s12", "s21", "s22")[bad_call]
+    with pytest.raises(ValueError, match=rf"^score_fn output for {label} has a non-finite value \(inf\) at index 0$"):
+        unfiltered_cycle_deltas(score, np.arange(3), np.arange(3), 4)
