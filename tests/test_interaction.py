@@ -304,3 +304,10 @@ def test_a_non_finite_score_names_its_cycle_term(bad_call):
     label = ("s11", "s12", "s21", "s22")[bad_call]
     with pytest.raises(ValueError, match=rf"^score_fn output for {label} has a non-finite value \(inf\) at index 0$"):
         unfiltered_cycle_deltas(score, np.arange(3), np.arange(3), 4)
+
+
+def test_a_missing_score_is_a_non_finite_value_not_a_numpy_type_error():
+    with pytest.raises(ValueError, match=r"^score matrix has a non-finite value at row 0, column 1$"):
+        double_centering([[1.0, None], [2.0, 3.0]])
+    with pytest.raises(ValueError, match=r"^score matrix has a non-finite value at row 1, column 0$"):
+        exact_pairing_gap([[1.0, 0.0], [None, 3.0]], np.array([0]), np.array([0]))
