@@ -311,3 +311,23 @@ def test_a_missing_score_is_a_non_finite_value_not_a_numpy_type_error():
         double_centering([[1.0, None], [2.0, 3.0]])
     with pytest.raises(ValueError, match=r"^score matrix has a non-finite value at row 1, column 0$"):
         exact_pairing_gap([[1.0, 0.0], [None, 3.0]], np.array([0]), np.array([0]))
+
+
+def test_a_bad_score_of_the_recombined_pairs_is_named():
+    """pairing_gap scores the observed pairs first, then the recombined ones; a bad second call names the latter."""
+
+    def bad_second_call(values_of_second_call):
+        calls = []
+
+        def score(a, b):
+            calls.append(len(a))
+            return np.zeros(len(a)) if len(calls) == 1 else values_of_second_call(len(a))
+
+        return score
+
+    short = bad_second_call(lambda n: np.zeros(1))
+    with pytest.raises(ValueError, match=r"^score_fn returned 1 scores for 6 recombined pairs$"):
+        pairing_gap(short, np.arange(3), np.arange(3), n_recombined=6)
+    missing = bad_second_call(lambda n: np.full(n, np.nan))
+    with pytest.raises(ValueError, match=r"^score_fn output for recombined pairs has a non-finite value \(nan\) at index 0$"):
+        pairing_gap(missing, np.arange(3), np.arange(3))
