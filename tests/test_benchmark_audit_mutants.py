@@ -309,3 +309,40 @@ def test_summary_weights_by_comparison_and_by_cycle() -> None:
     assert partial["cycle_acc"] == _mean(audits[0].credits["cycle"].tolist())
     acyclic = summarize([audit_subset(_design(ROWS[2:]))])
     assert acyclic["cycle_acc"] is None and acyclic["n_cycles"] == 0
+
+
+def test_a_declared_cycle_is_read_as_the_format_gives_it() -> None:
+    """A Winoground-style block: four directional comparisons of one item and the cycle the format declares."""
+    a, b = ImageItem("a.png"), ImageItem("b.png")
+    builder = ComparisonSetBuilder("wino", kind="cycles")
+    for cid, images, captions in (
+        ("t0", [a, a], ["p", "q"]),
+        ("t1", [b, b], ["q", "p"]),
+        ("i0", [a, b], ["p", "p"]),
+        ("i1", [b, a], ["q", "q"]),
+    ):
+        builder.add(cid, "w0", images, captions, [1.0, -1.0])
+    builder.add_cycle(a, b, "p", "q", tags=("tag=Relation",))
+    cs = builder.build()
+    phi = np.array([[1.0, 0.2], [0.3, 1.0]])
+    psi = np.array([[0.9, 0.1], [0.4, 0.8]])
+    metrics = audit_subset(cs, Embeddings(phi, psi), AuditSettings(probes=False)).metrics
+    s = phi @ psi.T  # rows a, b; columns p, q
+    delta = s[0, 0] + s[1, 1] - s[0, 1] - s[1, 0]
+    cycles = metrics["cycles"]
+    assert (cycles["n_cycles"], cycles["declared_by_format"]) == (1, True)
+    assert (cycles["n_paired_comparisons"], cycles["n_paired_items"], cycles["share_items_paired"]) == (4, 1, 1.0)
+    assert cycles["cycle_acc"] == _credit(delta)
+    text = s[0, 0] > s[0, 1] and s[1, 1] > s[1, 0]
+    image = s[0, 0] > s[1, 0] and s[1, 1] > s[0, 1]
+    assert (cycles["text_acc"], cycles["image_acc"], cycles["group_acc"]) == (float(text), float(image), float(text and image))
+    assert metrics["kind"] == "cycles"
+    # The cycle's tag comes from the format's declaration; no comparison carries it.
+    assert metrics["per_tag"] == {"tag=Relation": {"n_comparisons": 0, "n_cycles": 1, "cycle_acc": _credit(delta)}}
+    # Each directional comparison alone is decidable by one side; the item is one comparison set's worth.
+    model = [s[0, 0] - s[0, 1], s[1, 1] - s[1, 0], s[0, 0] - s[1, 0], s[1, 1] - s[0, 1]]
+    assert metrics["model_acc"] == _mean(_credit(m) for m in model)
+    assert metrics["model_item_acc"] == min(_credit(m) for m in model)
+    assert metrics["design"]["share_comparisons_unbalanced"] == 1.0
+    assert metrics["design"]["share_comparisons_image_decidable"] == 0.5
+    assert metrics["design"]["share_comparisons_caption_decidable"] == 0.5
