@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
     "winoground": ("tests/test_winoground.py",),
-    "audits": ("tests/test_audits.py", "tests/test_audit_reports.py"),
+    "audits": ("tests/test_audits.py", "tests/test_audit_reports.py", "tests/test_pass_clauses.py"),
     # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_pass_clauses.py"),
     # Not tests/test_folder_audit.py: its module fixtures build folders from the shapes world for every mutant.
@@ -68,7 +68,9 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "additive_audit": ("tests/test_additive_audit_mutants.py", "tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
     # Not test_training.py: its planted-task trainings take minutes a mutant; the loop and mutants files cover the core.
     "training": ("tests/test_training_loop.py", "tests/test_training_mutants.py"),
-    "audit": ("tests/test_benchmark_audit.py",),
+    # Not test_benchmark_audit.py: it runs the features backend through audit_benchmark (over 10 s of CPU per
+    # mutant, hours on shared cores); the mutants file audits hand-built designs directly, number by number.
+    "audit": ("tests/test_benchmark_audit_mutants.py",),
     "vlm_scores": ("tests/test_vlm_scores_mutants.py", "tests/test_key_fields.py"),  # test_vlm_scores.py: a model per mutant
 }
 
@@ -128,6 +130,19 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "CoverageReport.*",
         "coverage_report",
         "leakage_folds",
+    ),
+    # The benchmark audit's numbers (design, witness, blind and model scores, cycles, per tag, summary); not
+    # probe_values, whose every mutant refits scikit-learn's probes (the replay test pins its values), nor the
+    # settings' argument checks.
+    "audit": (
+        "additive_values",
+        "global_degrees",
+        "degree_witness",
+        "model_values",
+        "_cycle_metrics",
+        "audit_subset",
+        "_per_tag",
+        "summarize",
     ),
     # The metrics and the probe's objective (not the L-BFGS-B workspace loop, which the lockstep-vs-sklearn
     # test pins, nor the JSON assembly of attribute_task_metrics).

@@ -109,3 +109,47 @@ def test_violations_add_up_over_cycles_and_refutation_sees_both_swaps():
         signed_degrees([], [], [])
     with pytest.raises(ValueError, match="^empty cycle set: nothing to audit$"):
         cycle_balance([])
+
+
+def test_each_half_of_the_identities_and_of_the_tv_balance_flips_alone():
+    """identities_hold needs both TV 0 and balance; MarginalReport.balanced needs both TVs 0 (crafted reports)."""
+    from clip_cycles.algebra.audits import CycleAuditReport
+
+    blocks = [(1, 2, "p", "q")]
+    complete_tv, complete_balance = audit_cycles(blocks).marginals, cycle_balance(blocks)
+    # Images: matched {a: 1, b: 1}, swapped {a: 2} -> TV 1/2; captions x, y on both sides -> 0.
+    image_only = pair_measure_tv([("a", "x"), ("b", "y")], [("a", "y"), ("a", "x")])
+    assert (image_only.image_tv, image_only.caption_tv, image_only.balanced) == (0.5, 0.0, False)
+    # Captions: matched {x: 2}, swapped {x: 1, y: 1} -> 1/2; images the same on both sides.
+    caption_only = pair_measure_tv([("a", "x"), ("b", "x")], [("a", "x"), ("b", "y")])
+    assert (caption_only.image_tv, caption_only.caption_tv, caption_only.balanced) == (0.0, 0.5, False)
+    unbalanced = signed_degrees(*hard_negative_edges([("u", "pos", "neg")]))
+    assert CycleAuditReport(None, complete_tv, complete_balance).identities_hold
+    assert not CycleAuditReport(None, image_only, complete_balance).identities_hold
+    assert not CycleAuditReport(None, complete_tv, unbalanced).identities_hold
+    assert CycleAuditReport(None, image_only, unbalanced).to_dict()["identities_hold"] is False
+    # Identities are not part of the gate: without a validity report it passes whatever TV and balance say.
+    assert CycleAuditReport(None, image_only, unbalanced).passed
+
+
+def test_tv_counts_cycles_from_the_shorter_side_and_refuses_either_empty_side():
+    # 4 matched and 6 swapped pairs: 2 complete cycles' worth (the shorter side, halved).
+    report = pair_measure_tv([("a", "x")] * 4, [("a", "x")] * 6)
+    assert report.n_cycles == 2 and isinstance(report.n_cycles, int)
+    assert pair_measure_tv([("a", "x")] * 7, [("a", "x")] * 5).n_cycles == 2
+    for matched, swapped in (([], [("a", "x")]), ([("a", "x")], []), ([], [])):
+        with pytest.raises(
+            ValueError, match=rf"^need matched and swapped pairs, got {len(matched)} matched and {len(swapped)} swapped$"
+        ):
+            pair_measure_tv(matched, swapped)
+
+
+def test_audit_input_errors_are_whole_sentences():
+    with pytest.raises(ValueError, match=r"^edges need parallel sequences: 1 image ids, 2 caption ids, 1 weights$"):
+        signed_degrees([1], [2, 3], [1.0])
+    with pytest.raises(ValueError, match=r"^edges need parallel sequences: 2 image ids, 2 caption ids, 1 weights$"):
+        signed_degrees([1, 2], [2, 3], [1.0])
+    with pytest.raises(ValueError, match=r"^edge 1 has a non-finite weight .*inf"):
+        signed_degrees([1, 2], [2, 3], [1.0, float("inf")])
+    with pytest.raises(ValueError, match=r"^cycle 1 must be \(u1, u2, v1, v2\), got 5 fields$"):
+        cycle_balance([(1, 2, "p", "q"), (1, 2, "p", "q", "r")])

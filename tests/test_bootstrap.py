@@ -86,3 +86,24 @@ def test_degenerate_and_bad_inputs() -> None:
         bootstrap_ci([[1.0]], n_resamples=0)
     with pytest.raises(ValueError, match="level"):
         bootstrap_ci([[1.0]], level=1.0)
+
+
+def test_one_resample_is_allowed_and_bad_counts_or_levels_are_refused() -> None:
+    """The edges of the accepted arguments: one resample is a valid (degenerate) bootstrap; a bool, a float
+    count, a level of 0 and a None value are refused with a sentence, never a numpy traceback."""
+    credits = [0.0, 1.0, 1.0, 0.5, 0.0]
+    (ci,) = bootstrap_ci([credits], n_resamples=1, level=0.5, seed=9)
+    draw = np.random.default_rng(9).integers(0, len(credits), size=len(credits))
+    mean = sum(credits[int(i)] for i in draw) / len(credits)
+    assert ci["low"] == pytest.approx(mean, abs=1e-15) and ci["high"] == pytest.approx(mean, abs=1e-15)
+    assert ci["n_resamples"] == 1
+    for count in (True, 2.5):
+        with pytest.raises(ValueError, match=r"^n_resamples must be a positive integer, got "):
+            bootstrap_ci([credits], n_resamples=count)
+    with pytest.raises(ValueError, match=r"^level must lie strictly between 0 and 1, got 0.0$"):
+        bootstrap_ci([credits], level=0.0)
+    with pytest.raises(ValueError, match=r"^bootstrap needs at least one group of per-cycle values$"):
+        bootstrap_ci([])
+    # A missing value (None) is a non-finite credit: a ValueError naming the group, not a TypeError from numpy.
+    with pytest.raises(ValueError, match=r"^bootstrap group 1: per-cycle values must be finite$"):
+        bootstrap_ci([credits, [1.0, None, 0.0]])
