@@ -38,6 +38,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: Module -> its fast matching test files (each mutant runs only these).
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/test_contrast.py",),
+    # The pattern counts and the interval cache helpers are pinned against plain loops in test_warm_fast_paths.py.
+    "bootstrap": ("tests/test_bootstrap.py", "tests/test_warm_fast_paths.py"),
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py", "tests/test_pass_clauses.py"),
     # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).

@@ -240,12 +240,7 @@ def _audit(
             "seed": seed,
             "tie_tolerance": repr(task.tie_tolerance),
         }
-        key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-        path = cache_dir / "audits" / f"{key}.json"
-        try:
-            cached = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            cached = None  # absent or unreadable: compute (and rewrite) it
+        path, cached = _cached_record(cache_dir / "audits", settings)
         if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
             # Served only when its checksum holds and it matches its declaration (an older layout is recomputed).
             if (
@@ -268,6 +263,17 @@ def _audit(
                 error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
             ) from error
     return report
+
+
+def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any]:
+    """The cache file keyed by ``settings`` under ``folder`` and its parsed JSON (None when absent or unreadable:
+    the caller computes and rewrites it, after checking the settings and checksum of what it read)."""
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    path = folder / f"{key}.json"
+    try:
+        return path, json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return path, None
 
 
 def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> str:
@@ -339,12 +345,7 @@ def _task_intervals(
         "level": DEFAULT_LEVEL,
         "seed": DEFAULT_BOOTSTRAP_SEED,
     }
-    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    path = cache_dir / "intervals" / f"{key}.json"
-    try:
-        cached = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        cached = None  # absent or unreadable: compute (and rewrite) it
+    path, cached = _cached_record(cache_dir / "intervals", settings)
     if isinstance(cached, dict) and cached.get("settings") == settings:
         intervals = cached.get("intervals")
         if cached.get("checksum") == _audit_checksum(settings, intervals) and _valid_intervals(intervals, len(per_cycle)):
