@@ -107,3 +107,22 @@ def test_one_resample_is_allowed_and_bad_counts_or_levels_are_refused() -> None:
     # A missing value (None) is a non-finite credit: a ValueError naming the group, not a TypeError from numpy.
     with pytest.raises(ValueError, match=r"^bootstrap group 1: per-cycle values must be finite$"):
         bootstrap_ci([credits, [1.0, None, 0.0]])
+
+
+def test_blocks_of_the_count_product_path_replay_a_plain_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Values that are not half-integers take the count-product path; its blocks replay the plain seed-major loop."""
+    from clip_cycles.algebra import bootstrap
+
+    rng = np.random.default_rng(4)
+    groups = [rng.random((n, 2)) for n in (29, 33)]
+    n_resamples, seed = 70, 5
+    generator = np.random.default_rng(seed)
+    expected = np.zeros((n_resamples, 2))
+    for values in groups:
+        for r in range(n_resamples):
+            draw = generator.integers(0, len(values), size=len(values))
+            expected[r] += [sum(values[int(i), c] for i in draw) / len(values) for c in range(2)]
+    expected /= len(groups)
+    for block_values in (bootstrap._BLOCK_VALUES, 29 * 3, 1):  # one block, blocks of 3 (70 = 23 * 3 + 1), of one
+        monkeypatch.setattr(bootstrap, "_BLOCK_VALUES", block_values)
+        np.testing.assert_allclose(bootstrap.bootstrap_means(groups, n_resamples, seed), expected, rtol=0, atol=1e-12)
