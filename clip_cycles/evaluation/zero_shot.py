@@ -256,12 +256,7 @@ def _audit(
         payload = json.dumps(
             {"settings": settings, "report": report, "checksum": _audit_checksum(settings, report)}, sort_keys=True
         )
-        try:
-            atomic_write_bytes(path, payload.encode("utf-8"), durable=False)  # checksummed: a torn file is recomputed
-        except OSError as error:
-            raise storage_error(
-                error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
-            ) from error
+        _write_cached_record(path, payload)
     return report
 
 
@@ -274,6 +269,16 @@ def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any
         return path, json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return path, None
+
+
+def _write_cached_record(path: Path, payload: str) -> None:
+    """Write a checksummed cache record (no fsync: a torn file fails its checksum and is recomputed)."""
+    try:
+        atomic_write_bytes(path, payload.encode("utf-8"), durable=False)
+    except OSError as error:
+        raise storage_error(
+            error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
+        ) from error
 
 
 def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> str:
@@ -354,12 +359,7 @@ def _task_intervals(
     per_seed, pooled = compute()
     intervals = {"per_seed": per_seed, "pooled": pooled}
     payload = json.dumps({"settings": settings, "intervals": intervals, "checksum": _audit_checksum(settings, intervals)})
-    try:
-        atomic_write_bytes(path, payload.encode("utf-8"), durable=False)  # checksummed: a torn file is recomputed
-    except OSError as error:
-        raise storage_error(
-            error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
-        ) from error
+    _write_cached_record(path, payload)
     return per_seed, pooled
 
 
