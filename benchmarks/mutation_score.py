@@ -43,7 +43,12 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "winoground": ("tests/test_winoground.py",),
     "audits": ("tests/test_audits.py", "tests/test_audit_reports.py", "tests/test_pass_clauses.py"),
     # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
-    "zero_shot": ("tests/test_zero_shot_mutants.py", "tests/test_zero_shot_scoring.py", "tests/test_pass_clauses.py"),
+    "zero_shot": (
+        "tests/test_zero_shot_mutants.py",
+        "tests/test_zero_shot_scoring.py",
+        "tests/test_pass_clauses.py",
+        "tests/test_warm_fast_paths.py",  # the interval cache: served only while its key, checksum and form hold
+    ),
     # Not tests/test_folder_audit.py: its module fixtures build folders from the shapes world for every mutant.
     "folder_audit": ("tests/test_folder_audit_mutants.py",),
     # Not test_coco_families.py / test_gqa_families.py: their world builds and folder round trips (5-35 s) would
@@ -216,7 +221,17 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
     ),
     # The scores, their summary over seeds, the audit's inputs and its cache (not the samples file, evaluate's
     # orchestration of encoding, or the record helpers, whose fields tests/test_schemas.py pins).
-    "zero_shot": ("per_cycle_scores", "score_blocks", "score_task", "_compact", "_audit"),
+    "zero_shot": (
+        "per_cycle_scores",
+        "score_blocks",
+        "score_task",
+        "_compact",
+        "_audit",
+        "_task_intervals",
+        "_valid_intervals",
+        "_cached_record",
+        "_write_cached_record",
+    ),
     # Prompt settings, model identity, the pair key and cache description, counts, scoring and blocks (not
     # HFVLMScorer/load_hf_vlm, which need a transformers model, nor score_tasks' torchrun sharding and the tqdm edge).
     "vlm_scores": (

@@ -8,6 +8,7 @@ wrong column, a dropped count or a seed scored twice fails here in well under a 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import types
@@ -320,3 +321,99 @@ def test_score_task_audits_each_seed_on_its_own_rows(monkeypatch: pytest.MonkeyP
         assert (seen[k]["train"], seen[k]["test"], seen[k]["seed"]) == (train, test, k)
         assert seen[k]["phi"] == PHI[images].tolist()
     assert metrics["additive_audit"]["passed"] is True and list(metrics["additive_audit"]["per_seed"]) == ["0", "1"]
+
+
+def _digest(*arrays: np.ndarray) -> str:
+    """The audit key's ``arrays`` field written out: each array's dtype and shape, then its bytes."""
+    h = hashlib.sha256()
+    for array in arrays:
+        h.update(repr((array.dtype.str, array.shape)).encode("utf-8") + np.ascontiguousarray(array).tobytes())
+    return h.hexdigest()
+
+
+def test_the_audit_key_holds_its_declared_fields_with_their_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The stored settings are exactly ``AUDIT_KEY_FIELDS``, each with the value it stands for (computed here)."""
+    _audit_inputs(monkeypatch)
+    monkeypatch.setattr(zero_shot, "validate", lambda model, report: (report, None))
+    phi, psi = PHI.astype(np.float64), PSI.astype(np.float64)
+    spec = task(metric_names=("additive_audit",))
+    zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path / "train")
+    (stored,) = [json.loads(p.read_text())["settings"] for p in (tmp_path / "train" / "audits").glob("*.json")]
+    images, captions, (train, test) = _compacted([_index(TRAIN), _index(SEED0)])
+    arrays = (phi[images], psi[captions], np.array(train, dtype=np.int64), np.array(test, dtype=np.int64))
+    assert set(stored) == set(zero_shot.AUDIT_KEY_FIELDS)
+    expected = {"version": zero_shot.AUDIT_CACHE_VERSION, "code": zero_shot._code_digest(), "arrays": _digest(*arrays)}
+    expected |= {"fit": "train", "fit_split": "train", "has_validation": False, "seed": 0, "tie_tolerance": repr(1e-9)}
+    assert stored == expected
+    # The same bytes in another shape are other arrays: the digest covers each array's shape and dtype.
+    assert _digest(arrays[0].reshape(-1, 1), *arrays[1:]) != stored["arrays"]
+    # Fitted on the scored split: the key and the report name that split, not the train split.
+    scored = task(metric_names=("additive_audit",), audit_fit="scored", split="validation")
+    own = data(scored)
+    own.splits[0]["validation"] = rows(SEED1)
+    report = zero_shot._audit(scored, 0, own, encoded(), phi, psi, tmp_path / "scored")
+    (stored,) = [json.loads(p.read_text())["settings"] for p in (tmp_path / "scored" / "audits").glob("*.json")]
+    assert (stored["fit"], stored["fit_split"], report["fit_split"]) == ("scored", "validation", "validation")
+
+
+def test_a_real_cached_report_is_served_and_one_that_breaks_its_form_is_recomputed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With the real audit and the real schema: a valid cached report is a hit; a checksummed one of another form is not."""
+    phi, psi = PHI.astype(np.float64), PSI.astype(np.float64)
+    spec = task(metric_names=("additive_audit",))
+    first = zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path)
+    assert set(first) >= {"passed", "probes", "fit_split"}
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a cached, valid report was recomputed")
+
+    monkeypatch.setattr(zero_shot, "additive_audit", refuse)
+    assert zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path) == first
+    # A report whose checksum holds but which is not an additive-audit report is recomputed, with a warning.
+    (path,) = (tmp_path / "audits").glob("*.json")
+    stored = json.loads(path.read_text())
+    odd = {"passed": True}
+    path.write_text(json.dumps({**stored, "report": odd, "checksum": zero_shot._audit_checksum(stored["settings"], odd)}))
+    seen = _audit_inputs(monkeypatch)
+    with pytest.warns(UserWarning, match="fails its checksum; the audit is recomputed"):
+        zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path)
+    assert len(seen) == 1
+
+
+def test_the_dropped_count_adds_every_seeds_drops() -> None:
+    """Seed 0 drops two cycles, seed 1 one: the task's total is three (not the last seed's count)."""
+    both = data(task())
+    both.splits[0]["test"] = rows(SEED0 + [GONE, ("b.jpg", "gone.jpg", "x", "y")])
+    metrics = score_task(both, encoded({"gone.jpg": "cannot be decoded"}))
+    assert (metrics["per_seed"]["0"]["dropped_cycles"], metrics["per_seed"]["1"]["dropped_cycles"]) == (2, 1)
+    assert metrics["dropped_cycles"] == 3
+    assert metrics["per_seed"]["0"]["n_cycles"] == len(SEED0) and metrics["n_cycles"] == len(SEED0) + len(SEED1)
+
+
+def test_an_unreadable_audit_is_reported_only_for_tasks_that_ask_for_the_audit() -> None:
+    out = score_task(data(task(), audit_unavailable="no train split"), encoded())
+    assert "additive_audit" not in out and out["cycle_acc"] == score_task(data(task()), encoded())["cycle_acc"]
+
+
+def test_a_pair_scorer_is_handed_the_task_it_scores() -> None:
+    spec = task()
+    handed: list[Any] = []
+    features = encoded()
+    features.block_scores = lambda s, index: handed.append(s) or np.ones((index.shape[0], 2, 2))  # type: ignore[attr-defined]
+    score_task(data(spec), features)
+    assert handed == [spec, spec]
+
+
+def test_a_warm_score_reads_its_audits_and_intervals_and_draws_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``score_task`` with a cache keeps each seed's audit and the task's intervals; a second call recomputes none."""
+    spec = task(metric_names=("cycle_acc", "text_acc", "image_acc", "group_acc", "additive_audit"))
+    cold = score_task(data(spec), encoded(), tmp_path)
+    assert len(list((tmp_path / "audits").glob("*.json"))) == 2 and len(list((tmp_path / "intervals").glob("*.json"))) == 1
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("recomputed on a warm score")
+
+    for name in ("additive_audit", "bootstrap_ci", "bootstrap_group_means", "percentile_intervals"):
+        monkeypatch.setattr(zero_shot, name, refuse)
+    assert score_task(data(spec), encoded(), tmp_path) == cold
