@@ -346,3 +346,62 @@ def test_a_declared_cycle_is_read_as_the_format_gives_it() -> None:
     assert metrics["design"]["share_comparisons_unbalanced"] == 1.0
     assert metrics["design"]["share_comparisons_image_decidable"] == 0.5
     assert metrics["design"]["share_comparisons_caption_decidable"] == 0.5
+
+
+def test_decidable_and_unbalanced_shares_count_comparisons_by_hand() -> None:
+    """Shares of comparisons whose image side, caption side or either side does not cancel."""
+    builder = ComparisonSetBuilder("shares")
+    builder.add("c0", "i0", [ImageItem("a.png")], ["x"], [1.0])  # one edge: image a and caption x both +1
+    builder.add("c1", "i1", [ImageItem("b.png")] * 2, ["y", "z"], [2.0, -2.0])  # the image cancels, the captions not
+    builder.add("c2", "i2", [ImageItem("a.png")] * 2, ["x", "x"], [1.0, -1.0])  # everything cancels
+    design = audit_subset(builder.build()).metrics["design"]
+    # Nonzero net weights per comparison, counted here: images (1, 0, 0), captions (1, 2, 0).
+    assert design["share_comparisons_image_decidable"] == pytest.approx(1 / 3)
+    assert design["share_comparisons_caption_decidable"] == pytest.approx(2 / 3)
+    assert design["share_comparisons_unbalanced"] == pytest.approx(2 / 3)
+
+
+def test_an_acyclic_subset_names_itself_and_says_why_it_has_no_cycle() -> None:
+    audit = audit_subset(_design(ROWS[2:], name="acyclic"))
+    assert audit.name == "acyclic"
+    assert audit.metrics["cycles"]["n_cycles"] == 0
+    assert audit.metrics["cycles"]["unavailable_reason"] == (
+        "no two comparisons cross (u1, v1 > v2) and (u2, v2 > v1) on different images with the same caption texts"
+    )
+
+
+def test_a_tolerance_wider_than_every_cycle_contrast_ties_every_cycle() -> None:
+    cs = _design()
+    embeddings, _, _ = _embeddings(cs, seed=2)
+    audit = audit_subset(cs, embeddings, AuditSettings(tie_tolerance=1e6, probes=False))
+    assert audit.metrics["cycles"]["n_cycles"] == 1
+    assert audit.metrics["cycles"]["cycle_acc"] == 0.5 and audit.credits["cycle"].tolist() == [0.5]
+    assert audit.metrics["cycles"]["n_ties"] == 1
+
+
+def test_a_cycle_carries_the_tags_of_its_first_comparison() -> None:
+    rows = [ROWS[0], (*ROWS[1][:5], ("other",)), *ROWS[2:]]
+    cs = _design(rows)
+    embeddings, _, _ = _embeddings(cs)
+    per_tag = audit_subset(cs, embeddings, AuditSettings(probes=False)).metrics["per_tag"]
+    assert per_tag["color"]["n_cycles"] == 1 and per_tag["other"]["n_cycles"] == 0
+
+
+def test_the_best_blind_score_is_the_highest_not_the_last_named() -> None:
+    """Positives longer than their negatives: the longest-caption rule wins, whatever the names' order."""
+    longer = [(cid, item, image, neg, pos, tags) for cid, item, image, pos, neg, tags in ROWS]
+    summary = summarize([audit_subset(_design(longer), None, AuditSettings(probes=False))])
+    assert summary["longest_caption_acc"] > summary["shortest_caption_acc"]
+    assert summary["best_blind"] == "longest_caption" and summary["best_blind_acc"] == summary["longest_caption_acc"]
+
+
+def test_the_witness_adds_the_image_side_of_a_comparison() -> None:
+    """A comparison of two images with one caption: only the image degrees can decide it."""
+    builder = ComparisonSetBuilder("images")
+    builder.add("c0", "i0", [ImageItem("a.png"), ImageItem("b.png")], ["x", "x"], [1.0, -1.0])
+    builder.add("c1", "i1", [ImageItem("a.png")], ["y"], [1.0])
+    cs = builder.build()
+    credits = audit_subset(cs).credits["witness"]
+    # Global degrees: a +2, b -1; x 0, y +1. c0's value is a - b = 3 > 0; c1's is a + y = 3 > 0.
+    np.testing.assert_array_equal(global_degrees(cs)[0], [2.0, -1.0])
+    assert credits.tolist() == [1.0, 1.0]
