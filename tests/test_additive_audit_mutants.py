@@ -257,3 +257,16 @@ def test_the_audit_names_each_input_it_refuses() -> None:
         additive_audit(phi, psi, good, good, epochs=1, train_pairs=[[0, 1]])
     with pytest.raises(ValueError, match=r"^eval_pairs: need \(N, 3\) rows"):
         additive_audit(phi, psi, good, good, epochs=1, eval_pairs=[[0, 1]])
+
+
+def test_probe_arguments_are_refused_by_their_sentences_and_a_batch_of_one_is_allowed() -> None:
+    rng = np.random.default_rng(0)
+    phi, psi = rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
+    pairs = np.array([[0, 0, 1], [1, 2, 0], [2, 1, 1]])
+    with pytest.raises(ValueError, match=r"^unknown additive probe 'bilinear'; known: \('image_only', 'text_only', 'additive'\)$"):
+        fit_additive_probe("bilinear", phi, psi, pairs)
+    for epochs, batch_size in ((0, 4), (2, 0), (0, 0)):
+        with pytest.raises(ValueError, match=rf"^epochs and batch_size must be positive, got {epochs} and {batch_size}$"):
+            fit_additive_probe("additive", phi, psi, pairs, epochs=epochs, batch_size=batch_size)
+    # Batches of one pair: three steps an epoch, two epochs.
+    assert fit_additive_probe("additive", phi, psi, pairs, epochs=2, batch_size=1).steps == 6
