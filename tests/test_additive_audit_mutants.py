@@ -263,7 +263,8 @@ def test_probe_arguments_are_refused_by_their_sentences_and_a_batch_of_one_is_al
     rng = np.random.default_rng(0)
     phi, psi = rng.normal(size=(3, 2)), rng.normal(size=(3, 2))
     pairs = np.array([[0, 0, 1], [1, 2, 0], [2, 1, 1]])
-    with pytest.raises(ValueError, match=r"^unknown additive probe 'bilinear'; known: \('image_only', 'text_only', 'additive'\)$"):
+    known = r"\('image_only', 'text_only', 'additive'\)"
+    with pytest.raises(ValueError, match=rf"^unknown additive probe 'bilinear'; known: {known}$"):
         fit_additive_probe("bilinear", phi, psi, pairs)
     for epochs, batch_size in ((0, 4), (2, 0), (0, 0)):
         with pytest.raises(ValueError, match=rf"^epochs and batch_size must be positive, got {epochs} and {batch_size}$"):
