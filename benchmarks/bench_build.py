@@ -10,7 +10,9 @@ template captions per image naming present objects), then measures, each in a fr
   train2017 and val2017): the reference.
 - ``build_s``: ``clip_cycles.data.build.build_coco_folder`` with all 14 families, seeds 0 1 2,
   the default pools (10000 / 2744), reference mode: everything from reading the JSON
-  (validated, via pycocotools) to the written folder.
+  (validated, via pycocotools) to the written folder; ``--num-proc N`` passes the build's own
+  ``--num-proc`` (worker processes for the per-image steps; the output is the same), and its CPU
+  seconds then include the workers'.
 
 Prints one JSON object: times, ``ratio = build_s / load_s`` (target <= 2), the peak RSS
 of each subprocess in GB (target for the build < 6), the load average before and after
@@ -21,7 +23,7 @@ and ``output_sha256``: one digest over the sha256 of every Parquet file and of
 build_info.json (by relative path), so that two builds (before and after a change, on the
 same ``--workdir``) can be compared byte for byte.
 
-    python benchmarks/bench_build.py [--scale 1.0] [--workdir DIR [--reuse]]
+    python benchmarks/bench_build.py [--scale 1.0] [--workdir DIR [--reuse]] [--num-proc 1]
 """
 
 from __future__ import annotations
@@ -135,15 +137,19 @@ BUILD = """
 import hashlib, json, resource, sys, time
 from pathlib import Path
 from clip_cycles.data.build import build_coco_folder
-root, out = sys.argv[1], sys.argv[2]
-t, cpu = time.perf_counter(), time.process_time()
-folder, builds = build_coco_folder(root, out, overwrite=True)
-seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+root, out, num_proc = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def children_cpu():  # the --num-proc workers' CPU seconds (waited for when their pool closes)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+t, cpu, cpu_workers = time.perf_counter(), time.process_time(), children_cpu()
+folder, builds = build_coco_folder(root, out, overwrite=True, num_proc=num_proc)
+seconds, cpu = time.perf_counter() - t, time.process_time() - cpu + children_cpu() - cpu_workers
 counts = {b.name: (b.counts[0] if b.available else b.reason) for b in builds}
 files = sorted([*Path(folder).rglob("*.parquet"), Path(folder) / "build_info.json"])
 digest = hashlib.sha256("".join(f"{p.relative_to(folder)} {hashlib.sha256(p.read_bytes()).hexdigest()}\\n"
                                 for p in files).encode()).hexdigest()
 print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+                  "peak_rss_worker_gb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
                   "seed0_counts": counts, "output_sha256": digest, "output_files": len(files)}))
 """
 
@@ -160,7 +166,10 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of COCO size (1.0 = 118k train images)")
     parser.add_argument("--workdir", default=None, help="where to write the annotations (default: a temp dir)")
     parser.add_argument("--reuse", action="store_true", help="reuse annotations generated at this scale in --workdir")
+    parser.add_argument("--num-proc", type=int, default=1, help="the build's --num-proc (worker processes; same output)")
     args = parser.parse_args()
+    if args.num_proc < 1:
+        parser.error(f"--num-proc must be at least 1, got {args.num_proc}")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.workdir or tmp) / "coco"
         marker = root / "generated.json"  # the scale and counts of annotations generate() wrote there
@@ -173,7 +182,7 @@ def main() -> None:
             marker.write_text(json.dumps({"scale": args.scale, "counts": counts}))
         load_before = os.getloadavg()
         load = _child(LOAD, str(root))
-        build = _child(BUILD, str(root), str(Path(args.workdir or tmp) / "cycles"))
+        build = _child(BUILD, str(root), str(Path(args.workdir or tmp) / "cycles"), str(args.num_proc))
         load_after = os.getloadavg()
     print(json.dumps({
         "benchmark": "build_coco_families",
@@ -190,6 +199,9 @@ def main() -> None:
         "output_sha256": build["output_sha256"], "output_files": build["output_files"],
         "peak_rss_load_gb": round(load["peak_rss_gb"], 3),
         "peak_rss_build_gb": round(build["peak_rss_gb"], 3),
+        # The largest worker's own peak (each worker's pages are counted in full, shared ones included).
+        "peak_rss_build_worker_gb": round(build["peak_rss_worker_gb"], 3),
+        "num_proc": args.num_proc,
         "target_peak_rss_gb": 6.0,
         "families": 14, "seeds": [0, 1, 2], "pools": {"train": 10000, "val": 2744},
         "seed0_counts": build["seed0_counts"],
