@@ -315,3 +315,16 @@ def test_attribute_names_select_each_attributes_published_folds():
     assert [[(tr.tolist(), te.tolist()) for tr, te in f] for f in folds] == [[([2, 3, 4, 5], [0, 1])], [([0, 1, 2, 3], [4, 5])]]
     with pytest.raises(ValueError, match="no folds for attribute 'square'"):
         attribute_folds(PublishedFolds(by_name, "file.json"), X, labels, attributes=["red", "square"])
+
+
+def test_a_single_class_label_vector_is_refused_by_its_whole_sentence() -> None:
+    """The label check of the grouped and stratified splitters (not only RandomSplit's own) names the class."""
+    from clip_cycles.attributes.splitters import _check_label_vector
+
+    sentence = r"^y holds the single class \[0\]: an attribute with zero positive \(or zero negative\) concepts "
+    sentence += r"cannot be split or probed$"
+    with pytest.raises(ValueError, match=sentence):
+        _check_label_vector(np.zeros(5, dtype=int), 5)
+    with pytest.raises(ValueError, match=r"^y must be one attribute's label vector of length 5, got shape \(4,\); "):
+        _check_label_vector(np.zeros(4, dtype=int), 5)
+    assert _check_label_vector([0, 1, 1, 0, 1], 5).tolist() == [0, 1, 1, 0, 1]
