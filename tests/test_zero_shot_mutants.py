@@ -417,3 +417,99 @@ def test_a_warm_score_reads_its_audits_and_intervals_and_draws_nothing(monkeypat
     for name in ("additive_audit", "bootstrap_ci", "bootstrap_group_means", "percentile_intervals"):
         monkeypatch.setattr(zero_shot, name, refuse)
     assert score_task(data(spec), encoded(), tmp_path) == cold
+
+
+# --- the checksummed cache records (audits and intervals) ---------------------------------------------------------
+
+
+def test_a_cache_record_is_written_without_fsync_and_a_full_disk_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    import errno
+
+    from clip_cycles import fingerprints
+
+    synced: list[int] = []
+    real_fsync = fingerprints.os.fsync
+    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    path = tmp_path / "audits" / "k.json"
+    zero_shot._write_cached_record(path, '{"é": 1}')
+    assert path.read_bytes() == '{"é": 1}'.encode() and synced == []  # checksummed: no fsync
+    monkeypatch.setattr(zero_shot, "atomic_write_bytes", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    hint = "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
+    with pytest.raises(fingerprints.StorageError) as raised:
+        zero_shot._write_cached_record(path, "{}")
+    assert str(raised.value).endswith(f" while writing {path}; {hint}") and raised.value.errno == errno.ENOSPC
+    assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.ENOSPC
+
+
+def test_a_cache_record_is_named_by_its_sorted_settings_and_read_back(tmp_path: Path) -> None:
+    settings = {"b": 2, "a": [1, "x"]}
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    path, cached = zero_shot._cached_record(tmp_path, settings)
+    assert path == tmp_path / f"{key}.json" and cached is None  # absent
+    assert zero_shot._cached_record(tmp_path, {"a": [1, "x"], "b": 2})[0] == path  # the order of the fields does not matter
+    path.write_text(json.dumps({"é": [1, 2]}), encoding="utf-8")
+    assert zero_shot._cached_record(tmp_path, settings) == (path, {"é": [1, 2]})
+    for text in ("{torn", "\udcff"):
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        assert zero_shot._cached_record(tmp_path, settings) == (path, None)  # unparsable or undecodable: recomputed
+    path.unlink()
+    path.mkdir()  # not a readable file
+    assert zero_shot._cached_record(tmp_path, settings) == (path, None)
+
+
+def _intervals(n_seeds: int = 2) -> dict[str, Any]:
+    def ci(low: float, high: float) -> dict[str, Any]:
+        return {"low": low, "high": high, "level": zero_shot.DEFAULT_LEVEL, "n_resamples": zero_shot.DEFAULT_N_RESAMPLES,
+                "seed": zero_shot.DEFAULT_BOOTSTRAP_SEED, "method": "percentile", "unit": "cycle"}  # fmt: skip
+
+    group = [ci(0.25, 0.75) for _ in zero_shot.MEAN_METRICS]
+    return {"per_seed": [json.loads(json.dumps(group)) for _ in range(n_seeds)], "pooled": json.loads(json.dumps(group))}
+
+
+def _broken(edit: str) -> dict[str, Any]:
+    """A valid intervals entry with one clause of its form broken."""
+    value = _intervals()
+    first = value["per_seed"][0][0]
+    pooled = value["pooled"][-1]
+    edits = {
+        "extra top key": lambda: value.update(extra=1),
+        "no pooled": lambda: value.pop("pooled"),
+        "per_seed not a list": lambda: value.update(per_seed=tuple(value["per_seed"])),
+        "a seed missing": lambda: value["per_seed"].pop(),
+        "a seed too many": lambda: value["per_seed"].append(value["per_seed"][0]),
+        "group not a list": lambda: value.update(pooled={"0": pooled}),
+        "an interval missing": lambda: value["per_seed"][1].pop(),
+        "pooled interval missing": lambda: value["pooled"].pop(),
+        "interval not a dict": lambda: value["pooled"].__setitem__(0, [0.25, 0.75]),
+        "extra field": lambda: pooled.update(extra=0),
+        "field missing": lambda: first.pop("unit"),
+        "low not a float": lambda: first.update(low=0),
+        "high not a float": lambda: pooled.update(high="0.75"),
+        "low infinite": lambda: first.update(low=float("-inf")),
+        "high nan": lambda: pooled.update(high=float("nan")),
+        "low above high": lambda: first.update(low=0.8),
+        "other level": lambda: pooled.update(level=0.9),
+        "other resamples": lambda: first.update(n_resamples=zero_shot.DEFAULT_N_RESAMPLES + 1),
+        "other seed": lambda: pooled.update(seed=zero_shot.DEFAULT_BOOTSTRAP_SEED + 1),
+        "other method": lambda: first.update(method="bca"),
+        "other unit": lambda: pooled.update(unit="seed"),
+    }
+    edits[edit]()
+    return value
+
+
+INTERVAL_EDITS = ("extra top key", "no pooled", "per_seed not a list", "a seed missing", "a seed too many",
+                  "group not a list", "an interval missing", "pooled interval missing", "interval not a dict",
+                  "extra field", "field missing", "low not a float", "high not a float", "low infinite", "high nan",
+                  "low above high", "other level", "other resamples", "other seed", "other method", "other unit")  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", INTERVAL_EDITS)
+def test_each_clause_of_the_interval_form_refuses_an_entry_alone(edit: str) -> None:
+    assert zero_shot._valid_intervals(_intervals(), 2) is True
+    assert zero_shot._valid_intervals(_broken(edit), 2) is False
+    # An empty interval (low == high) is a valid one.
+    equal = _intervals()
+    equal["pooled"][0]["low"] = equal["pooled"][0]["high"] = 0.5
+    assert zero_shot._valid_intervals(equal, 2) is True
+    assert zero_shot._valid_intervals([], 2) is False and zero_shot._valid_intervals(_intervals(3), 2) is False
