@@ -513,3 +513,26 @@ def test_each_clause_of_the_interval_form_refuses_an_entry_alone(edit: str) -> N
     equal["pooled"][0]["low"] = equal["pooled"][0]["high"] = 0.5
     assert zero_shot._valid_intervals(equal, 2) is True
     assert zero_shot._valid_intervals([], 2) is False and zero_shot._valid_intervals(_intervals(3), 2) is False
+
+
+def test_the_interval_key_holds_its_fields_and_each_seeds_rows(tmp_path: Path) -> None:
+    """Stored settings are the named fields with their values; seeds that split the same rows differently are another key."""
+    rng = np.random.default_rng(5)
+    rows_ = (rng.integers(0, 3, size=(9, 4)) / 2.0).astype(np.float64)
+    first = [rows_[:4], rows_[4:]]
+    per_seed, pooled = zero_shot._task_intervals(first, tmp_path)
+    assert (per_seed, pooled) == zero_shot._task_intervals(first, None)
+    (path,) = (tmp_path / "intervals").glob("*.json")
+    stored = json.loads(path.read_text())["settings"]
+    h = hashlib.sha256()
+    for values in first:
+        h.update(repr((values.dtype.str, values.shape)).encode("utf-8") + values.tobytes())
+    assert stored == {"version": zero_shot.INTERVAL_CACHE_VERSION, "code": zero_shot._code_digest(), "values": h.hexdigest(),
+                      "n_resamples": zero_shot.DEFAULT_N_RESAMPLES, "level": zero_shot.DEFAULT_LEVEL,
+                      "seed": zero_shot.DEFAULT_BOOTSTRAP_SEED}  # fmt: skip
+    assert path.stem == hashlib.sha256(json.dumps(stored, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    # The same bytes cut into seeds of 5 and 4 cycles: other seeds, other intervals, a second entry.
+    second = [rows_[:5], rows_[5:]]
+    assert np.concatenate(second).tobytes() == np.concatenate(first).tobytes()
+    assert zero_shot._task_intervals(second, tmp_path) == zero_shot._task_intervals(second, None) != (per_seed, pooled)
+    assert len(list((tmp_path / "intervals").glob("*.json"))) == 2
