@@ -405,3 +405,39 @@ def test_the_witness_adds_the_image_side_of_a_comparison() -> None:
     # Global degrees: a +2, b -1; x 0, y +1. c0's value is a - b = 3 > 0; c1's is a + y = 3 > 0.
     np.testing.assert_array_equal(global_degrees(cs)[0], [2.0, -1.0])
     assert credits.tolist() == [1.0, 1.0]
+
+
+def test_merged_caption_spellings_are_counted_in_the_metrics() -> None:
+    builder = ComparisonSetBuilder("spellings")
+    builder.add("c0", "i0", [ImageItem("a.png")] * 2, ["a dog", "a cat"], [1.0, -1.0])
+    builder.add("c1", "i1", [ImageItem("b.png")] * 2, ["A dog ", "a  cat"], [1.0, -1.0])  # two other spellings
+    metrics = audit_subset(builder.build()).metrics
+    assert metrics["caption_variants_merged"] == 2 and metrics["design"]["n_captions"] == 2
+
+
+def test_a_declared_cycle_without_tags_is_audited_with_none_and_an_acyclic_one_has_no_identity() -> None:
+    import dataclasses
+
+    a, b = ImageItem("a.png"), ImageItem("b.png")
+    builder = ComparisonSetBuilder("wino", kind="cycles")
+    for cid, images, captions in (("t0", [a, a], ["p", "q"]), ("t1", [b, b], ["q", "p"])):
+        builder.add(cid, "w0", images, captions, [1.0, -1.0])
+    builder.add_cycle(a, b, "p", "q", tags=("tag=Relation",))
+    untagged = dataclasses.replace(builder.build(), cycle_tags=None)  # a reader that declares cycles without tags
+    phi, psi = np.array([[1.0, 0.2], [0.3, 1.0]]), np.array([[0.9, 0.1], [0.4, 0.8]])
+    metrics = audit_subset(untagged, Embeddings(phi, psi), AuditSettings(probes=False)).metrics
+    assert metrics["cycles"]["n_cycles"] == 1 and metrics["cycles"]["additive_cycle_acc_identity"] == 0.5
+    assert "tag=Relation" not in metrics["per_tag"]
+    assert audit_subset(_design(ROWS[2:])).metrics["cycles"]["additive_cycle_acc_identity"] is None
+
+
+def test_the_first_caption_can_be_the_witness() -> None:
+    """Caption index 0 with the largest |degree| beats a smaller image degree (its value is read, not 0)."""
+    builder = ComparisonSetBuilder("first")
+    builder.add("c0", "i0", [ImageItem("a.png")] * 3, ["x", "x", "y"], [1.0, 1.0, -1.0])
+    builder.add("c1", "i1", [ImageItem("b.png")] * 2, ["x", "y"], [1.0, -1.0])
+    cs = builder.build()
+    image_degree, caption_degree = global_degrees(cs)
+    np.testing.assert_array_equal(image_degree, [1.0, 0.0])
+    np.testing.assert_array_equal(caption_degree, [3.0, -2.0])
+    assert degree_witness(cs, image_degree, caption_degree).__dict__ == {"side": "caption", "vertex": "x", "value": 3.0}
