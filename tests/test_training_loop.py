@@ -230,3 +230,28 @@ def test_bad_loop_settings_are_named():
         fit(CountingOptimizer(), lambda b: 0.0, 0, identity_order, 1, BATCH)
     with pytest.raises(ValueError, match="validation 'v' is NaN after epoch 1"):
         fit(CountingOptimizer(), lambda b: 0.0, N, identity_order, 2, BATCH, Validation("v", lambda m: float("nan")))
+
+
+def test_a_described_fit_shows_one_bar_over_its_epochs_and_an_undescribed_one_none(monkeypatch: pytest.MonkeyPatch):
+    """``desc`` labels a transient epoch bar that follows the -q/--progress setting; no ``desc``, no bar."""
+    import tqdm.auto
+
+    from clip_cycles.verbosity import progress_disable
+
+    bars: list[dict] = []
+
+    def recorder(iterable, **kwargs):
+        bars.append(kwargs)
+        return iterable
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", recorder)
+    fit(CountingOptimizer(), lambda batch: 0.0, N, identity_order, 2, BATCH)
+    assert bars == []
+    fit(CountingOptimizer(), lambda batch: 0.0, N, identity_order, 2, BATCH, desc="probe")
+    assert bars == [{"desc": "probe", "disable": progress_disable(), "leave": False}]
+    head = make_head("additive", 4, 4, seed=0)
+    phi = torch.from_numpy(np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32))
+    cycles = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])
+    config = TrainConfig(epochs=1, batch_size=2, seed=0, threads=1)
+    fit_head(head, 2, cycle_batch_loss(get_loss("cycle"), head, phi, phi, cycles), config, desc="head")
+    assert bars[-1]["desc"] == "head" and len(bars) == 2
