@@ -14,6 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import f1_score
 from sklearn.utils.class_weight import compute_class_weight
 
+from clip_cycles.attributes import attribute_probes
 from clip_cycles.attributes.attribute_probes import (
     AttributeProbeResult,
     _balanced_weights,
@@ -140,7 +141,7 @@ def test_summary_averages_over_every_attribute():
     assert np.isnan(none["f1_selectivity"]) and np.isnan(none["mean_f1"]) and none["n_attributes"] == 0
 
 
-def test_probe_attributes_rejects_bad_shapes_and_solvers():
+def test_probe_attributes_rejects_bad_shapes_and_solvers(monkeypatch: pytest.MonkeyPatch):
     data = ConceptAttributeData(("c0", "c1", "c2", "c3"), ("a",), np.array([[1], [0], [1], [0]], dtype=bool),
                                 ("x", "x", "y", "y"))  # fmt: skip
     with pytest.raises(ValueError, match="embeddings have 3 rows for 4 concepts"):
@@ -156,6 +157,20 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers():
         probe_attributes(np.zeros((4, 2)), many, [[]] * 12)
     single = ConceptAttributeData(data.concepts, ("one",), labels[:, 11:], data.supercategories)
     assert probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], progress=False).f1.shape == (1, 1)
+
+    # A given dominance of the wrong shape is refused before any probe is fitted.
+    def no_fits(*args, **kwargs):
+        raise AssertionError("a probe was fitted before the dominance was checked")
+
+    monkeypatch.setitem(attribute_probes.PROBE_SOLVERS, "lockstep", no_fits)
+    monkeypatch.setitem(attribute_probes.PROBE_SOLVERS, "sklearn", no_fits)
+    with pytest.raises(ValueError, match=r"^dominance has shape \(2,\) for 1 attributes$"):
+        probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], dominance=np.zeros(2))
+    with pytest.raises(ValueError, match=r"^dominance has shape \(1, 1\) for 1 attributes$"):
+        probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], dominance=np.zeros((1, 1)))
+    monkeypatch.undo()
+    given = probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], dominance=np.array([0.25]))
+    assert given.dominance.tolist() == [0.25]
     # No folds at all: nothing to average, NaN per attribute (not an error).
     assert np.isnan(probe_attributes(np.eye(4)[:, :2], data, [[]], progress=False).mean_f1).all()
 

@@ -527,6 +527,9 @@ def probe_attributes(
     zero = [a for a, p in zip(data.attributes, data.n_positives) if p == 0]
     if zero:
         raise ValueError(f"attributes with zero positive concepts cannot be probed: {zero[:10]}")
+    if dominance is not None and np.shape(dominance) != (len(data.attributes),):
+        # Checked before the fits: a wrong shape is known now, not after minutes of probes.
+        raise ValueError(f"dominance has shape {np.shape(dominance)} for {len(data.attributes)} attributes")
     coverage = coverage_report(labels, folds, data.attributes)
     n_attr, n_folds = coverage.fitted.shape
     columns = [(a, f) for a in range(n_attr) for f in range(n_folds) if coverage.fitted[a, f]]
@@ -552,8 +555,6 @@ def probe_attributes(
     selectivity = f1_selectivity(mean_f1, data.n_positives, n)
     if dominance is None:
         dominance = supercategory_dominance(labels, data.supercategories)
-    elif np.shape(dominance) != (n_attr,):
-        raise ValueError(f"dominance has shape {np.shape(dominance)} for {n_attr} attributes")
     return AttributeProbeResult(data.attributes, f1, mean_f1, selectivity, dominance, coverage, n_iter)
 
 
