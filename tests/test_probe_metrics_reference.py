@@ -206,3 +206,19 @@ def test_probe_attributes_fits_train_rows_and_scores_test_rows_like_sklearn():
     assert result.attributes == ("a0", "a1", "a2") and result.coverage.fitted.sum() == 6
     # max_iter reaches the solver: one L-BFGS iteration per fitted column.
     assert (probe_attributes(X, data, folds, max_iter=1, progress=False).n_iter[:2] == 1).all()
+
+
+def test_empty_columns_give_their_documented_values_without_a_numpy_warning():
+    """0 / 0 never reaches the user as a RuntimeWarning: F1 0 without positives, dominance NaN, F1 NaN without folds."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        none = np.zeros((3, 2), dtype=bool)
+        assert f1_scores(none, none).tolist() == [0.0, 0.0]  # no positive and none predicted: 0, like scikit-learn
+        labels = np.array([[1, 0], [1, 0], [0, 0]], dtype=bool)
+        dominance = supercategory_dominance(labels, ["x", "y", None])
+        assert dominance[0] == 0.5 and np.isnan(dominance[1])  # an attribute nobody holds has no dominance
+        data = ConceptAttributeData(("c0", "c1", "c2", "c3"), ("a",), np.array([[1], [0], [1], [0]], dtype=bool),
+                                    ("x", "x", "y", "y"))  # fmt: skip
+        assert np.isnan(probe_attributes(np.eye(4)[:, :2], data, [[]], progress=False).mean_f1).all()
