@@ -423,3 +423,15 @@ def test_staging_folder_makes_the_missing_parents_of_a_new_out(tmp_path: Path) -
     target = tmp_path / "new" / "deeper" / "out"
     staging = staging_folder(target)
     assert staging == tmp_path / "new" / "deeper" / f".out.building-{os.getpid()}" and staging.is_dir()
+
+
+def test_atomic_writes_fsync_by_default_and_skip_it_only_when_asked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results and records are durable unless the caller says the file is checksummed (``durable=False``)."""
+    synced: list[int] = []
+    real_fsync = fingerprints.os.fsync
+    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    fingerprints.atomic_write_bytes(tmp_path / "a.json", b"{}")
+    assert len(synced) >= 1 and (tmp_path / "a.json").read_bytes() == b"{}"
+    count = len(synced)
+    fingerprints.atomic_write_bytes(tmp_path / "b.json", b"[]", durable=False)
+    assert len(synced) == count and (tmp_path / "b.json").read_bytes() == b"[]"
