@@ -537,3 +537,13 @@ def test_an_audit_result_is_ok_only_when_it_checked_rows_and_found_nothing() -> 
     assert not AuditResult(checked_rows=0).ok
     assert not AuditResult(problems=["x"], checked_rows=3).ok
     assert AuditResult(checked_rows=1).to_dict()["ok"] is True
+
+
+def test_every_unread_row_and_every_repeat_of_an_id_is_counted() -> None:
+    """Two rows that cannot be read are two violations; an id seen twice is counted twice (the folder then names it)."""
+    first, second = row(ids=(1, 9)), row("c1", ids=(9, 2))
+    problems, stats, seen = audit([first, second])
+    assert stats["violations"] == 2 and stats["matched_true"] == 0
+    assert sum("is not in the raw annotations" in p for p in problems) == 2
+    _, stats, seen = audit([row(), row(), row("c1")])
+    assert seen == Counter({"c0": 2, "c1": 1}) and stats["matched_true"] == 6
