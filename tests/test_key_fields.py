@@ -546,3 +546,74 @@ def test_built_folder_cache_serves_a_subset_of_its_families(small_world: Path, t
     loading.resolve_dataset_roots([get_task(OTHER_FAMILY_TASK)], root, cache, build=_counting_build(builds))
     loading.resolve_dataset_roots(both[::-1], root, cache, build=_counting_build(builds))
     assert len(builds) == 1
+
+
+# --- cached bootstrap intervals (zero_shot._task_intervals) -------------------------------------------------------
+
+
+def _interval_values() -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [(rng.integers(0, 3, size=(n, 4)) / 2.0).astype(np.float64) for n in (6, 5)]
+
+
+def _changed_value(values: list[np.ndarray]) -> list[np.ndarray]:
+    changed = [v.copy() for v in values]
+    changed[1][0, 0] = 0.5 if changed[1][0, 0] != 0.5 else 1.0
+    return changed
+
+
+INTERVAL_CHANGES: dict[str, Callable[[list[np.ndarray], pytest.MonkeyPatch], list[np.ndarray]]] = {
+    "version": lambda v, mp: (mp.setattr(zero_shot, "INTERVAL_CACHE_VERSION", zero_shot.INTERVAL_CACHE_VERSION + 1), v)[1],
+    "code": lambda v, mp: (mp.setattr(zero_shot, "_code_digest", lambda: "other code"), v)[1],
+    "values": lambda v, mp: _changed_value(v),
+    "n_resamples": lambda v, mp: (mp.setattr(zero_shot, "DEFAULT_N_RESAMPLES", 200), v)[1],
+    "level": lambda v, mp: (mp.setattr(zero_shot, "DEFAULT_LEVEL", 0.9), v)[1],
+    "seed": lambda v, mp: (mp.setattr(zero_shot, "DEFAULT_BOOTSTRAP_SEED", 1), v)[1],
+}
+
+
+class _DrawCounter:
+    """Counts the bootstrap draws of ``_task_intervals`` (a miss draws, a hit does not)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = zero_shot.bootstrap_group_means
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(zero_shot, "bootstrap_group_means", counted)
+
+
+def test_interval_declaration_matches_the_key(tmp_path: Path) -> None:
+    import json
+
+    assert set(INTERVAL_CHANGES) == set(zero_shot.INTERVAL_KEY_FIELDS)
+    zero_shot._task_intervals(_interval_values(), tmp_path)
+    (written,) = (tmp_path / "intervals").iterdir()
+    assert set(json.loads(written.read_text())["settings"]) == set(zero_shot.INTERVAL_KEY_FIELDS)
+
+
+@pytest.mark.parametrize("field", zero_shot.INTERVAL_KEY_FIELDS)
+def test_each_interval_field_changes_the_key_and_redraws(field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    draws = _DrawCounter(monkeypatch)
+    values = _interval_values()
+    first = zero_shot._task_intervals(values, tmp_path)
+    drawn = draws.calls
+    assert zero_shot._task_intervals(values, tmp_path) == first and draws.calls == drawn  # a hit: nothing drawn
+    changed = INTERVAL_CHANGES[field](values, monkeypatch)
+    zero_shot._task_intervals(changed, tmp_path)
+    assert draws.calls > drawn, f"{field}: the cached intervals were served across the change"
+    assert len(list((tmp_path / "intervals").iterdir())) == 2  # another key, another file
+
+
+def test_intervals_ignore_the_memory_layout_of_the_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    draws = _DrawCounter(monkeypatch)
+    values = _interval_values()
+    first = zero_shot._task_intervals(values, tmp_path)
+    drawn = draws.calls
+    reordered = [np.asfortranarray(v) for v in values]
+    assert not reordered[0].flags["C_CONTIGUOUS"]
+    assert zero_shot._task_intervals(reordered, tmp_path) == first and draws.calls == drawn
+    assert len(list((tmp_path / "intervals").iterdir())) == 1

@@ -290,6 +290,10 @@ def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> s
 
 #: Bumped when the cached intervals' format changes.
 INTERVAL_CACHE_VERSION = 1
+#: The settings cached bootstrap intervals (:func:`_task_intervals`) are keyed by. ``values`` is the per-cycle
+#: values of every seed, each with its dtype and shape (seeds that cut the same rows differently differ); the
+#: key ignores the arrays' memory layout (a copy in another order with the same values is the same entry).
+INTERVAL_KEY_FIELDS: tuple[str, ...] = ("version", "code", "values", "n_resamples", "level", "seed")
 #: The fields of one recorded interval (:func:`clip_cycles.algebra.bootstrap.bootstrap_ci`).
 _INTERVAL_FIELDS = frozenset({"low", "high", "level", "n_resamples", "seed", "method", "unit"})
 
