@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import types
 import warnings
 from pathlib import Path
@@ -441,7 +442,7 @@ def test_a_cache_record_is_written_without_fsync_and_a_full_disk_is_named(monkey
     assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.ENOSPC
 
 
-def test_a_cache_record_is_named_by_its_sorted_settings_and_read_back(tmp_path: Path) -> None:
+def test_a_cache_record_is_named_by_its_sorted_settings_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = {"b": 2, "a": [1, "x"]}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     path, cached = zero_shot._cached_record(tmp_path, settings)
@@ -455,6 +456,15 @@ def test_a_cache_record_is_named_by_its_sorted_settings_and_read_back(tmp_path: 
     path.unlink()
     path.mkdir()  # not a readable file
     assert zero_shot._cached_record(tmp_path, settings) == (path, None)
+    path.rmdir()
+    os.mkfifo(path)  # a FIFO with no writer: read as absent at once, not waited on
+    assert zero_shot._cached_record(tmp_path, settings) == (path, None)
+    path.unlink()
+    path.write_text(json.dumps({"pad": "x" * 64}), encoding="utf-8")
+    monkeypatch.setattr(zero_shot, "MAX_CACHE_RECORD_BYTES", 32)  # larger than the bound: not a record
+    assert zero_shot._cached_record(tmp_path, settings) == (path, None)
+    monkeypatch.setattr(zero_shot, "MAX_CACHE_RECORD_BYTES", 4096)
+    assert zero_shot._cached_record(tmp_path, settings) == (path, {"pad": "x" * 64})
 
 
 def _intervals(n_seeds: int = 2) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from clip_cycles.algebra.bootstrap import (
 )
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
+from clip_cycles.data.regular_files import read_regular_file
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes, storage_error
@@ -261,13 +262,21 @@ def _audit(
     return report
 
 
+#: The largest cached audit or interval record read (they are a few kB): anything larger is not one.
+MAX_CACHE_RECORD_BYTES = 16 << 20
+
+
 def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any]:
     """The cache file keyed by ``settings`` under ``folder`` and its parsed JSON (None when absent or unreadable:
-    the caller computes and rewrites it, after checking the settings and checksum of what it read)."""
+    the caller computes and rewrites it, after checking the settings and checksum of what it read).
+
+    Only a regular file of at most :data:`MAX_CACHE_RECORD_BYTES` is read: a FIFO, a device or a huge
+    file put there (the cache folder may be shared) reads as absent instead of hanging or filling memory.
+    """
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     path = folder / f"{key}.json"
     try:
-        return path, json.loads(path.read_text(encoding="utf-8"))
+        return path, json.loads(read_regular_file(path, MAX_CACHE_RECORD_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return path, None
 
