@@ -269,7 +269,8 @@ def test_a_cached_audit_that_does_not_match_its_declaration_is_recomputed(
     monkeypatch.setattr(zero_shot, "additive_audit", lambda *a, **k: calls.append(1) or real(*a, **k))
     # Valid JSON, the right settings, but a report whose shape is wrong: recomputed, not served.
     cached.write_text(json.dumps({**stored, "report": {**stored["report"], "passed": "yes"}}))
-    again, _ = evaluate(TASKS[:1], spec, shapes_cycles, tmp_path, seeds=[0])
+    with pytest.warns(UserWarning, match="fails its checksum; the audit is recomputed"):  # said, not silent
+        again, _ = evaluate(TASKS[:1], spec, shapes_cycles, tmp_path, seeds=[0])
     assert calls == [1] and again[0]["metrics"] == first[0]["metrics"]
     assert json.loads(cached.read_text())["report"] == stored["report"]
 
