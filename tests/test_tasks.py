@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from task_files import write_task_file
 
 from clip_cycles.data.families import list_families
 from clip_cycles.settings import TASKS_PATH_ENV
@@ -20,13 +21,6 @@ metric_list:
 tie_tolerance: 1.0e-6
 doc_to_text: "a photo: {{caption}}"
 """
-
-
-def _write(root: Path, name: str, text: str) -> Path:
-    path = root / "cycles" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 def test_shipped_tasks_cover_every_registered_family() -> None:
@@ -66,8 +60,8 @@ def test_unknown_task_lists_available_ones() -> None:
 
 
 def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _write(tmp_path, "my_family", GOOD.format(name="my_family"))
-    _write(tmp_path, "my_group", "group: cycles/my_group\ntask: [cycles/my_family, cycles/shapes_strict_size]\n")
+    write_task_file(tmp_path, "my_family", GOOD.format(name="my_family"))
+    write_task_file(tmp_path, "my_group", "group: cycles/my_group\ntask: [cycles/my_family, cycles/shapes_strict_size]\n")
     monkeypatch.setenv(TASKS_PATH_ENV, str(tmp_path))
     spec = get_task("cycles/my_family")
     assert isinstance(spec, TaskSpec)
@@ -75,7 +69,7 @@ def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.Monk
     assert spec.format_caption("a red circle") == "a photo: a red circle"
     assert spec.config_name(2) == "strict_left_right_seed2"
     assert spec.audit_fit == "scored"  # the default: the audit fits on the scored split
-    _write(tmp_path, "trained", GOOD.format(name="trained") + "audit_fit: train\n")
+    write_task_file(tmp_path, "trained", GOOD.format(name="trained") + "audit_fit: train\n")
     assert get_task("cycles/trained").audit_fit == "train"
     assert [t.name for t in expand_tasks(["cycles/my_group", "cycles/my_family"])] == [
         "cycles/my_family",
@@ -99,14 +93,14 @@ def test_adding_a_task_is_adding_a_yaml(tmp_path: Path, monkeypatch: pytest.Monk
     ],
 )
 def test_schema_errors_name_file_and_field(tmp_path: Path, replace: tuple[str, str], field: str) -> None:
-    path = _write(tmp_path, "bad", GOOD.format(name="bad").replace(*replace))
+    path = write_task_file(tmp_path, "bad", GOOD.format(name="bad").replace(*replace))
     with pytest.raises(ValueError) as info:
         TaskRegistry([tmp_path]).get("cycles/bad")
     assert str(path) in str(info.value) and repr(field) in str(info.value)
 
 
 def test_task_name_must_match_file_location(tmp_path: Path) -> None:
-    path = _write(tmp_path, "here", GOOD.format(name="elsewhere"))
+    path = write_task_file(tmp_path, "here", GOOD.format(name="elsewhere"))
     registry = TaskRegistry([tmp_path])
     assert "cycles/here" not in registry.names()  # only this task is unavailable
     with pytest.raises(ValueError, match="cycles/elsewhere") as info:
@@ -116,7 +110,7 @@ def test_task_name_must_match_file_location(tmp_path: Path) -> None:
 
 
 def test_group_naming_unknown_task_is_an_error(tmp_path: Path) -> None:
-    _write(tmp_path, "g", "group: cycles/g\ntask: [cycles/missing]\n")
+    write_task_file(tmp_path, "g", "group: cycles/g\ntask: [cycles/missing]\n")
     registry = TaskRegistry([tmp_path])
     assert "cycles/g" not in registry.names()
     with pytest.raises(ValueError, match="cycles/missing"):

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
+from task_files import write_task_file
 
 from clip_cycles.algebra import bootstrap
 from clip_cycles.data import folder_reader
@@ -167,13 +168,6 @@ tie_tolerance: {tolerance}
 """
 
 
-def _task_file(root, name: str, text: str):
-    path = root / "cycles" / f"{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
 def test_single_tasks_from_their_own_files_equal_the_full_registry() -> None:
     from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, shipped_tasks_dir
 
@@ -199,8 +193,8 @@ def test_a_broken_neighbour_is_not_read_and_a_broken_task_keeps_its_error(tmp_pa
     from clip_cycles.tasks.names import resolve_task_names
     from clip_cycles.tasks.registry import TaskRegistry
 
-    _task_file(tmp_path, "good", TASK.format(name="good", tolerance="1.0e-6"))
-    _task_file(tmp_path, "broken", TASK.format(name="broken", tolerance="-1"))
+    write_task_file(tmp_path, "good", TASK.format(name="good", tolerance="1.0e-6"))
+    write_task_file(tmp_path, "broken", TASK.format(name="broken", tolerance="-1"))
     registry = TaskRegistry([tmp_path])
     assert resolve_task_names(["cycles/good"], registry) == ["cycles/good"]
     assert registry.expand(["cycles/good"])[0].tie_tolerance == 1e-6
@@ -220,9 +214,9 @@ def test_the_first_root_wins_and_unusual_locations_read_every_file(tmp_path) -> 
     from clip_cycles.tasks.registry import TaskRegistry
 
     first, second = tmp_path / "first", tmp_path / "second"
-    _task_file(first, "twice", TASK.format(name="twice", tolerance="1.0e-3"))
-    _task_file(second, "twice", TASK.format(name="twice", tolerance="1.0e-5"))
-    _task_file(second, "only_second", TASK.format(name="only_second", tolerance="1.0e-4"))
+    write_task_file(first, "twice", TASK.format(name="twice", tolerance="1.0e-3"))
+    write_task_file(second, "twice", TASK.format(name="twice", tolerance="1.0e-5"))
+    write_task_file(second, "only_second", TASK.format(name="only_second", tolerance="1.0e-4"))
     registry = TaskRegistry([first, second])
     assert registry.get("cycles/twice").tie_tolerance == 1e-3
     assert registry.get("cycles/only_second").tie_tolerance == 1e-4
@@ -230,7 +224,7 @@ def test_the_first_root_wins_and_unusual_locations_read_every_file(tmp_path) -> 
     assert TaskRegistry([first, second]).entries["cycles/twice"].tie_tolerance == 1e-3  # what the full registry says too
     # A symlinked folder is not entered by rglob: the full registry decides (here: no such task).
     linked = tmp_path / "linked"
-    _task_file(tmp_path / "real", "inside", TASK.format(name="inside", tolerance="1.0e-6"))
+    write_task_file(tmp_path / "real", "inside", TASK.format(name="inside", tolerance="1.0e-6"))
     linked.mkdir()
     (linked / "cycles").symlink_to(tmp_path / "real" / "cycles")
     registry = TaskRegistry([linked])
