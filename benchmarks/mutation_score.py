@@ -298,7 +298,18 @@ def _mutant_glob(name: str, function: str) -> str:
     return module_file(name).removesuffix(".py").replace("/", ".") + f".{mangled}__mutmut_*"
 
 
-def _config(name: str, test_files: tuple[str, ...]) -> str:
+#: mutmut's CPU limit per mutant is ``(its tests' traced seconds + constant) x multiplier x 2``: generous by
+#: default; ``--timeout-multiplier 2 --timeout-constant 30`` stops a mutant that loops forever after about a
+#: minute and a half instead of 40 (what this round's out-of-tree watchdog did at 150 CPU s).
+DEFAULT_TIMEOUT_MULTIPLIER, DEFAULT_TIMEOUT_CONSTANT = 20.0, 60.0
+
+
+def _config(
+    name: str,
+    test_files: tuple[str, ...],
+    multiplier: float = DEFAULT_TIMEOUT_MULTIPLIER,
+    constant: float = DEFAULT_TIMEOUT_CONSTANT,
+) -> str:
     lines = ["[mutmut]", "source_paths = clip_cycles/", f"only_mutate = {module_file(name)}",
              "pytest_add_cli_args_test_selection ="] + [f"    {t}" for t in test_files]  # fmt: skip
     # Generous timeouts: a surviving mutant runs every matching test, and a killed-by-timeout verdict
@@ -307,8 +318,8 @@ def _config(name: str, test_files: tuple[str, ...]) -> str:
         [
             "pytest_add_cli_args = -p no:cacheprovider",
             "use_git_change_detection = false",
-            "timeout_multiplier = 20.0",
-            "timeout_constant = 60.0",
+            f"timeout_multiplier = {multiplier!r}",
+            f"timeout_constant = {constant!r}",
             # numba's parallel thread pool does not survive fork (workers get SIGTERM): fork each mutant
             # from a server that has only collected the tests, never run a kernel.
             "process_isolation = forkserver",
@@ -330,6 +341,7 @@ def run_module(
     show: bool,
     max_children: int = 2,
     previous: dict[str, Any] | None = None,
+    cpu_limit: tuple[float, float] = (DEFAULT_TIMEOUT_MULTIPLIER, DEFAULT_TIMEOUT_CONSTANT),
 ) -> dict[str, Any]:
     """Mutate one module in a scratch copy and count the mutants by status.
 
@@ -345,7 +357,7 @@ def run_module(
         for extra in SCRATCH_EXTRAS:
             if (REPO / extra).is_dir():
                 shutil.copytree(REPO / extra, scratch / extra)
-        (scratch / "setup.cfg").write_text(_config(name, test_files), encoding="utf-8")
+        (scratch / "setup.cfg").write_text(_config(name, test_files, *cpu_limit), encoding="utf-8")
         env = {**os.environ, "CLIP_CYCLES_NO_PLUGIN": "1", "PYTHONDONTWRITEBYTECODE": "1"}
         # The unmutated tests must pass first: else mutmut only says "failed to collect stats" (e.g. a
         # Python without torch, or a test file that needs a helper not copied here).
@@ -426,7 +438,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="JSON of an earlier run on unchanged sources: run only its survivors again",
     )
+    parser.add_argument("--timeout-multiplier", type=float, default=DEFAULT_TIMEOUT_MULTIPLIER,
+                        help="mutmut's CPU limit per mutant is (tests' seconds + constant) x multiplier x 2")  # fmt: skip
+    parser.add_argument("--timeout-constant", type=float, default=DEFAULT_TIMEOUT_CONSTANT,
+                        help="seconds added to a mutant's traced test time before the multiplier")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.timeout_multiplier <= 0 or args.timeout_constant < 0:
+        parser.error("--timeout-multiplier must be positive and --timeout-constant not negative")
     results: dict[str, Any] = {}
     earlier = json.loads(args.rerun_survivors.read_text()) if args.rerun_survivors else {}
     # A module that failed in the earlier run (no survivors listed) runs in full.
@@ -436,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         key = name if not functions else f"{name}:{','.join(functions)}"
         try:
             results[key] = run_module(name, functions, tests, args.timeout, args.show_survivors, args.max_children,
-                                      earlier.get(key))  # fmt: skip
+                                      earlier.get(key), (args.timeout_multiplier, args.timeout_constant))  # fmt: skip
         except SystemExit as error:  # one module's failure is reported, the others still run
             results[key] = {"error": str(error)[-2000:], "mutants": 0, "killed": 0}
     mutants = sum(r["mutants"] for r in results.values())
