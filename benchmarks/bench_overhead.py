@@ -358,17 +358,18 @@ def unique_counts(folder: Path, families: list[str]) -> dict[str, int]:
     return {"n_test_cycles": cycles, "unique_test_images": len(images), "unique_test_captions": len(captions)}
 
 
-def bytecode_env(env: dict[str, str]) -> dict[str, str]:
+def bytecode_env(env: dict[str, str]) -> tuple[dict[str, str], bool]:
     """``env`` for timed runs that load compiled bytecode, as after ``pip install`` (both the floor and ours).
 
     A shell with ``PYTHONDONTWRITEBYTECODE`` set (as some containers are) leaves the project's
     own modules without ``.pyc`` files, so every run would compile them from source (about
     0.2 s for ``clip-cycles eval``, next to nothing for the floor, which imports one of them);
-    an installed package has them. The project's modules are compiled here, untimed.
+    an installed package has them. The project's modules are compiled here, untimed; whether that
+    worked (a read-only checkout cannot be compiled into) is returned and printed.
     """
     env = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "clip_cycles")], env=env, check=True)
-    return env
+    done = subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "clip_cycles")], env=env, capture_output=True)
+    return env, done.returncode == 0
 
 
 def main() -> None:
@@ -409,7 +410,7 @@ def main() -> None:
         shutil.rmtree(cache)
     out = work / "results"
     command = eval_command(folder, families, cache, out, args.batch_size)
-    env = bytecode_env({**os.environ, "TQDM_DISABLE": "1"})
+    env, compiled = bytecode_env({**os.environ, "TQDM_DISABLE": "1"})
     load_before = os.getloadavg()
     # Interleaved repeats, the fastest of each kept: on a shared machine the minimum is the
     # least disturbed run (the ratios are of the same session either way).
@@ -536,6 +537,7 @@ def main() -> None:
                 "peak_rss_mib": {"floor": rss_floor, "cold": rss_cold, "warm": rss_warm},
                 "cycle_acc_max_abs_difference_to_floor": max(differences),
                 "load_average_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
+                "bytecode_compiled": compiled,
                 "cpus": os.cpu_count(),
                 "work": str(work),
             },
