@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given as hypothesis_given
+from hypothesis import strategies as st
 
 from clip_cycles.cli import main
-from clip_cycles.data.annotations import load_coco_split, parse_json, read_json
+from clip_cycles.data.annotations import drop_polygons, load_coco_split, parse_json, read_json, safe_relative
 
 CATS = [(1, "dog", "animal"), (2, "cat", "animal")]
 
@@ -134,3 +136,91 @@ def test_parse_json_gives_the_standard_librarys_values(text: str) -> None:
 def test_parse_json_malformed_is_the_standard_librarys_error() -> None:
     with pytest.raises(json.JSONDecodeError):
         parse_json('{"a": 1,}')
+
+
+# --- polygons are not parsed (drop_polygons) ----------------------------------------------------------------------
+
+REAL_FORMAT = (  # instances_*.json as COCO writes it: spaces after colons, none inside the polygon lists
+    b'{"info": {}, "images": [{"id": 1, "file_name": "a.jpg", "width": 640, "height": 480}], "annotations": ['
+    b'{"segmentation": [[510.66,423.01,511.72,420.03,510.45,416.0],[1.5,2.0,3e-05,4.0]],"area": 702.1,'
+    b'"iscrowd": 0,"image_id": 1,"bbox": [473.07,395.93,38.65,28.67],"category_id": 1,"id": 1768},'
+    b'{"segmentation": {"counts": [272,2,4,4],"size": [480,640]},"area": 9.0,"iscrowd": 1,"image_id": 1,'
+    b'"bbox": [1.0,2.0,3.0,3.0],"category_id": 1,"id": 1769},'
+    b'{"segmentation" :\n [ [1, 2,\n 3] ] , "note": "\\"segmentation\\": [[7, 8]]", "image_id": 1, "id": 1770}'
+    b'], "categories": [{"id": 1, "name": "dog", "supercategory": "animal"}]}'
+)
+
+
+def _without_polygons(value):
+    """The standard library's reading with every list-of-lists segmentation emptied (independent of the regex)."""
+    if isinstance(value, dict):
+        out = {k: _without_polygons(v) for k, v in value.items()}
+        seg = value.get("segmentation")
+        if isinstance(seg, list) and all(isinstance(p, list) for p in seg):
+            out["segmentation"] = []
+        return out
+    if isinstance(value, list):
+        return [_without_polygons(v) for v in value]
+    return value
+
+
+def test_polygons_are_dropped_and_every_other_value_is_the_standard_librarys(tmp_path) -> None:
+    path = tmp_path / "instances_train2017.json"
+    path.write_bytes(REAL_FORMAT)
+    full = json.loads(REAL_FORMAT)
+    assert read_json(path) == full  # the default reads everything
+    lean = read_json(path, polygons=False)
+    assert lean == _without_polygons(full)
+    anns = lean["annotations"]
+    assert [a["segmentation"] for a in anns] == [[], {"counts": [272, 2, 4, 4], "size": [480, 640]}, []]
+    assert anns[2]["note"] == '"segmentation": [[7, 8]]'  # inside a string its quotes are escaped: kept
+    assert drop_polygons(b'{"a": 1}') == b'{"a": 1}'
+
+
+@pytest.mark.parametrize(
+    "broken, dropped",
+    [
+        (b'{"annotations": [{"segmentation": [[1, 2], "id": 1}]}', False),  # a bracket missing: not a polygon list
+        (b'{"annotations": [\n{"segmentation": [[1, 2]]]}]}', True),  # one too many: the rest is malformed
+        (b'{"annotations": [{"segmentation": [[1, 2]], "id": 1,}]}', True),  # the error is after a dropped list
+    ],
+)
+def test_a_malformed_file_is_still_an_error_at_its_own_position(tmp_path, broken: bytes, dropped: bool) -> None:
+    path = tmp_path / "instances_train2017.json"
+    path.write_bytes(broken)
+    with pytest.raises(json.JSONDecodeError) as as_written:
+        json.loads(broken)
+    position = (as_written.value.lineno, as_written.value.colno, as_written.value.pos)
+    assert (drop_polygons(broken) != broken) == dropped
+    if dropped:  # the lean text's own error sits elsewhere: the message must give the file's
+        with pytest.raises(json.JSONDecodeError) as lean:
+            json.loads(drop_polygons(broken))
+        assert lean.value.pos != position[2]
+    with pytest.raises(ValueError, match=r"malformed JSON at line {} column {} \(char {}\)".format(*position)):
+        read_json(path, polygons=False)
+
+
+def test_the_build_loads_the_instances_without_polygons(tmp_path, write_coco) -> None:
+    root = write_coco(tmp_path, CATS, good_images(), good_images()[:1])
+    path = root / "annotations" / "instances_train2017.json"
+    edit(path, lambda d: [a.update(segmentation=[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]) for a in d["annotations"]])
+    split = load_coco_split(root)
+    assert [a["segmentation"] for a in split.instances.dataset["annotations"]] == [[]] * 4
+    assert sorted(a["bbox"] for a in split.instances.dataset["annotations"]) == sorted(
+        a["bbox"] for a in json.loads(path.read_text())["annotations"]
+    )
+
+
+@hypothesis_given(st.text(alphabet="ab./:\\.-_ ", max_size=12))
+def test_safe_relative_answers_as_the_path_rules_do(name: str) -> None:
+    from pathlib import PurePosixPath
+
+    parts = PurePosixPath(name).parts
+    expected = (
+        bool(name)
+        and "\\" not in name
+        and not name.startswith("/")
+        and ".." not in parts
+        and not (parts and parts[0].endswith(":"))
+    )
+    assert safe_relative(name) == expected
