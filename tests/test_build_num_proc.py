@@ -4,7 +4,8 @@
   builds of the shapes world with 1 and 2 processes write the same bytes, and the
   2-process build really ran work in other processes;
 - the block-wise neighbour search equals a brute-force ranking for any block size;
-- ``parallel_map`` keeps input order and validates the process count.
+- ``parallel_map`` and ``parallel_imap`` keep input order and validate the process count;
+- the cycle collector is off inside a build and as it was after it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from clip_cycles.data import coco_families, families, gqa_families
 from clip_cycles.data.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.coco_families import _top_neighbours
-from clip_cycles.data.families import num_processes, parallel_map
+from clip_cycles.data.families import cycle_collector_paused, num_processes, parallel_imap, parallel_map
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -44,7 +45,15 @@ def worker_pids(monkeypatch: pytest.MonkeyPatch) -> set[int]:
         pids.update(pid for pid, _ in tagged)
         return [result for _, result in tagged]
 
+    original_imap = families.parallel_imap
+
+    def spy_imap(fn: Any, items: Any) -> Any:  # the families of a build, one per task
+        for pid, result in original_imap(lambda item: (os.getpid(), fn(item)), items):
+            pids.add(pid)
+            yield result
+
     monkeypatch.setattr(families, "parallel_map", spy)
+    monkeypatch.setattr(families, "parallel_imap", spy_imap)
     monkeypatch.setattr(gqa_families, "parallel_map", spy)
     monkeypatch.setattr(coco_families, "parallel_map", spy)
     return pids
@@ -57,7 +66,7 @@ def test_coco_build_is_byte_identical_for_one_and_two_processes(
     one, _ = build_coco_folder(shapes_world, tmp_path / "one" / "cycles", families=names, min_cycles=5, num_proc=1)
     assert worker_pids == {os.getpid()}
     two, builds = build_coco_folder(shapes_world, tmp_path / "two" / "cycles", families=names, min_cycles=5, num_proc=2)
-    assert len(worker_pids - {os.getpid()}) >= 1  # the neighbour search ran in worker processes
+    assert len(worker_pids - {os.getpid()}) >= 1  # the families were built in worker processes
     assert next(b for b in builds if b.name == "text_neighbor").available
     first, second = _files(one), _files(two)
     assert any(name.endswith(".parquet") and "text_neighbor" in name for name in first)
@@ -70,7 +79,7 @@ def test_gqa_build_is_byte_identical_for_one_and_two_processes(shapes_world: Pat
     names = ["attribute_color", "relation_spatial", "binding"]
     one, _ = build_gqa_folder(shapes_world, tmp_path / "one" / "cycles", families=names, seeds=(0, 1), min_cycles=5, num_proc=1)
     two, _ = build_gqa_folder(shapes_world, tmp_path / "two" / "cycles", families=names, seeds=(0, 1), min_cycles=5, num_proc=2)
-    assert len(worker_pids - {os.getpid()}) >= 1  # candidate indexing ran in worker processes
+    assert len(worker_pids - {os.getpid()}) >= 1  # families and candidate indexing ran in worker processes
     first, second = _files(one), _files(two)
     assert sum(name.endswith(".parquet") for name in first) >= 6
     assert sorted(first) == sorted(second)
@@ -107,3 +116,58 @@ def test_parallel_map_keeps_order_and_uses_the_requested_processes() -> None:
     with pytest.raises(ValueError, match="--num-proc must be a positive integer, got 0"):
         with num_processes(0):
             pass
+
+
+def test_parallel_imap_keeps_order_runs_on_workers_and_runs_here_with_one_process() -> None:
+    items = list(range(7))
+    with num_processes(3):
+        results = list(parallel_imap(lambda x: (x * 10, os.getpid()), items))
+    assert [r for r, _ in results] == [x * 10 for x in items]
+    assert len({pid for _, pid in results} - {os.getpid()}) >= 2  # the next free worker takes the next item
+    assert {pid for _, pid in parallel_imap(lambda x: (x, os.getpid()), items)} == {os.getpid()}  # default: here
+    with num_processes(2):  # a worker's own map runs in that worker (no pool inside a pool)
+        nested = list(parallel_imap(lambda x: {pid for _, pid in parallel_imap(lambda y: (y, os.getpid()), [1, 2])}, [0, 1]))
+    assert all(len(pids) == 1 for pids in nested) and all(os.getpid() not in pids for pids in nested)
+
+
+def test_a_failing_family_in_a_worker_is_the_error_here() -> None:
+    def boom(x: int) -> int:
+        if x == 2:
+            raise families.AuditError("family 2 failed its audit (injected)")
+        return x
+
+    with num_processes(2), pytest.raises(families.AuditError, match="family 2 failed its audit"):
+        list(parallel_imap(boom, [0, 1, 2, 3]))
+
+
+def test_the_cycle_collector_is_off_inside_and_as_it_was_after(
+    shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    assert gc.isenabled()
+    with cycle_collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), cycle_collector_paused():
+        raise RuntimeError("a failed build")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with cycle_collector_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own choice is left alone
+    finally:
+        gc.enable()
+    seen: list[bool] = []
+    real = families.build_families
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("clip_cycles.data.dataset_folder.build_families", spy)
+    build_coco_folder(shapes_world, tmp_path / "c", families=["coarse_object"], seeds=[0], min_cycles=5)
+    build_gqa_folder(shapes_world, tmp_path / "g", families=["attribute_color"], seeds=[0], min_cycles=5)
+    assert seen == [False, False]  # both builders build with it off
+    assert gc.isenabled()

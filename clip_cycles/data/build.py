@@ -12,9 +12,10 @@ function (``build``). The shipped ones::
         [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--validation-fraction 0.142857...]
         [--self-contained] [--num-proc N]
 
-``--num-proc`` runs the heavy per-image steps (text-neighbour search, candidate indexing)
-on that many processes; the written folder is byte-identical for any count, so the
-count is recorded nowhere. GQA pool sizes of 0 mean every valid image (the GQA rebuild
+``--num-proc`` builds the families on that many worker processes, one family per task
+(each worker also encodes its family's Parquet files), and runs GQA's candidate indexing
+on them; the written folder is byte-identical for any count, so the count is recorded
+nowhere. GQA pool sizes of 0 mean every valid image (the GQA rebuild
 command in ``build_info.json`` writes them so).
 """
 
@@ -33,6 +34,7 @@ from clip_cycles.data.families import (
     DEFAULT_MIN_CYCLES,
     DEFAULT_VALIDATION_FRACTION,
     check_seeds,
+    cycle_collector_paused,
     list_families,
     num_processes,
     seed_argument,
@@ -73,6 +75,27 @@ def build_coco_folder(
     _check_finite(margin=margin, size_ratio=size_ratio, validation_fraction=validation_fraction)
 
     check_seeds(seeds)
+    with cycle_collector_paused():
+        return _build_coco(coco_root, out, families, seeds, min_cycles, pool_train, pool_val, self_contained,
+                           validation_fraction, num_proc, margin, size_ratio, overwrite, allow_empty)  # fmt: skip
+
+
+def _build_coco(
+    coco_root: str | Path,
+    out: str | Path,
+    families: Sequence[str] | None,
+    seeds: Sequence[int],
+    min_cycles: int,
+    pool_train: int | None,
+    pool_val: int | None,
+    self_contained: bool,
+    validation_fraction: float,
+    num_proc: int,
+    margin: float,
+    size_ratio: float,
+    overwrite: bool,
+    allow_empty: bool,
+) -> tuple[Path, list[Any]]:
     names = list(families) if families else list_families("coco")
     index = load_coco_index(coco_root)
     train_pool, val_pool = coco_pools(index, pool_train, pool_val)
@@ -117,7 +140,7 @@ def build_gqa_folder(
     """
     seeds = tuple(check_seeds(seeds))
     _check_finite(validation_fraction=validation_fraction)
-    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
+    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty), cycle_collector_paused():
         names = list(families) if families else list_families("gqa")
         index, train_pool, val_pool = gqa_families.gqa_build_inputs(gqa_root, pool_train, pool_test)
         command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
@@ -169,7 +192,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--num-proc",
         type=int,
         default=1,
-        help="processes for text-neighbour search and candidate indexing (same output for any count)",
+        help="worker processes: families are built one per worker, GQA candidates indexed on all "
+        "(same output for any count; default 1, this process)",
     )
 
 
