@@ -84,3 +84,35 @@ def test_parse_predicates_parses_each_text_once(monkeypatch: pytest.MonkeyPatch)
     assert sorted(calls) == sorted(set(PREDICATES))
     assert list(memo) == list(dict.fromkeys(PREDICATES))
     assert all(memo[t] == json.loads(t) for t in PREDICATES)
+
+
+@pytest.mark.parametrize("mode", ["reference", "self_contained"])
+def test_a_familys_files_encoded_on_its_worker_are_the_plain_writes_bytes(tmp_path: Path, mode: str) -> None:
+    from clip_cycles.data.dataset_folder import encode_family, parquet_path
+    from clip_cycles.data.families import FamilyBuild
+
+    rows = records()
+    by_split = {"train": rows[:6], "validation": rows[6:9], "test": rows[9:]}
+    build = FamilyBuild("coco", "fam", "a predicate", records={0: by_split, 1: {s: r[::-1] for s, r in by_split.items()}})
+    encode_family(build, mode)
+    layout = dataset_folder.LAYOUT_OF_MODE[mode]
+    assert sorted(build.encoded) == sorted((mode, parquet_path("fam", seed, split, layout)) for seed in (0, 1)
+                                           for split in by_split)  # fmt: skip
+    # One struct type for the whole family (every seed and split), as the plain write of all rows infers it.
+    kind = pa.array([json.loads(r.predicate) for seed in (0, 1) for rs in build.records[seed].values() for r in rs]).type
+    for seed in (0, 1):
+        for split, split_rows in build.records[seed].items():
+            plain = tmp_path / f"plain-{seed}-{split}.parquet"
+            table = pa.Table.from_pylist(
+                [{**{n: getattr(r, n) for n in ROW_COLUMNS}, "predicate": json.loads(r.predicate),
+                  "predicate_json": r.predicate} for r in split_rows] if mode == "reference" else
+                [{**{n: getattr(r, n) for n in ROW_COLUMNS if n not in ("image_0", "image_1")},
+                  "image_0_file_name": "images/" + r.image_0, "image_1_file_name": "images/" + r.image_1,
+                  "predicate": json.loads(r.predicate), "predicate_json": r.predicate} for r in split_rows],
+                schema=dataset_folder._schema(mode, kind),
+            )  # fmt: skip
+            pq.write_table(table, plain, compression="zstd", compression_level=3, row_group_size=4096)
+            assert build.encoded[mode, parquet_path("fam", seed, split, layout)] == plain.read_bytes(), (seed, split)
+    written = tmp_path / "written.parquet"  # the writer writes the bytes it is given, as they are
+    write_parquet(written, rows, mode, tmp_path, None, None, b"PAR1 encoded elsewhere")
+    assert written.read_bytes() == b"PAR1 encoded elsewhere"

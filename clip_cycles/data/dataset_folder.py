@@ -54,6 +54,7 @@ import re
 import shlex
 import shutil
 from collections import Counter
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -182,10 +183,8 @@ def _schema(mode: str, predicate: Any) -> Any:
     return pa.schema(fields, metadata=metadata)
 
 
-def write_parquet(
-    path: Path, records: Sequence[Any], mode: str, root: Path, predicate: Any = None, parsed: dict[str, Any] | None = None
-) -> None:
-    """Write one split's :class:`~clip_cycles.data.families.CycleRecord` rows; same rows give the same bytes.
+def encode_parquet(records: Sequence[Any], mode: str, predicate: Any = None, parsed: dict[str, Any] | None = None) -> bytes:
+    """The Parquet bytes of one split's :class:`~clip_cycles.data.families.CycleRecord` rows; same rows, same bytes.
 
     ``predicate`` is the family's struct type (:func:`predicate_type`; default: this split's);
     ``parsed`` the family's memo of parsed predicates (:func:`parse_predicates`), so each text is
@@ -210,8 +209,40 @@ def write_parquet(
         columns[name] = [prefix + getattr(r, side) for r in records]
     schema = _schema(mode, predicate)
     table = pa.Table.from_pydict({name: columns[name] for name in schema.names}, schema=schema)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", compression_level=3, row_group_size=4096)
+    return sink.getvalue().to_pybytes()
+
+
+def write_parquet(
+    path: Path,
+    records: Sequence[Any],
+    mode: str,
+    root: Path,
+    predicate: Any = None,
+    parsed: dict[str, Any] | None = None,
+    encoded: bytes | None = None,
+) -> None:
+    """Write one split's rows to ``path``: :func:`encode_parquet`'s bytes, or ``encoded``, the bytes
+    :func:`encode_family` already made of these rows (on the worker that built the family)."""
+    data = encode_parquet(records, mode, predicate, parsed) if encoded is None else encoded
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path, compression="zstd", compression_level=3, row_group_size=4096)
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+def encode_family(build: FamilyBuild, mode: str) -> None:
+    """Encode every Parquet file of ``build`` into ``build.encoded`` (key: mode and folder path).
+
+    The build calls it where the family was built, so on ``--num-proc`` workers the encoding
+    runs in parallel; :func:`write_folder` then writes the bytes as they are.
+    """
+    layout = LAYOUT_OF_MODE[mode]
+    parsed: dict[str, Any] = {}  # each predicate text of the family parsed once, for its type and its rows
+    kind = predicate_type((r.predicate for splits in build.records.values() for s in SPLITS for r in splits[s]), parsed)
+    for seed, splits in sorted(build.records.items()):
+        for split in SPLITS:
+            build.encoded[mode, parquet_path(build.name, seed, split, layout)] = encode_parquet(splits[split], mode, kind, parsed)
 
 
 def _image_name(file_name: str, image_id: int) -> str:
@@ -734,11 +765,14 @@ def _write_into(
     layout = LAYOUT_OF_MODE[mode]
     for build in tqdm(builds, desc="writing parquet", disable=progress_disable()):
         parsed: dict[str, Any] = {}  # each predicate text of the family parsed once, for its type and its rows
-        kind = predicate_type((r.predicate for splits in build.records.values() for s in SPLITS for r in splits[s]), parsed)
+        kind = None
         for seed, splits in sorted(build.records.items()):
             for split in SPLITS:
                 name = parquet_path(build.name, seed, split, layout)
-                write_parquet(out / name, splits[split], mode, root, kind, parsed)
+                encoded = build.encoded.get((mode, name))
+                if encoded is None and kind is None:
+                    kind = predicate_type((r.predicate for sp in build.records.values() for s in SPLITS for r in sp[s]), parsed)
+                write_parquet(out / name, splits[split], mode, root, kind, parsed, encoded)
                 written.append(name)
     images = store_images(out, root, builds) if layout == "imagefolder" else None
     info: dict[str, Any] = {
@@ -997,7 +1031,8 @@ def build_folder(
     if min_cycles < 1:
         raise ValueError(f"min_cycles must be at least 1, got {min_cycles}")
     check_seeds(seeds)
-    builds = build_families(index, families, train_pool, val_pool, seeds, min_cycles, validation_fraction)
+    builds = build_families(index, families, train_pool, val_pool, seeds, min_cycles, validation_fraction,
+                            finish=partial(encode_family, mode=mode))  # fmt: skip
     path = write_folder(
         out, index, builds, mode=mode, rebuild_command=rebuild_command,
         pools={"train": len(set(train_pool)), "val": len(set(val_pool))}, min_cycles=min_cycles,
