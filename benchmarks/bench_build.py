@@ -11,8 +11,10 @@ template captions per image naming present objects), then measures, each in a fr
 - ``build_s``: ``clip_cycles.data.build.build_coco_folder`` with all 14 families, seeds 0 1 2,
   the default pools (10000 / 2744), reference mode: everything from reading the JSON
   (validated, via pycocotools) to the written folder; ``--num-proc N`` passes the build's own
-  ``--num-proc`` (worker processes for the per-image steps; the output is the same), and its CPU
-  seconds then include the workers'.
+  ``--num-proc`` (worker processes: the families are built one per worker; the output is the
+  same for any count), and its CPU seconds then include the workers'. The default is every core
+  this process may use (``os.sched_getaffinity``), as a user with a COCO build to wait for would
+  pass; ``--num-proc 1`` measures the single-process build (``clip-cycles build``'s default).
 
 Prints one JSON object: times, ``ratio = build_s / load_s`` (target <= 2), the peak RSS
 of each subprocess in GB (target for the build < 6), the load average before and after
@@ -23,7 +25,7 @@ and ``output_sha256``: one digest over the sha256 of every Parquet file and of
 build_info.json (by relative path), so that two builds (before and after a change, on the
 same ``--workdir``) can be compared byte for byte.
 
-    python benchmarks/bench_build.py [--scale 1.0] [--workdir DIR [--reuse]] [--num-proc 1]
+    python benchmarks/bench_build.py [--scale 1.0] [--workdir DIR [--reuse]] [--num-proc N (default: all cores)]
 """
 
 from __future__ import annotations
@@ -166,7 +168,8 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of COCO size (1.0 = 118k train images)")
     parser.add_argument("--workdir", default=None, help="where to write the annotations (default: a temp dir)")
     parser.add_argument("--reuse", action="store_true", help="reuse annotations generated at this scale in --workdir")
-    parser.add_argument("--num-proc", type=int, default=1, help="the build's --num-proc (worker processes; same output)")
+    parser.add_argument("--num-proc", type=int, default=len(os.sched_getaffinity(0)),
+                        help="the build's --num-proc (worker processes; same output); default: all usable cores")  # fmt: skip
     args = parser.parse_args()
     if args.num_proc < 1:
         parser.error(f"--num-proc must be at least 1, got {args.num_proc}")
