@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from clip_cycles.regular_files import read_regular_file
+
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -93,6 +95,9 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
 _HASH_CHUNK = 1 << 22
 
 
+#: A hash-cache record larger than this is not read (one is about 200 bytes).
+MAX_HASH_RECORD_BYTES = 1 << 16
+
 #: In-process memo of file hashes: (resolved path, size, mtime_ns, inode, ctime_ns) -> sha256.
 _MEMO: dict[tuple[str, int, int, int, int], str] = {}
 
@@ -112,7 +117,8 @@ def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
     record_path = Path(hash_cache) / f"{digest(str(path), 32)}.json" if hash_cache is not None else None
     if record_path is not None:
         try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
+            # A record is ~200 bytes; anything else (a FIFO, a huge file) in the cache is ignored, not waited on.
+            record = json.loads(read_regular_file(record_path, MAX_HASH_RECORD_BYTES, "hash-cache record"))
             if [record.get(k) for k in ("path", "size", "mtime_ns", "inode", "ctime_ns")] == list(key):
                 _MEMO[key] = str(record["sha256"])
                 return _MEMO[key]

@@ -33,8 +33,8 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.data import annotations, images
 from clip_cycles.data.images import ImageItem, decode_rgb, open_rgb
-from clip_cycles.data.regular_files import read_regular_file
 from clip_cycles.encoding import backends
+from clip_cycles.regular_files import read_regular_file
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "cycles/shapes_strict_left_right"

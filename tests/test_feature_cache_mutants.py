@@ -364,7 +364,18 @@ def test_manifest_round_trip_and_unreadable_manifests(tmp_path: Path) -> None:
     for text in ("{not json", "[1, 2]", json.dumps({"model": {**DESC, "precision": "fp16"}, "preprocessing": {}})):
         path.write_text(text, encoding="utf-8")
         assert read_manifest(tmp_path, DESC) is None, text
+    path.write_bytes(b"\xff\xfe not utf-8")  # a decoding error is a miss, not a traceback
+    assert read_manifest(tmp_path, DESC) is None
+    good = _json({"model": DESC, "preprocessing": {"image": "p", "text": "t"}})
+    path.write_text(good + " " * (feature_cache.MAX_MANIFEST_BYTES - len(good)), encoding="utf-8")  # at the bound: read
+    assert read_manifest(tmp_path, DESC) == {"model": DESC, "preprocessing": {"image": "p", "text": "t"}}
+    path.write_text(good + " " * (feature_cache.MAX_MANIFEST_BYTES + 1 - len(good)), encoding="utf-8")  # past it: not
+    assert read_manifest(tmp_path, DESC) is None
     path.unlink()
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(path)  # no writer: a plain read would wait forever
+        assert read_manifest(tmp_path, DESC) is None
+        path.unlink()
     path.mkdir()  # a folder where the file should be: unreadable, not a traceback
     assert read_manifest(tmp_path, DESC) is None
 

@@ -435,3 +435,33 @@ def test_atomic_writes_fsync_by_default_and_skip_it_only_when_asked(tmp_path, mo
     count = len(synced)
     fingerprints.atomic_write_bytes(tmp_path / "b.json", b"[]", durable=False)
     assert len(synced) == count and (tmp_path / "b.json").read_bytes() == b"[]"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_or_oversized_hash_record_is_a_rehash_not_a_hang(tmp_path: Path) -> None:
+    import json
+
+    path = tmp_path / "w.bin"
+    path.write_bytes(b"weights")
+    expected = hashlib.sha256(b"weights").hexdigest()
+    cache = tmp_path / "hashes"
+    file_sha256(path, cache)
+    (record,) = cache.iterdir()
+    stat = path.stat()
+    trusted = {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino,
+               "ctime_ns": stat.st_ctime_ns, "sha256": "f" * 64}  # fmt: skip
+    # Padded past the bound, a record that would otherwise be trusted is not read at all.
+    record.write_text(json.dumps(trusted) + " " * fingerprints.MAX_HASH_RECORD_BYTES, encoding="utf-8")
+    fingerprints._MEMO.clear()
+    assert file_sha256(path, cache) == expected
+    record.write_text(json.dumps(trusted) + " " * 100, encoding="utf-8")  # within it: read and trusted
+    fingerprints._MEMO.clear()
+    assert file_sha256(path, cache) == "f" * 64
+    record.unlink()
+    os.mkfifo(record)  # no writer: a plain read would wait forever
+    fingerprints._MEMO.clear()
+    assert file_sha256(path, cache) == expected
+    record.unlink()
+    record.write_bytes(b"\xff\xfe not utf-8")
+    fingerprints._MEMO.clear()
+    assert file_sha256(path, cache) == expected

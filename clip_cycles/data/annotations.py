@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from clip_cycles.data.regular_files import read_regular_file
+from clip_cycles.regular_files import read_regular_file
 
 #: Pixels a box may reach past the image border (COCO boxes are floats from polygons).
 BOX_TOLERANCE: float = 1.0

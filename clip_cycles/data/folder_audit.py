@@ -58,7 +58,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from clip_cycles.data.regular_files import read_regular_file
+from clip_cycles.regular_files import read_regular_file
 
 #: Spatial margin (fraction of the image side) and size ratio the family predicates state.
 MARGIN: float = 0.1

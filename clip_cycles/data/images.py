@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from clip_cycles.data.regular_files import read_regular_file
+from clip_cycles.regular_files import read_regular_file
 
 #: An image file larger than this is refused (no photo in COCO, GQA or Winoground comes near).
 MAX_IMAGE_BYTES = 256 << 20

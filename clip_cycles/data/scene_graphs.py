@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterator, Mapping, NamedTuple
 
 from clip_cycles.data.annotations import MAX_ANNOTATION_BYTES
-from clip_cycles.data.regular_files import read_regular_file
+from clip_cycles.regular_files import read_regular_file
 from clip_cycles.verbosity import progress_disable
 
 #: GQA file names per source split, relative to the GQA root.

@@ -45,8 +45,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from clip_cycles.data.regular_files import read_regular_file
 from clip_cycles.encoding.tiny_model import register_tiny_model
+from clip_cycles.regular_files import read_regular_file
 
 logger = logging.getLogger(__name__)
 

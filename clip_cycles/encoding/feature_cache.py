@@ -35,6 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, storage_error
+from clip_cycles.regular_files import read_regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -235,12 +236,21 @@ def model_key(description: Mapping[str, Any]) -> str:
     return digest(description)
 
 
+#: A model manifest larger than this is not read (one is a few kilobytes).
+MAX_MANIFEST_BYTES = 1 << 20
+
+
 def read_manifest(root: str | Path, description: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The manifest of a model (its preprocessing ids), or None if never loaded or unreadable."""
+    """The manifest of a model (its preprocessing ids), or None if never loaded or unreadable.
+
+    Only a regular file of at most :data:`MAX_MANIFEST_BYTES` is read: a FIFO or device put
+    in its place is a miss (the model is loaded and the manifest rewritten), never a hang.
+    """
     path = Path(root) / "models" / f"{model_key(description)}.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        # ValueError: not a regular file, too large, not UTF-8 or not JSON.
+        data = json.loads(read_regular_file(path, MAX_MANIFEST_BYTES, "feature-cache manifest"))
+    except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("model") != dict(description):
         return None

@@ -44,11 +44,11 @@ from clip_cycles.algebra.bootstrap import (
 )
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
-from clip_cycles.data.regular_files import read_regular_file
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
+from clip_cycles.regular_files import read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
 from clip_cycles.schemas.declared import validate
