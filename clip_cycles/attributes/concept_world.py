@@ -21,7 +21,7 @@ removes that shortcut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,18 +75,8 @@ class ConceptWorldConfig:
         embedding); so few positives in 384 dimensions make many probe columns near-separable,
         where an L-BFGS run is long and float rounding has room to grow.
         """
-        return cls(
-            n_concepts=1854,
-            n_supercategories=53,
-            n_hidden_supercategories=12,
-            subgroups_per_category=4,
-            n_attributes=211,
-            dim=384,
-            attribute_scale=0.15,
-            home_rate=0.45,
-            away_rate=0.001,
-            cross_rate=0.008,
-        )
+        # The THINGS shape of things_sized(), with its own width, signal and label rates.
+        return replace(cls.things_sized(), dim=384, attribute_scale=0.15, home_rate=0.45, away_rate=0.001, cross_rate=0.008)
 
 
 @dataclass(frozen=True)
