@@ -118,7 +118,7 @@ def file_sha256(path: str | Path, hash_cache: str | Path | None = None) -> str:
     if record_path is not None:
         try:
             # A record is ~200 bytes; anything else (a FIFO, a huge file) in the cache is ignored, not waited on.
-            record = json.loads(read_regular_file(record_path, MAX_HASH_RECORD_BYTES, "hash-cache record"))
+            record = json.loads(read_regular_file(record_path, MAX_HASH_RECORD_BYTES))  # any error: a rehash
             if [record.get(k) for k in ("path", "size", "mtime_ns", "inode", "ctime_ns")] == list(key):
                 _MEMO[key] = str(record["sha256"])
                 return _MEMO[key]
