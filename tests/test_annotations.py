@@ -224,3 +224,33 @@ def test_safe_relative_answers_as_the_path_rules_do(name: str) -> None:
         and not (parts and parts[0].endswith(":"))
     )
     assert safe_relative(name) == expected
+
+
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"image_id": 1}, r"caption annotation #1 has no field 'caption'"),
+        ({"caption": "a dog"}, r"caption annotation #1 has no field 'image_id'"),
+        ({"id": 9, "image_id": 1, "caption": 7}, r"caption annotation #1 \(id 9\) field 'caption' has type int"),
+        ({"image_id": True, "caption": "a dog"}, r"caption annotation #1 field 'image_id' has type bool"),
+        ({"image_id": "1", "caption": "a dog"}, r"caption annotation #1 field 'image_id' has type str"),
+        (["a dog"], r"caption annotation #1 must be an object, got list"),
+    ],
+)
+def test_a_malformed_caption_entry_is_an_error_naming_file_and_entry(tmp_path, write_coco, entry, message) -> None:
+    root = write_coco(tmp_path, CATS, good_images(), good_images()[:1])
+    path = root / "annotations" / "captions_train2017.json"
+    edit(path, lambda d: d["annotations"].insert(1, entry))
+    with pytest.raises(ValueError, match=r"captions_train2017.json: " + message):
+        load_coco_split(root)
+
+
+def test_caption_text_is_whitespace_normalised_and_each_skip_counted(tmp_path, write_coco) -> None:
+    root = write_coco(tmp_path, CATS, good_images(), good_images()[:1])
+    path = root / "annotations" / "captions_train2017.json"
+    extra = [{"image_id": 1, "caption": "  a\tdog \n on grass "}, {"image_id": 1, "caption": " \n "},
+             {"image_id": 99, "caption": "an image that is not there"}]  # fmt: skip
+    edit(path, lambda d: d["annotations"].extend(extra))
+    split = load_coco_split(root)
+    assert split.captions[1] == ["a dog and a cat", "a dog on grass"]
+    assert split.skipped["caption_empty"] == 1 and split.skipped["caption_missing_image"] == 1
