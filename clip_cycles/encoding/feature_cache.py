@@ -249,7 +249,7 @@ def read_manifest(root: str | Path, description: Mapping[str, Any]) -> dict[str,
     path = Path(root) / "models" / f"{model_key(description)}.json"
     try:
         # ValueError: not a regular file, too large, not UTF-8 or not JSON.
-        data = json.loads(read_regular_file(path, MAX_MANIFEST_BYTES, "feature-cache manifest"))
+        data = json.loads(read_regular_file(path, MAX_MANIFEST_BYTES))  # any error: a miss
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("model") != dict(description):
