@@ -12,10 +12,10 @@ function (``build``). The shipped ones::
         [--min-cycles N] [--pool-train 5600 --pool-test 2400] [--validation-fraction 0.142857...]
         [--self-contained] [--num-proc N]
 
-``--num-proc`` builds the families on that many worker processes, one family per task
-(each worker also encodes its family's Parquet files), and runs GQA's candidate indexing
-on them; the written folder is byte-identical for any count, so the count is recorded
-nowhere. GQA pool sizes of 0 mean every valid image (the GQA rebuild
+``--num-proc`` builds the families on that many worker processes, one family per task; a
+worker also runs its family's per-image steps (text-neighbour search, GQA candidate
+indexing) and encodes its Parquet files. The written folder is byte-identical for any
+count, so the count is recorded nowhere. GQA pool sizes of 0 mean every valid image (the GQA rebuild
 command in ``build_info.json`` writes them so).
 """
 
@@ -192,7 +192,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--num-proc",
         type=int,
         default=1,
-        help="worker processes: families are built one per worker, GQA candidates indexed on all "
+        help="worker processes: the families are built one per worker, each with its per-image steps "
         "(same output for any count; default 1, this process)",
     )
 

@@ -39,8 +39,9 @@ set of 2x2 blocks (they cannot fail on a well-formed cycle), so they are reporte
 
 The families of a build go through :func:`parallel_imap` (one family per task) and heavy
 per-image steps (text-neighbour search, candidate indexing) through :func:`parallel_map`;
-both run on ``--num-proc`` worker processes inside :func:`num_processes` (a map inside a
-worker runs in that worker). Results come back in input order and each family depends only
+both run on ``--num-proc`` worker processes inside :func:`num_processes`. A map inside a
+worker runs in that worker, so in a build a family's per-image steps run on the worker
+that builds the family. Results come back in input order and each family depends only
 on the index, the pools and its own seeded generators, so the output is byte-identical for
 any process count.
 """
