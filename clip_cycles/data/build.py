@@ -46,6 +46,7 @@ DEFAULT_POOL_TRAIN: int = 10000
 DEFAULT_POOL_VAL: int = 2744
 
 
+@cycle_collector_paused()  # the load and the build hold millions of objects: see its docstring
 def build_coco_folder(
     coco_root: str | Path,
     out: str | Path,
@@ -75,27 +76,6 @@ def build_coco_folder(
     _check_finite(margin=margin, size_ratio=size_ratio, validation_fraction=validation_fraction)
 
     check_seeds(seeds)
-    with cycle_collector_paused():
-        return _build_coco(coco_root, out, families, seeds, min_cycles, pool_train, pool_val, self_contained,
-                           validation_fraction, num_proc, margin, size_ratio, overwrite, allow_empty)  # fmt: skip
-
-
-def _build_coco(
-    coco_root: str | Path,
-    out: str | Path,
-    families: Sequence[str] | None,
-    seeds: Sequence[int],
-    min_cycles: int,
-    pool_train: int | None,
-    pool_val: int | None,
-    self_contained: bool,
-    validation_fraction: float,
-    num_proc: int,
-    margin: float,
-    size_ratio: float,
-    overwrite: bool,
-    allow_empty: bool,
-) -> tuple[Path, list[Any]]:
     names = list(families) if families else list_families("coco")
     index = load_coco_index(coco_root)
     train_pool, val_pool = coco_pools(index, pool_train, pool_val)
@@ -117,6 +97,7 @@ def _build_coco(
         )  # fmt: skip
 
 
+@cycle_collector_paused()
 def build_gqa_folder(
     gqa_root: str | Path,
     out: str | Path,
@@ -140,7 +121,7 @@ def build_gqa_folder(
     """
     seeds = tuple(check_seeds(seeds))
     _check_finite(validation_fraction=validation_fraction)
-    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty), cycle_collector_paused():
+    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
         names = list(families) if families else list_families("gqa")
         index, train_pool, val_pool = gqa_families.gqa_build_inputs(gqa_root, pool_train, pool_test)
         command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
