@@ -119,9 +119,16 @@ def test_parallel_map_keeps_order_and_uses_the_requested_processes() -> None:
 
 
 def test_parallel_imap_keeps_order_runs_on_workers_and_runs_here_with_one_process() -> None:
+    import time
+
     items = list(range(7))
+
+    def slow(x: int) -> tuple[int, int]:
+        time.sleep(0.2)  # long enough that one worker cannot take every item before the others start
+        return x * 10, os.getpid()
+
     with num_processes(3):
-        results = list(parallel_imap(lambda x: (x * 10, os.getpid()), items))
+        results = list(parallel_imap(slow, items))
     assert [r for r, _ in results] == [x * 10 for x in items]
     assert len({pid for _, pid in results} - {os.getpid()}) >= 2  # the next free worker takes the next item
     assert {pid for _, pid in parallel_imap(lambda x: (x, os.getpid()), items)} == {os.getpid()}  # default: here

@@ -128,6 +128,23 @@ def _run_chunk(chunk: Sequence[Any]) -> list[Any]:
     return [_task(item) for item in chunk]
 
 
+def _chunk_results(fn: Callable[[T], R], chunks: list[list[T]]) -> Iterator[list[R]]:
+    """``[fn(x) for x in chunk]`` for each chunk, in order, on the :func:`num_processes` workers
+    (each free worker takes the next chunk); here with one process, inside a worker, or without
+    the ``fork`` start method (Windows)."""
+    global _task
+    procs = min(_num_proc, len(chunks))
+    if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
+        yield from ([fn(item) for item in chunk] for chunk in chunks)
+        return
+    _task = fn
+    try:
+        with multiprocessing.get_context("fork").Pool(procs) as pool:
+            yield from pool.imap(_run_chunk, chunks, chunksize=1)
+    finally:
+        _task = None
+
+
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64) -> list[R]:
     """``[fn(x) for x in items]``, on the :func:`num_processes` worker processes when there are several.
 
@@ -136,19 +153,9 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64)
     ``fn`` must be a pure function of its item, so any process count gives the same list.
     Without the ``fork`` start method (Windows) the map runs in this process.
     """
-    global _task
     items = list(items)
-    procs = min(_num_proc, (len(items) + chunk_size - 1) // chunk_size)
-    if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
-        return [fn(item) for item in items]
     chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)]
-    _task = fn
-    try:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
-            parts = pool.map(_run_chunk, chunks, chunksize=1)
-    finally:
-        _task = None
-    return [result for part in parts for result in part]
+    return [result for part in _chunk_results(fn, chunks) for result in part]
 
 
 def parallel_imap(fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
@@ -158,19 +165,8 @@ def parallel_imap(fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
     item, and each result is yielded as soon as it and all before it are done. Inside a
     worker, or with one process, the items run here.
     """
-    global _task
-    items = list(items)
-    procs = min(_num_proc, len(items))
-    if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
-        yield from (fn(item) for item in items)
-        return
-    _task = fn
-    try:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
-            for part in pool.imap(_run_chunk, [[item] for item in items], chunksize=1):
-                yield part[0]
-    finally:
-        _task = None
+    for part in _chunk_results(fn, [[item] for item in items]):
+        yield part[0]
 
 
 class SourceIndex(Protocol):
