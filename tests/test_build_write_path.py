@@ -116,3 +116,29 @@ def test_a_familys_files_encoded_on_its_worker_are_the_plain_writes_bytes(tmp_pa
     written = tmp_path / "written.parquet"  # the writer writes the bytes it is given, as they are
     write_parquet(written, rows, mode, tmp_path, None, None, b"PAR1 encoded elsewhere")
     assert written.read_bytes() == b"PAR1 encoded elsewhere"
+
+
+def test_a_build_without_encoded_files_is_encoded_by_the_writer_to_the_same_bytes(
+    shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clip_cycles.data.build import build_coco_folder
+
+    names = ["coarse_object", "strict_size"]
+    usual, _ = build_coco_folder(shapes_world, tmp_path / "usual", families=names, seeds=[0], min_cycles=5)
+    real = dataset_folder.build_families
+    seen = []
+
+    def without_finish(*args, **kwargs):  # the builds arrive as a caller of write_folder might hand them over
+        kwargs.pop("finish")
+        builds = real(*args, **kwargs)
+        assert not any(b.encoded for b in builds)
+        seen.extend(b.encoded for b in builds)
+        return builds
+
+    monkeypatch.setattr(dataset_folder, "build_families", without_finish)
+    late, _ = build_coco_folder(shapes_world, tmp_path / "late", families=names, seeds=[0], min_cycles=5)
+    assert seen and all(encoded for encoded in seen)  # the writer filled them in
+    files = sorted(p.relative_to(usual) for p in usual.rglob("*.parquet"))
+    assert len(files) == 6 and files == sorted(p.relative_to(late) for p in late.rglob("*.parquet"))
+    for name in files:
+        assert (usual / name).read_bytes() == (late / name).read_bytes(), name

@@ -191,11 +191,11 @@ def test_3_failed_rebuild_leaves_the_previous_build_intact(shapes_world: Path, t
     real = dataset_folder.write_parquet
     calls = []
 
-    def failing(path, records, mode, root, *rest):
+    def failing(path, records, mode, root, *rest, **options):
         calls.append(path)
         if len(calls) == 5:  # halfway through the second seed's files
             raise OSError("disk full (injected)")
-        return real(path, records, mode, root, *rest)
+        return real(path, records, mode, root, *rest, **options)
 
     monkeypatch.setattr(dataset_folder, "write_parquet", failing)
     with pytest.raises(OSError, match="injected"):

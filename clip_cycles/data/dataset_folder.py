@@ -764,15 +764,12 @@ def _write_into(
     written = []
     layout = LAYOUT_OF_MODE[mode]
     for build in tqdm(builds, desc="writing parquet", disable=progress_disable()):
-        parsed: dict[str, Any] = {}  # each predicate text of the family parsed once, for its type and its rows
-        kind = None
+        if build.records and not any(key[0] == mode for key in build.encoded):
+            encode_family(build, mode)  # a build that did not come through build_folder
         for seed, splits in sorted(build.records.items()):
             for split in SPLITS:
                 name = parquet_path(build.name, seed, split, layout)
-                encoded = build.encoded.get((mode, name))
-                if encoded is None and kind is None:
-                    kind = predicate_type((r.predicate for sp in build.records.values() for s in SPLITS for r in sp[s]), parsed)
-                write_parquet(out / name, splits[split], mode, root, kind, parsed, encoded)
+                write_parquet(out / name, splits[split], mode, root, encoded=build.encoded[mode, name])
                 written.append(name)
     images = store_images(out, root, builds) if layout == "imagefolder" else None
     info: dict[str, Any] = {
