@@ -13,7 +13,7 @@ template captions per image naming present objects), then measures, each in a fr
   (validated, via pycocotools) to the written folder; ``--num-proc N`` passes the build's own
   ``--num-proc`` (worker processes: the families are built one per worker; the output is the
   same for any count), and its CPU seconds then include the workers'. The default is every core
-  this process may use (``os.sched_getaffinity``), as a user with a COCO build to wait for would
+  this process may use (``encoder.available_cpus``), as a user with a COCO build to wait for would
   pass; ``--num-proc 1`` measures the single-process build (``clip-cycles build``'s default).
 
 Prints one JSON object: times, ``ratio = build_s / load_s`` (target <= 2), the peak RSS
@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from clip_cycles.encoding.encoder import available_cpus
 
 SUPERCATEGORIES = {
     "person": ["person"],
@@ -168,7 +170,7 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of COCO size (1.0 = 118k train images)")
     parser.add_argument("--workdir", default=None, help="where to write the annotations (default: a temp dir)")
     parser.add_argument("--reuse", action="store_true", help="reuse annotations generated at this scale in --workdir")
-    parser.add_argument("--num-proc", type=int, default=len(os.sched_getaffinity(0)),
+    parser.add_argument("--num-proc", type=int, default=available_cpus(),
                         help="the build's --num-proc (worker processes; same output); default: all usable cores")  # fmt: skip
     args = parser.parse_args()
     if args.num_proc < 1:
