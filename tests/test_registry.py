@@ -1,0 +1,91 @@
+"""The one Registry: lazy targets, entry points, freeze, and one wording of its two errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from clip_cycles.registry import Registry
+
+
+def test_register_get_and_lazy_target_resolved_once() -> None:
+    reg: Registry[object] = Registry("widget")
+    reg.register("dumps", "json:dumps")
+    reg.register("plain", 3)
+    assert reg.get("dumps") is json.dumps
+    assert reg.get("plain") == 3
+    assert reg.names() == ["dumps", "plain"]
+    assert "dumps" in reg and "nope" not in reg and 3 not in reg
+    assert reg.entry("dumps").lazy and not reg.entry("plain").lazy
+
+
+def test_duplicate_refused_unless_replace() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.register("a", 1)
+    with pytest.raises(ValueError, match=r"widget 'a' is already registered \(by .*\); choose another name"):
+        reg.register("a", 2)
+    reg.register("a", 2, replace=True)
+    assert reg.get("a") == 2
+
+
+def test_unknown_names_the_registered_and_close_matches() -> None:
+    reg: Registry[int] = Registry("score head")
+    for name in ("bilinear", "linear", "mlp"):
+        reg.register(name, 0)
+    with pytest.raises(ValueError) as error:
+        reg.get("bilinaer")
+    assert (
+        str(error.value)
+        == "unknown score head 'bilinaer'; registered: bilinear, linear, mlp (did you mean 'bilinear', 'linear'?)"
+    )
+    with pytest.raises(ValueError) as error:
+        reg.get("zzz")
+    assert str(error.value) == "unknown score head 'zzz'; registered: bilinear, linear, mlp"
+
+
+def test_freeze_refuses_registration_and_removal() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.register("a", 1)
+    reg.freeze()
+    with pytest.raises(ValueError, match="frozen"):
+        reg.register("b", 2)
+    with pytest.raises(ValueError, match="frozen"):
+        reg.unregister("a")
+    assert reg.get("a") == 1
+
+
+def test_decorator_registers_and_returns_the_object() -> None:
+    reg: Registry[object] = Registry("widget")
+
+    @reg.decorator("f")
+    def f() -> int:
+        return 7
+
+    assert reg.get("f") is f and f() == 7
+
+
+def test_entry_points_read_lazily_and_code_registration_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    points = metadata.EntryPoints(
+        [
+            metadata.EntryPoint(name="ep", value="json:loads", group="clip_cycles.test_widgets"),
+            metadata.EntryPoint(name="both", value="json:loads", group="clip_cycles.test_widgets"),
+        ]
+    )
+    calls = []
+
+    def fake_entry_points(group: str) -> metadata.EntryPoints:
+        calls.append(group)
+        return points
+
+    monkeypatch.setattr(metadata, "entry_points", fake_entry_points)
+    reg: Registry[object] = Registry("widget", entry_point_group="clip_cycles.test_widgets")
+    reg.register("both", "json:dumps")
+    assert calls == []  # nothing read at construction or registration
+    assert reg.get("ep") is json.loads
+    assert reg.get("both") is json.dumps
+    assert reg.entry("ep").origin == "entry point"
+    assert reg.names() == ["both", "ep"]
+    assert calls == ["clip_cycles.test_widgets"]  # read once
