@@ -13,7 +13,7 @@ import difflib
 import pkgutil
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 
@@ -55,11 +55,15 @@ class Registry(Generic[T]):
     entry_point_group:
         An ``importlib.metadata`` entry-point group read on first lookup (names registered in
         code take precedence).
+    ordered:
+        List names in registration order (entry points after, sorted) instead of sorted, for
+        registries whose order is part of the output (report sections, synthetic controls).
     """
 
-    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
+    def __init__(self, kind: str, entry_point_group: str | None = None, ordered: bool = False) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.ordered = ordered
         self._entries: dict[str, Entry] = {}
         self._resolved: dict[str, T] = {}
         self._entry_points: dict[str, Entry] | None = None
@@ -108,6 +112,8 @@ class Registry(Generic[T]):
     # -- lookup ---------------------------------------------------------------------------
     def entry(self, name: str) -> Entry:
         """The entry of ``name`` (registered first, then entry points); unknown names raise."""
+        if not isinstance(name, str):  # a list or None is an unknown name, not a TypeError
+            raise ValueError(self.unknown_message(name))
         if name in self._entries:
             return self._entries[name]
         points = self._load_entry_points()
@@ -117,7 +123,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The object registered under ``name``, resolving a lazy target once."""
-        if name in self._resolved:
+        if isinstance(name, str) and name in self._resolved:
             return self._resolved[name]
         found = self.entry(name)
         value = resolve_target(found.target) if found.lazy else found.target
@@ -133,11 +139,11 @@ class Registry(Generic[T]):
         return name in self._entries or name in self._load_entry_points()
 
     def names(self, entry_points: bool = True) -> list[str]:
-        """Every registered name, sorted (entry points too unless ``entry_points=False``)."""
-        found = set(self._entries)
-        if entry_points:
-            found |= set(self._load_entry_points())
-        return sorted(found)
+        """Every registered name, sorted or in registration order (entry points too unless ``entry_points=False``)."""
+        points = [name for name in sorted(self._load_entry_points()) if name not in self._entries] if entry_points else []
+        if self.ordered:
+            return [*self._entries, *points]
+        return sorted([*self._entries, *points])
 
     def registered(self) -> dict[str, Entry]:
         """The entries registered in code (not entry points), in registration order."""
@@ -157,10 +163,14 @@ class Registry(Generic[T]):
         return [self.get(name) for name in self.names()]
 
     # -- messages -------------------------------------------------------------------------
-    def unknown_message(self, name: object, names: list[str] | None = None) -> str:
-        """The one wording of an unknown name, with close matches."""
-        known = self.names() if names is None else names
-        message = f"unknown {self.kind} {name!r}; registered: {', '.join(known) or '(none)'}"
+    def unknown_message(self, name: object, names: Sequence[str] | None = None, kind: str | None = None) -> str:
+        """The one wording of an unknown name, with close matches.
+
+        ``names`` and ``kind`` narrow the message to a part of the registry (the sources
+        that are family builders: ``unknown family builder 'x'; registered: coco, gqa``).
+        """
+        known = self.names() if names is None else list(names)
+        message = f"unknown {kind or self.kind} {name!r}; registered: {', '.join(known) or '(none)'}"
         near = close_matches(str(name), known)
         if near:
             message += f" (did you mean {', '.join(repr(n) for n in near)}?)"

@@ -20,6 +20,17 @@ def test_register_get_and_lazy_target_resolved_once() -> None:
     assert reg.entry("dumps").lazy and not reg.entry("plain").lazy
 
 
+def test_names_sorted_unless_ordered() -> None:
+    for ordered, expected in ((False, ["a", "b", "c"]), (True, ["c", "a", "b"])):
+        reg: Registry[int] = Registry("widget", ordered=ordered)
+        for name in ("c", "a", "b"):
+            reg.register(name, 0)
+        assert reg.names() == expected
+        assert list(reg) == expected
+        assert [name for name, _ in reg.items()] == expected
+        assert reg.unknown_message("z") == f"unknown widget 'z'; registered: {', '.join(expected)}"
+
+
 def test_duplicate_refused_unless_replace() -> None:
     reg: Registry[int] = Registry("widget")
     reg.register("a", 1)
@@ -42,6 +53,22 @@ def test_unknown_names_the_registered_and_close_matches() -> None:
     with pytest.raises(ValueError) as error:
         reg.get("zzz")
     assert str(error.value) == "unknown score head 'zzz'; registered: bilinear, linear, mlp"
+
+
+def test_a_name_that_is_not_a_string_is_unknown_and_a_part_can_be_named() -> None:
+    reg: Registry[int] = Registry("source", ordered=True)
+    for name in ("gqa", "coco", "shapes"):
+        reg.register(name, 0)
+    with pytest.raises(ValueError, match=r"^unknown source \['coco'\]; registered: gqa, coco, shapes \(did you mean 'coco'\?\)$"):
+        reg.get(["coco"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^unknown source None; registered: gqa, coco, shapes$"):
+        reg.entry(None)  # type: ignore[arg-type]
+    assert ["coco"] not in reg
+    assert (
+        reg.unknown_message("shape", names=["coco", "gqa"], kind="family builder")
+        == "unknown family builder 'shape'; registered: coco, gqa"
+    )
+    assert reg.unknown_message("shape") == "unknown source 'shape'; registered: gqa, coco, shapes (did you mean 'shapes'?)"
 
 
 def test_freeze_refuses_registration_and_removal() -> None:
