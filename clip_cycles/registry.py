@@ -72,6 +72,16 @@ class Registry(Generic[T]):
     # -- registration ---------------------------------------------------------------------
     def register(self, name: str, target: T | str, replace: bool = False) -> T | str:
         """Register ``target`` (an object or ``"module:attribute"``) under ``name``; returns ``target``."""
+        self.check_free(name, replace=replace)
+        self._entries[name] = Entry(name=name, target=target)
+        self._resolved.pop(name, None)
+        return target
+
+    def check_free(self, name: str, replace: bool = False) -> None:
+        """Raise the registry's error when ``name`` cannot be registered now (frozen, not a name, taken).
+
+        For a caller that prepares its object only once the name is known to be free.
+        """
         if self._frozen:
             raise ValueError(f"the {self.kind} registry is frozen; {name!r} cannot be registered now")
         if not isinstance(name, str) or not name:
@@ -81,9 +91,6 @@ class Registry(Generic[T]):
                 f"{self.kind} {name!r} is already registered (by {self._describe(self._entries[name].target)}); "
                 "choose another name or pass replace=True"
             )
-        self._entries[name] = Entry(name=name, target=target)
-        self._resolved.pop(name, None)
-        return target
 
     def decorator(self, name: str, replace: bool = False) -> Callable[[T], T]:
         """``@registry.decorator(name)``: register the decorated object under ``name``."""

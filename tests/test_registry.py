@@ -71,6 +71,21 @@ def test_a_name_that_is_not_a_string_is_unknown_and_a_part_can_be_named() -> Non
     assert reg.unknown_message("shape") == "unknown source 'shape'; registered: gqa, coco, shapes (did you mean 'shapes'?)"
 
 
+def test_check_free_refuses_what_register_refuses_and_registers_nothing() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.check_free("a")
+    assert "a" not in reg
+    reg.register("a", 1)
+    with pytest.raises(ValueError, match=r"^widget 'a' is already registered \(by int\); choose another name"):
+        reg.check_free("a")
+    reg.check_free("a", replace=True)
+    with pytest.raises(ValueError, match="non-empty string"):
+        reg.check_free("")
+    reg.freeze()
+    with pytest.raises(ValueError, match="frozen"):
+        reg.check_free("b")
+
+
 def test_freeze_refuses_registration_and_removal() -> None:
     reg: Registry[int] = Registry("widget")
     reg.register("a", 1)
