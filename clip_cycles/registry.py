@@ -17,8 +17,8 @@ from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 
-#: Where an entry came from: registered in code, or read from an entry-point group.
-ORIGINS = ("registered", "entry point")
+#: Where an entry came from: shipped with the package, registered in code, or read from an entry-point group.
+ORIGINS = ("builtin", "registered", "entry point")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Entry:
     target: Any
     origin: str = "registered"
     distribution: str | None = None  # the distribution that declared an entry point
+    version: str | None = None  # and its version (both enter cache keys of third-party code)
 
     @property
     def lazy(self) -> bool:
@@ -70,10 +71,16 @@ class Registry(Generic[T]):
         self._frozen = False
 
     # -- registration ---------------------------------------------------------------------
-    def register(self, name: str, target: T | str, replace: bool = False) -> T | str:
-        """Register ``target`` (an object or ``"module:attribute"``) under ``name``; returns ``target``."""
+    def register(self, name: str, target: T | str, replace: bool = False, origin: str = "registered") -> T | str:
+        """Register ``target`` (an object or ``"module:attribute"``) under ``name``; returns ``target``.
+
+        ``origin="builtin"`` marks what the package itself ships (a backend's cache key tells
+        the package's own code from a third party's).
+        """
+        if origin not in ORIGINS[:2]:
+            raise ValueError(f"origin of a {self.kind} registered in code must be one of {ORIGINS[:2]}, got {origin!r}")
         self.check_free(name, replace=replace)
-        self._entries[name] = Entry(name=name, target=target)
+        self._entries[name] = Entry(name=name, target=target, origin=origin)
         self._resolved.pop(name, None)
         return target
 
@@ -196,8 +203,9 @@ class Registry(Generic[T]):
         if self._entry_points is None:
             found: dict[str, Entry] = {}
             for point in metadata.entry_points(group=self.entry_point_group):
-                distribution = getattr(getattr(point, "dist", None), "name", None)
-                found.setdefault(point.name, Entry(point.name, point.value, "entry point", distribution))
+                dist = getattr(point, "dist", None)
+                entry = Entry(point.name, point.value, "entry point", getattr(dist, "name", None), getattr(dist, "version", None))
+                found.setdefault(point.name, entry)
             self._entry_points = found
         return self._entry_points
 

@@ -129,5 +129,28 @@ def test_entry_points_read_lazily_and_code_registration_wins(monkeypatch: pytest
     assert reg.get("ep") is json.loads
     assert reg.get("both") is json.dumps
     assert reg.entry("ep").origin == "entry point"
+    assert reg.entry("ep").distribution is None and reg.entry("ep").version is None  # no distribution behind it
     assert reg.names() == ["both", "ep"]
     assert calls == ["clip_cycles.test_widgets"]  # read once
+
+
+def test_origin_marks_builtin_entries_and_refuses_a_made_up_one() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.register("shipped", 1, origin="builtin")
+    reg.register("mine", 2)
+    assert reg.entry("shipped").origin == "builtin" and reg.entry("mine").origin == "registered"
+    with pytest.raises(ValueError, match="origin of a widget registered in code must be one of"):
+        reg.register("other", 3, origin="entry point")
+    assert "other" not in reg
+
+
+def test_entry_point_entries_carry_their_distribution_and_version(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = tmp_path / "widgetdist-1.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: widgetdist\nVersion: 1.2\n")
+    (info / "entry_points.txt").write_text("[clip_cycles.test_widgets_dist]\nloads = json:loads\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry[object] = Registry("widget", entry_point_group="clip_cycles.test_widgets_dist")
+    entry = reg.entry("loads")
+    assert (entry.origin, entry.distribution, entry.version, entry.target) == ("entry point", "widgetdist", "1.2", "json:loads")
+    assert reg.get("loads") is json.loads

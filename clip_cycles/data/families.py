@@ -300,13 +300,13 @@ class Family:
         split: a family may precompute pool-level structures it reuses for every seed. Default: nothing."""
 
 
-#: Per source, its families by name in registration order (filled by ``register_family``).
-FAMILIES: dict[str, Registry[Family]] = {}
+#: Per source, the registry of its families by name in registration order (filled by ``register_family``).
+FAMILIES: Registry[Registry[Family]] = Registry("family source", ordered=True)
 
 
 def _families_of(source: str) -> Registry[Family]:
     """The family registry of ``source`` (an empty one, not stored, for a source with none)."""
-    return FAMILIES.get(source) or Registry(f"{source} family", ordered=True)
+    return FAMILIES.get(source) if source in FAMILIES else Registry(f"{source} family", ordered=True)
 
 
 #: Which registered families paper 1 names (README, cards, build_info.json ``provenance``);
@@ -353,7 +353,9 @@ def register_family(source: str, name: str, predicate: str) -> Callable[[type[Fa
     def decorate(cls: type[Family]) -> type[Family]:
         if not issubclass(cls, Family):
             raise TypeError(f"family {source}/{name}: {cls.__name__} must subclass clip_cycles.data.families.Family")
-        registry = FAMILIES.setdefault(source, Registry(f"{source} family", ordered=True))
+        if source not in FAMILIES:
+            FAMILIES.register(source, Registry(f"{source} family", ordered=True))
+        registry = FAMILIES.get(source)
         registry.check_free(name)  # a taken name is refused before the class is touched
         cls.source, cls.name, cls.predicate = source, name, " ".join(predicate.split())
         registry.register(name, cls())
