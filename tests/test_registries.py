@@ -17,6 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from clip_cycles.attributes import attribute_probes, concepts, splitters
+from clip_cycles.attributes.attribute_experiments import strategy_names
 from clip_cycles.benchmark_audit import adapters
 from clip_cycles.data import families, sources
 from clip_cycles.encoding import backends
@@ -139,10 +140,18 @@ def test_the_family_builders_and_the_published_splits_keep_their_context() -> No
     with pytest.raises(ValueError, match=r"^unknown family builder 'shape'; registered: coco, gqa$"):
         sources.get_builder("shape")
     context = splitters.SplitContext(("a", "b"), published={"paper": object()})  # type: ignore[dict-item]
+    order = "random, llm, similarity, clustering, supercategory"  # registration order, as the demo lists them
     with pytest.raises(
         ValueError, match=r"'nope'; registered: random, llm, similarity, clustering, supercategory; published splits: paper$"
     ):
         splitters.make_splitter("nope", context)
+    with pytest.raises(ValueError) as error:
+        strategy_names(["randm", "llm", "zzz"], context)
+    assert str(error.value) == (
+        f"unknown split strategy 'randm'; registered: {order} (did you mean 'random'?) (also unknown: 'zzz'); "
+        "or name a published split with --published-split NAME=FILE"
+    )
+    assert strategy_names(["llm"], context) == ["llm", "paper"]
 
 
 # --------------------------------------------------------------------------- no registry or resolver by hand
