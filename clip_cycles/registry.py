@@ -13,12 +13,12 @@ import difflib
 import pkgutil
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 
-#: Where an entry came from: registered in code, or read from an entry-point group.
-ORIGINS = ("registered", "entry point")
+#: Where an entry came from: shipped with the package, registered in code, or read from an entry-point group.
+ORIGINS = ("builtin", "registered", "entry point")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Entry:
     target: Any
     origin: str = "registered"
     distribution: str | None = None  # the distribution that declared an entry point
+    version: str | None = None  # and its version (both enter cache keys of third-party code)
 
     @property
     def lazy(self) -> bool:
@@ -55,19 +56,39 @@ class Registry(Generic[T]):
     entry_point_group:
         An ``importlib.metadata`` entry-point group read on first lookup (names registered in
         code take precedence).
+    ordered:
+        List names in registration order (entry points after, sorted) instead of sorted, for
+        registries whose order is part of the output (report sections, synthetic controls).
     """
 
-    def __init__(self, kind: str, entry_point_group: str | None = None) -> None:
+    def __init__(self, kind: str, entry_point_group: str | None = None, ordered: bool = False) -> None:
         self.kind = kind
         self.entry_point_group = entry_point_group
+        self.ordered = ordered
         self._entries: dict[str, Entry] = {}
         self._resolved: dict[str, T] = {}
         self._entry_points: dict[str, Entry] | None = None
         self._frozen = False
 
     # -- registration ---------------------------------------------------------------------
-    def register(self, name: str, target: T | str, replace: bool = False) -> T | str:
-        """Register ``target`` (an object or ``"module:attribute"``) under ``name``; returns ``target``."""
+    def register(self, name: str, target: T | str, replace: bool = False, origin: str = "registered") -> T | str:
+        """Register ``target`` (an object or ``"module:attribute"``) under ``name``; returns ``target``.
+
+        ``origin="builtin"`` marks what the package itself ships (a backend's cache key tells
+        the package's own code from a third party's).
+        """
+        if origin not in ORIGINS[:2]:
+            raise ValueError(f"origin of a {self.kind} registered in code must be one of {ORIGINS[:2]}, got {origin!r}")
+        self.check_free(name, replace=replace)
+        self._entries[name] = Entry(name=name, target=target, origin=origin)
+        self._resolved.pop(name, None)
+        return target
+
+    def check_free(self, name: str, replace: bool = False) -> None:
+        """Raise the registry's error when ``name`` cannot be registered now (frozen, not a name, taken).
+
+        For a caller that prepares its object only once the name is known to be free.
+        """
         if self._frozen:
             raise ValueError(f"the {self.kind} registry is frozen; {name!r} cannot be registered now")
         if not isinstance(name, str) or not name:
@@ -77,9 +98,6 @@ class Registry(Generic[T]):
                 f"{self.kind} {name!r} is already registered (by {self._describe(self._entries[name].target)}); "
                 "choose another name or pass replace=True"
             )
-        self._entries[name] = Entry(name=name, target=target)
-        self._resolved.pop(name, None)
-        return target
 
     def decorator(self, name: str, replace: bool = False) -> Callable[[T], T]:
         """``@registry.decorator(name)``: register the decorated object under ``name``."""
@@ -108,6 +126,8 @@ class Registry(Generic[T]):
     # -- lookup ---------------------------------------------------------------------------
     def entry(self, name: str) -> Entry:
         """The entry of ``name`` (registered first, then entry points); unknown names raise."""
+        if not isinstance(name, str):  # a list or None is an unknown name, not a TypeError
+            raise ValueError(self.unknown_message(name))
         if name in self._entries:
             return self._entries[name]
         points = self._load_entry_points()
@@ -117,7 +137,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         """The object registered under ``name``, resolving a lazy target once."""
-        if name in self._resolved:
+        if isinstance(name, str) and name in self._resolved:
             return self._resolved[name]
         found = self.entry(name)
         value = resolve_target(found.target) if found.lazy else found.target
@@ -133,11 +153,11 @@ class Registry(Generic[T]):
         return name in self._entries or name in self._load_entry_points()
 
     def names(self, entry_points: bool = True) -> list[str]:
-        """Every registered name, sorted (entry points too unless ``entry_points=False``)."""
-        found = set(self._entries)
-        if entry_points:
-            found |= set(self._load_entry_points())
-        return sorted(found)
+        """Every registered name, sorted or in registration order (entry points too unless ``entry_points=False``)."""
+        points = [name for name in sorted(self._load_entry_points()) if name not in self._entries] if entry_points else []
+        if self.ordered:
+            return [*self._entries, *points]
+        return sorted([*self._entries, *points])
 
     def registered(self) -> dict[str, Entry]:
         """The entries registered in code (not entry points), in registration order."""
@@ -157,10 +177,14 @@ class Registry(Generic[T]):
         return [self.get(name) for name in self.names()]
 
     # -- messages -------------------------------------------------------------------------
-    def unknown_message(self, name: object, names: list[str] | None = None) -> str:
-        """The one wording of an unknown name, with close matches."""
-        known = self.names() if names is None else names
-        message = f"unknown {self.kind} {name!r}; registered: {', '.join(known) or '(none)'}"
+    def unknown_message(self, name: object, names: Sequence[str] | None = None, kind: str | None = None) -> str:
+        """The one wording of an unknown name, with close matches.
+
+        ``names`` and ``kind`` narrow the message to a part of the registry (the sources
+        that are family builders: ``unknown family builder 'x'; registered: coco, gqa``).
+        """
+        known = self.names() if names is None else list(names)
+        message = f"unknown {kind or self.kind} {name!r}; registered: {', '.join(known) or '(none)'}"
         near = close_matches(str(name), known)
         if near:
             message += f" (did you mean {', '.join(repr(n) for n in near)}?)"
@@ -179,8 +203,9 @@ class Registry(Generic[T]):
         if self._entry_points is None:
             found: dict[str, Entry] = {}
             for point in metadata.entry_points(group=self.entry_point_group):
-                distribution = getattr(getattr(point, "dist", None), "name", None)
-                found.setdefault(point.name, Entry(point.name, point.value, "entry point", distribution))
+                dist = getattr(point, "dist", None)
+                entry = Entry(point.name, point.value, "entry point", getattr(dist, "name", None), getattr(dist, "version", None))
+                found.setdefault(point.name, entry)
             self._entry_points = found
         return self._entry_points
 

@@ -53,7 +53,7 @@ def test_registered_backend_is_used_and_never_replaced_silently() -> None:
         with pytest.raises(ValueError, match="already registered"):
             backends.register_backend("open_clip", loader)
     finally:
-        backends._REGISTERED.pop("unit_test_backend")
+        backends.BACKENDS.unregister("unit_test_backend")
 
 
 def test_open_clip_random_init_and_checkpoint_round_trip(tiny_open_clip: str, tmp_path: Path) -> None:

@@ -321,7 +321,7 @@ def test_a_new_format_is_a_registration(tmp_path: Path) -> None:
         (sub,) = audit_benchmark("test_pairs", tmp_path).audits
         assert sub.metrics["cycles"]["n_cycles"] == 1 and sub.metrics["witness_acc"] == 0.5
     finally:
-        ADAPTERS.pop("test_pairs", None)
+        ADAPTERS.unregister("test_pairs")
 
 
 def test_restrict_keeps_declared_cycles_only_while_their_images_remain(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def counting(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     backends.register_backend("counting_test", loader, replace=True)
     yield state
-    backends._REGISTERED.pop("counting_test", None)
+    backends.BACKENDS.unregister("counting_test")
 
 
 def _items(world: Path, n: int = 10) -> tuple[list[ImageItem], list[str]]:

@@ -28,6 +28,7 @@ import pytest
 from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.cli import main
+from clip_cycles.registry import Registry
 
 TASK = "cycles/shapes_strict_left_right"
 FAMILY = "strict_left_right"
@@ -257,8 +258,10 @@ def no_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_work(*args, **kwargs):
         raise AssertionError("the evaluation ran before --output was checked")
 
-    for name, runner in list(runners.RUNNERS.items()):
-        monkeypatch.setitem(runners.RUNNERS, name, dataclasses.replace(runner, target=no_work))
+    idle: Registry[runners.Runner] = Registry("output type")
+    for name, runner in runners.RUNNERS.items():
+        idle.register(name, dataclasses.replace(runner, target=no_work))
+    monkeypatch.setattr(runners, "RUNNERS", idle)
 
 
 def test_5_a_template_that_maps_several_results_to_one_file_is_refused(

@@ -692,8 +692,15 @@ def test_6_resolving_open_clip_imports_neither_clip_benchmark_nor_open_clip(tmp_
 
 def test_6_precedence_and_unknown_names_are_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
     sentinel = lambda **kwargs: (None, None, None)  # noqa: E731
-    monkeypatch.setattr(backends, "_REGISTERED", {"open_clip": sentinel})
-    assert backends.get_backend("open_clip") is sentinel  # registered beats built in, as in the full table
-    monkeypatch.setattr(backends, "_REGISTERED", {})
-    with pytest.raises(ValueError, match=r"unknown model backend 'nope'; available: .*open_clip"):
+    monkeypatch.setattr(backends, "_WARNED_NAME_ONLY", set())  # the sentinel's warning stays in this test
+    shipped = backends.BACKENDS.entry("open_clip")
+    backends.register_backend("open_clip", sentinel, replace=True)
+    try:
+        assert backends.get_backend("open_clip") is sentinel  # registered replaces built in
+        assert backends.backend_identity("open_clip", "m", None)["source"] == "registered"  # and is keyed as third-party
+    finally:
+        backends.BACKENDS.register("open_clip", shipped.target, replace=True, origin=shipped.origin)
+    assert backends.get_backend("open_clip") is backends.load_open_clip
+    assert backends.backend_identity("open_clip", "m", None) is None
+    with pytest.raises(ValueError, match=r"unknown model backend 'nope'; registered: .*open_clip"):
         backends.get_backend("nope")

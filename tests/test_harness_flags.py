@@ -135,7 +135,7 @@ def test_default_tag_never_reaches_a_clip_cycles_backend(
         received.append(pretrained)
         return backends.load_open_clip(f"local-dir:{config}", None, cache_dir, device)
 
-    monkeypatch.setitem(backends._REGISTERED, "recording", recording)
+    backends.register_backend("recording", recording)
     monkeypatch.setitem(models.TYPE2FUNC, "recording", _lazy_loader("recording"))  # as patch_cli adds a backend
     monkeypatch.setattr(models, "MODEL_TYPES", models.MODEL_TYPES)  # restored below: argparse's choices list
     models.MODEL_TYPES.append("recording")
@@ -146,6 +146,7 @@ def test_default_tag_never_reaches_a_clip_cycles_backend(
         clip_benchmark(*common, "--pretrained", "v2", "--output", str(tmp_path / "given.json"))
     finally:
         models.MODEL_TYPES.remove("recording")
+        backends.BACKENDS.unregister("recording")
     assert received == [None, "v2"]  # not clip_benchmark's default laion400m_e32
     assert json.loads((tmp_path / "default.json").read_text())["pretrained"] == ""
     assert json.loads((tmp_path / "given.json").read_text())["pretrained"] == "v2"

@@ -27,6 +27,7 @@ from clip_cycles.attributes.attribute_probes import (
 )
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import coverage_report
+from clip_cycles.registry import Registry
 
 
 def test_balanced_weights_are_sklearns_on_train_rows_and_zero_elsewhere():
@@ -146,7 +147,7 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers(monkeypatch: pytest.Mon
                                 ("x", "x", "y", "y"))  # fmt: skip
     with pytest.raises(ValueError, match="embeddings have 3 rows for 4 concepts"):
         probe_attributes(np.zeros((3, 2)), data, [[]])
-    with pytest.raises(ValueError, match=r"unknown probe solver 'newton'; available: \['lockstep', 'sklearn'\]"):
+    with pytest.raises(ValueError, match=r"^unknown probe solver 'newton'; registered: lockstep, sklearn$"):
         probe_attributes(np.zeros((4, 2)), data, [[]], solver="newton")
     names = tuple(f"z{i}" for i in range(11)) + ("one",)
     labels = np.zeros((4, 12), dtype=bool)
@@ -162,8 +163,10 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers(monkeypatch: pytest.Mon
     def no_fits(*args, **kwargs):
         raise AssertionError("a probe was fitted before the dominance was checked")
 
-    monkeypatch.setitem(attribute_probes.PROBE_SOLVERS, "lockstep", no_fits)
-    monkeypatch.setitem(attribute_probes.PROBE_SOLVERS, "sklearn", no_fits)
+    solvers: Registry = Registry("probe solver")
+    for name in ("lockstep", "sklearn"):
+        solvers.register(name, no_fits)
+    monkeypatch.setattr(attribute_probes, "PROBE_SOLVERS", solvers)
     with pytest.raises(ValueError, match=r"^dominance has shape \(2,\) for 1 attributes$"):
         probe_attributes(np.eye(4)[:, :2], single, [[(np.array([0, 1]), np.array([2, 3]))]], dominance=np.zeros(2))
     with pytest.raises(ValueError, match=r"^dominance has shape \(1, 1\) for 1 attributes$"):

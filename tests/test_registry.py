@@ -20,6 +20,17 @@ def test_register_get_and_lazy_target_resolved_once() -> None:
     assert reg.entry("dumps").lazy and not reg.entry("plain").lazy
 
 
+def test_names_sorted_unless_ordered() -> None:
+    for ordered, expected in ((False, ["a", "b", "c"]), (True, ["c", "a", "b"])):
+        reg: Registry[int] = Registry("widget", ordered=ordered)
+        for name in ("c", "a", "b"):
+            reg.register(name, 0)
+        assert reg.names() == expected
+        assert list(reg) == expected
+        assert [name for name, _ in reg.items()] == expected
+        assert reg.unknown_message("z") == f"unknown widget 'z'; registered: {', '.join(expected)}"
+
+
 def test_duplicate_refused_unless_replace() -> None:
     reg: Registry[int] = Registry("widget")
     reg.register("a", 1)
@@ -42,6 +53,37 @@ def test_unknown_names_the_registered_and_close_matches() -> None:
     with pytest.raises(ValueError) as error:
         reg.get("zzz")
     assert str(error.value) == "unknown score head 'zzz'; registered: bilinear, linear, mlp"
+
+
+def test_a_name_that_is_not_a_string_is_unknown_and_a_part_can_be_named() -> None:
+    reg: Registry[int] = Registry("source", ordered=True)
+    for name in ("gqa", "coco", "shapes"):
+        reg.register(name, 0)
+    with pytest.raises(ValueError, match=r"^unknown source \['coco'\]; registered: gqa, coco, shapes \(did you mean 'coco'\?\)$"):
+        reg.get(["coco"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^unknown source None; registered: gqa, coco, shapes$"):
+        reg.entry(None)  # type: ignore[arg-type]
+    assert ["coco"] not in reg
+    assert (
+        reg.unknown_message("shape", names=["coco", "gqa"], kind="family builder")
+        == "unknown family builder 'shape'; registered: coco, gqa"
+    )
+    assert reg.unknown_message("shape") == "unknown source 'shape'; registered: gqa, coco, shapes (did you mean 'shapes'?)"
+
+
+def test_check_free_refuses_what_register_refuses_and_registers_nothing() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.check_free("a")
+    assert "a" not in reg
+    reg.register("a", 1)
+    with pytest.raises(ValueError, match=r"^widget 'a' is already registered \(by int\); choose another name"):
+        reg.check_free("a")
+    reg.check_free("a", replace=True)
+    with pytest.raises(ValueError, match="non-empty string"):
+        reg.check_free("")
+    reg.freeze()
+    with pytest.raises(ValueError, match="frozen"):
+        reg.check_free("b")
 
 
 def test_freeze_refuses_registration_and_removal() -> None:
@@ -87,5 +129,28 @@ def test_entry_points_read_lazily_and_code_registration_wins(monkeypatch: pytest
     assert reg.get("ep") is json.loads
     assert reg.get("both") is json.dumps
     assert reg.entry("ep").origin == "entry point"
+    assert reg.entry("ep").distribution is None and reg.entry("ep").version is None  # no distribution behind it
     assert reg.names() == ["both", "ep"]
     assert calls == ["clip_cycles.test_widgets"]  # read once
+
+
+def test_origin_marks_builtin_entries_and_refuses_a_made_up_one() -> None:
+    reg: Registry[int] = Registry("widget")
+    reg.register("shipped", 1, origin="builtin")
+    reg.register("mine", 2)
+    assert reg.entry("shipped").origin == "builtin" and reg.entry("mine").origin == "registered"
+    with pytest.raises(ValueError, match="origin of a widget registered in code must be one of"):
+        reg.register("other", 3, origin="entry point")
+    assert "other" not in reg
+
+
+def test_entry_point_entries_carry_their_distribution_and_version(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    info = tmp_path / "widgetdist-1.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: widgetdist\nVersion: 1.2\n")
+    (info / "entry_points.txt").write_text("[clip_cycles.test_widgets_dist]\nloads = json:loads\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry[object] = Registry("widget", entry_point_group="clip_cycles.test_widgets_dist")
+    entry = reg.entry("loads")
+    assert (entry.origin, entry.distribution, entry.version, entry.target) == ("entry point", "widgetdist", "1.2", "json:loads")
+    assert reg.get("loads") is json.loads

@@ -122,9 +122,9 @@ def test_shipped_sources_and_their_builders() -> None:
 
 
 def test_unknown_names_list_the_registered_ones(toy: Source) -> None:
-    with pytest.raises(ValueError, match=r"unknown source 'imagenet'; registered sources: coco, gqa, shapes, toy"):
+    with pytest.raises(ValueError, match=r"unknown source 'imagenet'; registered: coco, gqa, shapes, toy"):
         get_source("imagenet")
-    with pytest.raises(ValueError, match=r"unknown family builder 'shapes'; family builders: coco, gqa"):
+    with pytest.raises(ValueError, match=r"unknown family builder 'shapes'; registered: coco, gqa"):
         sources.get_builder("shapes")
     with pytest.raises(ValueError, match="unknown source"):
         unregister_source("imagenet")

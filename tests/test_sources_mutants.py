@@ -119,7 +119,7 @@ def test_raw_root_fingerprint_of_a_source_with_overlapping_globs_takes_each_file
 
 
 def test_an_unknown_source_is_named() -> None:
-    with pytest.raises(ValueError, match="unknown source 'nope'; registered sources: coco, gqa, shapes"):
+    with pytest.raises(ValueError, match="unknown source 'nope'; registered: coco, gqa, shapes"):
         raw_root_fingerprint("nope", Path("."))
 
 
@@ -201,14 +201,14 @@ def test_build_from_raw_names_a_bad_builder_hook(tmp_path: Path) -> None:
     finally:
         sources.unregister_source("toy_m")
     assert str(info.value) == "source 'toy_m' build_families 'no_colon' must be a callable or 'package.module:function'"
-    with pytest.raises(ValueError, match="unknown family builder 'shapes'; family builders: coco, gqa"):
+    with pytest.raises(ValueError, match="unknown family builder 'shapes'; registered: coco, gqa"):
         sources.build_from_raw("shapes", tmp_path, ["f"], tmp_path / "out")
 
 
 def test_get_builder_of_a_name_that_is_not_a_string_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match=r"unknown family builder \['coco'\]; family builders: coco, gqa"):
+    with pytest.raises(ValueError, match=r"unknown family builder \['coco'\]; registered: coco, gqa"):
         sources.get_builder(["coco"])  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"unknown source \['coco'\]; registered sources: coco, gqa, shapes"):
+    with pytest.raises(ValueError, match=r"unknown source \['coco'\]; registered: coco, gqa, shapes"):
         sources.get_source(["coco"])  # type: ignore[arg-type]
 
 

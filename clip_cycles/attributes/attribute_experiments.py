@@ -472,9 +472,9 @@ def strategy_names(strategies: Sequence[str], context: SplitContext) -> list[str
     names += [n for n in context.published if n not in names]
     unknown = [s for s in names if s not in STRATEGIES and s not in context.published]
     if unknown:
+        others = f" (also unknown: {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else ""
         raise ValueError(
-            f"unknown strategies {unknown}; available: {sorted(STRATEGIES)} "
-            "(or name a published split with --published-split NAME=FILE)"
+            f"{STRATEGIES.unknown_message(unknown[0])}{others}; or name a published split with --published-split NAME=FILE"
         )
     return names
 

@@ -58,6 +58,7 @@ from clip_cycles.attributes.splitters import (
     make_splitter,
     nearest_neighbours,
 )
+from clip_cycles.registry import Registry
 from clip_cycles.verbosity import progress_disable
 
 #: scikit-learn's lbfgs settings for LogisticRegression (mirrored by the batched solver).
@@ -317,10 +318,9 @@ def _fit_lockstep_or_fallback(
 
 
 #: Probe solver name -> fit function (X, y, train_mask, max_iter, tol, progress) -> LogisticFits.
-PROBE_SOLVERS: dict[str, Callable[..., LogisticFits]] = {
-    "lockstep": _fit_lockstep_or_fallback,
-    "sklearn": fit_logistic_sklearn,
-}
+PROBE_SOLVERS: Registry[Callable[..., LogisticFits]] = Registry("probe solver")
+PROBE_SOLVERS.register("lockstep", _fit_lockstep_or_fallback)
+PROBE_SOLVERS.register("sklearn", fit_logistic_sklearn)
 #: The default solver is the exact one: on real label sparsity (10-20 positives among 1,854
 #: concepts, near-separable columns) float rounding lets the lockstep iterates drift from
 #: scikit-learn's on a few columns (see benchmarks/bench_attributes.py); lockstep is opt-in.
@@ -521,8 +521,7 @@ def probe_attributes(
     X = _check_matrix(X)
     if X.shape[0] != len(data.concepts):
         raise ValueError(f"embeddings have {X.shape[0]} rows for {len(data.concepts)} concepts")
-    if solver not in PROBE_SOLVERS:
-        raise ValueError(f"unknown probe solver {solver!r}; available: {sorted(PROBE_SOLVERS)}")
+    fit = PROBE_SOLVERS.get(solver)  # an unknown solver fails before any work
     labels = data.labels
     zero = [a for a, p in zip(data.attributes, data.n_positives) if p == 0]
     if zero:
@@ -545,7 +544,7 @@ def probe_attributes(
             mask[train, k] = True
             test_mask[test, k] = True
         y = labels[:, [a for a, _ in columns]]
-        fits = PROBE_SOLVERS[solver](X, y, mask, max_iter=max_iter, tol=TOL, progress=progress)
+        fits = fit(X, y, mask, max_iter=max_iter, tol=TOL, progress=progress)
         predicted = (X @ fits.coef.T + fits.intercept) > 0
         scores = f1_scores(y & test_mask, predicted & test_mask)
         for k, (a, f) in enumerate(columns):

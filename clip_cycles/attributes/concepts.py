@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.data.text_normalize import concept_key
+from clip_cycles.registry import Registry
 from clip_cycles.verbosity import progress_disable
 
 #: The paper keeps an attribute when at least this many concepts have it (277 -> 211).
@@ -290,10 +291,9 @@ def _read_pairs_csv(path: Path) -> list[tuple[str, str]]:
 
 
 #: File suffix -> reader of concept-attribute pairs.
-PAIR_READERS: dict[str, Callable[[Path], list[tuple[str, str]]]] = {
-    ".json": _read_pairs_json,
-    ".csv": _read_pairs_csv,
-}
+PAIR_READERS: Registry[Callable[[Path], list[tuple[str, str]]]] = Registry("pairs format")
+PAIR_READERS.register(".json", _read_pairs_json)
+PAIR_READERS.register(".csv", _read_pairs_csv)
 
 
 def load_concept_attribute_pairs(path: str | Path) -> ConceptAttributePairs:
@@ -304,10 +304,10 @@ def load_concept_attribute_pairs(path: str | Path) -> ConceptAttributePairs:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"concept-attribute pairs file {path} does not exist")
-    reader = PAIR_READERS.get(path.suffix.lower())
-    if reader is None:
-        raise ValueError(f"{path}: unknown pairs format {path.suffix!r}; use one of {sorted(PAIR_READERS)}")
-    return _dedupe(reader(path))
+    suffix = path.suffix.lower()
+    if suffix not in PAIR_READERS:
+        raise ValueError(f"{path}: {PAIR_READERS.unknown_message(suffix)}")
+    return _dedupe(PAIR_READERS.get(suffix)(path))
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ import numpy as np
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, StratifiedShuffleSplit
 
 from clip_cycles.attributes.concepts import _show, read_list_file
+from clip_cycles.registry import Registry
 from clip_cycles.verbosity import progress_disable
 
 #: The paper's similarity split uses 600 groups for 1,854 concepts; other sizes scale this.
@@ -970,16 +971,15 @@ class Strategy:
     description: str
 
 
-STRATEGIES: dict[str, Strategy] = {}
+#: The strategies by name, in registration order (the order the demo and reports list them).
+STRATEGIES: Registry[Strategy] = Registry("split strategy", ordered=True)
 
 
 def register_strategy(name: str, description: str) -> Callable[[Callable[..., ConceptSplitter]], Callable[..., ConceptSplitter]]:
     """Decorator: register a splitter factory under ``name``."""
 
     def decorate(factory: Callable[..., ConceptSplitter]) -> Callable[..., ConceptSplitter]:
-        if name in STRATEGIES:
-            raise ValueError(f"split strategy {name!r} is already registered")
-        STRATEGIES[name] = Strategy(name, factory, description)
+        STRATEGIES.register(name, Strategy(name, factory, description))
         return factory
 
     return decorate
@@ -1025,7 +1025,6 @@ def make_splitter(name: str, context: SplitContext, seed: int = 0, **params: obj
         params.pop("fold_assignment", None)  # a published split fixes its own folds
         return context.published[name].splitter(seed, **params)
     if name not in STRATEGIES:
-        raise ValueError(
-            f"unknown split strategy {name!r}; available: {sorted(STRATEGIES)} and published {sorted(context.published)}"
-        )
-    return STRATEGIES[name].factory(context, seed, **params)
+        published = ", ".join(sorted(context.published)) or "(none)"
+        raise ValueError(f"{STRATEGIES.unknown_message(name)}; published splits: {published}")
+    return STRATEGIES.get(name).factory(context, seed, **params)

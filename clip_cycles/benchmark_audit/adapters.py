@@ -41,6 +41,7 @@ from clip_cycles.benchmark_audit.input_formats import (
     checked_row,
 )
 from clip_cycles.data.images import ImageItem
+from clip_cycles.registry import Registry
 
 Reader = Callable[[Path], list[ComparisonSet]]
 
@@ -55,16 +56,14 @@ class Adapter:
     expects: str
 
 
-ADAPTERS: dict[str, Adapter] = {}
+ADAPTERS: Registry[Adapter] = Registry("benchmark format")
 
 
 def register_adapter(name: str, description: str, expects: str, replace: bool = False) -> Callable[[Reader], Reader]:
     """Decorator: register ``reader(root) -> [ComparisonSet, ...]`` as benchmark format ``name``."""
 
     def decorate(reader: Reader) -> Reader:
-        if name in ADAPTERS and not replace:
-            raise ValueError(f"benchmark adapter {name!r} is already registered")
-        ADAPTERS[name] = Adapter(name, reader, description, expects)
+        ADAPTERS.register(name, Adapter(name, reader, description, expects), replace=replace)
         return reader
 
     return decorate
@@ -72,9 +71,7 @@ def register_adapter(name: str, description: str, expects: str, replace: bool = 
 
 def get_adapter(name: str) -> Adapter:
     """The adapter ``name``; ValueError listing the registered ones."""
-    if name not in ADAPTERS:
-        raise ValueError(f"unknown benchmark format {name!r}; registered: {', '.join(sorted(ADAPTERS))}")
-    return ADAPTERS[name]
+    return ADAPTERS.get(name)
 
 
 def load_benchmark(name: str, root: str | Path, subsets: Sequence[str] | None = None) -> list[ComparisonSet]:

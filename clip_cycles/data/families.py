@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import gc
 import hashlib
-import importlib
 import json
 import multiprocessing
 from collections import Counter
@@ -65,6 +64,7 @@ import numpy as np
 from clip_cycles.algebra.audits import audit_cycles
 from clip_cycles.data.sources import builder_names, get_builder
 from clip_cycles.fingerprints import canonical_json
+from clip_cycles.registry import Registry, resolve_target
 from clip_cycles.settings import MIN_CYCLES_ENV
 from clip_cycles.verbosity import progress_disable
 
@@ -300,7 +300,14 @@ class Family:
         split: a family may precompute pool-level structures it reuses for every seed. Default: nothing."""
 
 
-FAMILIES: dict[str, dict[str, Family]] = {}
+#: Per source, the registry of its families by name in registration order (filled by ``register_family``).
+FAMILIES: Registry[Registry[Family]] = Registry("family source", ordered=True)
+
+
+def _families_of(source: str) -> Registry[Family]:
+    """The family registry of ``source`` (an empty one, not stored, for a source with none)."""
+    return FAMILIES.get(source) if source in FAMILIES else Registry(f"{source} family", ordered=True)
+
 
 #: Which registered families paper 1 names (README, cards, build_info.json ``provenance``);
 #: every other registered family is this project's addition. Paper 1's COCO families:
@@ -346,27 +353,26 @@ def register_family(source: str, name: str, predicate: str) -> Callable[[type[Fa
     def decorate(cls: type[Family]) -> type[Family]:
         if not issubclass(cls, Family):
             raise TypeError(f"family {source}/{name}: {cls.__name__} must subclass clip_cycles.data.families.Family")
-        registry = FAMILIES.setdefault(source, {})
-        if name in registry:
-            raise ValueError(f"family {name!r} of source {source!r} is already registered by {type(registry[name]).__name__}")
+        if source not in FAMILIES:
+            FAMILIES.register(source, Registry(f"{source} family", ordered=True))
+        registry = FAMILIES.get(source)
+        registry.check_free(name)  # a taken name is refused before the class is touched
         cls.source, cls.name, cls.predicate = source, name, " ".join(predicate.split())
-        registry[name] = cls()
+        registry.register(name, cls())
         return cls
 
     return decorate
 
 
 #: Index loader per family builder (``coco``, ``gqa``), registered by the builder's families module.
-INDEX_LOADERS: dict[str, Callable[..., Any]] = {}
+INDEX_LOADERS: Registry[Callable[..., Any]] = Registry("index loader")
 
 
 def register_index_loader(builder: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: register ``loader(root: Path, **options) -> SourceIndex`` for family builder ``builder``."""
 
     def decorate(loader: Callable[..., Any]) -> Callable[..., Any]:
-        if builder in INDEX_LOADERS:
-            raise ValueError(f"family builder {builder!r} already has an index loader")
-        INDEX_LOADERS[builder] = loader
+        INDEX_LOADERS.register(builder, loader)
         return loader
 
     return decorate
@@ -375,30 +381,27 @@ def register_index_loader(builder: str) -> Callable[[Callable[..., Any]], Callab
 def _import_builder(builder: str) -> None:
     # The module registering a builder's families is named by its source (clip_cycles.data.sources);
     # it is imported on first use so that the family registry stays importable on its own.
-    importlib.import_module(get_builder(builder).families_module)  # type: ignore[arg-type]
+    resolve_target(get_builder(builder).families_module)  # type: ignore[arg-type]
 
 
 def load_source(source: str, root: str | Path, **options: Any) -> Any:
     """Load the annotation index of ``source`` from ``root`` via its registered loader."""
     _import_builder(source)
-    return INDEX_LOADERS[source](Path(root), **options)
+    return INDEX_LOADERS.get(source)(Path(root), **options)
 
 
 def get_family(source: str, name: str) -> Family:
     """The registered family ``name`` of ``source``; a clear error lists the known names."""
     if source not in FAMILIES and source in builder_names():
         _import_builder(source)
-    known = FAMILIES.get(source, {})
-    if name not in known:
-        raise ValueError(f"unknown {source} family {name!r}; known: {', '.join(known) or '(none)'}")
-    return known[name]
+    return _families_of(source).get(name)
 
 
 def list_families(source: str) -> list[str]:
     """Names of the registered families of ``source`` in registration order."""
     if source not in FAMILIES and source in builder_names():
         _import_builder(source)
-    return list(FAMILIES.get(source, {}))
+    return list(_families_of(source))
 
 
 def family_builder_source(family: str) -> str:

@@ -31,12 +31,12 @@ registered in code may give the callable itself.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence, Union
 
 from clip_cycles.fingerprints import file_fingerprint, listing_fingerprint
+from clip_cycles.registry import Registry, resolve_target
 
 #: A function, or where it lives as ``"package.module:function"`` (imported when first used).
 Hook = Union[str, Callable[..., Any]]
@@ -93,7 +93,8 @@ class Source:
         return self.families_module is not None
 
 
-_REGISTRY: dict[str, Source] = {}
+#: The sources by name, in registration order (detection breaks priority ties by it).
+SOURCES: Registry[Source] = Registry("source", ordered=True)
 
 
 def register_source(source: Source) -> Source:
@@ -102,8 +103,6 @@ def register_source(source: Source) -> Source:
         raise TypeError(f"register_source takes a clip_cycles.data.sources.Source, got {type(source).__name__}")
     if not source.name or "/" in source.name:
         raise ValueError(f"source name {source.name!r} must be a non-empty word without '/'")
-    if source.name in _REGISTRY:
-        raise ValueError(f"source {source.name!r} is already registered; choose another name")
     if not source.markers or not source.builders:
         raise ValueError(
             f"source {source.name!r}: markers and builders must not be empty (a root must be "
@@ -119,39 +118,37 @@ def register_source(source: Source) -> Source:
             f"source {source.name!r} is a family builder, so it must feed itself (builders "
             f"{list(source.builders)} lack {source.name!r})"
         )
-    _REGISTRY[source.name] = source
+    SOURCES.register(source.name, source)
     return source
 
 
 def unregister_source(name: str) -> Source:
     """Remove ``name`` from the registry (for tests that register a source of their own); returns it."""
-    return _REGISTRY.pop(get_source(name).name)
+    source = get_source(name)
+    SOURCES.unregister(source.name)
+    return source
 
 
 def source_names() -> tuple[str, ...]:
     """Registered source names, in registration order."""
-    return tuple(_REGISTRY)
+    return tuple(SOURCES)
 
 
 def get_source(name: str) -> Source:
     """The registered source ``name``; a ValueError lists the registered ones."""
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown source {name!r}; registered sources: {', '.join(_REGISTRY)}") from None
+    return SOURCES.get(name)
 
 
 def builder_names() -> tuple[str, ...]:
     """Names of the family builders (sources that register families), in registration order."""
-    return tuple(name for name, source in _REGISTRY.items() if source.is_builder)
+    return tuple(name for name, source in SOURCES.items() if source.is_builder)
 
 
 def get_builder(name: str) -> Source:
     """The family-builder source ``name``; a ValueError lists the builders."""
-    source = _REGISTRY.get(name) if isinstance(name, str) else None
-    if source is None or not source.is_builder:
-        raise ValueError(f"unknown family builder {name!r}; family builders: {', '.join(builder_names())}")
-    return source
+    if name not in builder_names():
+        raise ValueError(SOURCES.unknown_message(name, names=builder_names(), kind="family builder"))
+    return SOURCES.get(name)
 
 
 def resolve_hook(hook: Hook, owner: str = "") -> Callable[..., Any]:
@@ -161,7 +158,10 @@ def resolve_hook(hook: Hook, owner: str = "") -> Callable[..., Any]:
     module_name, _, function = str(hook).partition(":")
     if not module_name or not function:
         raise ValueError(f"{owner or 'hook'} {hook!r} must be a callable or 'package.module:function'")
-    value = getattr(importlib.import_module(module_name), function, None)
+    try:
+        value = resolve_target(str(hook))
+    except (AttributeError, ValueError):  # no such attribute, or one that is not a dotted name ("a:b:c")
+        value = None
     if not callable(value):
         raise ValueError(f"{owner or 'hook'} {hook!r}: {module_name} has no function {function!r}")
     return value
@@ -169,7 +169,7 @@ def resolve_hook(hook: Hook, owner: str = "") -> Callable[..., Any]:
 
 def detect_source(root: Path) -> str | None:
     """The source whose markers ``root`` holds (highest priority first), or None for no raw root."""
-    ordered = sorted(_REGISTRY.values(), key=lambda s: -s.priority)  # stable: registration order breaks ties
+    ordered = sorted(SOURCES.values(), key=lambda s: -s.priority)  # stable: registration order breaks ties
     for source in ordered:
         if any((root / marker).is_file() for marker in source.markers):
             return source.name
@@ -179,9 +179,9 @@ def detect_source(root: Path) -> str | None:
 def source_feeding(root: Path, builder: str) -> Source | None:
     """The source of raw root ``root`` when it feeds ``builder``, else None (a root of another source, or none)."""
     detected = detect_source(root)
-    if detected is None or builder not in _REGISTRY[detected].builders:
+    if detected is None or builder not in SOURCES.get(detected).builders:
         return None
-    return _REGISTRY[detected]
+    return SOURCES.get(detected)
 
 
 def card_for(builder: str, root: Path) -> SourceCard:

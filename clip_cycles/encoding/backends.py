@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import inspect
 import io
 import json
@@ -46,6 +45,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from clip_cycles.encoding.tiny_model import register_tiny_model
+from clip_cycles.registry import Registry
 from clip_cycles.regular_files import read_regular_file
 
 logger = logging.getLogger(__name__)
@@ -57,23 +57,24 @@ NO_WEIGHTS = frozenset({"", "none", "random", "scratch"})
 
 Loader = Callable[..., tuple[Any, Any, Any]]
 
-#: name -> loader or "module:attribute" resolved on first use.
-_BUILTIN: dict[str, Loader | str] = {
-    "open_clip": "clip_cycles.encoding.backends:load_open_clip",
-    "hf": "clip_cycles.encoding.backends:load_hf",
-    "features": "clip_cycles.encoding.backends:load_features",
-    "timm": "clip_cycles.encoding.backends_vision:load_timm",  # image-only (clip_cycles.encoding.backends_vision)
-    "hf_vision": "clip_cycles.encoding.backends_vision:load_hf_vision",
-    "hf_vlm": "clip_cycles.encoding.vlm_scores:load_hf_vlm",  # pair scores (clip_cycles.encoding.vlm_scores)
-}
-_REGISTERED: dict[str, Loader | str] = {}
+#: name -> loader or "module:attribute" resolved on first use: the built-in backends (origin
+#: "builtin"), those registered in code and the entry points of ``clip_cycles.backends``.
+#: clip_benchmark's own model types are not in it: they are read only for a name it lacks.
+BACKENDS: Registry[Loader] = Registry("model backend", entry_point_group=ENTRY_POINT_GROUP)
+for _name, _target in (
+    ("open_clip", "clip_cycles.encoding.backends:load_open_clip"),
+    ("hf", "clip_cycles.encoding.backends:load_hf"),
+    ("features", "clip_cycles.encoding.backends:load_features"),
+    ("timm", "clip_cycles.encoding.backends_vision:load_timm"),  # image-only (clip_cycles.encoding.backends_vision)
+    ("hf_vision", "clip_cycles.encoding.backends_vision:load_hf_vision"),
+    ("hf_vlm", "clip_cycles.encoding.vlm_scores:load_hf_vlm"),  # pair scores (clip_cycles.encoding.vlm_scores)
+):
+    BACKENDS.register(_name, _target, origin="builtin")
 
 
 def register_backend(name: str, loader: Loader | str, replace: bool = False) -> None:
     """Register ``loader`` (a callable or ``"module:attribute"``) under ``name``."""
-    if not replace and (name in _BUILTIN or name in _REGISTERED):
-        raise ValueError(f"backend {name!r} is already registered; pass replace=True to override it")
-    _REGISTERED[name] = loader
+    BACKENDS.register(name, loader, replace=replace)
 
 
 def is_random_init(pretrained: str | None) -> bool:
@@ -81,28 +82,16 @@ def is_random_init(pretrained: str | None) -> bool:
     return pretrained is None or pretrained.strip().lower() in NO_WEIGHTS
 
 
-def _resolve(target: Loader | str) -> Loader:
-    if callable(target):
-        return target
-    module_name, _, attribute = target.partition(":")
-    module = importlib.import_module(module_name)
-    obj: Any = module
-    for part in attribute.split("."):
-        obj = getattr(obj, part)
-    return obj
+def _backends(name: str | None = None) -> Registry[Loader]:
+    """The registry, its entry points read again unless ``name`` is built in or registered in code.
 
-
-def _entry_point_objects() -> dict[str, Any]:
-    from importlib.metadata import entry_points
-
-    found: dict[str, Any] = {}
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        found.setdefault(ep.name, ep)
-    return found
-
-
-def _entry_points() -> dict[str, str]:
-    return {name: ep.value for name, ep in _entry_point_objects().items()}
+    A distribution installed or upgraded since the last lookup (and the module behind it) is
+    seen as it is now, as the feature-cache key needs; a name registered in code takes
+    precedence over every entry point, so looking it up reads none.
+    """
+    if not (isinstance(name, str) and name in BACKENDS.registered()):
+        BACKENDS.refresh_entry_points()
+    return BACKENDS
 
 
 def clip_benchmark_model_types() -> dict[str, Loader]:
@@ -114,48 +103,36 @@ def clip_benchmark_model_types() -> dict[str, Loader]:
     return {k: v for k, v in TYPE2FUNC.items() if not getattr(v, "_clip_cycles_backend", False)}
 
 
-def _table(include_clip_benchmark: bool = True) -> dict[str, Loader | str]:
-    table: dict[str, Loader | str] = {}
-    if include_clip_benchmark:
-        table.update(clip_benchmark_model_types())
-    table.update(_entry_points())
-    table.update(_BUILTIN)
-    table.update(_REGISTERED)
-    return table
-
-
 def available_backends(include_clip_benchmark: bool = True) -> list[str]:
     """Names of every backend: built in, clip_benchmark's model types, entry points, registered."""
-    return sorted(_table(include_clip_benchmark))
-
-
-def _target(name: str) -> Loader | str | None:
-    """The target of ``name`` in the order of precedence of :func:`_table`, consulting only what it must.
-
-    Registered and built-in names need no scan at all; clip_benchmark's model table (which
-    imports clip_benchmark.models, open_clip and more) is read only for a name nobody else has.
-    """
-    for table in (_REGISTERED, _BUILTIN):
-        if name in table:
-            return table[name]
-    found = _entry_points().get(name)
-    if found is not None:
-        return found
-    return clip_benchmark_model_types().get(name)
+    names = set(_backends().names())
+    if include_clip_benchmark:
+        names |= set(clip_benchmark_model_types())
+    return sorted(names)
 
 
 def get_backend(name: str) -> Loader:
-    """The loader of backend ``name``; an unknown name is an error listing the available ones."""
-    target = _target(name)
-    if target is None:
-        raise ValueError(f"unknown model backend {name!r}; available: {', '.join(available_backends())}")
-    return _resolve(target)
+    """The loader of backend ``name``; an unknown name is an error listing the available ones.
+
+    Built-in and registered names (which take precedence over entry points) need no scan at all;
+    clip_benchmark's model table (which imports clip_benchmark.models, open_clip and more) is read
+    only for a name nobody else has.
+    """
+    registry = _backends(name)
+    if name in registry:
+        return registry.get(name)
+    found = clip_benchmark_model_types().get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ValueError(BACKENDS.unknown_message(name, names=available_backends()))
+    return found
 
 
 def backend_capabilities(name: str) -> frozenset[str]:
     """What backend ``name`` gives: ``image``/``text`` embeddings or ``pair_scores`` (loader's ``capabilities``)."""
-    target = _REGISTERED.get(name) or _BUILTIN.get(name) or _entry_points().get(name)  # clip_benchmark's types embed both
-    return frozenset(getattr(_resolve(target), "capabilities", ("image", "text")) if target else ("image", "text"))
+    registry = _backends(name)
+    if name not in registry:
+        return frozenset(("image", "text"))  # clip_benchmark's types embed both
+    return frozenset(getattr(registry.get(name), "capabilities", ("image", "text")))
 
 
 #: Backends already warned about for caching by name only (once per process).
@@ -187,22 +164,19 @@ def backend_identity(name: str, model_name: str, pretrained: str | None) -> dict
     Local weights named by ``--model``/``--pretrained`` enter the key anyway
     (:meth:`clip_cycles.encoding.encoder.ModelSpec.description`).
     """
-    if name in _REGISTERED:
-        target, source, distribution = _REGISTERED[name], "registered", None
-    elif name in _BUILTIN:
+    registry = _backends(name)
+    if name not in registry:
+        return None  # clip_benchmark's model types: its version is in the key already
+    entry = registry.entry(name)
+    if entry.origin == "builtin":
         return None
-    else:
-        ep = _entry_point_objects().get(name)
-        if ep is None:
-            return None  # clip_benchmark's model types: its version is in the key already
-        target, source, distribution = ep.value, "entry_point", getattr(ep, "dist", None)
-    loader = _resolve(target)
+    loader = registry.get(name)
     qualified = f"{getattr(loader, '__module__', '')}:{getattr(loader, '__qualname__', '')}"
     identity: dict[str, Any] = {
-        "source": source,
-        "target": target if isinstance(target, str) else qualified,
-        "distribution": getattr(distribution, "name", None) or "",
-        "version": getattr(distribution, "version", None) or "",
+        "source": "entry_point" if entry.origin == "entry point" else "registered",
+        "target": entry.target if isinstance(entry.target, str) else qualified,
+        "distribution": entry.distribution or "",
+        "version": entry.version or "",
         "code_sha256": _module_file_sha256(loader),
     }
     declared = getattr(loader, "cache_fingerprint", None)

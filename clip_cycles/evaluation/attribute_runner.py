@@ -54,10 +54,7 @@ def attribute_metrics(
     counted per seed. ``split_embedding`` says which embedding made the split.
     """
     if task.strategy not in STRATEGIES:
-        raise ValueError(
-            f"{task.path}: field 'dataset_kwargs.strategy': {task.strategy!r} is not a split strategy "
-            f"(available: {sorted(STRATEGIES)})"
-        )
+        raise ValueError(f"{task.path}: field 'dataset_kwargs.strategy': {STRATEGIES.unknown_message(task.strategy)}")
     base: dict[str, Any] = {
         "strategy": task.strategy,
         "seeds": list(seeds),

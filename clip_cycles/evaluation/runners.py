@@ -22,13 +22,13 @@ Every record is clip_benchmark's ``{dataset, model, pretrained, task, metrics, l
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, Union
 
 from clip_cycles.encoding.distributed import current
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.zero_shot import evaluate_tasks
+from clip_cycles.registry import Registry, resolve_target
 from clip_cycles.tasks.registry import AnyTask, expand_tasks
 
 RunnerFunc = Callable[[Sequence[AnyTask], RunContext], RunOutcome]
@@ -52,22 +52,20 @@ class Runner:
         """The runner function (importing its module the first time)."""
         if callable(self.target):
             return self.target
-        module, _, name = self.target.partition(":")
         try:
-            return getattr(importlib.import_module(module), name)
-        except (ImportError, AttributeError) as error:
+            return resolve_target(self.target)
+        except (ImportError, AttributeError, ValueError) as error:
             raise ValueError(f"runner of output type {self.output_type!r}: cannot load {self.target!r} ({error})") from error
 
 
-RUNNERS: dict[str, Runner] = {}
+#: The runners by the output type they serve.
+RUNNERS: Registry[Runner] = Registry("output type")
 #: The output type whose runner writes per-cycle samples (``RunContext.samples_path``).
 SAMPLES_OUTPUT_TYPE = "cycle_selection"
 
 
 def _add(runner: Runner) -> None:
-    if runner.output_type in RUNNERS:
-        raise ValueError(f"a runner for output type {runner.output_type!r} is already registered")
-    RUNNERS[runner.output_type] = runner
+    RUNNERS.register(runner.output_type, runner)
 
 
 def register_runner(output_type: str, result_task: str, sharded: bool = False) -> Callable[[RunnerFunc], RunnerFunc]:
@@ -82,9 +80,7 @@ def register_runner(output_type: str, result_task: str, sharded: bool = False) -
 
 def runner_for(output_type: str) -> Runner:
     """The runner of ``output_type``; ValueError listing the registered ones."""
-    if output_type not in RUNNERS:
-        raise ValueError(f"no runner for output type {output_type!r}; registered: {sorted(RUNNERS)}")
-    return RUNNERS[output_type]
+    return RUNNERS.get(output_type)
 
 
 def run_tasks(tasks: Iterable[str | AnyTask], context: RunContext) -> RunOutcome:

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from clip_cycles.experiments.oe import METHODS
+from clip_cycles.registry import Registry
 from clip_cycles.results import RESULT_TASK, read_result
 
 REPORT_FILE = "report.md"
@@ -64,16 +65,15 @@ class Section:
     render: Callable[[dict[str, Any], Path], tuple[list[str], list[Path]]]
 
 
-SECTIONS: dict[str, Section] = {}
+#: The sections by experiment name, in report order (the order of registration).
+SECTIONS: Registry[Section] = Registry("report section", ordered=True)
 
 
 def register_section(name: str, file_name: str | None, title: str):
     """Decorator registering a section renderer for the experiment ``name`` read from ``file_name``."""
 
     def decorate(fn: Callable[[dict[str, Any], Path], tuple[list[str], list[Path]]]):
-        if name in SECTIONS:
-            raise ValueError(f"report section {name!r} is already registered")
-        SECTIONS[name] = Section(file_name, title, fn)
+        SECTIONS.register(name, Section(file_name, title, fn))
         return fn
 
     return decorate

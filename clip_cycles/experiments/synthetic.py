@@ -34,6 +34,7 @@ import numpy as np
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc
 from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
+from clip_cycles.registry import Registry
 from clip_cycles.results import mean_sd, write_json
 from clip_cycles.verbosity import progress_disable
 
@@ -269,14 +270,13 @@ class Control:
     probes: Callable[[SyntheticConfig], tuple[Probe, ...]]
 
 
-CONTROLS: dict[str, Control] = {}
+#: The controls by name; the order of registration is the table order.
+CONTROLS: Registry[Control] = Registry("synthetic control", ordered=True)
 
 
 def register_control(control: Control) -> Control:
     """Add a control to the registry (order of registration is the table order)."""
-    if control.name in CONTROLS:
-        raise ValueError(f"synthetic control {control.name!r} is already registered")
-    CONTROLS[control.name] = control
+    CONTROLS.register(control.name, control)
     return control
 
 
@@ -364,8 +364,7 @@ def run_controls(config: SyntheticConfig, seeds: tuple[int, ...], controls: tupl
         raise ValueError("at least one seed is needed")
     names = tuple(CONTROLS) if controls is None else controls
     for name in names:
-        if name not in CONTROLS:
-            raise ValueError(f"unknown synthetic control {name!r}; known: {', '.join(CONTROLS)}")
+        CONTROLS.get(name)  # an unknown name fails before any training
     out: dict[str, Any] = {}
     jobs = [(name, seed) for name in names for seed in seeds]
     per_seed: dict[str, dict[str, dict[str, list[float]]]] = {}

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+from clip_cycles.registry import Registry
+
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
@@ -38,7 +40,7 @@ class LossSpec:
     fn: Callable[..., torch.Tensor]
 
 
-LOSSES: dict[str, LossSpec] = {}
+LOSSES: Registry[LossSpec] = Registry("loss")
 
 
 def register_loss(name: str, kind: str):
@@ -47,9 +49,7 @@ def register_loss(name: str, kind: str):
         raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
 
     def decorate(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-        if name in LOSSES:
-            raise ValueError(f"loss {name!r} is already registered")
-        LOSSES[name] = LossSpec(name=name, kind=kind, fn=fn)
+        LOSSES.register(name, LossSpec(name=name, kind=kind, fn=fn))
         return fn
 
     return decorate
@@ -57,9 +57,7 @@ def register_loss(name: str, kind: str):
 
 def get_loss(name: str) -> LossSpec:
     """The registered loss ``name`` (ValueError listing the known names otherwise)."""
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; registered losses: {', '.join(sorted(LOSSES))}")
-    return LOSSES[name]
+    return LOSSES.get(name)
 
 
 def cycle_loss(delta: torch.Tensor) -> torch.Tensor:

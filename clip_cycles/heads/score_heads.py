@@ -25,19 +25,18 @@ import torch
 from torch import nn
 
 from clip_cycles.algebra.contrast import CHUNK_CYCLES, deltas_from_blocks, validate_cycles, validate_features
+from clip_cycles.registry import Registry
 
 #: Registered head classes by name (filled by ``register_head``).
-HEADS: dict[str, type[ScoreHead]] = {}
+HEADS: Registry[type[ScoreHead]] = Registry("score head")
 
 
 def register_head(name: str):
     """Class decorator that registers a ScoreHead subclass under ``name``."""
 
     def decorate(cls: type[ScoreHead]) -> type[ScoreHead]:
-        if name in HEADS:
-            raise ValueError(f"score head {name!r} is already registered by {HEADS[name].__qualname__}")
+        HEADS.register(name, cls)
         cls.name = name
-        HEADS[name] = cls
         return cls
 
     return decorate
@@ -249,9 +248,7 @@ def make_head(name: str, image_dim: int, caption_dim: int, rank: int | None = No
     Raises ValueError for an unknown name, a missing rank on a rank head, or a rank
     given to a head that takes none.
     """
-    if name not in HEADS:
-        raise ValueError(f"unknown score head {name!r}; registered heads: {', '.join(sorted(HEADS))}")
-    return HEADS[name](image_dim, caption_dim, rank=rank, seed=seed)
+    return HEADS.get(name)(image_dim, caption_dim, rank=rank, seed=seed)
 
 
 def check_feature_tables(head: ScoreHead, image_features: object, caption_features: object) -> tuple[np.ndarray, np.ndarray]:
