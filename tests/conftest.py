@@ -14,25 +14,48 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import pytest
 
-_HF_CACHE: str | None = None
+#: Where each library would write under ``~`` (``~/.cache/huggingface``, ``~/.cache/matplotlib`` and
+#: ``~/.config/matplotlib``, ``~/.cache/torch``, ``~/.cache/clip_cycles``, ...), pointed into one
+#: folder per session: a session neither reads a user's caches nor leaves anything in them, and
+#: subprocesses inherit the variables. ``tests/test_test_hygiene.py`` checks it with a temporary HOME.
+CACHE_ENV_FOLDERS: dict[str, str] = {
+    "HF_HOME": "huggingface",
+    "HF_DATASETS_CACHE": "huggingface/datasets",
+    "MPLCONFIGDIR": "matplotlib",
+    "XDG_CACHE_HOME": "xdg_cache",
+    "XDG_CONFIG_HOME": "xdg_config",
+    "TORCH_HOME": "torch",
+    "TRITON_CACHE_DIR": "triton",
+    "CLIP_CYCLES_CACHE": "clip_cycles",
+}
+#: Variables a library reads once, when first imported: set too late, they would not take effect.
+_READ_AT_IMPORT = {"HF_HOME": "datasets", "HF_DATASETS_CACHE": "datasets", "MPLCONFIGDIR": "matplotlib"}
+_SESSION_CACHES: str | None = None
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A private Hugging Face datasets cache per session: ``load_dataset`` of a local folder caches by
-    path, so two sessions (or a user's own cache) sharing one cache could read each other's entries."""
-    global _HF_CACHE
-    if "datasets" not in sys.modules:  # datasets reads the variable when first imported
-        _HF_CACHE = tempfile.mkdtemp(prefix="clip_cycles_test_hf_")
-        os.environ["HF_DATASETS_CACHE"] = _HF_CACHE
+    """Every cache of the session in one private folder, removed at the end.
+
+    A private Hugging Face datasets cache also matters for correctness: ``load_dataset`` of a local
+    folder caches by path, so two sessions (or a user's own cache) sharing one could read each other's entries.
+    """
+    global _SESSION_CACHES
+    late = sorted(name for name, module in _READ_AT_IMPORT.items() if module in sys.modules)
+    if late:  # a plugin imported the library first: this process may still use the user's folder
+        warnings.warn(f"{', '.join(late)} set after the library that reads it was imported", stacklevel=1)
+    _SESSION_CACHES = tempfile.mkdtemp(prefix="clip_cycles_test_caches_")
+    for name, folder in CACHE_ENV_FOLDERS.items():
+        os.environ[name] = os.path.join(_SESSION_CACHES, folder)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _HF_CACHE is not None:
-        shutil.rmtree(_HF_CACHE, ignore_errors=True)
+    if _SESSION_CACHES is not None:
+        shutil.rmtree(_SESSION_CACHES, ignore_errors=True)
 
 
 SHAPES_WORLD_PARAMS = {"n_images": 300, "seed": 0, "image_size": 64}

@@ -84,7 +84,7 @@ def test_schema_files_are_package_data() -> None:
 def test_every_shipped_task_validates_against_the_exported_schema() -> None:
     validator = _validator("task")
     files = _shipped_task_files()
-    assert len(files) == 57  # 52 tasks and 5 collections
+    assert len(files) == 36  # 31 task files and 5 collections (the 21 shapes twins have no file)
     for path in files:
         resolved = read_task_yaml(path)
         errors = [e.message for e in validator.iter_errors(resolved)]
@@ -109,7 +109,7 @@ def test_every_shipped_task_validates_against_the_exported_schema() -> None:
     ],
 )
 def test_a_crafted_task_violation_fails_both_the_schema_and_the_registry(tmp_path: Path, change: dict, field: str) -> None:
-    good = read_task_yaml(shipped_tasks_dir() / "cycles" / "shapes_strict_size.yaml")
+    good = read_task_yaml(shipped_tasks_dir() / "cycles" / "coco_strict_size.yaml")
     good["task"] = "cycles/mine"
     validator = _validator("task")
     assert list(validator.iter_errors(good)) == []
@@ -258,7 +258,7 @@ def test_a_result_record_validates_and_a_crafted_one_is_refused() -> None:
     assert [e.message for e in _validator("result").iter_errors(good)] == []
     with pytest.raises(
         ValueError,
-        match=r"shapes_strict_size\.yaml: the result record of cycles/shapes_strict_size: "
+        match=r"coco_strict_size\.yaml: the result record of cycles/shapes_strict_size: "
         r"result record field 'model': must be a non-empty string",
     ):
         checked_record(task, ModelSpec("open_clip", "", None), metrics)  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ never from the matching code under test.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from pathlib import Path
 
@@ -29,6 +30,14 @@ def _single_tasks(glob: str) -> list[str]:
     return names
 
 
+def _shapes_tasks(pattern: str) -> list[str]:
+    """Names of the shapes tasks matching ``pattern``: each COCO task's and GQA task's shapes twin
+    (``coco_<x>`` -> ``shapes_<x>``, ``gqa_<x>`` -> ``shapes_gqa_<x>``), sorted."""
+    twins = [f"cycles/shapes_{n.removeprefix('cycles/coco_')}" for n in _single_tasks("coco_*.yaml")]
+    twins += [f"cycles/shapes_{n.removeprefix('cycles/')}" for n in _single_tasks("gqa_*.yaml")]
+    return sorted(n for n in twins if fnmatch.fnmatchcase(n, f"cycles/{pattern}"))
+
+
 @pytest.fixture
 def registry(monkeypatch: pytest.MonkeyPatch) -> TaskRegistry:
     monkeypatch.delenv(TASKS_PATH_ENV, raising=False)
@@ -37,7 +46,7 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> TaskRegistry:
 
 def test_patterns_expand_to_single_tasks_sorted(registry: TaskRegistry) -> None:
     assert is_pattern("cycles/coco_*") and is_pattern("cycles/coco_[ab]*") and not is_pattern("cycles/coco_all")
-    shapes = _single_tasks("shapes_*.yaml")
+    shapes = _shapes_tasks("shapes_*")
     assert len(shapes) == 21
     # shapes_all and shapes_gqa_all match too: their members add nothing beyond the tasks themselves.
     assert resolve_task_names(["cycles/shapes_*"], registry) == sorted(shapes)
@@ -102,7 +111,7 @@ def test_eval_takes_a_pattern(shapes_cycles: Path, tmp_path: Path, monkeypatch: 
             "--dataset-root", str(shapes_cycles), "--num-workers", "0", "--output", str(out / "{dataset}.json")]  # fmt: skip
     assert cli_main(argv) == 0
     written = sorted(json.loads(p.read_text())["dataset"] for p in out.glob("*.json"))
-    assert written == _single_tasks("shapes_strict_s*.yaml") == ["cycles/shapes_strict_same_pair", "cycles/shapes_strict_size"]
+    assert written == _shapes_tasks("shapes_strict_s*") == ["cycles/shapes_strict_same_pair", "cycles/shapes_strict_size"]
 
 
 def test_lmms_bridge_takes_patterns_and_suggests(

@@ -115,3 +115,40 @@ def test_group_naming_unknown_task_is_an_error(tmp_path: Path) -> None:
     assert "cycles/g" not in registry.names()
     with pytest.raises(ValueError, match="cycles/missing"):
         registry.get("cycles/g")
+
+
+#: The hand-kept shapes task files' descriptions before they were derived (independent of the mirror code).
+HAND_KEPT_DESCRIPTIONS = {
+    "cycles/shapes_box_size": "Shapes-world (COCO builder) family `box_size`: exact cycles, zero-shot cosine scores.",
+    "cycles/shapes_gqa_binding": "Shapes-world (GQA builder) family `binding`: exact cycles, zero-shot cosine scores.",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_KEPT_DESCRIPTIONS))
+def test_shapes_tasks_are_their_coco_and_gqa_twins(name: str) -> None:
+    """Each shapes task is its twin's file on the shapes source: only name, source, tag and description differ."""
+    registry = TaskRegistry([shipped_tasks_dir()])
+    base_name = name.replace("cycles/shapes_gqa_", "cycles/gqa_").replace("cycles/shapes_", "cycles/coco_")
+    base, twin = registry.get(base_name), registry.get(name)
+    assert isinstance(base, TaskSpec) and isinstance(twin, TaskSpec)
+    assert (twin.source, twin.tags, twin.description) == ("shapes", ("cycles", "shapes"), HAND_KEPT_DESCRIPTIONS[name])
+    same = ("config", "seeds", "split", "metrics", "tie_tolerance", "caption_template", "path", "output_type")
+    assert all(getattr(twin, field) == getattr(base, field) for field in same)
+    # the one-file lookup (no other file read) gives the same spec as reading every file
+    assert TaskRegistry([shipped_tasks_dir()]).get(name) == twin
+
+
+def test_a_shapes_yaml_overrides_its_twin_and_a_broken_twin_is_unavailable(tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    write_task_file(own, "shapes_box_size", GOOD.format(name="shapes_box_size"))
+    registry = TaskRegistry([own, shipped_tasks_dir()])
+    for lookup in (registry, TaskRegistry([own, shipped_tasks_dir()])):
+        spec = lookup.get("cycles/shapes_box_size")
+        assert isinstance(spec, TaskSpec) and spec.config == "strict_left_right" and spec.path.parent.parent == own
+    broken = tmp_path / "broken"
+    write_task_file(broken, "coco_box_size", GOOD.format(name="coco_box_size").replace("seeds: [0, 2]", "seeds: [-1]"))
+    registry = TaskRegistry([broken, shipped_tasks_dir()])
+    assert "cycles/shapes_box_size" not in registry.names()
+    assert registry.unavailable["cycles/shapes_box_size"] == registry.unavailable["cycles/coco_box_size"]
+    with pytest.raises(ValueError, match=r"task 'cycles/shapes_box_size' is unavailable: .*coco_box_size\.yaml"):
+        TaskRegistry([broken, shipped_tasks_dir()]).get("cycles/shapes_box_size")

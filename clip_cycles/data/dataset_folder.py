@@ -59,6 +59,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from clip_cycles.data.annotations import parse_json
+from clip_cycles.data.card_yaml import Quoted, card_header
 from clip_cycles.data.families import (
     ROW_COLUMNS,
     SPLITS,
@@ -314,11 +315,6 @@ def config_name(family: str, seed: int) -> str:
     return family if seed == 0 else f"{family}_seed{seed}"
 
 
-def _yaml_string(text: str) -> str:
-    # A JSON string is a YAML double-quoted scalar with the same escapes.
-    return json.dumps(text)
-
-
 def config_description(build: FamilyBuild, seed: int, info: Mapping[str, Any]) -> str:
     """The ``DatasetInfo.description`` of one config: family, predicate, seed, splits (and what is left out)."""
     text = (
@@ -336,41 +332,53 @@ def config_description(build: FamilyBuild, seed: int, info: Mapping[str, Any]) -
     return text
 
 
-def _yaml_header(card: SourceCard, builds: Sequence[FamilyBuild], info: Mapping[str, Any]) -> str:
+def card_fields(card: SourceCard, builds: Sequence[FamilyBuild], info: Mapping[str, Any]) -> dict[str, Any]:
+    """The mapping of the card's YAML header: metadata, ``configs`` (every available split's file),
+    ``dataset_info`` (each config's description and citation) and ``unavailable_splits`` when any."""
     layout = layout_of(info)
-    lines = ["---", f"license: {card.license}", f"pretty_name: {card.title}", "task_categories:",
-             "- zero-shot-classification", "tags:", "- clip", "- compositionality", "- counterfactual-cycles",
-             "- winoground", "configs:"]  # fmt: skip
-    infos, unavailable = [], []
-    citation = _yaml_string(f"{card.citation}\n\n{PAPER_CITATION}")
+    configs: list[dict[str, Any]] = []
+    infos: list[dict[str, Any]] = []
+    unavailable: list[dict[str, Any]] = []
+    citation = Quoted(f"{card.citation}\n\n{PAPER_CITATION}")
     for build in builds:
         if not build.records:  # no split meets the minimum-cycle rule: nothing written
             continue
         for seed in sorted(build.counts):
             name = config_name(build.name, seed)
-            lines.append(f"- config_name: {name}")
             splits = [s for s in SPLITS if s in build.available_splits]
+            config: dict[str, Any] = {"config_name": name}
             if layout == "imagefolder":
-                lines.append("  metadata_filenames:")
-                lines += [f"  - {parquet_path(build.name, seed, split, layout).rsplit('/', 1)[1]}" for split in splits]
-            lines.append("  data_files:")
-            for split in splits:
-                path = parquet_path(build.name, seed, split, layout)
-                lines.append(f"  - split: {split}")
-                lines += [f"    path: {path}"] if layout == "parquet" else ["    path:", f"    - {path}", f"    - {IMAGE_DIR}/**"]
-            infos += [f"- config_name: {name}", f"  description: {_yaml_string(config_description(build, seed, info))}",
-                      f"  citation: {citation}"]  # fmt: skip
-            for split in SPLITS:
-                if split not in splits:
-                    unavailable += [f"- config_name: {name}", f"  split: {split}",
-                                    f"  path: {parquet_path(build.name, seed, split, layout)}",
-                                    f"  cycles: {build.counts[seed][split]}",
-                                    f"  reason: {_yaml_string(build.reason or '')}"]  # fmt: skip
-    lines += ["dataset_info:", *infos]
+                config["metadata_filenames"] = [parquet_path(build.name, seed, s, layout).rsplit("/", 1)[1] for s in splits]
+            config["data_files"] = [
+                {"split": s, "path": path if layout == "parquet" else [path, f"{IMAGE_DIR}/**"]}
+                for s in splits
+                for path in [parquet_path(build.name, seed, s, layout)]
+            ]
+            configs.append(config)
+            description = Quoted(config_description(build, seed, info))
+            infos.append({"config_name": name, "description": description, "citation": citation})
+            unavailable += [
+                {
+                    "config_name": name,
+                    "split": split,
+                    "path": parquet_path(build.name, seed, split, layout),
+                    "cycles": build.counts[seed][split],
+                    "reason": Quoted(build.reason or ""),
+                }
+                for split in SPLITS
+                if split not in splits
+            ]
+    fields: dict[str, Any] = {
+        "license": card.license,
+        "pretty_name": card.title,
+        "task_categories": ["zero-shot-classification"],
+        "tags": ["clip", "compositionality", "counterfactual-cycles", "winoground"],
+        "configs": configs,
+        "dataset_info": infos,
+    }
     if unavailable:
-        lines += ["unavailable_splits:", *unavailable]
-    lines.append("---")
-    return "\n".join(lines)
+        fields["unavailable_splits"] = unavailable
+    return fields
 
 
 #: The card's thresholds table: (name, flag and default, what it does).
@@ -428,7 +436,7 @@ def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: So
     example = written[0].name if written else "<family>"
     seeds = sorted({s for b in written for s in b.counts})
     root = source_placeholder(info["source"])
-    out = [_yaml_header(card, builds, info), "", f"# {card.title}", ""]
+    out = [card_header(card_fields(card, builds, info)), "", f"# {card.title}", ""]
     out += [
         "Counterfactual pairing cycles: each row is a complete 2x2 block with Winoground's columns. "
         "(`image_0`, `caption_0`) and (`image_1`, `caption_1`) are valid pairs; the swaps "

@@ -21,7 +21,9 @@ schema task`` prints it as a JSON Schema). This module turns validated files int
 Derived namespaces (:data:`DERIVED_NAMESPACES`) need no YAML: ``cycles_probe/<x>`` and
 ``cycles_oe/<x>`` are the task or collection ``cycles/<x>`` with the experiment's
 output type and default settings, ``cycles_transfer/<collection>`` is one transfer task
-over the collection's families. A YAML file of the same name takes precedence.
+over the collection's families. Mirrored sources (:data:`MIRRORED_SOURCES`) need no YAML either:
+``cycles/shapes_<x>`` is ``cycles/coco_<x>`` scored on the shapes world's build (and
+``cycles/shapes_gqa_<x>`` is ``cycles/gqa_<x>``). A YAML file of the same name takes precedence.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ __all__ = [
     "DerivedNamespace",
     "INCLUDE_KEY",
     "GroupSpec",
+    "MIRRORED_SOURCES",
+    "MirroredSource",
     "MetricSpec",
     "OutputType",
     "TaskRegistry",
@@ -101,6 +105,63 @@ DERIVED_NAMESPACES: tuple[DerivedNamespace, ...] = (
 BASE_NAMESPACE = "cycles"
 #: Every namespace this registry owns (``is_task_name``).
 NAMESPACES: tuple[str, ...] = (BASE_NAMESPACE, *(n.prefix for n in DERIVED_NAMESPACES), "attributes", "audit")
+
+
+@dataclass(frozen=True)
+class MirroredSource:
+    """``cycles/<prefix><x>``: the cycle task ``cycles/<base_prefix><x>`` on another raw source's build.
+
+    The same family, seeds, splits, metrics and settings; only the source, the source's tag and
+    the description's opening label change (``"COCO family ..."`` -> ``"Shapes-world (COCO builder) family ..."``).
+    The spec keeps the base task's file as its ``path``: that file holds every value it has.
+    """
+
+    prefix: str
+    base_prefix: str
+    source: str
+    base_source: str
+    label: str
+    base_label: str
+
+    def base_name(self, name: str) -> str | None:
+        """The base task's name of the mirrored task ``name``; None when ``name`` is not in this mirror."""
+        head = f"{BASE_NAMESPACE}/{self.prefix}"
+        return f"{BASE_NAMESPACE}/{self.base_prefix}{name[len(head) :]}" if name.startswith(head) else None
+
+    def mirrors(self, spec: AnyTask | GroupSpec) -> bool:
+        """Whether ``spec`` is a single cycle task of the base source under the base prefix."""
+        return (
+            isinstance(spec, TaskSpec)
+            and spec.name.startswith(f"{BASE_NAMESPACE}/{self.base_prefix}")
+            and spec.output_type == "cycle_selection"
+            and spec.source == self.base_source
+            and not spec.members
+        )
+
+    def mirror(self, spec: TaskSpec) -> TaskSpec:
+        """The mirrored task of ``spec`` (which :meth:`mirrors` accepts)."""
+        rest = spec.name[len(f"{BASE_NAMESPACE}/{self.base_prefix}") :]
+        description = spec.description
+        if description.startswith(f"{self.base_label} "):
+            description = f"{self.label}{description[len(self.base_label) :]}"
+        elif description:
+            description = f"{self.label}: {description}"
+        return replace(
+            spec,
+            name=f"{BASE_NAMESPACE}/{self.prefix}{rest}",
+            source=self.source,
+            description=description,
+            tags=tuple(self.source if tag == self.base_source else tag for tag in spec.tags),
+        )
+
+
+#: Sources whose cycle tasks mirror another source's: the shapes world is built by the COCO and the
+#: GQA builders, so each COCO and GQA task has a shapes twin (``cycles/shapes_all`` collects them).
+#: Earlier entries win a name two would give.
+MIRRORED_SOURCES: tuple[MirroredSource, ...] = (
+    MirroredSource("shapes_", "coco_", "shapes", "coco", "Shapes-world (COCO builder)", "COCO"),
+    MirroredSource("shapes_gqa_", "gqa_", "shapes", "gqa", "Shapes-world (GQA builder)", "GQA"),
+)
 
 
 @dataclass(frozen=True)
@@ -301,6 +362,25 @@ def parse_task(path: Path, root: Path) -> TaskSpec | AttributeTaskSpec | GroupSp
     return _cycle_spec(parsed, path)
 
 
+def _mirror(entries: Mapping[str, AnyTask | GroupSpec], unavailable: dict[str, str]) -> dict[str, AnyTask]:
+    """The tasks of :data:`MIRRORED_SOURCES` (explicit YAMLs are not overwritten); a mirror of an
+    unavailable base task is unavailable with the base's reason."""
+    mirrored: dict[str, AnyTask] = {}
+    for source in MIRRORED_SOURCES:
+        for spec in entries.values():
+            if source.mirrors(spec):
+                twin = source.mirror(spec)  # type: ignore[arg-type]
+                if twin.name not in entries and twin.name not in mirrored and twin.name not in unavailable:
+                    mirrored[twin.name] = twin
+        for name in list(unavailable):
+            base = f"{BASE_NAMESPACE}/{source.base_prefix}"
+            if name.startswith(base):
+                twin_name = f"{BASE_NAMESPACE}/{source.prefix}{name[len(base) :]}"
+                if twin_name not in entries and twin_name not in mirrored:
+                    unavailable.setdefault(twin_name, unavailable[name])
+    return mirrored
+
+
 def _derive(entries: dict[str, AnyTask | GroupSpec], namespace: DerivedNamespace) -> dict[str, AnyTask | GroupSpec]:
     """The entries of ``namespace`` derived from the ``cycles/`` ones (explicit YAMLs are not overwritten)."""
     output = OUTPUT_TYPES[namespace.output_type]
@@ -416,6 +496,16 @@ class TaskRegistry:
                 return None
             self._own[name] = spec
             return spec
+        return self._mirror_from_own_file(name)
+
+    def _mirror_from_own_file(self, name: str) -> TaskSpec | None:
+        """The mirrored task ``name`` from its base task's own file (no root holds a file of its own name)."""
+        for source in MIRRORED_SOURCES:
+            base_name = source.base_name(name)
+            base = self._from_own_file(base_name) if base_name else None
+            if base is not None and source.mirrors(base):
+                self._own[name] = source.mirror(base)  # type: ignore[arg-type]
+                return self._own[name]  # type: ignore[return-value]
         return None
 
     def has(self, name: str) -> bool:
@@ -446,6 +536,7 @@ class TaskRegistry:
                         self.unavailable[name] = str(error)
                         continue
                     entries.setdefault(spec.name, spec)
+            entries.update(_mirror(entries, self.unavailable))
             self._check_members(entries)
             derived: dict[str, AnyTask | GroupSpec] = {}
             for namespace in DERIVED_NAMESPACES:

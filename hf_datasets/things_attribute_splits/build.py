@@ -27,6 +27,7 @@ import numpy as np
 from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, split_inputs, strategy_names
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
+from clip_cycles.data.card_yaml import card_header
 from clip_cycles.encoding.flags import MODEL_FLAGS
 
 CARD = Path(__file__).with_name("README.md")
@@ -84,16 +85,21 @@ def card_text(configs: dict[str, list[int]]) -> str:
     body = CARD.read_text(encoding="utf-8")
     if body.startswith("---"):
         body = body.split("---", 2)[2].lstrip("\n")
-    lines = ["---", "license: other", "task_categories:", "- tabular-classification"]
-    lines += ["pretty_name: THINGS attribute splits", "configs:"]
-    for strategy, seeds in configs.items():
-        lines.append(f"- config_name: {strategy}")
-        lines.append("  data_files:")
-        for seed in seeds:
-            lines.append(f"  - split: seed{seed}")
-            lines.append(f"    path: data/{strategy}/seed{seed}.parquet")
-    lines.append("---")
-    return "\n".join(lines) + "\n\n" + body
+    header = card_header(
+        {
+            "license": "other",
+            "task_categories": ["tabular-classification"],
+            "pretty_name": "THINGS attribute splits",
+            "configs": [
+                {
+                    "config_name": strategy,
+                    "data_files": [{"split": f"seed{seed}", "path": f"data/{strategy}/seed{seed}.parquet"} for seed in seeds],
+                }
+                for strategy, seeds in configs.items()
+            ],
+        }
+    )
+    return header + "\n\n" + body
 
 
 def build(
