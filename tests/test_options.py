@@ -6,7 +6,7 @@ import math
 from typing import Literal
 
 import pytest
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from clip_cycles.schemas.options import Options, invalid_values
 
@@ -22,7 +22,7 @@ class Demo(Options):
 def test_valid_values_make_a_frozen_object() -> None:
     options = Demo.make(num_proc=2, fraction=0.5, mode="self-contained", seeds=(1, 2))
     assert options.num_proc == 2 and options.seeds == (1, 2)
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         options.num_proc = 3  # type: ignore[misc]
     assert options.replace(num_proc=4).num_proc == 4
 

@@ -32,8 +32,9 @@ def main() -> None:
     parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL)
     parser.add_argument("--self-contained", action="store_true", help="store each image once in data/images/ (for push_to_hub)")
     args = parser.parse_args()
-    out, builds = build_coco_folder(args.coco_root, HERE, args.families, args.seeds, args.min_cycles,
-                                    args.pool_train, args.pool_val, args.self_contained, overwrite=True)  # fmt: skip
+    out, builds = build_coco_folder(args.coco_root, HERE, args.families, seeds=args.seeds, min_cycles=args.min_cycles,
+                                    pool_train=args.pool_train, pool_val=args.pool_val,
+                                    self_contained=args.self_contained, overwrite=True)  # fmt: skip
     print(f"{sum(b.available for b in builds)} of {len(builds)} families written to {out}")
 
 

@@ -40,8 +40,8 @@ def main() -> None:
     have = json.loads(marker.read_text()) if marker.is_file() else {}
     if {k: have.get(k) for k in wanted} != wanted:
         write_shapes_world(args.world, args.n_images, args.seed, args.image_size)
-    out, builds = build_coco_folder(args.world, HERE, None, args.seeds, args.min_cycles, None, None,
-                                    args.self_contained, overwrite=True)  # fmt: skip
+    out, builds = build_coco_folder(args.world, HERE, seeds=args.seeds, min_cycles=args.min_cycles, pool_train=None,
+                                    pool_val=None, self_contained=args.self_contained, overwrite=True)  # fmt: skip
     print(f"{sum(b.available for b in builds)} of {len(builds)} families written to {out}")
 
 
