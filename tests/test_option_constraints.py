@@ -28,7 +28,7 @@ from clip_cycles.data import build as build_module
 from clip_cycles.data import families
 from clip_cycles.data.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.build_config import BuildConfig
-from clip_cycles.schemas.options import Options, invalid_values
+from clip_cycles.schemas.options import CheckedOptions, Options, invalid_values
 
 PACKAGE = Path(clip_cycles.__file__).resolve().parent
 
@@ -39,12 +39,13 @@ def _option_classes() -> list[type[Options]]:
         if module.name.endswith("__main__") or module.ispkg:
             continue
         path = PACKAGE.joinpath(*module.name.split(".")[1:]).with_suffix(".py")
-        if path.is_file() and re.search(r"\bOptions\b|\bBuildConfig\b", path.read_text(encoding="utf-8")):
+        if path.is_file() and re.search(r"Options\b|\bBuildConfig\b", path.read_text(encoding="utf-8")):
             importlib.import_module(module.name)
     found, todo = [], list(Options.__subclasses__())
     while todo:
         cls = todo.pop()
-        if cls.__module__.startswith("clip_cycles.") and cls not in found:
+        # The bases in schemas.options itself (CheckedOptions) declare no option.
+        if cls.__module__.startswith("clip_cycles.") and cls.__module__ != "clip_cycles.schemas.options" and cls not in found:
             found.append(cls)
         todo.extend(cls.__subclasses__())
     return sorted(found, key=lambda cls: f"{cls.__module__}.{cls.__qualname__}")
@@ -72,6 +73,17 @@ def constraint_problems(cls: type[Options]) -> list[str]:
             else:
                 problems.append(f"{cls.__name__}.{field}={value!r} is accepted")
     return problems
+
+
+@pytest.mark.parametrize("cls", [c for c in OPTION_CLASSES if issubclass(c, CheckedOptions)], ids=lambda cls: cls.__name__)
+def test_a_checked_options_constructor_says_what_make_says(cls: type[Options]) -> None:
+    for field, values in invalid_values(cls).items():
+        for value in values:
+            with pytest.raises(ValueError) as made:
+                cls.make(**{field: value})
+            with pytest.raises(ValueError) as built:
+                cls(**{field: value})
+            assert str(built.value) == str(made.value) and str(made.value).startswith(f"{cls.__name__} option ")
 
 
 def test_the_package_option_classes_are_found() -> None:

@@ -40,11 +40,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, validate_cycles, validate_features
 from clip_cycles.heads.losses import LossSpec, get_loss
-from clip_cycles.schemas.options import Options, option_problem
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.verbosity import progress_disable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -62,7 +62,7 @@ def _number(default: float, flag: str | None = None, **bounds: float) -> Any:
     return Field(default, strict=True, allow_inf_nan=False, json_schema_extra=extra, **bounds)
 
 
-class TrainConfig(Options):
+class TrainConfig(CheckedOptions):
     """Optimisation settings, ranges declared on the fields; ``loss`` names a registered loss
     (clip_cycles.heads.losses.LOSSES). Built as ``TrainConfig(...)`` or ``TrainConfig.make(...)``;
     either refuses a bad value in the one option sentence."""
@@ -82,17 +82,6 @@ class TrainConfig(Options):
     tie_tolerance: float = _number(DEFAULT_TIE_TOLERANCE, ge=0.0, description="a finite non-negative number")
     #: Intra-op torch threads while training; None leaves torch's setting alone.
     threads: int | None = Field(None, ge=1, strict=True, description="None or a positive integer of threads")
-
-    def __init__(self, **values: Any) -> None:
-        try:
-            super().__init__(**values)
-        except ValidationError as error:
-            raise ValueError(option_problem(type(self), error)) from None
-
-    @classmethod
-    def make(cls, **values: Any) -> TrainConfig:
-        """As the constructor (pydantic runs a custom ``__init__`` inside validation: one wrapping, not two)."""
-        return cls(**values)
 
     @field_validator("loss")
     @classmethod
