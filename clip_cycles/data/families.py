@@ -437,8 +437,7 @@ def split_pools(
 
     Returns sorted id lists keyed by ``train``, ``validation``, ``test``.
     """
-    if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction}")
+    BuildConfig.make(validation_fraction=validation_fraction)  # its range is declared there, once
     ids = sorted(set(train_pool))
     overlap = set(ids) & set(val_pool)
     if overlap:
