@@ -8,7 +8,7 @@ no build setting lives in a module-level switch. The field defaults are the COCO
 :meth:`BuildConfig.for_source` lays a source's own defaults (:data:`SOURCE_DEFAULTS`) under the
 values given. An invalid value is refused once, here, in one sentence naming flag and field::
 
-    BuildConfig option --min-cycles (min_cycles): Input should be greater than or equal to 1, got 0
+    BuildConfig option --min-cycles (min_cycles): must be a count >= 1 of cycles per split and seed, got 0 (...)
 """
 
 from __future__ import annotations
