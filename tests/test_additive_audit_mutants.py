@@ -267,7 +267,9 @@ def test_probe_arguments_are_refused_by_their_sentences_and_a_batch_of_one_is_al
     with pytest.raises(ValueError, match=rf"^unknown additive probe 'bilinear'; known: {known}$"):
         fit_additive_probe("bilinear", phi, psi, pairs)
     for epochs, batch_size in ((0, 4), (2, 0), (0, 0)):
-        with pytest.raises(ValueError, match=rf"^epochs and batch_size must be positive, got {epochs} and {batch_size}$"):
+        with pytest.raises(
+            ValueError, match=r"^TrainConfig option --(epochs|train-batch-size) \((epochs|batch_size)\): .*, got 0 "
+        ):
             fit_additive_probe("additive", phi, psi, pairs, epochs=epochs, batch_size=batch_size)
     # Batches of one pair: three steps an epoch, two epochs.
     assert fit_additive_probe("additive", phi, psi, pairs, epochs=2, batch_size=1).steps == 6

@@ -420,7 +420,7 @@ def test_bad_split_inputs_are_clear_errors(tmp_path, capsys, monkeypatch):
     ):
         assert main([*base, *extra]) == 2
         assert message in capsys.readouterr().err, extra
-    with pytest.raises(ValueError, match="fold_assignment='mixed' is not one of"):
+    with pytest.raises(ValueError, match=r"^SplitterOptions option --fold-assignment \(fold_assignment\): .*'mixed'"):
         SupercategorySplit(["a", "b"], fold_assignment="mixed")
     with pytest.raises(ValueError, match="multi_category='middle' is not one of"):
         load_things(tmp_path, min_concepts=5, multi_category="middle")

@@ -157,12 +157,20 @@ def test_the_tie_tolerance_of_the_settings_decides_every_credit() -> None:
     # The length rules tie on a margin of 1 character when the tolerance reaches it.
     wide = audit_subset(cs, None, AuditSettings(tie_tolerance=1.0)).metrics
     assert wide["shortest_caption_acc"] == _mean(_credit(len(n) - len(p), 1.0) for *_, p, n, _ in ROWS)
-    with pytest.raises(ValueError, match=r"^tie_tolerance must be a finite non-negative number, got -1.0$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^AuditSettings option --tie-tolerance \(tie_tolerance\): must be a finite non-negative number, got -1.0 ",
+    ):
         AuditSettings(tie_tolerance=-1.0)
     for bad in (float("inf"), float("nan")):
-        with pytest.raises(ValueError, match=r"^tie_tolerance must be a finite non-negative number, got "):
+        with pytest.raises(
+            ValueError,
+            match=r"^AuditSettings option --tie-tolerance \(tie_tolerance\): must be a finite non-negative number, got ",
+        ):
             AuditSettings(tie_tolerance=bad)
-    with pytest.raises(ValueError, match=r"^probe_folds must be at least 2, got 1$"):
+    with pytest.raises(
+        ValueError, match=r"^AuditSettings option --probe-folds \(probe_folds\): must be at least 2 folds, got 1 "
+    ):
         AuditSettings(probe_folds=1)
     assert AuditSettings(tie_tolerance=0.0, probe_folds=2).probe_folds == 2  # the edges are allowed
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from clip_cycles.data import coco_families, families, gqa_families
 from clip_cycles.data.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.coco_families import _top_neighbours
-from clip_cycles.data.families import cycle_collector_paused, num_processes, parallel_imap, parallel_map
+from clip_cycles.data.families import cycle_collector_paused, parallel_imap, parallel_map
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -40,15 +40,15 @@ def worker_pids(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     pids: set[int] = set()
     original = families.parallel_map
 
-    def spy(fn: Any, items: Any, chunk_size: int = 64) -> list[Any]:
-        tagged = original(lambda item: (os.getpid(), fn(item)), items, chunk_size)
+    def spy(fn: Any, items: Any, chunk_size: int = 64, processes: int = 1) -> list[Any]:
+        tagged = original(lambda item: (os.getpid(), fn(item)), items, chunk_size, processes)
         pids.update(pid for pid, _ in tagged)
         return [result for _, result in tagged]
 
     original_imap = families.parallel_imap
 
-    def spy_imap(fn: Any, items: Any) -> Any:  # the families of a build, one per task
-        for pid, result in original_imap(lambda item: (os.getpid(), fn(item)), items):
+    def spy_imap(fn: Any, items: Any, processes: int = 1) -> Any:  # the families of a build, one per task
+        for pid, result in original_imap(lambda item: (os.getpid(), fn(item)), items, processes):
             pids.add(pid)
             yield result
 
@@ -108,14 +108,10 @@ def test_blockwise_neighbour_search_equals_a_full_ranking(n: int, dims: int, blo
 
 def test_parallel_map_keeps_order_and_uses_the_requested_processes() -> None:
     items = list(range(50))
-    with num_processes(2):
-        results = parallel_map(lambda x: (x * x, os.getpid()), items, chunk_size=5)
+    results = parallel_map(lambda x: (x * x, os.getpid()), items, chunk_size=5, processes=2)
     assert [r for r, _ in results] == [x * x for x in items]
     assert len({pid for _, pid in results} - {os.getpid()}) >= 1
     assert parallel_map(lambda x: x + 1, items, chunk_size=5) == [x + 1 for x in items]  # default: one process
-    with pytest.raises(ValueError, match="--num-proc must be a positive integer, got 0"):
-        with num_processes(0):
-            pass
 
 
 def test_parallel_imap_keeps_order_runs_on_workers_and_runs_here_with_one_process() -> None:
@@ -127,13 +123,12 @@ def test_parallel_imap_keeps_order_runs_on_workers_and_runs_here_with_one_proces
         time.sleep(0.2)  # long enough that one worker cannot take every item before the others start
         return x * 10, os.getpid()
 
-    with num_processes(3):
-        results = list(parallel_imap(slow, items))
+    results = list(parallel_imap(slow, items, processes=3))
     assert [r for r, _ in results] == [x * 10 for x in items]
     assert len({pid for _, pid in results} - {os.getpid()}) >= 2  # the next free worker takes the next item
     assert {pid for _, pid in parallel_imap(lambda x: (x, os.getpid()), items)} == {os.getpid()}  # default: here
-    with num_processes(2):  # a worker's own map runs in that worker (no pool inside a pool)
-        nested = list(parallel_imap(lambda x: {pid for _, pid in parallel_imap(lambda y: (y, os.getpid()), [1, 2])}, [0, 1]))
+    # A worker's own map runs in that worker (no pool inside a pool), whatever count it is given.
+    nested = list(parallel_imap(lambda x: {pid for _, pid in parallel_imap(lambda y: (y, os.getpid()), [1, 2], 2)}, [0, 1], 2))
     assert all(len(pids) == 1 for pids in nested) and all(os.getpid() not in pids for pids in nested)
 
 
@@ -143,8 +138,8 @@ def test_a_failing_family_in_a_worker_is_the_error_here() -> None:
             raise families.AuditError("family 2 failed its audit (injected)")
         return x
 
-    with num_processes(2), pytest.raises(families.AuditError, match="family 2 failed its audit"):
-        list(parallel_imap(boom, [0, 1, 2, 3]))
+    with pytest.raises(families.AuditError, match="family 2 failed its audit"):
+        list(parallel_imap(boom, [0, 1, 2, 3], processes=2))
 
 
 def test_the_cycle_collector_is_off_inside_and_as_it_was_after(

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from clip_cycles.data.coco_families import ImageObjects, geometry, position_verdict, relation_verdict
+from clip_cycles.data.build_config import BuildConfig
+from clip_cycles.data.coco_families import ImageObjects, position_verdict, relation_verdict
 from clip_cycles.data.families import get_family
 
 W, H = 200.0, 100.0  # margin 0.25: 50 px horizontally, 25 px vertically
@@ -107,20 +108,21 @@ def test_unique_box_and_count_follow_crowd_and_instances():
 
 
 def test_relation_family_verdicts_and_facts_use_the_build_geometry():
-    family = get_family("coco", "strict_size")
+    registered = get_family("coco", "strict_size")
     # Ratio 2.25 = 1.5^2 (area 450 vs 200): larger at ratio 1.5, but not at 2.5.
     # bus centre (40, 5), car centre (22.5, 5): 17.5 px apart, under the 50 px margin.
     boxes = {"bus": [(30.0, 0.0, 20.0, 10.0)], "car": [(0.0, 0.0, 45.0, 10.0)]}
     image = objects(boxes)
     index = SimpleNamespace(memo={}, objects=lambda image_id: image)
-    with geometry(margin=0.25, size_ratio=1.5):
-        assert family.verdicts(image, "car", "bus")["larger than"] == "true"
-        assert family.verdicts(image, "car", "bus")["to the left of"] == "sub_margin"
-        facts = family.relation_facts(index, 1, ("larger than", "smaller than"))
+    family = registered.configured(BuildConfig.make(margin=0.25, size_ratio=1.5))
+    assert family.verdicts(image, "car", "bus")["larger than"] == "true"
+    assert family.verdicts(image, "car", "bus")["to the left of"] == "sub_margin"
+    facts = family.relation_facts(index, 1, ("larger than", "smaller than"))
     # Each size fact in both readings, carrying the ratio it was decided with (and no margin).
     assert facts == [
         {"kind": "relation", "subject": "bus", "relation": "smaller than", "object": "car", "ratio": 1.5},
         {"kind": "relation", "subject": "car", "relation": "larger than", "object": "bus", "ratio": 1.5},
     ]
-    with geometry(margin=0.25, size_ratio=2.5):
-        assert family.verdicts(objects(boxes), "car", "bus")["larger than"] == "sub_margin"
+    wider = registered.configured(BuildConfig.make(margin=0.25, size_ratio=2.5))
+    assert wider.verdicts(objects(boxes), "car", "bus")["larger than"] == "sub_margin"
+    assert registered.ratio == 1.5 and registered.margin == 0.1  # the registered family keeps the defaults

@@ -93,4 +93,4 @@ def test_self_contained_mode_embeds_images(shapes_world, tmp_path):
 @pytest.mark.parametrize("bad", [["--min-cycles", "0"]])
 def test_build_rejects_bad_options(shapes_world, tmp_path, bad, capsys):
     assert main(["build", "coco", "--coco-root", str(shapes_world), "--out", str(tmp_path / "x"), *bad]) == 2
-    assert "min_cycles must be at least 1" in capsys.readouterr().err
+    assert "BuildConfig option --min-cycles (min_cycles): must be a count >= 1" in capsys.readouterr().err

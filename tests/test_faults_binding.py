@@ -516,9 +516,11 @@ def test_7_non_finite_float_flags_are_refused(value: str, shapes_world: Path, tm
 def test_7_non_finite_thresholds_are_refused_by_the_library_before_the_build(shapes_world: Path, tmp_path: Path) -> None:
     from clip_cycles.data.build import build_coco_folder, build_gqa_folder
 
-    with pytest.raises(ValueError, match="size_ratio is inf; give a finite number"):
+    with pytest.raises(
+        ValueError, match=r"BuildConfig option --size-ratio \(size_ratio\): must be a finite area ratio >= 1, got inf"
+    ):
         build_coco_folder(shapes_world, tmp_path / "c", families=[FAMILY], size_ratio=float("inf"))
-    with pytest.raises(ValueError, match="validation_fraction is nan"):
+    with pytest.raises(ValueError, match=r"BuildConfig option --validation-fraction \(validation_fraction\): .*got nan"):
         build_gqa_folder(shapes_world, tmp_path / "g", validation_fraction=float("nan"))
     assert not (tmp_path / "c").exists() and not (tmp_path / "g").exists()
 

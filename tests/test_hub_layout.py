@@ -266,12 +266,34 @@ def test_the_hf_datasets_builder_script_writes_its_own_folder(tmp_path, monkeypa
     argv = ["build.py", "--world", str(tmp_path / "world"), "--n-images", "300", "--image-size", "64", "--min-cycles", "5",
             "--seeds", "0", "--self-contained"]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)
-    runpy.run_path(str(folder / "build.py"), run_name="__main__")
+    with pytest.raises(SystemExit) as stop:  # the script exits with the command's status, as gqa_cycles/build.py
+        runpy.run_path(str(folder / "build.py"), run_name="__main__")
+    assert stop.value.code == 0
     assert (folder / "build.py").is_file() and "card template" not in (folder / "README.md").read_text()
     assert read_build_info(folder)["layout"] == "imagefolder" and (folder / "data" / "images").is_dir()
     test = datasets.load_dataset(str(folder), "box_size", split="test", cache_dir=str(tmp_path / "hf"))
     assert test.num_rows > 0 and test[0]["image_1"].size == (64, 64)
     assert audit_folder(folder)["ok"]
+
+
+def test_the_coco_builder_script_is_the_build_command_with_this_folder(shapes_world, tmp_path, capsys):
+    """hf_datasets/coco_cycles/build.py forwards its flags to `clip-cycles build coco`: the same bytes as the library."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "coco_cycles_build", Path(__file__).resolve().parents[1] / "hf_datasets" / "coco_cycles" / "build.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    flags = ["--families", "strict_size", "--seeds", "0", "--min-cycles", "5", "--pool-train", "0", "--pool-val", "0"]
+    assert script.main(["--coco-root", str(shapes_world), "--out", str(tmp_path / "script" / "cycles"), *flags]) == 0
+    assert "written to" in capsys.readouterr().out
+    library, _ = build_coco_folder(shapes_world, tmp_path / "library" / "cycles", ["strict_size"], seeds=[0], min_cycles=5,
+                                   pool_train=None, pool_val=None)  # fmt: skip
+    for path in sorted(library.rglob("*")):
+        if path.is_file():
+            other = tmp_path / "script" / "cycles" / path.relative_to(library)
+            assert path.read_bytes().replace(b"/library/", b"/script/") == other.read_bytes(), path.name
 
 
 def test_the_lmms_eval_bridge_refuses_an_unavailable_scored_split(shapes_world, tmp_path):

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
-from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO
+from clip_cycles.data.build_config import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO
 from clip_cycles.data.families import DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, PAPER_FAMILIES, list_families
 from clip_cycles.data.gqa_families import GQA_VALIDATION_FRACTION
 

@@ -101,9 +101,13 @@ def test_images_show_the_shapes(shapes_world):
 
 
 def test_bad_parameters_and_cli(tmp_path, capsys):
-    with pytest.raises(ValueError, match="image_size must be in"):
+    with pytest.raises(
+        ValueError, match=r"^ShapesWorldOptions option --image-size \(image_size\): must be an image side in \[64, 128\]"
+    ):
         generate_world(10, image_size=32)
-    with pytest.raises(ValueError, match="n_images must be at least 4"):
+    with pytest.raises(
+        ValueError, match=r"^ShapesWorldOptions option --n-images \(n_images\): must be a count >= 4 of images, got 2"
+    ):
         generate_world(2)
     assert main(["build", "shapes", "--out", str(tmp_path / "w"), "--n-images", "8", "--image-size", "64"]) == 0
     assert "8 images written" in capsys.readouterr().out

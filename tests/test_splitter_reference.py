@@ -274,11 +274,15 @@ def test_concept_groups_to_ids_merges_and_names_unknown_ids():
 
 
 def test_splitter_parameters_and_label_vectors_are_checked():
-    with pytest.raises(ValueError, match=r"^n_splits must be at least 2, got 1$"):
+    with pytest.raises(ValueError, match=r"^SplitterOptions option n_splits: must be at least 2 folds, got 1 "):
         RandomSplit(n_splits=1)
-    with pytest.raises(ValueError, match=r"^n_repeats must be at least 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^SplitterOptions option n_repeats: must be at least 1 repeat, got 0 "):
         RandomSplit(n_repeats=0)
-    with pytest.raises(ValueError, match=r"^fold_assignment='mixed' is not one of \['per_attribute', 'shared'\]$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^SplitterOptions option --fold-assignment \(fold_assignment\): "
+        r"'mixed' is not one of \['per_attribute', 'shared'\]$",
+    ):
         RandomSplit(fold_assignment="mixed")
     assert RandomSplit(n_splits=2, n_repeats=1).get_n_splits() == 2 and RandomSplit(4, 3).get_n_splits() == 12
     splitter = SupercategorySplit(["a", "a", "b", "b", "c", "c"], n_splits=2)

@@ -265,7 +265,7 @@ def test_object_position_needs_every_instance_on_its_side(tmp_path):
 
 
 def test_the_margin_flag_changes_the_verdict(coco):
-    from clip_cycles.data.coco_families import geometry
+    from clip_cycles.data.build_config import BuildConfig
 
     index, raw = coco
     family = get_family("coco", "box_above_below")
@@ -273,11 +273,10 @@ def test_the_margin_flag_changes_the_verdict(coco):
     (bottle,), _ = raw_instances(raw, 2, "bottle")
     gaps = [cy - bottle[1] for _, cy in cups]
     assert gaps == [5.0, 7.0]  # by hand: both cups below the bottle by less than 10 px (margin 0.1 x 100)
-    with geometry(margin=0.04):  # 4 px: both gaps clear it
-        build = build_family(family, index, {0: {"train": [2, 5], "validation": [], "test": []}}, min_cycles=1)
-        facts = family.relation_facts(index, 2, ("above", "below"))
+    family = family.configured(BuildConfig.make(margin=0.04))  # 4 px: both gaps clear it
+    build = build_family(family, index, {0: {"train": [2, 5], "validation": [], "test": []}}, min_cycles=1)
+    facts = family.relation_facts(index, 2, ("above", "below"))
     assert {"kind": "relation", "subject": "cup", "relation": "below", "object": "bottle", "margin": 0.04} in facts
     assert "matched_sub_margin" not in build.excluded
-    with pytest.raises(ValueError, match="--margin must be in"):
-        with geometry(margin=0.7):
-            pass
+    with pytest.raises(ValueError, match=r"^BuildConfig option --margin \(margin\): must be a fraction of the image side"):
+        BuildConfig.make(margin=0.7)

@@ -224,7 +224,7 @@ def test_numpy_adam_restores_state_in_place():
 def test_bad_loop_settings_are_named():
     with pytest.raises(ValueError, match="Validation.select must be one of"):
         Validation("v", lambda m: 0.0, select="worst")
-    with pytest.raises(ValueError, match="fit: epochs must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"^TrainConfig option --epochs \(epochs\): .*, got 0 "):
         fit(CountingOptimizer(), lambda b: 0.0, N, identity_order, 0, BATCH)
     with pytest.raises(ValueError, match="fit: n_items must be a positive integer, got 0"):
         fit(CountingOptimizer(), lambda b: 0.0, 0, identity_order, 1, BATCH)

@@ -36,22 +36,30 @@ DIM = 4
 @pytest.mark.parametrize(
     "field,value,message",
     [
-        ("lr", 0.0, r"^TrainConfig\.lr must be positive, got 0\.0$"),
-        ("lr", -1e-3, r"^TrainConfig\.lr must be a finite non-negative number, got -0\.001$"),
-        ("lr", math.inf, r"^TrainConfig\.lr must be a finite non-negative number, got inf$"),
-        ("lr", math.nan, r"^TrainConfig\.lr must be a finite non-negative number, got nan$"),
-        ("lr", "0.1", r"^TrainConfig\.lr must be a finite non-negative number, got '0\.1'$"),
-        ("weight_decay", -1e-9, r"^TrainConfig\.weight_decay must be a finite non-negative number, got -1e-09$"),
-        ("weight_decay", math.inf, r"^TrainConfig\.weight_decay must be a finite non-negative number, got inf$"),
-        ("tie_tolerance", -1e-12, r"^TrainConfig\.tie_tolerance must be a finite non-negative number, got -1e-12$"),
-        ("tie_tolerance", math.nan, r"^TrainConfig\.tie_tolerance must be a finite non-negative number, got nan$"),
-        ("epochs", 0, r"^TrainConfig\.epochs must be a positive integer, got 0$"),
-        ("epochs", 2.0, r"^TrainConfig\.epochs must be a positive integer, got 2\.0$"),
-        ("batch_size", 0, r"^TrainConfig\.batch_size must be a positive integer, got 0$"),
-        ("batch_size", "64", r"^TrainConfig\.batch_size must be a positive integer, got '64'$"),
-        ("threads", 0, r"^TrainConfig\.threads must be None or a positive integer, got 0$"),
-        ("threads", 1.0, r"^TrainConfig\.threads must be None or a positive integer, got 1\.0$"),
-        ("loss", "mse", r"unknown loss 'mse'"),
+        ("lr", 0.0, r"^TrainConfig option --lr \(lr\): must be a finite positive learning rate, got 0\.0 "),
+        ("lr", -1e-3, r"^TrainConfig option --lr \(lr\): must be a finite positive learning rate, got -0\.001 "),
+        ("lr", math.inf, r"^TrainConfig option --lr \(lr\): must be a finite positive learning rate, got inf "),
+        ("lr", math.nan, r"^TrainConfig option --lr \(lr\): must be a finite positive learning rate, got nan "),
+        ("lr", "0.1", r"^TrainConfig option --lr \(lr\): must be a finite positive learning rate, got '0\.1' "),
+        (
+            "weight_decay",
+            -1e-9,
+            r"^TrainConfig option --weight-decay \(weight_decay\): must be a finite non-negative number, got -1e-09 ",
+        ),
+        (
+            "weight_decay",
+            math.inf,
+            r"^TrainConfig option --weight-decay \(weight_decay\): must be a finite non-negative number, got inf ",
+        ),
+        ("tie_tolerance", -1e-12, r"^TrainConfig option tie_tolerance: must be a finite non-negative number, got -1e-12 "),
+        ("tie_tolerance", math.nan, r"^TrainConfig option tie_tolerance: must be a finite non-negative number, got nan "),
+        ("epochs", 0, r"^TrainConfig option --epochs \(epochs\): must be a positive integer of epochs, got 0 "),
+        ("epochs", 2.0, r"^TrainConfig option --epochs \(epochs\): must be a positive integer of epochs, got 2\.0 "),
+        ("batch_size", 0, r"^TrainConfig option --train-batch-size \(batch_size\): must be a positive integer .*, got 0 "),
+        ("batch_size", "64", r"^TrainConfig option --train-batch-size \(batch_size\): must be a positive integer .*, got '64' "),
+        ("threads", 0, r"^TrainConfig option threads: must be None or a positive integer of threads, got 0 "),
+        ("threads", 1.0, r"^TrainConfig option threads: must be None or a positive integer of threads, got 1\.0 "),
+        ("loss", "mse", r"^TrainConfig option loss: unknown loss 'mse'"),
     ],
 )
 def test_each_train_config_check_names_its_field(field, value, message):
@@ -189,10 +197,10 @@ def test_torch_threads_sets_and_restores_the_count_and_refuses_zero():
     assert torch.get_num_threads() == before
     with torch_threads(None):
         assert torch.get_num_threads() == before
-    with pytest.raises(ValueError, match=r"^thread count must be a positive integer, got 0$"):
+    with pytest.raises(ValueError, match=r"^TrainConfig option threads: must be None or a positive integer of threads, got 0 "):
         with torch_threads(0):
             pass
-    with pytest.raises(ValueError, match=r"^thread count must be a positive integer, got 1\.5$"):
+    with pytest.raises(ValueError, match=r"^TrainConfig option threads: .*, got 1\.5 "):
         with torch_threads(1.5):  # type: ignore[arg-type]
             pass
     assert torch.get_num_threads() == before
@@ -244,7 +252,7 @@ def test_train_on_cycles_records_counts_and_scores_test_with_the_config_toleranc
     assert result.test_cycle_acc == pytest.approx(hand_cycle_acc(result.head, phi, psi, test, config.tie_tolerance), abs=1e-12)
     assert [r.steps for r in result.history] == [3, 3]  # ceil(20 / 8) batches a epoch
     record = result.to_dict()
-    assert record["config"] == asdict(config) and record["head"] == result.head.describe()
+    assert record["config"] == config.model_dump() and record["head"] == result.head.describe()
     assert (record["n_train"], record["n_test"], record["steps_skipped"]) == (20, 7, 0)
     assert (record["best_epoch"], record["best_val"], record["test_cycle_acc"]) == (
         result.best_epoch, result.best_val, result.test_cycle_acc)  # fmt: skip
@@ -306,10 +314,10 @@ class StepCounter:
 @pytest.mark.parametrize(
     "settings,message",
     [
-        ({"epochs": 0}, r"^fit: epochs must be a positive integer, got 0$"),
-        ({"batch_size": 0}, r"^fit: batch_size must be a positive integer, got 0$"),
+        ({"epochs": 0}, r"^TrainConfig option --epochs \(epochs\): must be a positive integer of epochs, got 0 "),
+        ({"batch_size": 0}, r"^TrainConfig option --train-batch-size \(batch_size\): .*, got 0 "),
         ({"n_items": 0}, r"^fit: n_items must be a positive integer, got 0$"),
-        ({"epochs": 1.0}, r"^fit: epochs must be a positive integer, got 1\.0$"),
+        ({"epochs": 1.0}, r"^TrainConfig option --epochs \(epochs\): .*, got 1\.0 "),
     ],
 )
 def test_fit_names_each_bad_setting(settings, message):

@@ -331,7 +331,7 @@ def test_an_empty_caption_is_named(caption: Any, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("size", [0, -1])
 def test_batch_size_must_be_positive(size: int, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=f"batch_size must be positive, got {size}"):
+    with pytest.raises(ValueError, match=rf"^EncodeOptions option --batch-size \(batch_size\): .*got {size}"):
         score_pairs(_pairs(), _spec(), [PromptConfig()], tmp_path, batch_size=size, scorer=_FakeScorer())
 
 

@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.data.text_normalize import concept_key
 from clip_cycles.registry import Registry
+from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
 
 #: The paper keeps an attribute when at least this many concepts have it (277 -> 211).
@@ -55,6 +57,17 @@ IMAGE_FOLDER: str = "object_images"
 TSV_LEADING_COLUMNS: tuple[str, str] = ("Word", "Definition")
 #: How a concept in several categories gets one (``largest``: paper 2's scripts; ``first``: first 1).
 MULTI_CATEGORY_RULES: tuple[str, ...] = ("largest", "first")
+
+
+class ConceptOptions(Options):
+    """The attribute filter of a concept-attribute label matrix, its range declared once."""
+
+    min_concepts: int = Field(
+        DEFAULT_MIN_CONCEPTS,
+        ge=1,
+        json_schema_extra={"flag": "--min-concepts"},
+        description="a count >= 1 of positive concepts per attribute",
+    )
 
 
 def _show(names: Sequence[str]) -> str:
@@ -537,8 +550,7 @@ def build_concept_attribute_data(
     attributes with fewer than ``min_concepts`` positive concepts are dropped
     (``attribute_below_min_concepts``). Attributes are sorted by name.
     """
-    if min_concepts < 1:
-        raise ValueError(f"min_concepts must be >= 1, got {min_concepts}")
+    ConceptOptions.make(min_concepts=min_concepts)
     if not isinstance(pairs, ConceptAttributePairs):
         pairs = _dedupe((str(c), str(a)) for c, a in pairs)
     concepts = tuple(concepts)

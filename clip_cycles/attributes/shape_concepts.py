@@ -14,10 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.data.shape_vocabulary import CATEGORIES
 from clip_cycles.data.shapes_world import _BACKGROUNDS, COLOURS, SIZE_RANGES, Shape, render
+from clip_cycles.schemas.options import Options
+
+
+class ShapeConceptOptions(Options):
+    """The size of the synthetic concept world, its range declared once."""
+
+    images_per_concept: int = Field(3, ge=1, description="a count >= 1 of images per concept")
+
 
 #: A concept's supercategory is its shape (12 concepts each), the analogue of a THINGS
 #: category such as "dog" grouping its kinds; seven groups allow 5-fold group splits.
@@ -60,8 +69,7 @@ def make_shape_concepts(out: str | Path, images_per_concept: int = 3, image_size
 
     Deterministic for a seed; files are rewritten only when missing.
     """
-    if images_per_concept < 1:
-        raise ValueError(f"images_per_concept must be at least 1, got {images_per_concept}")
+    ShapeConceptOptions.make(images_per_concept=images_per_concept)
     out = Path(out)
     rng = np.random.default_rng(seed)
     concepts: list[str] = []

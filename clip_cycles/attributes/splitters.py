@@ -46,16 +46,19 @@ splits per attribute with listed concepts moved from test to train); see
 from __future__ import annotations
 
 import json
+import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Iterator, Sequence
+from typing import Callable, ClassVar, Iterator, Literal, Sequence
 
 import numpy as np
+from pydantic import Field
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, StratifiedShuffleSplit
 
 from clip_cycles.attributes.concepts import _show, read_list_file
 from clip_cycles.registry import Registry
+from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
 
 #: The paper's similarity split uses 600 groups for 1,854 concepts; other sizes scale this.
@@ -82,7 +85,24 @@ def _n_samples(X: object) -> int:
 
 
 #: How group splitters deal groups to folds: per attribute (stratified) or one shared partition.
-FOLD_ASSIGNMENTS: tuple[str, ...] = ("per_attribute", "shared")
+FoldAssignment = Literal["per_attribute", "shared"]
+FOLD_ASSIGNMENTS: tuple[str, ...] = typing.get_args(FoldAssignment)
+
+
+class SplitterOptions(Options):
+    """The settings the concept splitters take, each range declared once; a splitter validates the ones it takes."""
+
+    n_splits: int = Field(5, ge=2, description="at least 2 folds")
+    n_repeats: int = Field(2, ge=1, description="at least 1 repeat")
+    fold_assignment: FoldAssignment = Field(
+        "per_attribute", json_schema_extra={"flag": "--fold-assignment"}, description="one of per_attribute, shared"
+    )
+    n_groups: int | None = Field(None, ge=0, description="None or a count >= 0 of similarity groups")
+    group_fraction: float = Field(
+        PAPER_SIMILARITY_GROUP_FRACTION, ge=0.0, le=1.0, description="a fraction in [0, 1] of concepts per group"
+    )
+    n_clusters: int = Field(100, ge=2, description="at least 2 clusters")
+    test_size: float = Field(0.2, gt=0.0, lt=1.0, description="a fraction in (0, 1) of concepts for test")
 
 
 class ConceptSplitter:
@@ -98,12 +118,7 @@ class ConceptSplitter:
         random_state: int | None = 0,
         fold_assignment: str = "per_attribute",
     ) -> None:
-        if int(n_splits) < 2:
-            raise ValueError(f"n_splits must be at least 2, got {n_splits}")
-        if int(n_repeats) < 1:
-            raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
-        if fold_assignment not in FOLD_ASSIGNMENTS:
-            raise ValueError(f"fold_assignment={fold_assignment!r} is not one of {list(FOLD_ASSIGNMENTS)}")
+        SplitterOptions.make(n_splits=int(n_splits), n_repeats=int(n_repeats), fold_assignment=fold_assignment)
         self.n_splits = int(n_splits)
         self.n_repeats = int(n_repeats)
         self.random_state = random_state
@@ -400,10 +415,7 @@ class SimilaritySplit(ConceptSplitter):
         fold_assignment: str = "per_attribute",
     ) -> None:
         super().__init__(n_splits, n_repeats, random_state, fold_assignment)
-        if n_groups is not None and n_groups < 0:
-            raise ValueError(f"n_groups must be >= 0, got {n_groups}")
-        if not 0.0 <= group_fraction <= 1.0:
-            raise ValueError(f"group_fraction must be in [0, 1], got {group_fraction}")
+        SplitterOptions.make(n_groups=n_groups, group_fraction=group_fraction)
         self.n_groups = n_groups
         self.group_fraction = group_fraction
         self.embeddings = embeddings
@@ -441,8 +453,7 @@ class ClusterSplit(ConceptSplitter):
         fold_assignment: str = "per_attribute",
     ) -> None:
         super().__init__(n_splits, n_repeats, random_state, fold_assignment)
-        if int(n_clusters) < 2:
-            raise ValueError(f"n_clusters must be at least 2, got {n_clusters}")
+        SplitterOptions.make(n_clusters=int(n_clusters))
         self.n_clusters = int(n_clusters)
         self.embeddings = embeddings
         self.n_init = n_init
@@ -598,8 +609,7 @@ class MovedToTrainSplit(ConceptSplitter):
         random_state: int | None = 0,
     ) -> None:
         super().__init__(n_splits, 1, random_state, "per_attribute")
-        if not 0.0 < test_size < 1.0:
-            raise ValueError(f"test_size must be in (0, 1), got {test_size}")
+        SplitterOptions.make(test_size=test_size)
         self.moved_rows = np.unique(np.asarray(moved_rows, dtype=np.int64))
         self.test_size = test_size
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.algebra.audits import DEGREE_TOL, Witness
 from clip_cycles.algebra.contrast import (
@@ -34,27 +35,27 @@ from clip_cycles.algebra.contrast import (
 )
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
+from clip_cycles.schemas.options import CheckedOptions
 
 #: Blind baselines, in table order.
 BLIND_SCORES: tuple[str, ...] = ("witness", "shortest_caption", "longest_caption", "caption_probe", "image_probe")
 
 
-@dataclass(frozen=True)
-class AuditSettings:
-    """Settings of the learned probes and the tie tolerance of every credit."""
+class AuditSettings(CheckedOptions):
+    """Settings of the learned probes and the tie tolerance of every credit, ranges declared on the fields."""
 
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
-    probe_folds: int = 5
+    tie_tolerance: float = Field(
+        DEFAULT_TIE_TOLERANCE,
+        ge=0.0,
+        allow_inf_nan=False,
+        json_schema_extra={"flag": "--tie-tolerance"},
+        description="a finite non-negative number",
+    )
+    probe_folds: int = Field(5, ge=2, json_schema_extra={"flag": "--probe-folds"}, description="at least 2 folds")
     #: Inverse L2 strength of the probes' logistic regression (scikit-learn's ``C``).
     probe_c: float = 10.0
     #: False leaves the learned probes out (reported unavailable), e.g. to time the design audit alone.
     probes: bool = True
-
-    def __post_init__(self) -> None:
-        if not (np.isfinite(self.tie_tolerance) and self.tie_tolerance >= 0):
-            raise ValueError(f"tie_tolerance must be a finite non-negative number, got {self.tie_tolerance!r}")
-        if self.probe_folds < 2:
-            raise ValueError(f"probe_folds must be at least 2, got {self.probe_folds}")
 
 
 @dataclass

@@ -22,28 +22,33 @@ command in ``build_info.json`` writes them so).
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 from pathlib import Path
 from typing import Any, Sequence
 
 from clip_cycles.data import gqa_families
-from clip_cycles.data.coco_families import DEFAULT_MARGIN, DEFAULT_SIZE_RATIO, coco_pools, geometry, load_coco_index
-from clip_cycles.data.dataset_folder import build_folder, folder_options
-from clip_cycles.data.families import (
+from clip_cycles.data.build_config import (
     DEFAULT_MIN_CYCLES,
+    DEFAULT_POOL_TRAIN,
+    DEFAULT_POOL_VAL,
     DEFAULT_VALIDATION_FRACTION,
-    check_seeds,
-    cycle_collector_paused,
-    list_families,
-    num_processes,
-    seed_argument,
+    BuildConfig,
 )
+from clip_cycles.data.coco_families import coco_pools, load_coco_index
+from clip_cycles.data.dataset_folder import build_folder
+from clip_cycles.data.families import cycle_collector_paused, list_families, seed_argument
 from clip_cycles.data.sources import get_source, resolve_hook, source_names
 from clip_cycles.results import finite_float
 
-DEFAULT_POOL_TRAIN: int = 10000
-DEFAULT_POOL_VAL: int = 2744
+__all__ = ["DEFAULT_POOL_TRAIN", "DEFAULT_POOL_VAL", "BuildConfig", "build_coco_folder", "build_gqa_folder"]
+
+
+def coco_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
+    """``config`` with ``settings`` over it, or COCO's defaults with ``settings``; validated once."""
+    settings = {name: value for name, value in settings.items() if name != "families" or value is not None}
+    if config is None:
+        return BuildConfig.for_source("coco", **settings)
+    return config.replace(**settings) if settings else config
 
 
 @cycle_collector_paused()  # the load and the build hold millions of objects: see its docstring
@@ -51,50 +56,38 @@ def build_coco_folder(
     coco_root: str | Path,
     out: str | Path,
     families: Sequence[str] | None = None,
-    seeds: Sequence[int] = (0, 1, 2),
-    min_cycles: int = DEFAULT_MIN_CYCLES,
-    pool_train: int | None = DEFAULT_POOL_TRAIN,
-    pool_val: int | None = DEFAULT_POOL_VAL,
-    self_contained: bool = False,
-    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
-    num_proc: int = 1,
-    margin: float | None = None,
-    size_ratio: float | None = None,
-    overwrite: bool = False,
-    allow_empty: bool = False,
+    *,
+    config: BuildConfig | None = None,
+    **settings: Any,
 ) -> tuple[Path, list[Any]]:
     """Load COCO under ``coco_root`` (standard layout), build, audit and write the families to ``out``.
 
-    ``num_proc`` processes share the heavy steps (same output for any count). ``margin`` and
-    ``size_ratio`` are the geometric thresholds (None: the defaults 0.1 and 1.5).
-    ``overwrite`` lets ``out`` hold files no build wrote (only the project's own are
-    replaced); ``allow_empty`` writes a folder in which no family has an available split.
+    The build's settings are ``config`` (a :class:`~clip_cycles.data.build_config.BuildConfig`),
+    with ``families`` and any ``settings`` (its field names: ``seeds``, ``min_cycles``,
+    ``pool_train``, ``pool_val``, ``self_contained``, ``validation_fraction``, ``num_proc``,
+    ``margin``, ``size_ratio``, ``overwrite``, ``allow_empty``) laid over it; without
+    ``config``, over COCO's defaults. An invalid value is refused before anything is read
+    or written. ``num_proc`` processes share the heavy steps (same output for any count).
     Returns the folder and the :class:`~clip_cycles.data.families.FamilyBuild` list.
     """
-    margin = DEFAULT_MARGIN if margin is None else margin
-    size_ratio = DEFAULT_SIZE_RATIO if size_ratio is None else size_ratio
-    _check_finite(margin=margin, size_ratio=size_ratio, validation_fraction=validation_fraction)
-
-    check_seeds(seeds)
-    names = list(families) if families else list_families("coco")
+    config = coco_config(config, families=families, **settings)
+    names = list(config.families) if config.families else list_families("coco")
     index = load_coco_index(coco_root)
-    train_pool, val_pool = coco_pools(index, pool_train, pool_val)
+    train_pool, val_pool = coco_pools(index, config.pool_train, config.pool_val)
     if not train_pool or not val_pool:
         raise ValueError(f"COCO root {index.root}: train2017 or val2017 has no valid annotated image "
                          f"(skipped: {dict(index.skipped)})")  # fmt: skip
     command = ["clip-cycles", "build", "coco", "--coco-root", str(index.root), "--out", str(out), "--families", *names,
-               "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
-               "--pool-val", str(pool_val or 0), "--validation-fraction", repr(validation_fraction), "--margin", repr(margin),
-               "--size-ratio", repr(size_ratio)] + (["--self-contained"] if self_contained else [])  # fmt: skip
-    with num_processes(num_proc), geometry(margin, size_ratio):
-        return build_folder(
-            index, names, train_pool, val_pool, out, seeds=seeds, min_cycles=min_cycles,
-            validation_fraction=validation_fraction, mode="self_contained" if self_contained else "reference",
-            rebuild_command=shlex.join(command), skipped=dict(index.skipped),
-            extra_info={"pool_requested": {"train": pool_train, "val": pool_val},
-                        "thresholds": {"margin": margin, "size_ratio": size_ratio}},
-            overwrite=overwrite, allow_empty=allow_empty,
-        )  # fmt: skip
+               "--seeds", *map(str, config.seeds), "--min-cycles", str(config.min_cycles),
+               "--pool-train", str(config.pool_train or 0), "--pool-val", str(config.pool_val or 0),
+               "--validation-fraction", repr(config.validation_fraction), "--margin", repr(config.margin),
+               "--size-ratio", repr(config.size_ratio)] + (["--self-contained"] if config.self_contained else [])  # fmt: skip
+    return build_folder(
+        index, names, train_pool, val_pool, out, config, rebuild_command=shlex.join(command),
+        skipped=dict(index.skipped),
+        extra_info={"pool_requested": {"train": config.pool_train, "val": config.pool_val},
+                    "thresholds": {"margin": config.margin, "size_ratio": config.size_ratio}},
+    )  # fmt: skip
 
 
 @cycle_collector_paused()
@@ -102,47 +95,30 @@ def build_gqa_folder(
     gqa_root: str | Path,
     out: str | Path,
     families: Sequence[str] | None = None,
-    seeds: Sequence[int] = (0, 1, 2),
-    min_cycles: int = DEFAULT_MIN_CYCLES,
-    pool_train: int | None = gqa_families.DEFAULT_POOL_TRAIN,
-    pool_test: int | None = gqa_families.DEFAULT_POOL_TEST,
-    self_contained: bool = False,
-    num_proc: int = 1,
-    validation_fraction: float = gqa_families.GQA_VALIDATION_FRACTION,
-    overwrite: bool = False,
-    allow_empty: bool = False,
+    *,
+    config: BuildConfig | None = None,
+    **settings: Any,
 ) -> tuple[Path, list[Any]]:
     """Build the GQA families from ``gqa_root`` (scene graphs, images) into the dataset folder ``out``.
 
-    Pools default to paper 1's (5,600 train-file, 2,400 val-file images); ``None`` takes
-    every valid image; ``validation_fraction`` of the train pool goes to validation per seed.
-    The output is the same for any ``num_proc``. ``self_contained``, ``overwrite`` and
-    ``allow_empty`` as for :func:`build_coco_folder`.
+    Settings as for :func:`build_coco_folder`, over GQA's defaults: pools of paper 1 (5,600
+    train-file, 2,400 val-file images; ``pool_test`` names the config's ``pool_val``; ``None``
+    takes every valid image), ``validation_fraction`` 1/7 of the train pool per seed. The
+    output is the same for any ``num_proc``.
     """
-    seeds = tuple(check_seeds(seeds))
-    _check_finite(validation_fraction=validation_fraction)
-    with num_processes(num_proc), folder_options(overwrite=overwrite, allow_empty=allow_empty):
-        names = list(families) if families else list_families("gqa")
-        index, train_pool, val_pool = gqa_families.gqa_build_inputs(gqa_root, pool_train, pool_test)
-        command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
-                   "--seeds", *map(str, seeds), "--min-cycles", str(min_cycles), "--pool-train", str(pool_train or 0),
-                   "--pool-test", str(pool_test or 0), "--validation-fraction", repr(validation_fraction)] + (
-                       ["--self-contained"] if self_contained else [])  # fmt: skip
-        return build_folder(
-            index, names, train_pool, val_pool, out,
-            seeds=seeds, min_cycles=min_cycles, validation_fraction=validation_fraction,
-            mode="self_contained" if self_contained else "reference",
-            rebuild_command=shlex.join(command),
-            skipped=dict(sorted(index.skipped.items())),
-            extra_info={"gqa": gqa_families.pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)},
-        )  # fmt: skip
-
-
-def _check_finite(**values: float) -> None:
-    """Thresholds go into build_info.json and the card: a NaN or an infinity is refused before the build."""
-    for name, value in values.items():
-        if not math.isfinite(value):
-            raise ValueError(f"{name} is {value!r}; give a finite number (--{name.replace('_', '-')})")
+    config = gqa_families.gqa_config(config, families=families, **settings)
+    names = list(config.families) if config.families else list_families("gqa")
+    pool_train, pool_test, validation_fraction = config.pool_train, config.pool_val, config.validation_fraction
+    index, train_pool, val_pool = gqa_families.gqa_build_inputs(gqa_root, pool_train, pool_test)
+    command = ["clip-cycles", "build", "gqa", "--gqa-root", str(index.root), "--out", str(out), "--families", *names,
+               "--seeds", *map(str, config.seeds), "--min-cycles", str(config.min_cycles), "--pool-train",
+               str(pool_train or 0), "--pool-test", str(pool_test or 0), "--validation-fraction",
+               repr(validation_fraction)] + (["--self-contained"] if config.self_contained else [])  # fmt: skip
+    return build_folder(
+        index, names, train_pool, val_pool, out, config, rebuild_command=shlex.join(command),
+        skipped=dict(sorted(index.skipped.items())),
+        extra_info={"gqa": gqa_families.pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)},
+    )  # fmt: skip
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -209,11 +185,13 @@ def add_coco_flags(parser: argparse.ArgumentParser) -> None:
 
 def run_coco(args: argparse.Namespace) -> int:
     """``clip-cycles build coco``: build, audit and write; print one line per family."""
-    out, builds = build_coco_folder(args.coco_root, args.out, args.families, args.seeds, args.min_cycles,
-                                    args.pool_train, args.pool_val, args.self_contained,
-                                    validation_fraction=args.validation_fraction, num_proc=args.num_proc,
-                                    margin=args.margin, size_ratio=args.size_ratio, overwrite=args.overwrite,
-                                    allow_empty=args.allow_empty)  # fmt: skip
+    config = BuildConfig.for_source(
+        "coco", families=args.families, seeds=args.seeds, min_cycles=args.min_cycles, pool_train=args.pool_train,
+        pool_val=args.pool_val, self_contained=args.self_contained, validation_fraction=args.validation_fraction,
+        num_proc=args.num_proc, margin=args.margin, size_ratio=args.size_ratio, overwrite=args.overwrite,
+        allow_empty=args.allow_empty,
+    )  # fmt: skip
+    out, builds = build_coco_folder(args.coco_root, args.out, config=config)
     _summary(out, builds)
     return 0
 
@@ -251,10 +229,12 @@ def add_gqa_flags(parser: argparse.ArgumentParser) -> None:
 
 def run_gqa(args: argparse.Namespace) -> int:
     """``clip-cycles build gqa``: build, audit and write; print one line per family."""
-    out, builds = build_gqa_folder(args.gqa_root, args.out, args.families, args.seeds, args.min_cycles,
-                                   args.pool_train, args.pool_test, args.self_contained,
-                                   num_proc=args.num_proc, validation_fraction=args.validation_fraction,
-                                   overwrite=args.overwrite, allow_empty=args.allow_empty)  # fmt: skip
+    config = BuildConfig.for_source(
+        "gqa", families=args.families, seeds=args.seeds, min_cycles=args.min_cycles, pool_train=args.pool_train,
+        pool_val=args.pool_test, self_contained=args.self_contained, validation_fraction=args.validation_fraction,
+        num_proc=args.num_proc, overwrite=args.overwrite, allow_empty=args.allow_empty,
+    )  # fmt: skip
+    out, builds = build_gqa_folder(args.gqa_root, args.out, config=config)
     _summary(out, builds)
     return 0
 

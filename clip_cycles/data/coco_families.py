@@ -43,10 +43,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -62,30 +61,6 @@ from clip_cycles.data.families import (
 )
 from clip_cycles.data.shape_vocabulary import SHAPE_WORDS
 from clip_cycles.fingerprints import canonical_json
-
-#: Default spatial margin (fraction of the image side) and size ratio of relation captions:
-#: this project's choices (paper 1 does not state its values); ``--margin`` / ``--size-ratio``.
-DEFAULT_MARGIN: float = 0.1
-DEFAULT_SIZE_RATIO: float = 1.5
-
-#: The thresholds a build uses (set with :func:`geometry`); read by every geometric family.
-_GEOMETRY: dict[str, float] = {"margin": DEFAULT_MARGIN, "size_ratio": DEFAULT_SIZE_RATIO}
-
-
-@contextmanager
-def geometry(margin: float = DEFAULT_MARGIN, size_ratio: float = DEFAULT_SIZE_RATIO) -> Iterator[None]:
-    """Use this spatial ``margin`` (fraction of width/height) and ``size_ratio`` inside the block."""
-    if not 0.0 <= margin < 0.5:
-        raise ValueError(f"--margin must be in [0, 0.5), got {margin}")
-    if not size_ratio >= 1.0:
-        raise ValueError(f"--size-ratio must be at least 1, got {size_ratio}")
-    previous = dict(_GEOMETRY)
-    _GEOMETRY.update(margin=float(margin), size_ratio=float(size_ratio))
-    try:
-        yield
-    finally:
-        _GEOMETRY.update(previous)
-
 
 #: Partners tried per image in greedy pairing, and uses of one image per family split.
 PARTNER_TRIES: int = 30
@@ -706,7 +681,10 @@ class TextNeighbor(HumanCaptionFamily):
             columns = vectors.T.tocsr()
             starts = list(range(0, len(facts), NEIGHBOUR_BLOCK))
             blocks = parallel_map(
-                lambda start: _top_neighbours(vectors[start : start + NEIGHBOUR_BLOCK], columns, start, k), starts, chunk_size=1
+                lambda start: _top_neighbours(vectors[start : start + NEIGHBOUR_BLOCK], columns, start, k),
+                starts,
+                chunk_size=1,
+                processes=self.config.num_proc,
             )
             rows = [row for block in blocks for row in block]
             result = {facts[i][0]: [facts[j][0] for j in row] for i, row in enumerate(rows)}
@@ -797,13 +775,13 @@ class RelationFamily(CocoFamily):
 
     @property
     def margin(self) -> float:
-        """The build's spatial margin (:func:`geometry`, ``--margin``)."""
-        return _GEOMETRY["margin"]
+        """The build's spatial margin (``BuildConfig.margin``, ``--margin``)."""
+        return self.config.margin
 
     @property
     def ratio(self) -> float:
-        """The build's size ratio (:func:`geometry`, ``--size-ratio``)."""
-        return _GEOMETRY["size_ratio"]
+        """The build's size ratio (``BuildConfig.size_ratio``, ``--size-ratio``)."""
+        return self.config.size_ratio
 
     def relation_facts(self, index: CocoIndex, image_id: int, relations: Sequence[str]) -> list[dict[str, Any]]:
         """True relation meanings of ``relations`` (every instance pair agrees) of the image (memoised);
@@ -1098,8 +1076,8 @@ class ObjectVariant(CocoFamily):
 class ObjectPosition(CocoFamily):
     @property
     def margin(self) -> float:
-        """The build's spatial margin (:func:`geometry`, ``--margin``)."""
-        return _GEOMETRY["margin"]
+        """The build's spatial margin (``BuildConfig.margin``, ``--margin``)."""
+        return self.config.margin
 
     def build_cycles(self, index: CocoIndex, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         strata: dict[str, dict[str, list[int]]] = {}

@@ -56,16 +56,16 @@ import shutil
 from collections import Counter
 from functools import partial
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from clip_cycles.data.annotations import parse_json
+from clip_cycles.data.build_config import BuildConfig
 from clip_cycles.data.card_yaml import Quoted, card_header
 from clip_cycles.data.families import (
     ROW_COLUMNS,
     SPLITS,
     FamilyBuild,
     build_families,
-    check_seeds,
     family_provenance,
 )
 from clip_cycles.data.sources import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
@@ -582,21 +582,6 @@ _OWN_TOP = ("README.md", "build_info.json")
 _OWN_PARQUET = re.compile(
     r"^data/(?:(?P<family>[^/]+)/seed\d+/|(?P<flat>[^/]+)-seed\d+-)(train|validation|test)\.parquet$"
 )  # parquet layout, imagefolder layout
-_DEFAULTS: dict[str, bool] = {"overwrite": False, "allow_empty": False}
-
-
-@contextlib.contextmanager
-def folder_options(overwrite: bool | None = None, allow_empty: bool | None = None) -> Iterator[None]:
-    """Defaults of ``overwrite``/``allow_empty`` for builds inside the block (for builders that do not pass them)."""
-    saved = dict(_DEFAULTS)
-    if overwrite is not None:
-        _DEFAULTS["overwrite"] = overwrite
-    if allow_empty is not None:
-        _DEFAULTS["allow_empty"] = allow_empty
-    try:
-        yield
-    finally:
-        _DEFAULTS.update(saved)
 
 
 def _relative_files(folder: Path) -> list[str]:
@@ -688,59 +673,38 @@ def write_folder(
     out: str | Path,
     index: Any,
     builds: Sequence[FamilyBuild],
+    config: BuildConfig,
     *,
-    mode: str = "reference",
     rebuild_command: str,
     pools: Mapping[str, int],
-    min_cycles: int,
-    validation_fraction: float,
     skipped: Mapping[str, int] | None = None,
     extra_info: Mapping[str, Any] | None = None,
-    overwrite: bool | None = None,
-    allow_empty: bool | None = None,
 ) -> Path:
     """Write Parquet files, ``build_info.json`` and the card for built families, as one transaction; returns ``out``.
 
     Everything goes to a temporary sibling folder, is verified, and then replaces the
     previous build; on any failure ``out`` is left as it was. ``out`` holding files no
-    build wrote is refused unless ``overwrite`` (then only the project's own files are
-    replaced); a build in which no family has an available split is refused unless
-    ``allow_empty``.
+    build wrote is refused unless ``config.overwrite`` (then only the project's own files
+    are replaced); a build in which no family has an available split is refused unless
+    ``config.allow_empty``. ``config`` also gives the mode, ``min_cycles`` and
+    ``validation_fraction`` recorded in ``build_info.json``.
     """
     from tqdm.auto import tqdm
 
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    overwrite = _DEFAULTS["overwrite"] if overwrite is None else overwrite
-    allow_empty = _DEFAULTS["allow_empty"] if allow_empty is None else allow_empty
     given = Path(out)
     out = transaction_target(given)  # a symlinked --out: its target is rebuilt, the link stays
     root = Path(index.root)
     # A family short in some split still serves the splits that meet the rule (zero-shot scoring).
-    if not any(b.available or b.available_splits for b in builds) and not allow_empty:
+    if not any(b.available or b.available_splits for b in builds) and not config.allow_empty:
         reasons = "; ".join(f"{b.name}: {b.reason}" for b in builds) or "no family was requested"
         raise ValueError(
             f"no family has an available split, nothing was written to {out} ({reasons}); lower --min-cycles, "
             "use a larger pool, or pass --allow-empty to write the folder anyway"
         )
-    foreign = _check_out(out, overwrite)
+    foreign = _check_out(out, config.overwrite)
     staging = staging_folder(out)
     try:
-        _write_into(
-            staging,
-            given.name,
-            root,
-            index,
-            builds,
-            mode,
-            rebuild_command,
-            pools,
-            min_cycles,
-            validation_fraction,
-            skipped,
-            extra_info,
-            tqdm,
-        )
+        _write_into(staging, given.name, root, index, builds, config, rebuild_command, pools, skipped, extra_info, tqdm)
         info = read_build_info(staging)
         problems = verify_folder_files(staging, info)
         if problems:
@@ -760,15 +724,14 @@ def _write_into(
     root: Path,
     index: Any,
     builds: Sequence[FamilyBuild],
-    mode: str,
+    config: BuildConfig,
     rebuild_command: str,
     pools: Mapping[str, int],
-    min_cycles: int,
-    validation_fraction: float,
     skipped: Mapping[str, int] | None,
     extra_info: Mapping[str, Any] | None,
     tqdm: Any,
 ) -> None:
+    mode = config.mode
     written = []
     layout = LAYOUT_OF_MODE[mode]
     for build in tqdm(builds, desc="writing parquet", disable=progress_disable()):
@@ -804,8 +767,8 @@ def _write_into(
         "unavailable": {b.name: b.reason for b in builds if not b.available},
         "skipped": dict(sorted((skipped or {}).items())),
         "pools": dict(pools),
-        "min_cycles": min_cycles,
-        "validation_fraction": validation_fraction,
+        "min_cycles": config.min_cycles,
+        "validation_fraction": config.validation_fraction,
         "rebuild_command": rebuild_command,
         **(extra_info or {}),
         "files": _file_records(out, written),
@@ -1017,31 +980,20 @@ def build_folder(
     train_pool: Sequence[int],
     val_pool: Sequence[int],
     out: str | Path,
+    config: BuildConfig,
     *,
-    seeds: Sequence[int] = (0, 1, 2),
-    min_cycles: int = 20,
-    validation_fraction: float = 0.2,
-    mode: str = "reference",
     rebuild_command: str,
     skipped: Mapping[str, int] | None = None,
     extra_info: Mapping[str, Any] | None = None,
-    overwrite: bool | None = None,
-    allow_empty: bool | None = None,
 ) -> tuple[Path, list[FamilyBuild]]:
-    """Build, audit and write the named families of ``index.source``: the one call every source uses.
+    """Build, audit and write the named families of ``index.source`` under ``config``: the one call every source uses.
 
     Raises :class:`~clip_cycles.data.families.AuditError` when a family split fails an audit;
-    families short of ``min_cycles`` are recorded as unavailable.
+    families short of ``config.min_cycles`` are recorded as unavailable.
     """
-    if min_cycles < 1:
-        raise ValueError(f"min_cycles must be at least 1, got {min_cycles}")
-    check_seeds(seeds)
-    builds = build_families(index, families, train_pool, val_pool, seeds, min_cycles, validation_fraction,
-                            finish=partial(encode_family, mode=mode))  # fmt: skip
+    builds = build_families(index, families, train_pool, val_pool, config, finish=partial(encode_family, mode=config.mode))
     path = write_folder(
-        out, index, builds, mode=mode, rebuild_command=rebuild_command,
-        pools={"train": len(set(train_pool)), "val": len(set(val_pool))}, min_cycles=min_cycles,
-        validation_fraction=validation_fraction, skipped=skipped, extra_info=extra_info, overwrite=overwrite,
-        allow_empty=allow_empty,
+        out, index, builds, config, rebuild_command=rebuild_command,
+        pools={"train": len(set(train_pool)), "val": len(set(val_pool))}, skipped=skipped, extra_info=extra_info,
     )  # fmt: skip
     return path, builds

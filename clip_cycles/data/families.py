@@ -39,7 +39,8 @@ set of 2x2 blocks (they cannot fail on a well-formed cycle), so they are reporte
 
 The families of a build go through :func:`parallel_imap` (one family per task) and heavy
 per-image steps (text-neighbour search, candidate indexing) through :func:`parallel_map`;
-both run on ``--num-proc`` worker processes inside :func:`num_processes`. A map inside a
+both run on ``processes`` worker processes (the build's ``BuildConfig.num_proc``, carried
+with the work: the family's config travels to the worker with the family). A map inside a
 worker runs in that worker, so in a build a family's per-image steps run on the worker
 that builds the family. Results come back in input order and each family depends only
 on the index, the pools and its own seeded generators, so the output is byte-identical for
@@ -53,8 +54,10 @@ import gc
 import hashlib
 import json
 import multiprocessing
+import typing
 from collections import Counter
 from contextlib import contextmanager
+from copy import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protocol, Sequence, TypeVar
@@ -62,6 +65,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Mapping, Protoco
 import numpy as np
 
 from clip_cycles.algebra.audits import audit_cycles
+from clip_cycles.data.build_config import DEFAULT_BUILD, DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, BuildConfig
 from clip_cycles.data.sources import builder_names, get_builder
 from clip_cycles.fingerprints import canonical_json
 from clip_cycles.registry import Registry, resolve_target
@@ -70,17 +74,11 @@ from clip_cycles.verbosity import progress_disable
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
 
-#: Default minimum number of cycles in every split of every seed (paper 1: a family
-#: with 18-19 validation cycles was reported unavailable).
-DEFAULT_MIN_CYCLES: int = 20
 #: How a user sets the minimum-cycle rule, named in every unavailable-family reason.
 MIN_CYCLES_HINT = (
     f"minimum-cycle rule: `clip-cycles build ... --min-cycles N`; for families built from a raw root "
     f"by clip_benchmark or clip-cycles eval, the environment variable {MIN_CYCLES_ENV}=N"
 )
-
-#: Default share of the train pool that goes to validation, per seed.
-DEFAULT_VALIDATION_FRACTION: float = 0.2
 
 #: Seed of the fixed pool draw; the pools are the same for every split seed (paper 1).
 POOL_SEED: int = 0
@@ -88,21 +86,9 @@ POOL_SEED: int = 0
 T = TypeVar("T")
 R = TypeVar("R")
 
-_num_proc = 1
-_task: Callable[[Any], Any] | None = None  # the function the forked workers apply (inherited, never pickled)
-
-
-@contextmanager
-def num_processes(n: int) -> Iterator[None]:
-    """Let :func:`parallel_map` and :func:`parallel_imap` use ``n`` worker processes inside the block (``--num-proc``)."""
-    global _num_proc
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"--num-proc must be a positive integer, got {n!r}")
-    previous, _num_proc = _num_proc, n
-    try:
-        yield
-    finally:
-        _num_proc = previous
+# The function the forked workers apply: set just before the pool forks, so the workers inherit
+# it (a closure over the index is never pickled), and reset after; not a setting of the build.
+_task: Callable[[Any], Any] | None = None
 
 
 @contextmanager
@@ -128,12 +114,12 @@ def _run_chunk(chunk: Sequence[Any]) -> list[Any]:
     return [_task(item) for item in chunk]
 
 
-def _chunk_results(fn: Callable[[T], R], chunks: list[list[T]]) -> Iterator[list[R]]:
-    """``[fn(x) for x in chunk]`` for each chunk, in order, on the :func:`num_processes` workers
-    (each free worker takes the next chunk); here with one process, inside a worker, or without
-    the ``fork`` start method (Windows)."""
+def _chunk_results(fn: Callable[[T], R], chunks: list[list[T]], processes: int) -> Iterator[list[R]]:
+    """``[fn(x) for x in chunk]`` for each chunk, in order, on ``processes`` workers (each free
+    worker takes the next chunk); here with one process, inside a worker, or without the
+    ``fork`` start method (Windows)."""
     global _task
-    procs = min(_num_proc, len(chunks))
+    procs = min(processes, len(chunks))
     if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
         yield from ([fn(item) for item in chunk] for chunk in chunks)
         return
@@ -145,8 +131,8 @@ def _chunk_results(fn: Callable[[T], R], chunks: list[list[T]]) -> Iterator[list
         _task = None
 
 
-def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64) -> list[R]:
-    """``[fn(x) for x in items]``, on the :func:`num_processes` worker processes when there are several.
+def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64, processes: int = 1) -> list[R]:
+    """``[fn(x) for x in items]``, on ``processes`` worker processes when there are several.
 
     Workers are forked, so ``fn`` may close over the (large) annotation index without it
     being pickled; only the items and results travel. Results keep the input order, and
@@ -155,17 +141,17 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64)
     """
     items = list(items)
     chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)]
-    return [result for part in _chunk_results(fn, chunks) for result in part]
+    return [result for part in _chunk_results(fn, chunks, processes) for result in part]
 
 
-def parallel_imap(fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
-    """``fn(x) for x in items``, one item per task on the :func:`num_processes` workers; input order.
+def parallel_imap(fn: Callable[[T], R], items: Sequence[T], processes: int = 1) -> Iterator[R]:
+    """``fn(x) for x in items``, one item per task on ``processes`` workers; input order.
 
     For a few long tasks (the families of a build): the next free worker takes the next
     item, and each result is yielded as soon as it and all before it are done. Inside a
     worker, or with one process, the items run here.
     """
-    for part in _chunk_results(fn, [[item] for item in items]):
+    for part in _chunk_results(fn, [[item] for item in items], processes):
         yield part[0]
 
 
@@ -258,6 +244,15 @@ class Family:
     source: ClassVar[str] = ""
     name: ClassVar[str] = ""
     predicate: ClassVar[str] = ""
+    #: The build's settings this family reads (geometry, ``num_proc``); the registered instance
+    #: holds the defaults, a build works on :meth:`configured` copies.
+    config: BuildConfig = DEFAULT_BUILD
+
+    def configured(self, config: BuildConfig) -> typing.Self:
+        """A copy of this family that builds under ``config`` (the registered one is left as it is)."""
+        family = copy(self)
+        family.config = config
+        return family
 
     def build_cycles(self, index: Any, image_ids: Sequence[int], rng: np.random.Generator) -> list[Cycle]:
         """All cycles of this family among ``image_ids`` (one split), in a deterministic order."""
@@ -445,8 +440,7 @@ def split_pools(
 
     Returns sorted id lists keyed by ``train``, ``validation``, ``test``.
     """
-    if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(f"validation_fraction must be in (0, 1), got {validation_fraction}")
+    BuildConfig.make(validation_fraction=validation_fraction)  # its range is declared there, once
     ids = sorted(set(train_pool))
     overlap = set(ids) & set(val_pool)
     if overlap:
@@ -654,9 +648,7 @@ def build_families(
     names: Sequence[str],
     train_pool: Sequence[int],
     val_pool: Sequence[int],
-    seeds: Sequence[int] = (0, 1, 2),
-    min_cycles: int = DEFAULT_MIN_CYCLES,
-    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    config: BuildConfig = DEFAULT_BUILD,
     progress: bool | None = None,
     finish: Callable[[FamilyBuild], None] | None = None,
 ) -> list[FamilyBuild]:
@@ -670,8 +662,10 @@ def build_families(
         Registered family names of ``index.source``; unknown names raise ValueError.
     train_pool, val_pool:
         Image ids; per seed, train/validation partition ``train_pool`` and test is ``val_pool``.
-    seeds, min_cycles, validation_fraction:
-        See :func:`split_pools` and :func:`build_family`.
+    config:
+        The build's settings: ``seeds``, ``min_cycles``, ``validation_fraction`` (see :func:`split_pools`
+        and :func:`build_family`), ``num_proc``, and what the families read (geometry); each family is
+        a :meth:`Family.configured` copy, so the config reaches a worker with its family.
     progress:
         tqdm ``disable`` semantics inverted: None shows a bar only on a terminal.
     finish:
@@ -680,17 +674,17 @@ def build_families(
     """
     from tqdm.auto import tqdm
 
-    families = [get_family(index.source, n) for n in names]
+    families = [get_family(index.source, n).configured(config) for n in names]
     if len(set(names)) != len(names):
         raise ValueError(f"family names repeat: {list(names)}")
-    splits_by_seed = {int(s): split_pools(train_pool, val_pool, int(s), validation_fraction) for s in seeds}
+    splits_by_seed = {int(s): split_pools(train_pool, val_pool, int(s), config.validation_fraction) for s in config.seeds}
     disable = progress_disable(progress)
     pools = {"train": sorted(set(train_pool)), "val": sorted(set(val_pool))}
 
     def one(position: int) -> FamilyBuild:  # a position, not the family: only the number travels to a worker
         family = families[position]
         family.prepare(index, pools)
-        build = build_family(family, index, splits_by_seed, min_cycles)
+        build = build_family(family, index, splits_by_seed, config.min_cycles)
         if finish is not None:
             finish(build)
         return build
@@ -699,7 +693,7 @@ def build_families(
     # families may be built on the --num-proc workers, one family per task, in any order.
     bar = tqdm(total=len(families), desc=f"{index.source} families", disable=disable)
     builds = []
-    for build in parallel_imap(one, range(len(families))):
+    for build in parallel_imap(one, range(len(families)), config.num_proc):
         builds.append(build)
         bar.update()
     bar.close()

@@ -62,8 +62,9 @@ from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
+from clip_cycles.data.build_config import GQA_POOL_TEST, GQA_POOL_TRAIN, BuildConfig
+from clip_cycles.data.build_config import GQA_VALIDATION_FRACTION as GQA_VALIDATION_FRACTION
 from clip_cycles.data.families import (
-    DEFAULT_MIN_CYCLES,
     Cycle,
     Family,
     FamilyBuild,
@@ -84,11 +85,10 @@ from clip_cycles.fingerprints import canonical_json
 from clip_cycles.verbosity import progress_disable
 
 #: Paper 1's GQA pool: 4,800 train + 800 validation images from the train file ...
-DEFAULT_POOL_TRAIN: int = 5600
-#: ... and 2,400 test images from the val file.
-DEFAULT_POOL_TEST: int = 2400
-#: 800 of the 5,600 train-pool images go to validation per seed.
-GQA_VALIDATION_FRACTION: float = 1.0 / 7.0
+DEFAULT_POOL_TRAIN: int = GQA_POOL_TRAIN
+#: ... and 2,400 test images from the val file (800 of the 5,600 train-pool images go to
+#: validation per seed: ``GQA_VALIDATION_FRACTION``, declared with the other build defaults).
+DEFAULT_POOL_TEST: int = GQA_POOL_TEST
 
 #: A greedy pairing step looks for a compatible partner among the last MAX_PARTNER_TRIES
 #: candidates of each of the MAX_PARTNER_BUCKETS largest other value buckets, then gives
@@ -307,7 +307,9 @@ class GqaFamily(Family):
         if memo is None:
             return
         ids = [i for i in sorted({int(i) for pool in pools.values() for i in pool}) if ("statements", self.name, i) not in memo]
-        found = parallel_map(lambda image_id: list(self.statements(index.graph(image_id))), ids, chunk_size=64)
+        found = parallel_map(
+            lambda image_id: list(self.statements(index.graph(image_id))), ids, chunk_size=64, processes=self.config.num_proc
+        )
         for image_id, statements in zip(ids, found):
             memo[("statements", self.name, image_id)] = statements
 
@@ -771,24 +773,34 @@ def pool_facts(
 def build_gqa_families(
     gqa_root: str | Path,
     families: Sequence[str] | None = None,
-    seeds: Sequence[int] = (0, 1, 2),
-    min_cycles: int = DEFAULT_MIN_CYCLES,
-    pool_train: int | None = DEFAULT_POOL_TRAIN,
-    pool_test: int | None = DEFAULT_POOL_TEST,
-    validation_fraction: float = GQA_VALIDATION_FRACTION,
+    *,
+    config: BuildConfig | None = None,
     progress: bool | None = None,
+    **settings: Any,
 ) -> tuple[GqaIndex, list[FamilyBuild], dict[str, Any]]:
     """Load, pool, split, build and audit GQA families in memory (no files written).
 
-    Returns the index, one :class:`FamilyBuild` per family (unavailable ones carry a
-    reason), and facts for ``build_info.json``: ``pool_train_requested``,
-    ``pool_test_requested``, ``pool_train``, ``pool_test`` (actual sizes),
-    ``validation_fraction``, ``skipped`` and ``repaired`` (scene-graph validation counts).
+    ``config`` (or ``settings``, the :class:`~clip_cycles.data.build_config.BuildConfig` fields,
+    over GQA's defaults; ``pool_test`` is the config's ``pool_val``) holds seeds, pools,
+    minimum cycles and validation fraction. Returns the index, one :class:`FamilyBuild` per
+    family (unavailable ones carry a reason), and facts for ``build_info.json``:
+    ``pool_train_requested``, ``pool_test_requested``, ``pool_train``, ``pool_test`` (actual
+    sizes), ``validation_fraction``, ``skipped`` and ``repaired`` (scene-graph validation counts).
     """
+    config = gqa_config(config, families=families, **settings)
+    families, pool_train, pool_test = config.families, config.pool_train, config.pool_val
+    validation_fraction = config.validation_fraction
     names = list(families) if families else list_families("gqa")
     index, train_pool, val_pool = gqa_build_inputs(gqa_root, pool_train, pool_test)
-    builds = build_families(
-        index, names, train_pool, val_pool, seeds=seeds, min_cycles=min_cycles,
-        validation_fraction=validation_fraction, progress=progress,
-    )  # fmt: skip
+    builds = build_families(index, names, train_pool, val_pool, config, progress=progress)
     return index, builds, pool_facts(index, pool_train, pool_test, train_pool, val_pool, validation_fraction)
+
+
+def gqa_config(config: BuildConfig | None = None, **settings: Any) -> BuildConfig:
+    """``config`` with ``settings`` over it, or GQA's defaults with ``settings`` (``pool_test`` names ``pool_val``)."""
+    if "pool_test" in settings:
+        settings["pool_val"] = settings.pop("pool_test")
+    settings = {name: value for name, value in settings.items() if name != "families" or value is not None}
+    if config is None:
+        return BuildConfig.for_source("gqa", **settings)
+    return config.replace(**settings) if settings else config

@@ -44,9 +44,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.data.shape_vocabulary import CATEGORIES, SHAPE_WORDS
 from clip_cycles.fingerprints import atomic_write_bytes, replace_folder, staging_folder, storage_error, transaction_target
+from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
 
 logger = logging.getLogger(__name__)
@@ -248,17 +250,24 @@ def captions(rng: np.random.Generator, shapes: Sequence[Shape], n: int = 5) -> l
     return out
 
 
+class ShapesWorldOptions(Options):
+    """The settings of one shapes world (``clip-cycles build shapes``), ranges declared once."""
+
+    n_images: int = Field(1000, ge=4, json_schema_extra={"flag": "--n-images"}, description="a count >= 4 of images")
+    seed: int = Field(0, ge=0, json_schema_extra={"flag": "--seed"}, description="a non-negative generation seed")
+    image_size: int = Field(
+        96, ge=64, le=128, json_schema_extra={"flag": "--image-size"}, description="an image side in [64, 128] pixels"
+    )
+    val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="a fraction in (0, 1) of the images for val2017")
+
+
 def generate_world(n_images: int = 1000, seed: int = 0, image_size: int = 96, val_fraction: float = 0.25) -> dict[str, Any]:
     """The world as plain data: per image id its split, shapes, captions and background.
 
     Image ids are 1..n_images; the last ``round(val_fraction * n_images)`` go to val2017.
+    The settings are checked by :class:`ShapesWorldOptions`.
     """
-    if n_images < 4:
-        raise ValueError(f"n_images must be at least 4, got {n_images}")
-    if not 64 <= image_size <= 128:
-        raise ValueError(f"image_size must be in [64, 128] pixels, got {image_size}")
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    ShapesWorldOptions.make(n_images=n_images, seed=seed, image_size=image_size, val_fraction=val_fraction)
     n_val = max(1, int(round(val_fraction * n_images)))
     rng = np.random.default_rng(seed)
     material_rng = np.random.default_rng([seed, 1])  # its own stream: scenes do not depend on it

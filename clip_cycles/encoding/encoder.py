@@ -31,12 +31,12 @@ import numpy as np
 from clip_cycles.data.images import IMAGE_DECODING, ImageItem, decode_rgb
 from clip_cycles.encoding.backends import backend_identity, is_random_init, load_model, no_prompts
 from clip_cycles.encoding.backends_vision import require_embeddings
+from clip_cycles.encoding.encode_options import DEFAULT_BATCH_SIZE, EncodeOptions
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
 from clip_cycles.verbosity import progress_disable
 
-DEFAULT_BATCH_SIZE = 64
 #: Captions go in batches of at least this many: token tensors are small, and larger
 #: batches keep the text tower busy (and write fewer cache shards). 1,024 as the plain
 #: script of ``benchmarks/bench_overhead.py``: the text tower of cycles-tiny ran 1.6x faster on
@@ -464,8 +464,7 @@ def encode(
     -------
     EncodedFeatures with L2-normalized float32 tables.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    EncodeOptions.make(batch_size=batch_size)
     stats = EncodeStats()
     unique_images = list({item.key: item for item in images}.values())
     unique_captions = list(dict.fromkeys(captions))

@@ -40,6 +40,7 @@ from clip_cycles.algebra.contrast import block_scores_from_score_fn
 from clip_cycles.data.images import IMAGE_DECODING, open_rgb
 from clip_cycles.encoding.backends import backend_capabilities, hf_pretrained_kwargs, is_random_init, pickle_refusal
 from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
+from clip_cycles.encoding.encode_options import EncodeOptions
 from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
 from clip_cycles.fingerprints import content_hash, digest, text_hash
@@ -430,8 +431,7 @@ def score_pairs(
     -------
     (namespace name -> config, PairScores with one table per namespace)
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    EncodeOptions.make(batch_size=batch_size)
     stats = PairScoreStats()
     pair_list = list(pairs)
     stats.requested_pairs = len(pair_list)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
+from clip_cycles.data.build_config import DEFAULT_MIN_CYCLES, BuildConfig
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
 from clip_cycles.settings import min_cycles_override, resolve_data_cache_dir
@@ -41,10 +42,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.encoder import ModelSpec
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
-
-#: Minimum cycles per (seed, split) for a family to be used (the builders' rule, paper: GQA binding
-#: with 18-19 validation cycles is unavailable).
-DEFAULT_MIN_CYCLES: int = 20
 
 #: The Shortcut-OE marker (REFERENCE.md, OE protocol).
 OE_MARKER: str = "this is an out of distribution negative example"
@@ -163,8 +160,7 @@ def screen_families(
     lacks a split or has fewer than ``min_cycles`` cycles in it (the minimum-cycle rule).
     Nothing is dropped silently: every unavailable family comes back with its reason.
     """
-    if min_cycles < 1:
-        raise ValueError(f"min_cycles must be at least 1, got {min_cycles}")
+    BuildConfig.make(min_cycles=min_cycles)  # the builders' minimum-cycle rule: its range is declared there, once
     usable: dict[str, FamilyFeatures] = {}
     unavailable = dict(data.unavailable)
     for name, family in data.families.items():

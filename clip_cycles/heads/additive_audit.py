@@ -39,7 +39,7 @@ import numpy as np
 
 from clip_cycles.algebra.audits import signed_degrees
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_credits, validate_features
-from clip_cycles.heads.training import NumpyAdam, NumpyLoss, fit
+from clip_cycles.heads.training import NumpyAdam, NumpyLoss, TrainConfig, fit
 
 #: The probes of the audit, in report order (names as in clip_cycles.heads.score_heads.HEADS).
 ADDITIVE_PROBES = ("image_only", "text_only", "additive")
@@ -177,8 +177,7 @@ def fit_additive_probe(
     """
     if head not in ADDITIVE_PROBES:
         raise ValueError(f"unknown additive probe {head!r}; known: {ADDITIVE_PROBES}")
-    if epochs < 1 or batch_size < 1:
-        raise ValueError(f"epochs and batch_size must be positive, got {epochs} and {batch_size}")
+    TrainConfig.make(epochs=epochs, batch_size=batch_size)  # the training ranges, declared once there
     use_image, use_text = head in ("image_only", "additive"), head in ("text_only", "additive")
     w_image, w_text, bias = np.zeros(phi.shape[1]), np.zeros(psi.shape[1]), np.zeros(1)
     labels = pairs[:, 2].astype(np.float64)

@@ -40,9 +40,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, validate_cycles, validate_features
 from clip_cycles.heads.losses import LossSpec, get_loss
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.verbosity import progress_disable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,34 +56,38 @@ if TYPE_CHECKING:  # pragma: no cover
 SELECTIONS: tuple[str, ...] = ("best", "last")
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings; ``loss`` names a registered loss (clip_cycles.heads.losses.LOSSES)."""
+def _number(default: float, flag: str | None = None, **bounds: float) -> Any:
+    """A finite, strictly typed number field (an int is a number; a string is not)."""
+    extra = {"flag": flag} if flag else None
+    return Field(default, strict=True, allow_inf_nan=False, json_schema_extra=extra, **bounds)
 
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    epochs: int = 30
-    batch_size: int = 512
+
+class TrainConfig(CheckedOptions):
+    """Optimisation settings, ranges declared on the fields; ``loss`` names a registered loss
+    (clip_cycles.heads.losses.LOSSES). Built as ``TrainConfig(...)`` or ``TrainConfig.make(...)``;
+    either refuses a bad value in the one option sentence."""
+
+    lr: float = _number(1e-3, "--lr", gt=0.0, description="a finite positive learning rate")
+    weight_decay: float = _number(1e-4, "--weight-decay", ge=0.0, description="a finite non-negative number")
+    epochs: int = Field(30, ge=1, strict=True, json_schema_extra={"flag": "--epochs"}, description="a positive integer of epochs")
+    batch_size: int = Field(
+        512,
+        ge=1,
+        strict=True,
+        json_schema_extra={"flag": "--train-batch-size"},
+        description="a positive integer of items per training step",
+    )
     seed: int = 0
     loss: str = "cycle"
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+    tie_tolerance: float = _number(DEFAULT_TIE_TOLERANCE, ge=0.0, description="a finite non-negative number")
     #: Intra-op torch threads while training; None leaves torch's setting alone.
-    threads: int | None = None
+    threads: int | None = Field(None, ge=1, strict=True, description="None or a positive integer of threads")
 
-    def __post_init__(self) -> None:
-        for name in ("lr", "weight_decay", "tie_tolerance"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-                raise ValueError(f"TrainConfig.{name} must be a finite non-negative number, got {value!r}")
-        if self.lr <= 0:
-            raise ValueError(f"TrainConfig.lr must be positive, got {self.lr!r}")
-        for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"TrainConfig.{name} must be a positive integer, got {value!r}")
-        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
-            raise ValueError(f"TrainConfig.threads must be None or a positive integer, got {self.threads!r}")
-        get_loss(self.loss)
+    @field_validator("loss")
+    @classmethod
+    def _registered_loss(cls, loss: str) -> str:
+        get_loss(loss)
+        return loss
 
 
 @dataclass
@@ -151,7 +157,7 @@ class TrainResult:
         """JSON-ready summary (the head is described, not serialised)."""
         return {
             "head": self.head.describe(),
-            "config": asdict(self.config),
+            "config": self.config.model_dump(),
             "best_epoch": self.best_epoch,
             "val_metric": self.val_metric,
             "best_val": self.best_val,
@@ -207,9 +213,10 @@ def fit(
     back at the end. ``desc`` labels a progress bar (None: no bar). The model is left in
     evaluation mode.
     """
-    for name, value in (("epochs", epochs), ("batch_size", batch_size), ("n_items", n_items)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"fit: {name} must be a positive integer, got {value!r}")
+    TrainConfig.make(epochs=int(epochs) if isinstance(epochs, np.integer) else epochs,
+                     batch_size=int(batch_size) if isinstance(batch_size, np.integer) else batch_size)  # fmt: skip
+    if not isinstance(n_items, (int, np.integer)) or n_items < 1:
+        raise ValueError(f"fit: n_items must be a positive integer, got {n_items!r}")
     history: list[EpochRecord] = []
     best_epoch, best_val, best_state = epochs, None, None
     skipped = 0
@@ -366,8 +373,7 @@ def torch_threads(n: int | None) -> Iterator[None]:
     if n is None:
         yield
         return
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"thread count must be a positive integer, got {n!r}")
+    TrainConfig.make(threads=n)
     previous = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

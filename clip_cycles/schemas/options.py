@@ -50,6 +50,22 @@ class Options(BaseModel):
         return str(flag) if flag else None
 
 
+class CheckedOptions(Options):
+    """An :class:`Options` whose constructor validates like :meth:`Options.make` (one sentence per problem),
+    for option objects that callers build as ``Settings(field=value)``."""
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as error:
+            raise ValueError(option_problem(type(self), error)) from None
+
+    @classmethod
+    def make(cls, **values: Any) -> typing.Self:
+        """As the constructor (pydantic runs a custom ``__init__`` inside validation: one wrapping, not two)."""
+        return cls(**values)
+
+
 def option_problem(model: type[Options], error: ValidationError) -> str:
     """One sentence for the first problem: ``--flag (field): what is wrong, got what``."""
     path, message = first_problem(error, model)

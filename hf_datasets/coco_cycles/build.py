@@ -1,41 +1,41 @@
-"""Build this folder's COCO cycle families from a local COCO 2017 copy (no download, no model).
+#!/usr/bin/env python
+"""Build the COCO cycle families into this folder (Parquet files, card and build_info.json).
 
-    python hf_datasets/coco_cycles/build.py --coco-root /data/coco [--self-contained] [--seeds 0 1 2]
+Usage (from the repository root, with clip_cycles installed)::
 
-The COCO root must hold the standard layout: ``annotations/instances_{train,val}2017.json``,
+    python hf_datasets/coco_cycles/build.py --coco-root /data/coco
+    python hf_datasets/coco_cycles/build.py --coco-root /data/coco --self-contained   # images once in data/images/
+
+``--coco-root`` holds the standard COCO 2017 layout: ``annotations/instances_{train,val}2017.json``,
 ``annotations/captions_{train,val}2017.json`` and, for ``--self-contained``, ``train2017/`` and
-``val2017/`` images (each stored once under ``data/images/``). Writes ``data/``,
-``build_info.json`` and replaces this README.md with the generated card (predicates, counts,
-audits); this script and the card template are the only other files here, so the build runs
-with ``overwrite``. Then ``datasets.load_dataset("hf_datasets/coco_cycles", "strict_size",
-split="test")`` works, and ``clip-cycles audit hf_datasets/coco_cycles`` re-checks it.
+``val2017/`` (no download, no model). Afterwards::
+
+    datasets.load_dataset("hf_datasets/coco_cycles", "strict_size", split="test")
+
+loads seed 0; ``strict_size_seed1`` and ``strict_size_seed2`` are the other seeds, and
+``clip-cycles audit hf_datasets/coco_cycles`` re-checks the folder.
+This script is a thin wrapper of ``clip-cycles build coco --out hf_datasets/coco_cycles --overwrite``
+(``--overwrite`` because this script and the card template live in the folder); every flag of
+that command (``--families``, ``--seeds``, ``--min-cycles``, ``--pool-train``, ...) works here.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
 from pathlib import Path
 
-from clip_cycles.data.build import DEFAULT_POOL_TRAIN, DEFAULT_POOL_VAL, build_coco_folder
-from clip_cycles.data.families import DEFAULT_MIN_CYCLES
 
-HERE = Path(__file__).resolve().parent
+def main(argv: list[str] | None = None) -> int:
+    """Run ``clip-cycles build coco`` with ``--out`` defaulting to this folder (then with ``--overwrite``)."""
+    from clip_cycles.cli import main as cli_main
 
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--coco-root", required=True, help="COCO 2017 root (standard layout)")
-    parser.add_argument("--families", nargs="+", default=None, help="default: all 14 COCO families")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES)
-    parser.add_argument("--pool-train", type=int, default=DEFAULT_POOL_TRAIN)
-    parser.add_argument("--pool-val", type=int, default=DEFAULT_POOL_VAL)
-    parser.add_argument("--self-contained", action="store_true", help="store each image once in data/images/ (for push_to_hub)")
-    args = parser.parse_args()
-    out, builds = build_coco_folder(args.coco_root, HERE, args.families, args.seeds, args.min_cycles,
-                                    args.pool_train, args.pool_val, args.self_contained, overwrite=True)  # fmt: skip
-    print(f"{sum(b.available for b in builds)} of {len(builds)} families written to {out}")
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--out" not in args:
+        args += ["--out", str(Path(__file__).resolve().parent)]
+        if "--overwrite" not in args:
+            args.append("--overwrite")
+    return cli_main(["build", "coco", *args])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

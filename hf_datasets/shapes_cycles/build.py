@@ -1,49 +1,59 @@
-"""Build this folder's cycle families from the synthetic shapes world (the project's embedded default).
+#!/usr/bin/env python
+"""Build the cycle families of the synthetic shapes world into this folder (Parquet files, card and build_info.json).
 
-    python hf_datasets/shapes_cycles/build.py [--world DIR] [--n-images 1000] [--image-size 96] [--seed 0]
-        [--self-contained]
+Usage (from the repository root, with clip_cycles installed)::
 
-Generates the shapes world (COCO layout + GQA scene graphs) in ``--world`` (default
-``hf_datasets/shapes_cycles/world``; reused when it already holds a world with the same
-parameters), builds all 14 COCO families from it, and writes ``data/``, ``build_info.json``
-and the generated card over this README.md (this script and the card template are the only
-other files here, so the build runs with ``overwrite``). ``--self-contained`` stores each image
-once under ``data/images/`` for ``push_to_hub``. Everything is deterministic: the same
-parameters give byte-identical files.
+    python hf_datasets/shapes_cycles/build.py
+    python hf_datasets/shapes_cycles/build.py --n-images 1000 --image-size 96 --seed 0 --self-contained
+
+The shapes world (COCO layout + GQA scene graphs, the project's embedded default) is generated
+in ``--world`` (default ``hf_datasets/shapes_cycles/world``; reused when it already holds a world
+with the same ``--n-images``, ``--image-size`` and ``--seed``), and every COCO family is built
+from all of its images. Everything is deterministic: the same flags give byte-identical files.
+Afterwards::
+
+    datasets.load_dataset("hf_datasets/shapes_cycles", "box_size", split="test")
+
+loads seed 0; ``box_size_seed1`` and ``box_size_seed2`` are the other seeds.
+This script is a thin wrapper: the world as ``clip-cycles build shapes --out WORLD`` writes it, then
+``clip-cycles build coco --coco-root WORLD --pool-train 0 --pool-val 0 --out hf_datasets/shapes_cycles
+--overwrite`` (``--overwrite`` because this script and the card template live in the folder);
+the other flags (``--seeds``, ``--min-cycles``, ``--self-contained``, ...) go to the build.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
-
-from clip_cycles.data.build import build_coco_folder
-from clip_cycles.data.families import DEFAULT_MIN_CYCLES
-from clip_cycles.data.shapes_world import write_shapes_world
 
 HERE = Path(__file__).resolve().parent
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--world", type=Path, default=HERE / "world", help="where the shapes world lives")
-    parser.add_argument("--n-images", type=int, default=1000)
-    parser.add_argument("--image-size", type=int, default=96)
-    parser.add_argument("--seed", type=int, default=0, help="world generation seed")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="split seeds")
-    parser.add_argument("--min-cycles", type=int, default=DEFAULT_MIN_CYCLES)
-    parser.add_argument("--self-contained", action="store_true", help="store each image once in data/images/ (for push_to_hub)")
-    args = parser.parse_args()
-    wanted = {"kind": "shapes", "n_images": args.n_images, "seed": args.seed, "image_size": args.image_size}
-    marker = args.world / "shapes_world.json"
+def main(argv: list[str] | None = None) -> int:
+    """Generate (or reuse) the world, then run ``clip-cycles build coco`` on it with ``--out`` defaulting to this folder."""
+    from clip_cycles.cli import main as cli_main
+    from clip_cycles.data.shapes_world import write_shapes_world
+
+    world_flags = argparse.ArgumentParser(add_help=False)
+    world_flags.add_argument("--world", type=Path, default=HERE / "world")
+    world_flags.add_argument("--n-images", type=int, default=1000)
+    world_flags.add_argument("--image-size", type=int, default=96)
+    world_flags.add_argument("--seed", type=int, default=0)
+    world, args = world_flags.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    wanted = {"kind": "shapes", "n_images": world.n_images, "seed": world.seed, "image_size": world.image_size}
+    marker = world.world / "shapes_world.json"
     have = json.loads(marker.read_text()) if marker.is_file() else {}
-    if {k: have.get(k) for k in wanted} != wanted:
-        write_shapes_world(args.world, args.n_images, args.seed, args.image_size)
-    out, builds = build_coco_folder(args.world, HERE, None, args.seeds, args.min_cycles, None, None,
-                                    args.self_contained, overwrite=True)  # fmt: skip
-    print(f"{sum(b.available for b in builds)} of {len(builds)} families written to {out}")
+    if {key: have.get(key) for key in wanted} != wanted and not {"-h", "--help"} & set(args):
+        write_shapes_world(world.world, world.n_images, world.seed, world.image_size)
+    args = ["--coco-root", str(world.world), "--pool-train", "0", "--pool-val", "0", *args]
+    if "--out" not in args:
+        args += ["--out", str(HERE)]
+        if "--overwrite" not in args:
+            args.append("--overwrite")
+    return cli_main(["build", "coco", *args])
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

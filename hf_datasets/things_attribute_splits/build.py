@@ -1,17 +1,25 @@
-"""Build the THINGS attribute-split dataset: per strategy and seed, the train/test concept ids of every attribute.
+#!/usr/bin/env python
+"""Build the THINGS attribute splits into OUT (Parquet files, card and build_info.json).
 
-Usage::
+Usage (from the repository root, with clip_cycles installed)::
 
     python hf_datasets/things_attribute_splits/build.py --things-root THINGS \\
         --embeddings swinv2=swinv2_concepts.npz --groups llm_groups.json --out OUT
     python hf_datasets/things_attribute_splits/build.py --synthetic small --out OUT
 
-Writes ``OUT/data/<strategy>/seed<k>.parquet`` (one row per attribute and fold),
-``OUT/build_info.json`` and ``OUT/README.md`` (this folder's card with a ``configs:``
-header listing what was written), so ``datasets.load_dataset(OUT, "clustering")``
+``--things-root`` holds the THINGS files (``unique_id.txt``, the concept-attribute pairs, the
+category TSV); the embeddings given are the
+ones the clustering and similarity splits are computed on (the paper used Swin-V2 for all
+models); ``--synthetic`` builds from the synthetic world's own concept embeddings instead.
+Writes ``OUT/data/<strategy>/seed<k>.parquet`` (one row per attribute and fold: the train/test
+concept ids of every attribute), ``OUT/build_info.json`` and ``OUT/README.md`` (this folder's
+card with a ``configs:`` header listing what was written). Afterwards::
+
+    datasets.load_dataset("OUT", "clustering")
+
 returns a DatasetDict with one split per seed (``seed0``, ``seed1``, ...).
-The embeddings given are the ones the clustering and similarity splits are computed
-on (the paper used Swin-V2 for all models).
+This script takes the inputs of ``clip-cycles splits`` (its flags, the same parser) and writes
+the splits that command scores, instead of scoring them.
 """
 
 from __future__ import annotations
@@ -164,13 +172,13 @@ def flags_ignored_by_synthetic(parser: argparse.ArgumentParser, args: argparse.N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line of the builder (inputs as ``clip-cycles splits``)."""
+    """Parse the inputs of ``clip-cycles splits``, then write the splits, the card and build_info.json to ``--out``."""
     from clip_cycles.attributes.attribute_experiments import configure_parser
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     configure_parser(parser)
     parser.set_defaults(seeds=[0, 1, 2])
-    args = parser.parse_args(argv)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.synthetic:
         ignored = flags_ignored_by_synthetic(parser, args)
         if ignored:
