@@ -24,10 +24,11 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, split_inputs, strategy_names
+from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
-from clip_cycles.encoding.flags import MODEL_FLAGS
+from clip_cycles.commands.model_flags import MODEL_FLAGS
+from clip_cycles.commands.splits import configure_parser, split_inputs
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
@@ -159,8 +160,6 @@ def flags_ignored_by_synthetic(parser: argparse.ArgumentParser, args: argparse.N
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line of the builder (inputs as ``clip-cycles splits``)."""
-    from clip_cycles.attributes.attribute_experiments import configure_parser
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     configure_parser(parser)
     parser.set_defaults(seeds=[0, 1, 2])

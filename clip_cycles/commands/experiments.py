@@ -12,8 +12,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 
+from clip_cycles.commands.flags import finite_float
+from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.backends_vision import require_embeddings
-from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.experiments import oe, probes, transfer
 from clip_cycles.experiments.experiment_data import (
@@ -27,7 +28,7 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
-from clip_cycles.results import finite_float, write_json
+from clip_cycles.results import write_json
 from clip_cycles.settings import MIN_CYCLES_ENV
 from clip_cycles.tasks.names import resolve_task_names
 
