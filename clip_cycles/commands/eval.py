@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from pydantic import Field
 
@@ -19,7 +19,7 @@ from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
 from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import resolve_task_names
-from clip_cycles.tasks.registry import TaskRegistry
+from clip_cycles.tasks.registry import AnyTask, TaskRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -80,21 +80,10 @@ def evaluate(command: EvalOptions) -> int:
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
     context.samples_path = Path(command.samples) if command.samples else None
     spec = context.spec
-    if command.output != "-":  # every result file checked before anything is encoded, so no result is lost
-        check_output_plan(
-            {
-                task.name: output_path(
-                    command.output,
-                    task.name,
-                    spec.model,
-                    spec.pretrained,
-                    language=context.language,
-                    task=runner_for(task.output_type).result_task,
-                )
-                for task in tasks
-            },
-            command.output,
-        )
+    # Each task's --output file, expanded once: the plan checked here is the one the results are written to.
+    planned = {} if command.output == "-" else output_plan(command.output, tasks, context)
+    if planned:  # every result file checked before anything is encoded, so no result is lost
+        check_output_plan(planned, command.output)
     with process_group(spec):
         outcome = run_tasks(tasks, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
@@ -113,13 +102,27 @@ def evaluate(command: EvalOptions) -> int:
         if command.output == "-":
             print(json.dumps(record, sort_keys=True, indent=2))
         else:
-            path = write_result(
-                record, output_path(command.output, record["dataset"], spec.model, spec.pretrained, task=record["task"])
-            )
+            path = write_result(record, planned[record["dataset"]])
             print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}")  # the result: one line a task
     if context.samples_path is not None:
         print(f"per-cycle samples -> {context.samples_path}")
     return 0
+
+
+def output_plan(template: str, tasks: Sequence[AnyTask], context: RunContext) -> dict[str, str]:
+    """Task name -> its result file: ``template`` filled once per task (the record's dataset, task and language)."""
+    spec = context.spec
+    return {
+        task.name: output_path(
+            template,
+            task.name,
+            spec.model,
+            spec.pretrained,
+            language=context.language,
+            task=runner_for(task.output_type).result_task,
+        )
+        for task in tasks
+    }
 
 
 def _headline(metrics: dict[str, Any]) -> str:

@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from clip_cycles.attributes.attribute_experiments import (
     DEFAULT_K_VALUES,
     PAPER_STRATEGY_ORDER,
@@ -31,6 +33,7 @@ from clip_cycles.attributes.split_model import SPLIT_MODEL_FIELDS, SPLIT_PREFIX
 from clip_cycles.attributes.splitters import FOLD_ASSIGNMENTS
 from clip_cycles.commands.model_flags import add_model_arguments, model_options
 from clip_cycles.results import clean, write_json
+from clip_cycles.schemas.options import Options
 
 
 def add_split_model_arguments(group: Any) -> None:
@@ -75,46 +78,78 @@ def split_inputs(args: argparse.Namespace) -> SplitInputs:
     )
 
 
+class SplitsOptions(Options):
+    """Options of ``clip-cycles splits``: what is read (:class:`SplitInputs`) and how the grid runs."""
+
+    inputs: SplitInputs
+    strategies: tuple[str, ...] = Field(PAPER_STRATEGY_ORDER, json_schema_extra={"flag": "--strategies"})
+    seeds: tuple[int, ...] = Field((0,), json_schema_extra={"flag": "--seeds"})
+    k: int | None = Field(None, json_schema_extra={"flag": "--k"})
+    k_values: tuple[int, ...] = Field(DEFAULT_K_VALUES, json_schema_extra={"flag": "--k-values"})
+    solver: str = Field(DEFAULT_SOLVER, json_schema_extra={"flag": "--solver"})
+    fold_assignment: str = Field("per_attribute", json_schema_extra={"flag": "--fold-assignment"})
+    out: str = Field(json_schema_extra={"flag": "--out"})
+
+
+def splits_options(args: argparse.Namespace) -> SplitsOptions:
+    """The :class:`SplitsOptions` of parsed ``clip-cycles splits`` flags (the command line's edge)."""
+    return SplitsOptions.make(
+        inputs=split_inputs(args),
+        strategies=tuple(args.strategies),
+        seeds=tuple(args.seeds),
+        k=args.k,
+        k_values=tuple(args.k_values),
+        solver=args.solver,
+        fold_assignment=args.fold_assignment,
+        out=args.out,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    """``clip-cycles splits``: the namespace as :class:`SplitsOptions`, then :func:`run_splits`."""
+    return run_splits(splits_options(args))
+
+
+def run_splits(options: SplitsOptions) -> int:
     """Run the grid (and the k ablation unless ``--no-k-ablation``) and write the results folder."""
-    inputs = split_inputs(args)
+    inputs = options.inputs
     protocol = check_protocol(inputs.protocol)
     if protocol == "paper2":
         check_paper2_flags(
-            synthetic=getattr(args, "synthetic", None),
-            attributes=args.attributes,
-            seeds=args.seeds,
-            fold_assignment=args.fold_assignment,
-            solver=args.solver,
+            synthetic=inputs.synthetic,
+            attributes=inputs.attributes,
+            seeds=list(options.seeds),
+            fold_assignment=options.fold_assignment,
+            solver=options.solver,
         )
     elif inputs.concept_sets:
         raise ValueError("--concept-sets is paper 2's CS input; it is read only with --protocol paper2")
     data, models, context = load_inputs(inputs)
     paper2_cs = protocol_cs(inputs, data) if protocol == "paper2" else None
     dominance = paper2_cs.dominance if paper2_cs is not None else None
-    seeds = [0] if protocol == "paper2" else args.seeds  # paper 2 fixes its seeds per strategy
-    strategies = strategy_names(args.strategies, context)
-    out = Path(args.out)
+    seeds = [0] if protocol == "paper2" else list(options.seeds)  # paper 2 fixes its seeds per strategy
+    strategies = strategy_names(list(options.strategies), context)
+    out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, object] = {
         "data": data.summary(),
         "protocol": protocol,
-        "split_embedding": args.split_embeddings or "each model's own embeddings",
-        "fold_assignment": args.fold_assignment if protocol == "project" else "paper 2's (see protocol)",
+        "split_embedding": inputs.split_embeddings or "each model's own embeddings",
+        "fold_assignment": options.fold_assignment if protocol == "project" else "paper 2's (see protocol)",
         "published_splits": {n: {"path": p.path, **p.summary} for n, p in sorted(context.published.items())},
     }
     if paper2_cs is not None:
         results["paper2_cs"] = paper2_cs.summary()
-    cluster_k = args.k
-    if cluster_k is None and args.synthetic == "small":
+    cluster_k = options.k
+    if cluster_k is None and inputs.synthetic == "small":
         # The paper's k=100 is for 1,854 concepts; keep the same cluster size on the small world.
         cluster_k = max(2, round(100 * len(data.concepts) / 1854))
     results["grid"] = run_grid(
-        models, data, context, strategies, seeds, args.solver, cluster_k, args.fold_assignment, protocol, dominance
+        models, data, context, strategies, seeds, options.solver, cluster_k, options.fold_assignment, protocol, dominance
     )
-    if args.k_values:
+    if options.k_values:
         results["k_ablation"] = run_k_ablation(
-            models, data, context, args.k_values, seeds, args.solver, args.fold_assignment, protocol, dominance
+            models, data, context, list(options.k_values), seeds, options.solver, options.fold_assignment, protocol, dominance
         )
     results = clean(results)  # type: ignore[assignment]
     write_json(results, out / "results.json")
