@@ -7,5 +7,7 @@ One module per command or family of commands (``eval``, ``build``, ``probe``/``t
 as :class:`~clip_cycles.encoding.run_context.ModelOptions`) and calls library functions with it.
 Nothing below this package sees an ``argparse.Namespace``. :mod:`clip_cycles.commands.main`
 holds the command registry and the ``clip-cycles`` entry point; :mod:`clip_cycles.commands.flags`
-the flags several commands share (verbosity, model flags, finite numbers, seeds).
+the light flags several commands share (verbosity, finite numbers, seeds) and
+:mod:`clip_cycles.commands.model_flags` the model flags. The clip_benchmark plugin's parser patch
+(:mod:`clip_cycles.commands.clip_benchmark`) and its start-up hook (``_activation``) live here too.
 """
