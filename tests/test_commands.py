@@ -121,3 +121,13 @@ def test_eval_options_refuse_an_empty_task_list() -> None:
     assert EvalOptions.make(task=("t",), model=ModelOptions()).output.endswith("_{task}.json")
     with pytest.raises(ValueError, match=r"EvalOptions option --task \(task\)"):
         EvalOptions.make(task=(), model=ModelOptions())
+
+
+def test_an_older_start_up_hook_still_finds_the_parser_patch() -> None:
+    # A `_clip_cycles_hook` copied by an earlier install imports patch_cli from the integration module.
+    from clip_cycles.commands import clip_benchmark as command
+    from clip_cycles.integrations import clip_benchmark as plugin
+
+    assert plugin.patch_cli is command.patch_cli
+    with pytest.raises(AttributeError, match="has no attribute 'patch_clii'"):
+        plugin.patch_clii  # noqa: B018

@@ -52,6 +52,7 @@ ranks and rank 0 writes the result (:mod:`clip_cycles.encoding.distributed`).
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -402,9 +403,18 @@ def run_cycles(args: Any) -> int:
     return 0
 
 
+def __getattr__(name: str) -> Any:
+    """``patch_cli``, for start-up hooks copied by an older install (``_clip_cycles_hook`` imports it from here).
+
+    The parser patch now lives in :mod:`clip_cycles.commands.clip_benchmark`, a layer above this one,
+    so it is looked up by name; a reinstall copies the current hook, which imports it from there.
+    """
+    if name == "patch_cli":
+        return importlib.import_module("clip_cycles.commands.clip_benchmark").patch_cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     # `python -m clip_cycles.integrations.clip_benchmark` runs clip_benchmark's CLI with the plugin applied
     # (clip_cycles.commands.clip_benchmark); looked up by name because commands/ sits above this layer.
-    import importlib
-
     sys.exit(importlib.import_module("clip_cycles.commands.clip_benchmark").main())
