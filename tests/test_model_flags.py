@@ -217,7 +217,7 @@ def test_model_spec_and_run_context_come_from_the_options(tmp_path: Path, monkey
 # --------------------------------------------------------------------------- no Namespace below the edge
 
 #: Functions that may take an argparse.Namespace besides a command's ``run(args) -> int``: the flag converters.
-CONVERTERS = {"model_options", "split_inputs", "splits_options"}
+CONVERTERS = {"model_options", "split_inputs", "splits_options", "experiment_options"}
 ARGPARSE_NAMESPACE = re.compile(r"(?<![\w.])(argparse\.)?Namespace\b")  # not DerivedNamespace, FeatureNamespace
 
 
