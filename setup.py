@@ -2,7 +2,7 @@
 
 The clip_benchmark plugin's start-up hook: ``clip_cycles_plugin.pth`` (one line,
 ``import _clip_cycles_hook; _clip_cycles_hook.install()``) and ``_clip_cycles_hook.py``
-(a copy of ``clip_cycles/integrations/_activation.py``, stdlib only) at the site-packages
+(a copy of ``clip_cycles/commands/_activation.py``, stdlib only) at the site-packages
 root. A regular build puts them in ``build_lib`` (so they land at the wheel root); an
 editable build (PEP 660) ignores ``build_lib`` for such files, so there they go to the root
 of the editable wheel being assembled (the ``install_lib`` that ``editable_wheel`` sets).
@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 PTH_NAME = "clip_cycles_plugin.pth"
 HOOK_MODULE = "_clip_cycles_hook"
 PTH_LINE = f"import {HOOK_MODULE}; {HOOK_MODULE}.install()\n"
-HOOK_SOURCE = HERE / "clip_cycles" / "integrations" / "_activation.py"
+HOOK_SOURCE = HERE / "clip_cycles" / "commands" / "_activation.py"
 #: Inside the built package: where the top-level data folders go (clip_cycles.tasks.registry.INSTALLED_TASKS_DIR).
 PACKAGE_DATA = Path("clip_cycles") / "package_data"
 

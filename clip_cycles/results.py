@@ -21,7 +21,6 @@ sibling does not end in ``.json``, so ``clip_benchmark build <folder>`` never re
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -75,17 +74,6 @@ def non_finite_field(value: Any, where: str = "") -> tuple[str, float] | None:
         if found is not None:
             return found
     return None
-
-
-def finite_float(text: str) -> float:
-    """An argparse type: a finite number (``inf`` and ``nan`` would reach records and build_info.json)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number; give a finite value")
-    return value
 
 
 def clean(value: Any) -> Any:

@@ -26,7 +26,7 @@ A switch is on when the variable is set to anything but ``""`` or ``"0"``.
 
 Exceptions, read where they are used:
 
-- ``CLIP_CYCLES_NO_PLUGIN`` is read by :mod:`clip_cycles.integrations._activation`, the
+- ``CLIP_CYCLES_NO_PLUGIN`` is read by :mod:`clip_cycles.commands._activation`, the
   start-up hook that runs in every interpreter and so may import nothing of this package;
 - torchrun's own variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``,
   ``MASTER_PORT``) are read by :mod:`clip_cycles.encoding.distributed` (and by torch);

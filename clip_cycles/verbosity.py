@@ -14,7 +14,6 @@ logger, for the length of the command, at the level of :func:`command_level` (``
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from contextlib import contextmanager
@@ -56,25 +55,6 @@ class _NoteFormatter(logging.Formatter):
 
 QUIET_FLAGS = ("-q", "--quiet")
 VERBOSE_FLAGS = ("-v", "--verbose")
-
-
-def add_verbosity_arguments(parser: argparse.ArgumentParser, nested: bool = False) -> None:
-    """``-q/--quiet`` and ``-v/--verbose`` on ``parser`` and on each of its subcommands' parsers.
-
-    A subcommand's parser takes them with no default (``nested``), so its namespace never
-    overwrites a flag given before the subcommand's name (``build -q coco ...``).
-    """
-    group = parser.add_argument_group("output")
-    default = argparse.SUPPRESS if nested else False
-    quiet_help = "print the result only: warnings, no notes, no progress bars"
-    group.add_argument(*QUIET_FLAGS, action="store_true", default=default, help=quiet_help)
-    group.add_argument(
-        *VERBOSE_FLAGS, action="store_true", default=default, help="also print debug notes (cache and build decisions)"
-    )
-    for action in parser._actions:  # argparse lists a command's subcommands only there
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                add_verbosity_arguments(sub, nested=True)
 
 
 def command_level(quiet: bool = False, verbose: bool = False) -> int:
@@ -140,7 +120,6 @@ __all__ = [
     "PACKAGE_LOGGER",
     "QUIET_FLAGS",
     "VERBOSE_FLAGS",
-    "add_verbosity_arguments",
     "command_level",
     "configured_logging",
     "progress_disable",

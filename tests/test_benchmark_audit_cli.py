@@ -104,7 +104,7 @@ def test_winoground_and_audit_through_clip_benchmark(tmp_path: Path) -> None:
         str(tmp_path / "{dataset}_{task}.json"),
     ]
     script = (
-        "import sys; from clip_cycles.integrations.clip_benchmark import main; a = sys.argv[1:]; "
+        "import sys; from clip_cycles.commands.clip_benchmark import main; a = sys.argv[1:]; "
         "main(['eval', '--dataset', 'cycles/winoground', *a]); main(['eval', '--dataset', 'audit/winoground', *a])\n"
         "try:\n    main(['eval', '--dataset', 'cycles/winoground', *a[:6], *a[8:]])\n"
         "except SystemExit as e:\n    print('EXIT', e.code)"

@@ -64,7 +64,7 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
         "--output",
         str(tmp_path / "{dataset}_{pretrained}_{language}_{task}.json"),
     ]
-    script = "import sys; from clip_cycles.integrations.clip_benchmark import main; sys.exit(main(sys.argv[1:]))"
+    script = "import sys; from clip_cycles.commands.clip_benchmark import main; sys.exit(main(sys.argv[1:]))"
     # Our metrics, then clip_benchmark's own image_caption_selection on the same blocks,
     # then a second run served from the cache: one process, one open_clip import.
     chained = script.replace(
@@ -136,7 +136,7 @@ def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path
     (fake / "models" / "__init__.py").write_text("TYPE2FUNC = {'open_clip': None}\nMODEL_TYPES = list(TYPE2FUNC)\n")
     (fake / "cli.py").write_text(FAKE_CLI)
     probe = (
-        "import sys, clip_cycles.integrations._activation as hook; hook.install(); import json; "
+        "import sys, clip_cycles.commands._activation as hook; hook.install(); import json; "
         "assert 'clip_benchmark' not in sys.modules and 'torch' not in sys.modules; "
         "import clip_benchmark.cli as cli; "
         "print(json.dumps([getattr(cli, '_clip_cycles_patched', False), cli.MODEL_TYPES, "
@@ -150,11 +150,11 @@ def test_hook_patches_only_clip_benchmark_cli_and_can_be_disabled(tmp_path: Path
         "attributes/things_all",
         *(f"{ns}/{g}" for ns in ("cycles", "cycles_oe", "cycles_probe") for g in cycle_groups),
     ]
-    assert module == "clip_cycles.integrations.clip_benchmark"
+    assert module == "clip_cycles.commands.clip_benchmark"
     off = json.loads(_run([sys.executable, "-c", probe], {**env, "CLIP_CYCLES_NO_PLUGIN": "1"}, tmp_path).stdout)
     assert off == [False, ["open_clip"], [], "clip_benchmark.cli"]
     # Without clip_benchmark the finder is inert.
-    absent = "import clip_cycles.integrations._activation as h; h.install(); import json, email.parser; print('fine')"
+    absent = "import clip_cycles.commands._activation as h; h.install(); import json, email.parser; print('fine')"
     assert _run([sys.executable, "-c", absent], _env(tmp_path), tmp_path).stdout.strip() == "fine"
 
 

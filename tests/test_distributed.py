@@ -251,7 +251,7 @@ def faulted(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFac
 COMBINED = """
 import sys
 from clip_cycles.cli import main as clip_cycles_main
-from clip_cycles.integrations.clip_benchmark import main as plugin_main
+from clip_cycles.commands.clip_benchmark import main as plugin_main
 argv = sys.argv[1:]
 split = argv.index("--")
 plugin_main(argv[:split])

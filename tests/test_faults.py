@@ -425,7 +425,7 @@ def test_6_unknown_pretrained_tag_and_model_list_what_exists() -> None:
 
 
 def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Path, tmp_path: Path, capsys, monkeypatch) -> None:
-    from clip_cycles.integrations.clip_benchmark import main as plugin_main
+    from clip_cycles.commands.clip_benchmark import main as plugin_main
 
     monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
     with pytest.raises(SystemExit) as exit_info:
@@ -452,7 +452,7 @@ def test_6_unknown_model_through_clip_benchmark_is_a_sentence(shapes_cycles: Pat
 
 
 def test_6_bad_task_yaml_disables_only_that_task(tmp_path: Path, monkeypatch, capsys) -> None:
-    from clip_cycles.integrations.clip_benchmark import patch_cli
+    from clip_cycles.commands.clip_benchmark import patch_cli
     from clip_cycles.settings import TASKS_PATH_ENV
     from clip_cycles.tasks.registry import TaskRegistry, get_task
 

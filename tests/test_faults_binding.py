@@ -304,7 +304,7 @@ def test_5_valid_output_plans_pass(tmp_path: Path) -> None:
 
 
 def test_5_audit_benchmark_out_that_is_a_file_is_refused_first(tmp_path: Path, capsys, monkeypatch) -> None:
-    from clip_cycles.evaluation import benchmark_audit_command
+    from clip_cycles.commands import audit_benchmark as benchmark_audit_command
 
     def no_work(*args, **kwargs):
         raise AssertionError("the audit ran before --out was checked")

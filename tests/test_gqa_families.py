@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clip_cycles.data.build import build_gqa_folder, configure_parser
+from clip_cycles.commands.build import configure_parser
+from clip_cycles.data.build import build_gqa_folder
 from clip_cycles.data.families import audit_family_cycles, get_family, list_families
 from clip_cycles.data.gqa_families import build_gqa_families, load_gqa_index
 

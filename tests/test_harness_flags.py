@@ -39,7 +39,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def clip_benchmark(*argv: str) -> None:
-    from clip_cycles.integrations.clip_benchmark import main
+    from clip_cycles.commands.clip_benchmark import main
 
     main(["eval", *argv])
 
@@ -101,7 +101,7 @@ def test_pattern_split_and_minimum_from_clip_benchmark(
 def test_given_flags_tells_a_default_from_a_given_value() -> None:
     import clip_benchmark.cli as cli
 
-    from clip_cycles.integrations.clip_benchmark import given_flags, patch_cli
+    from clip_cycles.commands.clip_benchmark import given_flags, patch_cli
 
     patch_cli(cli)
     argv = ["eval", "--dataset", "cycles/x", "--test_sp", "validation", "--pretrained=abc", "--model", "m"]
@@ -122,8 +122,8 @@ def test_default_tag_never_reaches_a_clip_cycles_backend(
     import clip_benchmark.cli as cli
     from clip_benchmark import models
 
+    from clip_cycles.commands.clip_benchmark import _lazy_loader, patch_cli
     from clip_cycles.encoding import backends
-    from clip_cycles.integrations.clip_benchmark import _lazy_loader, patch_cli
 
     patch_cli(cli)
     config = tmp_path / "tiny"
@@ -213,7 +213,7 @@ def test_tasks_added_after_the_plugin_was_applied_are_found(
 ) -> None:
     import clip_benchmark.cli as cli
 
-    from clip_cycles.integrations.clip_benchmark import patch_cli
+    from clip_cycles.commands.clip_benchmark import patch_cli
 
     patch_cli(cli)  # as the start-up hook does, before the task folder below exists
     extra = env / "extra" / "cycles"

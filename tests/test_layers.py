@@ -21,7 +21,7 @@ CONTRACT = REPO / ".importlinter"
 #: Function-level imports of these package modules are allowed: they import torch at import time.
 HEAVY_MODULES = {"clip_cycles.heads.score_heads"}
 #: The start-up hook is stdlib only and imports the plugin when clip_benchmark is imported, by design.
-LAZY_BY_DESIGN = {"clip_cycles/integrations/_activation.py"}
+LAZY_BY_DESIGN = {"clip_cycles/commands/_activation.py"}
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
@@ -223,7 +223,7 @@ def test_light_modules_import_no_torch(module: str) -> None:
 def test_cycle_evaluation_imports_no_scikit_learn_until_an_attribute_task_runs() -> None:
     # The runner registry names its built-in runners as "module:function"; only the one a task needs loads.
     code = (
-        "import sys; import clip_cycles.evaluation.eval_command, clip_cycles.integrations.clip_benchmark; "
+        "import sys; import clip_cycles.commands.eval, clip_cycles.commands.clip_benchmark; "
         "from clip_cycles.evaluation.runners import runner_for; before = 'sklearn' in sys.modules; "
         "runner_for('cycle_probe').func; probe = 'sklearn' in sys.modules; "
         "runner_for('attribute_splits').func; print(before, probe, 'sklearn' in sys.modules)"
@@ -236,3 +236,42 @@ def test_cycle_evaluation_imports_no_scikit_learn_until_an_attribute_task_runs()
 def test_a_runner_that_cannot_be_loaded_is_named() -> None:
     with pytest.raises(ValueError, match=r"output type 'x'.*clip_cycles\.nowhere:run"):
         _ = Runner("x", "x", "clip_cycles.nowhere:run").func
+
+
+# --------------------------------------------------------------------------- argparse lives in commands/ only
+
+#: The one package where command-line parsing may happen (issue 35: every command's flags in one room).
+COMMANDS_PACKAGE = "clip_cycles/commands/"
+
+
+def _argparse_importers(root: Path) -> list[str]:
+    """Package files (outside clip_cycles/commands/) that import argparse anywhere (module top or function)."""
+    out = []
+    for path in sorted((root / "clip_cycles").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(COMMANDS_PACKAGE):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            if any(name == "argparse" or name.startswith("argparse.") for name in names):
+                out.append(f"{rel}:{node.lineno}")
+    return out
+
+
+def test_argparse_is_imported_only_under_commands() -> None:
+    assert _argparse_importers(REPO) == []
+    assert (REPO / COMMANDS_PACKAGE / "main.py").is_file()  # the check looks where the commands are
+
+
+def test_argparse_check_sees_a_planted_import(tmp_path: Path) -> None:
+    root = _package_copy(tmp_path)
+    target = root / "clip_cycles" / "evaluation" / "runners.py"
+    target.write_text(
+        target.read_text(encoding="utf-8") + "\n\ndef _planted():\n    from argparse import Namespace\n\n    return Namespace\n"
+    )
+    lines = len(target.read_text(encoding="utf-8").splitlines())
+    assert _argparse_importers(root) == [f"clip_cycles/evaluation/runners.py:{lines - 2}"]
+    (root / "clip_cycles" / "results.py").write_text("import argparse\n")
+    assert _argparse_importers(root)[-1] == "clip_cycles/results.py:1"

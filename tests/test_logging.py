@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -118,12 +119,13 @@ def configure_notes_parser(parser: argparse.ArgumentParser) -> None:
 
 
 @pytest.fixture
-def notes_command(monkeypatch: pytest.MonkeyPatch) -> str:
+def notes_command(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     from clip_cycles import cli
 
-    monkeypatch.setitem(cli.COMMANDS, "notes", cli.Command(module=f"{__name__}:configure_notes_parser", help="test"))
     monkeypatch.delenv(LOG_LEVEL_ENV, raising=False)
-    return "notes"
+    cli.register_command("notes", f"{__name__}:configure_notes_parser", help="test")
+    yield "notes"
+    cli.unregister_command("notes")
 
 
 @pytest.mark.parametrize(
@@ -277,7 +279,7 @@ def test_clip_benchmarks_quiet_quiets_the_plugins_notes(
     quiet: bool, shapes_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """clip_benchmark configures no logging: the plugin's run does, and clip_benchmark's --quiet keeps warnings only."""
-    from clip_cycles.integrations.clip_benchmark import main as clip_benchmark_main
+    from clip_cycles.commands.clip_benchmark import main as clip_benchmark_main
 
     monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv(LOG_LEVEL_ENV, raising=False)

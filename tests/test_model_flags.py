@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import clip_cycles
-from clip_cycles.attributes.attribute_experiments import split_inputs
 from clip_cycles.cli import COMMANDS
+from clip_cycles.commands.model_flags import MODEL_FLAGS, add_model_arguments, model_options
+from clip_cycles.commands.splits import split_inputs
 from clip_cycles.encoding.encoder import ModelSpec
-from clip_cycles.encoding.flags import MODEL_FLAGS, add_model_arguments, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 
 #: Every command that loads a model, with the arguments it needs besides the model flags.
@@ -83,9 +83,8 @@ EXPECTED = ModelOptions(
 
 def parse(command: str, argv: list[str]) -> argparse.Namespace:
     """Parse ``argv`` with the parser ``clip-cycles COMMAND`` uses."""
-    module_name, _, function = COMMANDS[command].module.partition(":")
     parser = argparse.ArgumentParser(prog=f"clip-cycles {command}")
-    getattr(importlib.import_module(module_name), function or "configure_parser")(parser)
+    COMMANDS.get(command)(parser)
     return parser.parse_args([*REQUIRED[command], *argv])
 
 
@@ -218,7 +217,7 @@ def test_model_spec_and_run_context_come_from_the_options(tmp_path: Path, monkey
 # --------------------------------------------------------------------------- no Namespace below the edge
 
 #: Functions that may take an argparse.Namespace besides a command's ``run(args) -> int``: the flag converters.
-CONVERTERS = {"model_options", "split_inputs"}
+CONVERTERS = {"model_options", "split_inputs", "splits_options", "experiment_options"}
 ARGPARSE_NAMESPACE = re.compile(r"(?<![\w.])(argparse\.)?Namespace\b")  # not DerivedNamespace, FeatureNamespace
 
 

@@ -27,7 +27,7 @@ def test_threshold_table_states_the_code_defaults_and_real_flags():
     assert abs(GQA_VALIDATION_FRACTION - 1 / 7) < 1e-15
     import argparse
 
-    from clip_cycles.data.build import configure_parser
+    from clip_cycles.commands.build import configure_parser
 
     parser = argparse.ArgumentParser()
     configure_parser(parser)

@@ -149,8 +149,8 @@ ROOT = Path(clip_cycles.__file__).parent
 #: Where the environment may be read besides settings: the stdlib-only start-up hook, and torchrun's
 #: own variables in distributed.world_from_env (see the settings module docstring).
 ALLOWED = {
-    ("integrations/_activation.py", "activate"),
-    ("integrations/_activation.py", "install"),
+    ("commands/_activation.py", "activate"),
+    ("commands/_activation.py", "install"),
     ("encoding/distributed.py", "world_from_env"),
 }
 

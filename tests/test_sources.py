@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 
 from clip_cycles.cli import main
+from clip_cycles.commands import build as build_command
 from clip_cycles.data import build, sources
 from clip_cycles.data.families import family_builder_source
 from clip_cycles.data.sources import (
@@ -160,7 +161,7 @@ def test_registration_checks_refuse_a_bad_source(change: dict, message: str) -> 
 
 def test_hooks_resolve_callables_and_module_paths() -> None:
     assert resolve_hook(_toy_run) is _toy_run
-    assert resolve_hook("clip_cycles.data.build:run_coco") is build.run_coco
+    assert resolve_hook("clip_cycles.commands.build:run_coco") is build_command.run_coco
     with pytest.raises(ValueError, match=r"source 'x' build 'clip_cycles.data.build' must be a callable or"):
         resolve_hook("clip_cycles.data.build", "source 'x' build")
     with pytest.raises(ValueError, match=r"clip_cycles.data.build has no function 'nope'"):
@@ -238,7 +239,7 @@ def test_the_card_is_the_raw_roots_source(tmp_path: Path, toy: Source) -> None:
 
 def _build_subcommands() -> dict[str, argparse.ArgumentParser]:
     parser = argparse.ArgumentParser()
-    build.configure_parser(parser)
+    build_command.configure_parser(parser)
     (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(action.choices)
 
@@ -247,9 +248,9 @@ def test_every_registered_source_has_a_build_subcommand(toy: Source) -> None:
     commands = _build_subcommands()
     assert list(commands) == list(source_names())
     coco = commands["coco"].parse_args(["--coco-root", "r", "--out", "o"])
-    assert coco.func is build.run_coco and coco.pool_train == build.DEFAULT_POOL_TRAIN
+    assert coco.func is build_command.run_coco and coco.pool_train == build.DEFAULT_POOL_TRAIN
     gqa = commands["gqa"].parse_args(["--gqa-root", "r", "--out", "o", "--pool-test", "0"])
-    assert gqa.func is build.run_gqa and (gqa.pool_train, gqa.pool_test) == (5600, None)  # 0 = every image
+    assert gqa.func is build_command.run_gqa and (gqa.pool_train, gqa.pool_test) == (5600, None)  # 0 = every image
     with pytest.raises(SystemExit):
         commands["gqa"].parse_args(["--gqa-root", "r", "--out", "o", "--pool-train", "-1"])
     with pytest.raises(SystemExit):

@@ -117,7 +117,7 @@ def test_eval_takes_a_pattern(shapes_cycles: Path, tmp_path: Path, monkeypatch: 
 def test_lmms_bridge_takes_patterns_and_suggests(
     shapes_cycles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from clip_cycles.integrations.lmms_bridge import main as bridge_main
+    from clip_cycles.commands.lmms_bridge import main as bridge_main
 
     monkeypatch.delenv(TASKS_PATH_ENV, raising=False)
     argv = ["--dataset-root", str(shapes_cycles), "--seeds", "0", "--out"]

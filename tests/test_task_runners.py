@@ -124,7 +124,7 @@ def _yaml(root: Path, name: str, text: str) -> None:
 
 def clip_benchmark(dataset: str, model: str, root: Path, out: Path, *extra: str) -> dict[str, Any]:
     """``clip_benchmark eval`` with the plugin, in this process; returns the JSON it wrote."""
-    from clip_cycles.integrations.clip_benchmark import main
+    from clip_cycles.commands.clip_benchmark import main
 
     template = str(out / "{dataset}_{task}.json")
     main(

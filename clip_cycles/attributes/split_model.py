@@ -8,8 +8,8 @@ models (:func:`clip_cycles.attributes.concept_features.embed_concepts`), and han
 split context in place of ``--split-embeddings``.
 
 The split model's flags are the model flags of every command
-(:func:`clip_cycles.encoding.flags.add_model_arguments`) with the prefix ``split-``, the
-model's three only: device, seed, precision, caches and encoder settings are those of
+(:func:`clip_cycles.commands.flags.add_model_arguments`, added by :mod:`clip_cycles.commands.splits`)
+with the prefix ``split-``, the model's three only: device, seed, precision, caches and encoder settings are those of
 the probed models (``model_options(args, "split-", base=...)``).
 """
 
@@ -23,7 +23,6 @@ import numpy as np
 
 from clip_cycles.attributes.concept_features import embed_concepts
 from clip_cycles.attributes.concepts import DEFAULT_MIN_CONCEPTS
-from clip_cycles.encoding.flags import add_model_arguments
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 
 logger = logging.getLogger(__name__)
@@ -31,21 +30,6 @@ logger = logging.getLogger(__name__)
 #: The model flags the split model has of its own (``--split-model-type``, ``--split-model``, ``--split-pretrained``).
 SPLIT_MODEL_FIELDS: tuple[str, ...] = ("model_type", "model", "pretrained")
 SPLIT_PREFIX = "split-"
-
-
-def add_split_model_arguments(group: Any) -> None:
-    """``--split-model-type``, ``--split-model``, ``--split-pretrained`` on a parser or argument group."""
-    add_model_arguments(
-        group,
-        prefix=SPLIT_PREFIX,
-        only=SPLIT_MODEL_FIELDS,
-        defaults={"model_type": "hf_vision"},
-        helps={
-            "model_type": "backend of --split-model (timm, hf_vision or any embedding backend)",
-            "model": "model whose concept image embeddings make the clustering/similarity splits (instead of --split-embeddings)",
-            "pretrained": "pretrained tag, revision or checkpoint of --split-model",
-        },
-    )
 
 
 def split_embeddings_from_model(
@@ -79,4 +63,4 @@ def split_embeddings_from_model(
     return tuple(embedded.concepts), matrix
 
 
-__all__ = ["SPLIT_MODEL_FIELDS", "SPLIT_PREFIX", "add_split_model_arguments", "split_embeddings_from_model"]
+__all__ = ["SPLIT_MODEL_FIELDS", "SPLIT_PREFIX", "split_embeddings_from_model"]

@@ -49,7 +49,6 @@ any process count.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import hashlib
 import json
@@ -711,14 +710,3 @@ def check_seeds(seeds: Sequence[int]) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds repeats a seed: {seeds}")
     return seeds
-
-
-def seed_argument(text: str) -> int:
-    """argparse type of one ``--seeds`` value: a non-negative integer."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; seeds are 0, 1, 2, ...")
-    return value

@@ -48,7 +48,6 @@ balanced by construction), not gates.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import re
@@ -792,31 +791,3 @@ def _audit_rows(world: World, name: str, seed: int, split: str, rows: list[dict[
         "swapped_false": verdicts[f"swapped_{FALSE}"],
         "violations": sum(v for k, v in verdicts.items() if k not in (f"matched_{TRUE}", f"swapped_{FALSE}")),
     }
-
-
-# --- command line -------------------------------------------------------------------------------------------------
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles audit``."""
-    parser.add_argument("folder", help="a folder written by `clip-cycles build coco|gqa`")
-    parser.add_argument("--source-root", default=None, help="raw annotations root (default: build_info.json's)")
-    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-    parser.set_defaults(func=run_audit)
-
-
-def run_audit(args: argparse.Namespace) -> int:
-    """``clip-cycles audit``: print the table and every violation; exit 1 on any, or when nothing was checked."""
-    result = audit_folder(args.folder, args.source_root)
-    if args.json:
-        print(json.dumps(result, indent=2, sort_keys=True))
-    else:
-        print(f"{'family':<24} {'seed':>4} {'split':<10} {'cycles':>7} {'matched true':>13} {'swaps false':>12}")
-        for row in result["table"]:
-            print(f"{row['family']:<24} {row['seed']:>4} {row['split']:<10} {row['cycles']:>7} "
-                  f"{row['matched_true']:>13} {row['swapped_false']:>12}")  # fmt: skip
-        for problem in result["problems"]:
-            print(f"VIOLATION: {problem}")
-        print(f"audit passed ({result['checked_rows']} rows)" if result["ok"]
-              else f"audit FAILED: {len(result['problems'])} problem(s)")  # fmt: skip
-    return 0 if result["ok"] else 1

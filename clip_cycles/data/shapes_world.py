@@ -34,7 +34,6 @@ byte-identical files (JSON with sorted keys, JPEG from the same pixels and setti
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import re
@@ -402,21 +401,6 @@ def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bo
         _dump(out / f"{split.removesuffix('2017')}_sceneGraphs.json", bucket["graphs"])
     params = {key: world[key] for key in ("n_images", "seed", "image_size", "val_fraction")}
     _dump(out / "shapes_world.json", {"kind": "shapes", **params})
-
-
-def add_build_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags of ``clip-cycles build shapes`` (the subcommand itself comes from the source registry)."""
-    parser.add_argument("--out", required=True, help="output folder (COCO layout + GQA scene graphs)")
-    parser.add_argument("--n-images", type=int, default=1000, help="number of images (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    parser.add_argument("--image-size", type=int, default=96, help="image side in pixels, 64-128 (default 96)")
-
-
-def run(args: argparse.Namespace) -> int:
-    """``clip-cycles build shapes``: write the world and print where."""
-    out = write_shapes_world(args.out, args.n_images, args.seed, args.image_size)
-    print(f"shapes world: {args.n_images} images written to {out}")
-    return 0
 
 
 #: Size of the world generated for a shapes task given no ``--dataset-root``.

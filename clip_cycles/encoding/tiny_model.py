@@ -13,7 +13,6 @@ its work directory, with a progress bar.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from clip_cycles.data.shapes_world import write_shapes_world
-from clip_cycles.results import finite_float, write_json
+from clip_cycles.results import write_json
 from clip_cycles.verbosity import progress_disable
 
 MODEL_NAME = "cycles-tiny"
@@ -258,21 +257,3 @@ def train_tiny(
     }  # fmt: skip
     write_json(card, out / CARD_PATH.name)
     return card
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles train-tiny``."""
-    parser.add_argument("--out", default="cycles-tiny", help="folder for the checkpoint and its card")
-    parser.add_argument("--work", default=None, help="work folder (world, resumable state); default OUT/work")
-    parser.add_argument("--steps", type=int, default=2500)
-    parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--lr", type=finite_float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    work = args.work or os.path.join(args.out, "work")
-    card = train_tiny(args.out, work, steps=args.steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed)
-    print(json.dumps({k: card[k] for k in ("model", "pretrained", "sha256", "bytes", "training")}, indent=2))
-    return 0

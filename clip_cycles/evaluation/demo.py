@@ -24,7 +24,6 @@ them from a fresh run of the shipped model and fails when a document disagrees.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import logging
@@ -51,7 +50,7 @@ from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
-from clip_cycles.experiments.report import REPORT_FILE, build_report
+from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 from clip_cycles.results import mean_sd, write_json
 from clip_cycles.settings import resolve_cache_dir
@@ -444,24 +443,3 @@ def run_demo(
     logger.info("report: %s (%d figure files); timings (s): %s", paths.markdown, len(paths.figures), json.dumps(timings))
     logger.info("page: %s", page)
     return results
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles demo``."""
-    parser.add_argument("--out", default="results", help="results folder (JSON, report.md, figures)")
-    parser.add_argument(
-        "--cache-dir", default=None, help="cache for data and features (default $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)"
-    )
-    parser.add_argument("--quick", action="store_true", help="one seed and fewer epochs (a smoke run)")
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    results = run_demo(args.out, args.cache_dir, QUICK if args.quick else None)
-    out = Path(args.out)
-    audit_path = out / f"audit_{NAME}.json"  # the benchmark audit run_demo wrote (removed when it could not run)
-    benchmark = json.loads(audit_path.read_text(encoding="utf-8")) if audit_path.is_file() else None
-    print(summary_table(results, benchmark))
-    print(f"report: {out / REPORT_FILE}")
-    print(f"page: {out / PAGE_FOLDER / 'index.html'} (open it in a browser; it needs no server and no network)")
-    return 0

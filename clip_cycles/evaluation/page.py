@@ -20,7 +20,6 @@ before anything is written; the same inputs give byte-identical files.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -31,7 +30,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from clip_cycles.encoding.flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name
 from clip_cycles.evaluation.page_examples import ExampleCycle, FamilyExamples, family_examples, thumbnail
@@ -657,28 +655,3 @@ def build_page(
         for key, entry in sorted(found.items()):
             examples.setdefault(key, []).append(entry)
     return write_site(build_site(data, examples), out, max_bytes)
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles page``."""
-    parser.add_argument(
-        "results", nargs="+", help="result folders or JSON files (demo, eval --output, clip_benchmark, audit-benchmark, splits)"
-    )
-    parser.add_argument("--out", required=True, help="folder for the site (empty, new, or an older page)")
-    parser.add_argument("--examples", type=int, default=DEFAULT_EXAMPLES, help="example cycles of each kind per family")
-    parser.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="byte budget of the whole page")
-    parser.add_argument("--sample-seed", type=int, default=0, help="seed of the random example sample and the bootstrap")
-    add_model_arguments(
-        parser.add_argument_group("model whose example cycles are shown (as clip-cycles eval; optional)"),
-        aliases=True,
-        helps={"model": "model name; omit to build the page from the result files alone (no example cycles)"},
-    )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    options = model_options(args)
-    context = RunContext.from_options(options) if options.model else None
-    index = build_page(args.results, args.out, context, args.examples, args.max_bytes, args.sample_seed)
-    print(f"page: {index}")
-    return 0

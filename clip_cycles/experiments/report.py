@@ -24,7 +24,6 @@ Same JSONs give the same bytes (sorted keys, no timestamps, fixed SVG hash salt)
 
 from __future__ import annotations
 
-import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -747,16 +746,3 @@ def build_report(results_dir: str | Path) -> ReportPaths:
         lines += [*body, ""]
     paths.markdown.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return paths
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """``clip-cycles report RESULTS_DIR``."""
-    parser.add_argument("results_dir", help="directory holding probe.json / transfer.json / oe.json")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Rebuild the report and print what was written."""
-    paths = build_report(args.results_dir)
-    print(f"wrote {paths.markdown} and {len(paths.figures)} figure files")
-    return 0

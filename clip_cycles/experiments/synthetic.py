@@ -25,9 +25,7 @@ Run as ``clip-cycles synthetic [--out results/synthetic.json] [--seeds 0 1 2] [-
 
 from __future__ import annotations
 
-import argparse
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -35,7 +33,7 @@ import numpy as np
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc
 from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
 from clip_cycles.registry import Registry
-from clip_cycles.results import mean_sd, write_json
+from clip_cycles.results import mean_sd
 from clip_cycles.verbosity import progress_disable
 
 #: Pass/fail thresholds of the qualitative pattern (recorded in the JSON).
@@ -465,27 +463,3 @@ def format_table(result: dict[str, Any]) -> str:
     for check, ok in result["checks"].items():
         lines.append(f"[{'ok' if ok else 'FAIL'}] {check}")
     return "\n".join(lines)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``clip-cycles synthetic``: run the controls, print the table, write JSON; 1 if the pattern fails."""
-    config = QUICK if args.quick else SyntheticConfig()
-    if args.epochs is not None:
-        config = replace(config, epochs=args.epochs)
-    seeds = tuple(args.seeds)
-    start = time.perf_counter()
-    result = run_synthetic(config, seeds, quick=args.quick)
-    elapsed = time.perf_counter() - start
-    print(format_table(result), flush=True)
-    write_json(result, args.out)
-    print(f"wrote {args.out} in {elapsed:.1f} s")
-    return 0 if result["passed"] else 1
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles synthetic``."""
-    parser.add_argument("--out", default="results/synthetic.json", help="JSON output path (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
-    parser.add_argument("--quick", action="store_true", help="reduced sizes and epochs (tests, smoke runs)")
-    parser.add_argument("--epochs", type=int, default=None, help="override the number of training epochs")
-    parser.set_defaults(func=run)

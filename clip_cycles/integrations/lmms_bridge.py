@@ -30,9 +30,7 @@ the sign.
 
 from __future__ import annotations
 
-import argparse
 import ast
-import json
 import shutil
 import sys
 import warnings
@@ -51,7 +49,7 @@ from clip_cycles.encoding.backends import no_prompts
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
 from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
-from clip_cycles.verbosity import add_verbosity_arguments, command_level, configured_logging, progress_disable
+from clip_cycles.verbosity import progress_disable
 
 MODEL_ID = "clip_cycles_hf_vlm"
 TASK_PREFIX = "clip_cycles_"
@@ -401,35 +399,9 @@ def _make_model_class() -> type:
     return ClipCyclesVLM
 
 
-# --------------------------------------------------------------------------- CLI
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m clip_cycles.integrations.lmms_bridge``: write the lmms-eval task folder and print its task names."""
-    parser = argparse.ArgumentParser(prog="python -m clip_cycles.integrations.lmms_bridge", description=__doc__.split("\n")[0])
-    parser.add_argument("--dataset-root", required=True, help="built dataset folder (clip-cycles build)")
-    parser.add_argument(
-        "--task",
-        nargs="+",
-        required=True,
-        help="cycle task or collection names or fnmatch patterns, e.g. cycles/coco_all, 'cycles/coco_strict_*'",
-    )
-    parser.add_argument("--out", required=True, help="task folder to write (pass it to lmms-eval --include_path)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
-    parser.add_argument(
-        "--loglikelihood-is-loss", action="store_true", help="the lmms-eval model returns a loss (lower = better): flip the sign"
-    )
-    add_verbosity_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        with configured_logging(command_level(args.quiet, args.verbose)):  # notes (families built) on stderr
-            names = write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
-    except (ValueError, FileNotFoundError) as error:
-        print(f"clip_cycles.integrations.lmms_bridge: error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps({"include_path": str(Path(args.out).resolve()), "tasks": names}, indent=2))
-    return 0
-
-
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m clip_cycles.integrations.lmms_bridge` (its documented spelling) runs the command of
+    # clip_cycles.commands.lmms_bridge; looked up by name because commands/ sits above this layer.
+    import importlib
+
+    sys.exit(importlib.import_module("clip_cycles.commands.lmms_bridge").main())

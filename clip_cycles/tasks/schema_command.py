@@ -1,4 +1,4 @@
-"""``clip-cycles schema``: print the JSON Schema of a file format, or write the shipped copies.
+"""The JSON Schemas of the file formats, for ``clip-cycles schema`` (:mod:`clip_cycles.commands.schema`).
 
 The schemas are exported from the declared models (:mod:`clip_cycles.tasks.task_schema`,
 :mod:`clip_cycles.schemas.build_info`, :mod:`clip_cycles.schemas.result`,
@@ -10,7 +10,6 @@ clip_cycles/schemas/json`` rewrites them after a model changed.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -59,30 +58,3 @@ def write_schemas(folder: str | Path) -> list[Path]:
         atomic_write_bytes(path, schema_text(name).encode("utf-8"))
         written.append(path)
     return written
-
-
-def run(args: argparse.Namespace) -> int:
-    """Print one schema (or its shipped file's path), or write them all with ``--out-dir``."""
-    if args.out_dir is not None:
-        if args.format is not None or args.path:
-            raise ValueError("--out-dir writes every format's schema; give it without a format or --path")
-        for path in write_schemas(args.out_dir):
-            print(path)
-        return 0
-    if args.format is None:
-        raise ValueError(f"name a format ({', '.join(SCHEMAS)}), or give --out-dir")
-    if args.path:
-        print(shipped_schema_dir() / schema_file_name(args.format))
-        return 0
-    print(schema_text(args.format), end="")
-    return 0
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles schema``."""
-    parser.add_argument("format", nargs="?", choices=sorted(SCHEMAS), help="the file format whose JSON Schema is printed")
-    parser.add_argument(
-        "--path", action="store_true", help="print the path of the shipped schema file instead (for an editor's $schema line)"
-    )
-    parser.add_argument("--out-dir", default=None, help="write every format's <name>.schema.json into this folder")
-    parser.set_defaults(func=run)

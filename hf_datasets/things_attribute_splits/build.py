@@ -32,11 +32,12 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, split_inputs, strategy_names
+from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
+from clip_cycles.commands.model_flags import MODEL_FLAGS
+from clip_cycles.commands.splits import configure_parser, split_inputs
 from clip_cycles.data.card_yaml import card_header
-from clip_cycles.encoding.flags import MODEL_FLAGS
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
@@ -173,8 +174,6 @@ def flags_ignored_by_synthetic(parser: argparse.ArgumentParser, args: argparse.N
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the inputs of ``clip-cycles splits``, then write the splits, the card and build_info.json to ``--out``."""
-    from clip_cycles.attributes.attribute_experiments import configure_parser
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     configure_parser(parser)
     parser.set_defaults(seeds=[0, 1, 2])

@@ -11,14 +11,30 @@ from __future__ import annotations
 import argparse
 import os
 
+from pydantic import Field
+
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import audit_benchmark
-from clip_cycles.encoding.flags import add_model_arguments, model_options
-from clip_cycles.encoding.run_context import RunContext
-from clip_cycles.results import check_output_folder, finite_float
+from clip_cycles.commands.flags import finite_float
+from clip_cycles.commands.model_flags import add_model_arguments, model_options
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.results import check_output_folder
+from clip_cycles.schemas.options import Options
+
+
+class AuditBenchmarkOptions(Options):
+    """Options of ``clip-cycles audit-benchmark``."""
+
+    name: str = Field(json_schema_extra={"flag": "NAME"})
+    root: str = Field(json_schema_extra={"flag": "--root"})
+    subset: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--subset"})
+    out: str | None = Field(None, json_schema_extra={"flag": "--out"})
+    tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, json_schema_extra={"flag": "--tie-tolerance"})
+    probe_folds: int = Field(5, json_schema_extra={"flag": "--probe-folds"})
+    model: ModelOptions
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -39,25 +55,41 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.name not in ADAPTERS:
-        raise ValueError(f"unknown benchmark format {args.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
-    out = check_output_folder(args.out or os.path.join("results", f"audit_{args.name}"))  # before any work
-    settings = AuditSettings(tie_tolerance=args.tie_tolerance, probe_folds=args.probe_folds)
-    options = model_options(args)
+    """The namespace as :class:`AuditBenchmarkOptions`, then :func:`audit`."""
+    subset = None if args.subset is None else tuple(args.subset)
+    command = AuditBenchmarkOptions.make(
+        name=args.name,
+        root=args.root,
+        subset=subset,
+        out=args.out,
+        tie_tolerance=args.tie_tolerance,
+        probe_folds=args.probe_folds,
+        model=model_options(args),
+    )
+    return audit(command)
+
+
+def audit(command: AuditBenchmarkOptions) -> int:
+    """Audit the benchmark, write the JSON, markdown and figure, print the table."""
+    if command.name not in ADAPTERS:
+        raise ValueError(f"unknown benchmark format {command.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
+    out = check_output_folder(command.out or os.path.join("results", f"audit_{command.name}"))  # before any work
+    settings = AuditSettings(tie_tolerance=command.tie_tolerance, probe_folds=command.probe_folds)
+    options = command.model
     # Without a model nothing is encoded, so no cache either: only the design and the length rules are audited.
     context = RunContext.from_options(options) if options.model else None
-    audit = audit_benchmark(
-        args.name,
-        args.root,
+    report = audit_benchmark(
+        command.name,
+        command.root,
         context.spec if context else None,
         context.cache_dir if context else None,
-        args.subset,
+        None if command.subset is None else list(command.subset),
         settings,
         options.encode_batch_size,
         options.num_workers,
         options.skip_bad_images,
     )
-    path, table = write_outputs(audit, out)
+    path, table = write_outputs(report, out)
     print(table)
     print(f"wrote {path}, {path.stem}.md, {path.stem}.png")
     return 0

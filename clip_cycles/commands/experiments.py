@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from pydantic import Field
+
+from clip_cycles.commands.flags import finite_float
+from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.backends_vision import require_embeddings
-from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.experiments import oe, probes, transfer
 from clip_cycles.experiments.experiment_data import (
@@ -27,7 +30,8 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
-from clip_cycles.results import finite_float, write_json
+from clip_cycles.results import write_json
+from clip_cycles.schemas.options import Options
 from clip_cycles.settings import MIN_CYCLES_ENV
 from clip_cycles.tasks.names import resolve_task_names
 
@@ -132,6 +136,40 @@ def finish(record: dict[str, Any], out: str | Path, file_name: str, report: bool
     return 0
 
 
+class ExperimentOptions(Options):
+    """Options of ``clip-cycles probe | transfer | oe``: the input, the experiment's settings, the output."""
+
+    features: str | None = Field(None, json_schema_extra={"flag": "--features"})
+    task: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--task"})
+    model: ModelOptions
+    settings: Any = Field(json_schema_extra={"flag": "--epochs/--seeds/--lr/..."})  # ProbeSettings, TransferSettings, OESettings
+    min_cycles: int | None = Field(None, json_schema_extra={"flag": "--min-cycles"})
+    out: str = Field(json_schema_extra={"flag": "--out"})
+    report: bool = Field(True, json_schema_extra={"flag": "--no-report"})
+
+
+def experiment_options(args: argparse.Namespace, settings: Any) -> ExperimentOptions:
+    """The :class:`ExperimentOptions` of parsed experiment flags and the experiment's settings (the edge)."""
+    return ExperimentOptions.make(
+        features=args.features,
+        task=None if args.task is None else tuple(args.task),
+        model=model_options(args),
+        settings=settings,
+        min_cycles=args.min_cycles,
+        out=args.out,
+        report=not args.no_report,
+    )
+
+
+def run_experiment(options: ExperimentOptions, run: Callable[[ExperimentData, Any], dict[str, Any]], file_name: str,
+                   with_markers: bool = False) -> int:  # fmt: skip
+    """Load the input, settle the minimum cycles, run the experiment and write its JSON (+ report)."""
+    tasks = None if options.task is None else list(options.task)
+    data = load_input(options.features, tasks, options.model, options.settings.seeds, with_markers=with_markers)
+    settings = dataclasses.replace(options.settings, min_cycles=resolve_min_cycles(options.min_cycles, data))
+    return finish(run(data, settings), options.out, file_name, report=options.report)
+
+
 def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles probe``: rank sweeps per family."""
     add_experiment_arguments(parser, epochs=30)
@@ -156,9 +194,7 @@ def probe_command(args: argparse.Namespace) -> int:
         seeds=tuple(args.seeds),
         audit=not args.no_audit,
     )
-    data = load_input(args.features, args.task, model_options(args), settings.seeds)
-    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(args.min_cycles, data))
-    return finish(run_probes(data, settings), args.out, probes.RESULT_FILE, report=not args.no_report)
+    return run_experiment(experiment_options(args, settings), run_probes, probes.RESULT_FILE)
 
 
 def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
@@ -181,9 +217,7 @@ def transfer_command(args: argparse.Namespace) -> int:
         batch_size=args.train_batch_size,
         seeds=tuple(args.seeds),
     )
-    data = load_input(args.features, args.task, model_options(args), settings.seeds)
-    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(args.min_cycles, data))
-    return finish(transfer.run_transfer(data, settings), args.out, transfer.RESULT_FILE, report=not args.no_report)
+    return run_experiment(experiment_options(args, settings), transfer.run_transfer, transfer.RESULT_FILE)
 
 
 def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
@@ -217,6 +251,4 @@ def oe_command(args: argparse.Namespace) -> int:
         text_only_epochs=args.text_only_epochs,
         text_only_lr=args.text_only_lr,
     )
-    data = load_input(args.features, args.task, model_options(args), settings.seeds, with_markers=True)
-    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(args.min_cycles, data))
-    return finish(oe.run_oe(data, settings), args.out, oe.RESULT_FILE, report=not args.no_report)
+    return run_experiment(experiment_options(args, settings), oe.run_oe, oe.RESULT_FILE, with_markers=True)

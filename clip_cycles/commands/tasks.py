@@ -5,9 +5,19 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import sys
+from typing import Sequence
 
+from pydantic import Field
+
+from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import format_task_lines, task_lines
 from clip_cycles.tasks.registry import TaskRegistry
+
+
+class TasksOptions(Options):
+    """Options of ``clip-cycles tasks``."""
+
+    patterns: tuple[str, ...] = Field((), json_schema_extra={"flag": "PATTERN"})
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -21,20 +31,25 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-def _selected(name: str, patterns: list[str]) -> bool:
+def _selected(name: str, patterns: Sequence[str]) -> bool:
     return not patterns or any(fnmatch.fnmatchcase(name, p) or name.startswith(p.rstrip("/") + "/") for p in patterns)
 
 
 def run(args: argparse.Namespace) -> int:
+    """``clip-cycles tasks``: the namespace as :class:`TasksOptions`, then :func:`list_tasks`."""
+    return list_tasks(TasksOptions.make(patterns=tuple(args.patterns)))
+
+
+def list_tasks(options: TasksOptions) -> int:
     """Print the matching tasks (name, output type or collection, what it reads, description) to stdout.
 
     Task files that do not validate are listed after them with their reason, never left out.
     """
     registry = TaskRegistry.default()
     registry.names()  # reads every file, filling registry.unavailable
-    broken = {name: reason for name, reason in registry.unavailable.items() if _selected(name, args.patterns)}
+    broken = {name: reason for name, reason in registry.unavailable.items() if _selected(name, options.patterns)}
     found = {}
-    for pattern in args.patterns or [None]:
+    for pattern in options.patterns or [None]:
         try:
             found.update({line.name: line for line in task_lines(pattern, registry)})
         except ValueError:

@@ -1,10 +1,11 @@
 """The model flags, defined once for every command that loads a model, and the options they parse to.
 
-``eval``, ``encode``, ``audit-benchmark``, ``probe``, ``transfer``, ``oe`` and ``splits`` add
-the flags of :data:`MODEL_FLAGS` with :func:`add_model_arguments`; ``splits`` adds three
-of them a second time with the prefix ``split-`` for its split model. :func:`model_options`
-turns the parsed flags into a :class:`~clip_cycles.encoding.run_context.ModelOptions`;
-that is the command line's edge, nothing below it sees an ``argparse.Namespace``.
+:data:`MODEL_FLAGS`: ``eval``, ``encode``, ``audit-benchmark``, ``probe``,
+``transfer``, ``oe``, ``splits`` and ``page`` add them with :func:`add_model_arguments`;
+``splits`` adds three of them a second time with the prefix ``split-`` for its split model.
+:func:`model_options` turns the parsed flags into a
+:class:`~clip_cycles.encoding.run_context.ModelOptions`; that is the command line's edge,
+nothing below :mod:`clip_cycles.commands` sees an ``argparse.Namespace``.
 
 One spelling per flag; older spellings stay as aliases where they cannot be mistaken:
 ``--seed`` for ``--model-seed`` and ``--batch-size`` for ``--encode-batch-size`` are
@@ -161,6 +162,3 @@ def model_options(args: argparse.Namespace, prefix: str = "", base: ModelOptions
         if hasattr(args, dest):
             values[flag.field] = getattr(args, dest)
     return dataclasses.replace(base or ModelOptions(), **values)
-
-
-__all__ = ["MODEL_FLAGS", "ModelFlag", "ModelOptions", "add_model_arguments", "add_task_argument", "model_options"]

@@ -6,19 +6,32 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from clip_cycles.data.families import seed_argument
+from pydantic import Field
+
+from clip_cycles.commands.flags import seed_argument
+from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.distributed import process_group
-from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
-from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
+from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import resolve_task_names
-from clip_cycles.tasks.registry import TaskRegistry
+from clip_cycles.tasks.registry import AnyTask, TaskRegistry
 
 logger = logging.getLogger(__name__)
+
+
+class EvalOptions(Options):
+    """Options of ``clip-cycles eval``: the tasks, the model and where the results go."""
+
+    task: tuple[str, ...] = Field(min_length=1, json_schema_extra={"flag": "--task"})
+    model: ModelOptions
+    output: str = Field(DEFAULT_OUTPUT, json_schema_extra={"flag": "--output"})
+    samples: str | None = Field(None, json_schema_extra={"flag": "--samples"})
+    seeds: tuple[int, ...] | None = Field(None, json_schema_extra={"flag": "--seeds"})
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +58,15 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The namespace as :class:`EvalOptions`, then :func:`evaluate`."""
+    seeds = None if args.seeds is None else tuple(args.seeds)
+    options = EvalOptions.make(
+        task=tuple(args.task), model=model_options(args), output=args.output, samples=args.samples, seeds=seeds
+    )
+    return evaluate(options)
+
+
+def evaluate(command: EvalOptions) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner.
 
     ``--task`` takes names, collections and ``fnmatch`` patterns (``cycles/coco_*``); the backend is
@@ -52,27 +74,16 @@ def run(args: argparse.Namespace) -> int:
     """
     # One registry for the whole command: each task file is read and validated once, not once per lookup.
     registry = TaskRegistry.default()
-    tasks = registry.expand(resolve_task_names(args.task, registry))
-    options = model_options(args)
+    tasks = registry.expand(resolve_task_names(list(command.task), registry))
+    options = command.model
     check_backend_for_tasks(tasks, options.model_type, options.model)
-    context = RunContext.from_options(options, seeds=args.seeds)
-    context.samples_path = Path(args.samples) if args.samples else None
+    context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
+    context.samples_path = Path(command.samples) if command.samples else None
     spec = context.spec
-    if args.output != "-":  # every result file checked before anything is encoded, so no result is lost
-        check_output_plan(
-            {
-                task.name: output_path(
-                    args.output,
-                    task.name,
-                    spec.model,
-                    spec.pretrained,
-                    language=context.language,
-                    task=runner_for(task.output_type).result_task,
-                )
-                for task in tasks
-            },
-            args.output,
-        )
+    # Each task's --output file, expanded once: the plan checked here is the one the results are written to.
+    planned = {} if command.output == "-" else output_plan(command.output, tasks, context)
+    if planned:  # every result file checked before anything is encoded, so no result is lost
+        check_output_plan(planned, command.output)
     with process_group(spec):
         outcome = run_tasks(tasks, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
@@ -88,16 +99,30 @@ def run(args: argparse.Namespace) -> int:
             len(stats.bad_images),
         )
     for record in outcome.records:
-        if args.output == "-":
+        if command.output == "-":
             print(json.dumps(record, sort_keys=True, indent=2))
         else:
-            path = write_result(
-                record, output_path(args.output, record["dataset"], spec.model, spec.pretrained, task=record["task"])
-            )
+            path = write_result(record, planned[record["dataset"]])
             print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}")  # the result: one line a task
     if context.samples_path is not None:
         print(f"per-cycle samples -> {context.samples_path}")
     return 0
+
+
+def output_plan(template: str, tasks: Sequence[AnyTask], context: RunContext) -> dict[str, str]:
+    """Task name -> its result file: ``template`` filled once per task (the record's dataset, task and language)."""
+    spec = context.spec
+    return {
+        task.name: output_path(
+            template,
+            task.name,
+            spec.model,
+            spec.pretrained,
+            language=context.language,
+            task=runner_for(task.output_type).result_task,
+        )
+        for task in tasks
+    }
 
 
 def _headline(metrics: dict[str, Any]) -> str:

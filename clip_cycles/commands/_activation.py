@@ -7,7 +7,7 @@ reads one small cached module. At start-up it only puts a finder
 on ``sys.meta_path`` that answers for one name, ``clip_benchmark.cli``: nothing is
 imported, so unrelated processes pay one string comparison per import. When a process
 imports ``clip_benchmark.cli``, the real module is loaded as usual and then handed to
-:func:`clip_cycles.integrations.clip_benchmark.patch_cli`. Without clip_benchmark nothing happens;
+:func:`clip_cycles.commands.clip_benchmark.patch_cli`. Without clip_benchmark nothing happens;
 ``CLIP_CYCLES_NO_PLUGIN=1`` disables the hook.
 """
 
@@ -59,7 +59,7 @@ def activate(module: object) -> None:
     if os.environ.get(DISABLE_ENV, "") not in ("", "0"):
         return
     try:
-        from clip_cycles.integrations.clip_benchmark import patch_cli
+        from clip_cycles.commands.clip_benchmark import patch_cli
     except ImportError:  # clip_cycles uninstalled but this hook left behind: stay out of the way
         return
     try:

@@ -5,13 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 
+from pydantic import Field
+
+from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.distributed import process_group
-from clip_cycles.encoding.flags import add_model_arguments, add_task_argument, model_options
-from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.task_encoding import encode_tasks
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
+from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import expand_tasks
+
+
+class EncodeOptions(Options):
+    """Options of ``clip-cycles encode``: the tasks and the model."""
+
+    task: tuple[str, ...] = Field(min_length=1, json_schema_extra={"flag": "--task"})
+    model: ModelOptions
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -22,9 +32,14 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """The namespace as :class:`EncodeOptions`, then :func:`encode`."""
+    return encode(EncodeOptions.make(task=tuple(args.task), model=model_options(args)))
+
+
+def encode(command: EncodeOptions) -> int:
     """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
-    tasks = expand_tasks(resolve_task_names(args.task))  # names, collections and fnmatch patterns
-    options = model_options(args)
+    tasks = expand_tasks(resolve_task_names(list(command.task)))  # names, collections and fnmatch patterns
+    options = command.model
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options)
     with process_group(context.spec):

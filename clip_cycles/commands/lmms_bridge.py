@@ -1,0 +1,50 @@
+"""``python -m clip_cycles.integrations.lmms_bridge``: write an lmms-eval task folder for cycle tasks.
+
+The flags of the lmms-eval bridge (:mod:`clip_cycles.integrations.lmms_bridge`); its
+``__main__`` runs :func:`main` here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from clip_cycles.commands.flags import add_verbosity_arguments
+from clip_cycles.integrations import lmms_bridge
+from clip_cycles.verbosity import command_level, configured_logging
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m clip_cycles.integrations.lmms_bridge``: write the lmms-eval task folder and print its task names."""
+    parser = argparse.ArgumentParser(
+        prog="python -m clip_cycles.integrations.lmms_bridge", description=str(lmms_bridge.__doc__).split("\n")[0]
+    )
+    parser.add_argument("--dataset-root", required=True, help="built dataset folder (clip-cycles build)")
+    parser.add_argument(
+        "--task",
+        nargs="+",
+        required=True,
+        help="cycle task or collection names or fnmatch patterns, e.g. cycles/coco_all, 'cycles/coco_strict_*'",
+    )
+    parser.add_argument("--out", required=True, help="task folder to write (pass it to lmms-eval --include_path)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
+    parser.add_argument(
+        "--loglikelihood-is-loss", action="store_true", help="the lmms-eval model returns a loss (lower = better): flip the sign"
+    )
+    add_verbosity_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        with configured_logging(command_level(args.quiet, args.verbose)):  # notes (families built) on stderr
+            names = lmms_bridge.write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
+    except (ValueError, FileNotFoundError) as error:
+        print(f"clip_cycles.integrations.lmms_bridge: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({"include_path": str(Path(args.out).resolve()), "tasks": names}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

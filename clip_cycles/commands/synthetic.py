@@ -1,0 +1,51 @@
+"""``clip-cycles synthetic``: the synthetic controls (:func:`clip_cycles.experiments.synthetic.run_synthetic`)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import replace
+
+from pydantic import Field
+
+from clip_cycles.experiments.synthetic import QUICK, SyntheticConfig, format_table, run_synthetic
+from clip_cycles.results import write_json
+from clip_cycles.schemas.options import Options
+
+
+class SyntheticOptions(Options):
+    """Options of ``clip-cycles synthetic``."""
+
+    out: str = Field("results/synthetic.json", json_schema_extra={"flag": "--out"})
+    seeds: tuple[int, ...] = Field((0, 1, 2), json_schema_extra={"flag": "--seeds"})
+    quick: bool = Field(False, json_schema_extra={"flag": "--quick"})
+    epochs: int | None = Field(None, json_schema_extra={"flag": "--epochs"})
+
+
+def run(args: argparse.Namespace) -> int:
+    """The namespace as :class:`SyntheticOptions`, then :func:`synthetic`."""
+    return synthetic(SyntheticOptions.make(out=args.out, seeds=tuple(args.seeds), quick=args.quick, epochs=args.epochs))
+
+
+def synthetic(options: SyntheticOptions) -> int:
+    """Run the controls, print the table, write JSON; 1 if the pattern fails."""
+    config = QUICK if options.quick else SyntheticConfig()
+    if options.epochs is not None:
+        config = replace(config, epochs=options.epochs)
+    seeds = tuple(options.seeds)
+    start = time.perf_counter()
+    result = run_synthetic(config, seeds, quick=options.quick)
+    elapsed = time.perf_counter() - start
+    print(format_table(result), flush=True)
+    write_json(result, options.out)
+    print(f"wrote {options.out} in {elapsed:.1f} s")
+    return 0 if result["passed"] else 1
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``clip-cycles synthetic``."""
+    parser.add_argument("--out", default="results/synthetic.json", help="JSON output path (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
+    parser.add_argument("--quick", action="store_true", help="reduced sizes and epochs (tests, smoke runs)")
+    parser.add_argument("--epochs", type=int, default=None, help="override the number of training epochs")
+    parser.set_defaults(func=run)
