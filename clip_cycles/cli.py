@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sys
 
-from clip_cycles.commands.main import COMMANDS, HELPS, main, register_command, unregister_command
+from clip_cycles.commands.main import COMMANDS, command_help, main, register_command, unregister_command
 
-__all__ = ["COMMANDS", "HELPS", "main", "register_command", "unregister_command"]
+__all__ = ["COMMANDS", "command_help", "main", "register_command", "unregister_command"]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

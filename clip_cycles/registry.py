@@ -30,6 +30,7 @@ class Entry:
     origin: str = "registered"
     distribution: str | None = None  # the distribution that declared an entry point
     version: str | None = None  # and its version (both enter cache keys of third-party code)
+    description: str = ""  # one line for listings (e.g. `clip-cycles --help`), readable without resolving the target
 
     @property
     def lazy(self) -> bool:
@@ -71,7 +72,9 @@ class Registry(Generic[T]):
         self._frozen = False
 
     # -- registration ---------------------------------------------------------------------
-    def register(self, name: str, target: T | str, replace: bool = False, origin: str = "registered") -> T | str:
+    def register(
+        self, name: str, target: T | str, replace: bool = False, origin: str = "registered", description: str = ""
+    ) -> T | str:
         """Register ``target`` (an object or ``"module:attribute"``) under ``name``; returns ``target``.
 
         ``origin="builtin"`` marks what the package itself ships (a backend's cache key tells
@@ -80,7 +83,7 @@ class Registry(Generic[T]):
         if origin not in ORIGINS[:2]:
             raise ValueError(f"origin of a {self.kind} registered in code must be one of {ORIGINS[:2]}, got {origin!r}")
         self.check_free(name, replace=replace)
-        self._entries[name] = Entry(name=name, target=target, origin=origin)
+        self._entries[name] = Entry(name=name, target=target, origin=origin, description=description)
         self._resolved.pop(name, None)
         return target
 

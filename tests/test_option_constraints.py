@@ -17,6 +17,7 @@ import importlib
 import os
 import pkgutil
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +55,40 @@ def _option_classes() -> list[type[Options]]:
 OPTION_CLASSES = _option_classes()
 
 
+def _example(annotation: Any) -> Any:
+    """A valid value for a required field, from its annotation alone (a command's positional or required flag)."""
+    if annotation is str:
+        return "x"
+    if annotation is Any:
+        return None
+    if typing.get_origin(annotation) is tuple:
+        return ("x",) if typing.get_args(annotation)[0] is str else (1,)
+    if isinstance(annotation, type):
+        return annotation()  # an options dataclass whose fields all have defaults (ModelOptions, SplitInputs)
+    return None
+
+
+def required_examples(cls: type[Options]) -> dict[str, Any]:
+    """Example values for the fields ``cls`` requires, so its defaults can be tried with them."""
+    return {name: _example(info.annotation) for name, info in cls.model_fields.items() if info.is_required()}
+
+
+def numeric_fields(cls: type[Options]) -> list[str]:
+    """Fields typed int or float (``bool`` excluded): each must declare its range."""
+    out = []
+    for name, info in cls.model_fields.items():
+        args = typing.get_args(info.annotation) or (info.annotation,)
+        if any(arg in (int, float) for arg in args):
+            out.append(name)
+    return out
+
+
 def constraint_problems(cls: type[Options]) -> list[str]:
     """What is wrong with ``cls``'s declaration: defaults refused, or a forbidden value accepted or badly worded."""
     problems = []
+    base = required_examples(cls)
     try:
-        cls.make()
+        cls.make(**base)
     except ValueError as error:
         return [f"{cls.__name__}: the defaults are refused ({error})"]
     for field, values in invalid_values(cls).items():
@@ -66,7 +96,7 @@ def constraint_problems(cls: type[Options]) -> list[str]:
         shape = re.compile(rf"^{cls.__name__} option " + (rf"{re.escape(flag)} \({field}\b" if flag else rf"{field}\b"))
         for value in values:
             try:
-                cls.make(**{field: value})
+                cls.make(**{**base, field: value})
             except ValueError as error:
                 if not shape.match(str(error)):
                     problems.append(f"{cls.__name__}.{field}={value!r}: refused as {str(error)!r}")
@@ -93,7 +123,8 @@ def test_the_package_option_classes_are_found() -> None:
 
 @pytest.mark.parametrize("cls", OPTION_CLASSES, ids=lambda cls: cls.__name__)
 def test_every_declared_constraint_refuses_its_invalid_values_in_one_shape(cls: type[Options]) -> None:
-    assert invalid_values(cls), f"{cls.__name__} declares no constraint"
+    # A class of paths and switches has nothing to range-check; a number without a declared range is a defect.
+    assert invalid_values(cls) or not numeric_fields(cls), f"{cls.__name__} declares no constraint on {numeric_fields(cls)}"
     assert constraint_problems(cls) == []
 
 
@@ -257,3 +288,15 @@ def folder_options(overwrite):
         ("x.py", "num_processes", "_num_proc"),
         ("x.py", "folder_options", "_DEFAULTS"),
     }
+
+
+class _Unranged(Options):
+    """A crafted fault: a numeric option with no declared range."""
+
+    steps: int = 1
+
+
+def test_a_numeric_option_without_a_range_is_caught() -> None:
+    assert invalid_values(_Unranged) == {} and numeric_fields(_Unranged) == ["steps"]
+    with pytest.raises(AssertionError, match="declares no constraint on"):
+        test_every_declared_constraint_refuses_its_invalid_values_in_one_shape(_Unranged)

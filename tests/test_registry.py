@@ -154,3 +154,11 @@ def test_entry_point_entries_carry_their_distribution_and_version(tmp_path, monk
     entry = reg.entry("loads")
     assert (entry.origin, entry.distribution, entry.version, entry.target) == ("entry point", "widgetdist", "1.2", "json:loads")
     assert reg.get("loads") is json.loads
+
+
+def test_description_is_read_without_resolving_the_target() -> None:
+    reg: Registry[object] = Registry("widget")
+    reg.register("lazy", "no_such_module_anywhere:thing", description="one line")
+    assert reg.entry("lazy").description == "one line"  # no import was attempted
+    with pytest.raises(ModuleNotFoundError):
+        reg.get("lazy")

@@ -32,7 +32,7 @@ class AuditBenchmarkOptions(Options):
     root: str = Field(json_schema_extra={"flag": "--root"})
     subset: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--subset"})
     out: str | None = Field(None, json_schema_extra={"flag": "--out"})
-    tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, json_schema_extra={"flag": "--tie-tolerance"})
+    tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, ge=0.0, json_schema_extra={"flag": "--tie-tolerance"})
     probe_folds: int = Field(5, json_schema_extra={"flag": "--probe-folds"})
     model: ModelOptions
 

@@ -143,7 +143,7 @@ class ExperimentOptions(Options):
     task: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--task"})
     model: ModelOptions
     settings: Any = Field(json_schema_extra={"flag": "--epochs/--seeds/--lr/..."})  # ProbeSettings, TransferSettings, OESettings
-    min_cycles: int | None = Field(None, json_schema_extra={"flag": "--min-cycles"})
+    min_cycles: int | None = Field(None, ge=1, json_schema_extra={"flag": "--min-cycles"})
     out: str = Field(json_schema_extra={"flag": "--out"})
     report: bool = Field(True, json_schema_extra={"flag": "--no-report"})
 

@@ -23,22 +23,24 @@ from clip_cycles.commands.flags import add_verbosity_arguments
 from clip_cycles.registry import Registry
 from clip_cycles.verbosity import QUIET_FLAGS, VERBOSE_FLAGS, command_level, configured_logging
 
-#: Name -> the function that configures the command's parser (lazy ``"module:function"``).
+#: Name -> the function that configures the command's parser (lazy ``"module:function"``); each entry's
+#: ``description`` is the one-line help of ``clip-cycles --help``, read without importing the command.
 COMMANDS: Registry[Callable[[argparse.ArgumentParser], None]] = Registry("clip-cycles command")
-#: Name -> the one-line help shown by ``clip-cycles --help`` (kept apart so listing imports nothing).
-HELPS: dict[str, str] = {}
 
 
 def register_command(name: str, target: str | Callable[[argparse.ArgumentParser], None], help: str) -> None:
     """Register subcommand ``name`` configured by ``target`` (``"module:function"`` or the function)."""
-    COMMANDS.register(name, target)
-    HELPS[name] = help
+    COMMANDS.register(name, target, description=help)
 
 
 def unregister_command(name: str) -> None:
     """Remove subcommand ``name`` (tests that register one temporarily)."""
     COMMANDS.unregister(name)
-    HELPS.pop(name, None)
+
+
+def command_help(name: str) -> str:
+    """The one-line help of command ``name`` (its registry entry's description)."""
+    return COMMANDS.entry(name).description
 
 
 _HERE = "clip_cycles.commands"
@@ -83,7 +85,7 @@ register_command(
 
 
 def _top_parser() -> argparse.ArgumentParser:
-    lines = [f"  {name:<12} {HELPS.get(name, '')}" for name in COMMANDS.names()]
+    lines = [f"  {name:<12} {command_help(name)}" for name in COMMANDS.names()]
     parser = argparse.ArgumentParser(
         prog="clip-cycles",
         usage="clip-cycles [-q | -v] COMMAND [options]",
@@ -109,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
-        top.error(f"unknown command {name!r}; available: {', '.join(COMMANDS.names())}")
-    parser = argparse.ArgumentParser(prog=f"clip-cycles {name}", description=HELPS.get(name))
+        top.error(COMMANDS.unknown_message(name))
+    parser = argparse.ArgumentParser(prog=f"clip-cycles {name}", description=command_help(name))
     COMMANDS.get(name)(parser)
     add_verbosity_arguments(parser)
     namespace = parser.parse_args(rest)

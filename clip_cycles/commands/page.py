@@ -17,8 +17,8 @@ class PageOptions(Options):
 
     results: tuple[str, ...] = Field(min_length=1, json_schema_extra={"flag": "RESULTS"})
     out: str = Field(json_schema_extra={"flag": "--out"})
-    examples: int = Field(DEFAULT_EXAMPLES, json_schema_extra={"flag": "--examples"})
-    max_bytes: int = Field(DEFAULT_MAX_BYTES, json_schema_extra={"flag": "--max-bytes"})
+    examples: int = Field(DEFAULT_EXAMPLES, ge=0, json_schema_extra={"flag": "--examples"})
+    max_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1, json_schema_extra={"flag": "--max-bytes"})
     sample_seed: int = Field(0, json_schema_extra={"flag": "--sample-seed"})
     model: ModelOptions
 

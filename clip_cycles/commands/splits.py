@@ -84,7 +84,7 @@ class SplitsOptions(Options):
     inputs: SplitInputs
     strategies: tuple[str, ...] = Field(PAPER_STRATEGY_ORDER, json_schema_extra={"flag": "--strategies"})
     seeds: tuple[int, ...] = Field((0,), json_schema_extra={"flag": "--seeds"})
-    k: int | None = Field(None, json_schema_extra={"flag": "--k"})
+    k: int | None = Field(None, ge=2, json_schema_extra={"flag": "--k"})
     k_values: tuple[int, ...] = Field(DEFAULT_K_VALUES, json_schema_extra={"flag": "--k-values"})
     solver: str = Field(DEFAULT_SOLVER, json_schema_extra={"flag": "--solver"})
     fold_assignment: str = Field("per_attribute", json_schema_extra={"flag": "--fold-assignment"})

@@ -19,7 +19,7 @@ class SyntheticOptions(Options):
     out: str = Field("results/synthetic.json", json_schema_extra={"flag": "--out"})
     seeds: tuple[int, ...] = Field((0, 1, 2), json_schema_extra={"flag": "--seeds"})
     quick: bool = Field(False, json_schema_extra={"flag": "--quick"})
-    epochs: int | None = Field(None, json_schema_extra={"flag": "--epochs"})
+    epochs: int | None = Field(None, ge=1, json_schema_extra={"flag": "--epochs"})
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,9 +18,9 @@ class TrainTinyOptions(Options):
 
     out: str = Field("cycles-tiny", json_schema_extra={"flag": "--out"})
     work: str | None = Field(None, json_schema_extra={"flag": "--work"})
-    steps: int = Field(2500, json_schema_extra={"flag": "--steps"})
-    batch_size: int = Field(128, json_schema_extra={"flag": "--batch-size"})
-    lr: float = Field(1e-3, json_schema_extra={"flag": "--lr"})
+    steps: int = Field(2500, ge=1, json_schema_extra={"flag": "--steps"})
+    batch_size: int = Field(128, ge=1, json_schema_extra={"flag": "--batch-size"})
+    lr: float = Field(1e-3, gt=0.0, json_schema_extra={"flag": "--lr"})
     seed: int = Field(0, json_schema_extra={"flag": "--seed"})
 
 
