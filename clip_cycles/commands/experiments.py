@@ -170,14 +170,21 @@ def run_experiment(options: ExperimentOptions, run: Callable[[ExperimentData, An
     return finish(run(data, settings), options.out, file_name, report=options.report)
 
 
+def add_head_training_arguments(parser: argparse.ArgumentParser, rank: int | None) -> None:
+    """The heads' optimiser flags every experiment takes (and ``--rank`` where one rank is trained)."""
+    if rank is not None:
+        parser.add_argument("--rank", type=int, default=rank, help="probe rank (paper: 64)")
+    parser.add_argument("--lr", type=finite_float, default=1e-3)
+    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
+    add_train_batch_size(parser)
+
+
 def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles probe``: rank sweeps per family."""
     add_experiment_arguments(parser, epochs=30)
     parser.add_argument("--ranks", type=int, nargs="+", default=list(PROBE_RANKS), help="low-rank probe ranks")
     parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
-    parser.add_argument("--lr", type=finite_float, default=1e-3)
-    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    add_train_batch_size(parser)
+    add_head_training_arguments(parser, rank=None)
     parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
     parser.set_defaults(func=probe_command)
 
@@ -200,10 +207,7 @@ def probe_command(args: argparse.Namespace) -> int:
 def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles transfer``: the transfer grid and alignment."""
     add_experiment_arguments(parser, epochs=30)
-    parser.add_argument("--rank", type=int, default=REFERENCE_RANK, help="probe rank (paper: 64)")
-    parser.add_argument("--lr", type=finite_float, default=1e-3)
-    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    add_train_batch_size(parser)
+    add_head_training_arguments(parser, rank=REFERENCE_RANK)
     parser.set_defaults(func=transfer_command)
 
 
@@ -223,10 +227,7 @@ def transfer_command(args: argparse.Namespace) -> int:
 def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
     add_experiment_arguments(parser, epochs=8)
-    parser.add_argument("--rank", type=int, default=64)
-    parser.add_argument("--lr", type=finite_float, default=1e-3)
-    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    add_train_batch_size(parser)
+    add_head_training_arguments(parser, rank=64)
     parser.add_argument(
         "--text-only-epochs", type=int, default=50, help="epochs of the text-only and image-only shortcut probes (paper 1: 50)"
     )

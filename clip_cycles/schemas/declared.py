@@ -89,12 +89,13 @@ def _walk(model: type[BaseModel], loc: tuple[int | str, ...]) -> tuple[FieldInfo
     return field, annotation
 
 
-def _literal_values(annotation: Any) -> list[Any]:
+def literal_values(annotation: Any) -> list[Any]:
+    """The values of every ``Literal`` inside an annotation (``Literal['a'] | None`` -> ``['a']``)."""
     if typing.get_origin(annotation) is Literal:
         return list(typing.get_args(annotation))
     values: list[Any] = []
     for arg in typing.get_args(annotation):
-        values.extend(_literal_values(arg))
+        values.extend(literal_values(arg))
     return values
 
 
@@ -117,7 +118,7 @@ def describe(model: type[BaseModel], loc: tuple[int | str, ...], error: Mapping[
     if kind == "missing":
         return f"is missing; must be {what}" if what else "is missing"
     if kind == "literal_error":
-        values = _literal_values(field.annotation) if field is not None else []
+        values = literal_values(field.annotation) if field is not None else []
         if values:
             return f"{found!r} is not one of {values}"
         return f"{found!r} is not one of {error.get('ctx', {}).get('expected', '?')}"

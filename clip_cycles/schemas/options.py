@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 import typing
-from typing import Any, Literal
+from typing import Any
 
 import annotated_types
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from clip_cycles.schemas.declared import first_problem
+from clip_cycles.schemas.declared import first_problem, literal_values
 
 
 class Options(BaseModel):
@@ -80,15 +80,6 @@ def constraints(model: type[BaseModel], name: str) -> list[Any]:
     return [item for item in model.model_fields[name].metadata if isinstance(item, annotated_types.BaseMetadata)]
 
 
-def _literal_choices(annotation: Any) -> list[Any]:
-    if typing.get_origin(annotation) is Literal:
-        return list(typing.get_args(annotation))
-    found: list[Any] = []
-    for arg in typing.get_args(annotation):
-        found.extend(_literal_choices(arg))
-    return found
-
-
 def invalid_values(model: type[BaseModel]) -> dict[str, list[Any]]:
     """For each constrained field, values the declaration forbids (derived from it, not listed by hand).
 
@@ -114,7 +105,7 @@ def invalid_values(model: type[BaseModel]) -> dict[str, list[Any]]:
                 bad.append(())
             if not is_int and isinstance(item, (annotated_types.Ge, annotated_types.Gt, annotated_types.Le, annotated_types.Lt)):
                 bad.append(math.nan)
-        choices = _literal_choices(annotation)
+        choices = literal_values(annotation)
         if choices and all(isinstance(choice, str) for choice in choices):
             bad.append("".join(choices) + "-not-a-choice")
         if bad:
