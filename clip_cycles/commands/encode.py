@@ -17,7 +17,7 @@ from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import expand_tasks
 
 
-class EncodeOptions(Options):
+class EncodeCommandOptions(Options):
     """Options of ``clip-cycles encode``: the tasks and the model."""
 
     task: tuple[str, ...] = Field(min_length=1, json_schema_extra={"flag": "--task"})
@@ -32,11 +32,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`EncodeOptions`, then :func:`encode`."""
-    return encode(EncodeOptions.make(task=tuple(args.task), model=model_options(args)))
+    """The namespace as :class:`EncodeCommandOptions`, then :func:`encode`."""
+    return encode(EncodeCommandOptions.make(task=tuple(args.task), model=model_options(args)))
 
 
-def encode(command: EncodeOptions) -> int:
+def encode(command: EncodeCommandOptions) -> int:
     """Encode the unique items of the tasks into the cache and print the counts as JSON (rank 0 under torchrun)."""
     tasks = expand_tasks(resolve_task_names(list(command.task)))  # names, collections and fnmatch patterns
     options = command.model

@@ -700,13 +700,5 @@ def build_families(
 
 
 def check_seeds(seeds: Sequence[int]) -> list[int]:
-    """Seeds must be a non-empty list of distinct non-negative integers; the error names the bad one."""
-    seeds = list(seeds)
-    if not seeds:
-        raise ValueError("--seeds needs at least one seed")
-    for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"--seeds: {seed!r} is not a non-negative integer (seeds are 0, 1, 2, ...)")
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds repeats a seed: {seeds}")
-    return seeds
+    """Split seeds chosen for a run, under the one seeds rule a build declares (:class:`BuildConfig` ``seeds``)."""
+    return list(BuildConfig.make(seeds=tuple(seeds)).seeds)
