@@ -167,7 +167,7 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
         "pretrained": spec.pretrained,
         "tie_tolerance": DEFAULT_TIE_TOLERANCE,
         "seeds": list(seeds),
-        "world": world.describe() if world is not None else f"raw root {context.dataset_root}",
+        "world": world.describe() if world is not None else f"data at {context.dataset_root}",
         "families": families,
         "unavailable": dict(sorted(unavailable.items())),
     }
