@@ -167,7 +167,7 @@ def test_a_subcommands_subcommand_takes_the_flags_too(tmp_path: Path, capsys: py
     for argv in (["-q", "build", "shapes"], ["build", "-q", "shapes"], ["build", "shapes", "-q"]):
         out = tmp_path / str(len(list(tmp_path.iterdir())))
         assert main([*argv, "--out", str(out), "--n-images", "4", "--image-size", "64"]) == 0, argv
-        assert capsys.readouterr() == (f"shapes world: 4 images written to {out}\n", ""), argv
+        assert capsys.readouterr() == (f"shapes world: 4 images, 64 px, seed 0, val 0.25 written to {out}\n", ""), argv
 
 
 # --------------------------------------------------------------------------- the library says nothing

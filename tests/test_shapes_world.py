@@ -110,5 +110,5 @@ def test_bad_parameters_and_cli(tmp_path, capsys):
     ):
         generate_world(2)
     assert main(["build", "shapes", "--out", str(tmp_path / "w"), "--n-images", "8", "--image-size", "64"]) == 0
-    assert "8 images written" in capsys.readouterr().out
+    assert "shapes world: 8 images, 64 px, seed 0, val 0.25 written" in capsys.readouterr().out
     assert json.loads((tmp_path / "w" / "shapes_world.json").read_text())["n_images"] == 8

@@ -22,22 +22,35 @@ from clip_cycles.data.build_config import (
     DEFAULT_VALIDATION_FRACTION,
     BuildConfig,
 )
-from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, write_shapes_world
 from clip_cycles.data.sources import get_source, resolve_hook, source_names
 
 
 def add_shapes_flags(parser: argparse.ArgumentParser) -> None:
     """Flags of ``clip-cycles build shapes`` (the subcommand itself comes from the source registry)."""
     parser.add_argument("--out", required=True, help="output folder (COCO layout + GQA scene graphs)")
-    parser.add_argument("--n-images", type=int, default=1000, help="number of images (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="generation seed (default 0)")
-    parser.add_argument("--image-size", type=int, default=96, help="image side in pixels, 64-128 (default 96)")
+    world = DEFAULT_WORLD  # the defaults are the one default world's (the demo's and a root-less task's)
+    parser.add_argument("--n-images", type=int, default=world.n_images, help=f"number of images (default {world.n_images})")
+    parser.add_argument("--seed", type=int, default=world.seed, help=f"generation seed (default {world.seed})")
+    parser.add_argument(
+        "--image-size", type=int, default=world.image_size, help=f"image side in pixels, 64-128 (default {world.image_size})"
+    )
+    parser.add_argument(
+        "--val-fraction",
+        type=float,
+        default=world.val_fraction,
+        help=f"fraction of the images in val2017, in (0, 1) (default {world.val_fraction:g})",
+    )
 
 
 def run_shapes(args: argparse.Namespace) -> int:
     """``clip-cycles build shapes``: write the world and print where."""
-    out = write_shapes_world(args.out, args.n_images, args.seed, args.image_size)
-    print(f"shapes world: {args.n_images} images written to {out}")
+    world = ShapesWorldOptions.make(
+        n_images=args.n_images, seed=args.seed, image_size=args.image_size, val_fraction=args.val_fraction
+    )
+    out = write_shapes_world(args.out, **world.model_dump())
+    default = " (the default world)" if world == DEFAULT_WORLD else ""
+    print(f"{world.describe()}{default} written to {out}")
     return 0
 
 

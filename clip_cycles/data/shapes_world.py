@@ -250,17 +250,45 @@ def captions(rng: np.random.Generator, shapes: Sequence[Shape], n: int = 5) -> l
 
 
 class ShapesWorldOptions(Options):
-    """The settings of one shapes world (``clip-cycles build shapes``), ranges declared once."""
+    """The settings of one shapes world (``clip-cycles build shapes``), ranges declared once.
+
+    The field defaults are the project's one default world (:data:`DEFAULT_WORLD`): the demo's,
+    ``build shapes`` with no flags and a ``cycles/shapes_*`` task given no root all use it.
+    """
 
     n_images: int = Field(1000, ge=4, json_schema_extra={"flag": "--n-images"}, description="a count >= 4 of images")
     seed: int = Field(0, ge=0, json_schema_extra={"flag": "--seed"}, description="a non-negative generation seed")
     image_size: int = Field(
-        96, ge=64, le=128, json_schema_extra={"flag": "--image-size"}, description="an image side in [64, 128] pixels"
+        64, ge=64, le=128, json_schema_extra={"flag": "--image-size"}, description="an image side in [64, 128] pixels"
     )
-    val_fraction: float = Field(0.25, gt=0.0, lt=1.0, description="a fraction in (0, 1) of the images for val2017")
+    val_fraction: float = Field(
+        0.25,
+        gt=0.0,
+        lt=1.0,
+        json_schema_extra={"flag": "--val-fraction"},
+        description="a fraction in (0, 1) of the images for val2017",
+    )
+
+    def describe(self) -> str:
+        """One line naming the world: ``shapes world: 1000 images, 64 px, seed 0, val 0.25``."""
+        return f"shapes world: {self.n_images} images, {self.image_size} px, seed {self.seed}, val {self.val_fraction:g}"
+
+    def folder_name(self) -> str:
+        """The folder a cached copy of this world lives in: ``shapes_world-n1000-s0-p64-v0.25``."""
+        return f"shapes_world-n{self.n_images}-s{self.seed}-p{self.image_size}-v{self.val_fraction:g}"
 
 
-def generate_world(n_images: int = 1000, seed: int = 0, image_size: int = 96, val_fraction: float = 0.25) -> dict[str, Any]:
+#: The one default shapes world: the demo's, ``clip-cycles build shapes`` with no flags, and the raw
+#: root of a ``cycles/shapes_*`` task given none (:func:`cached_world`). README.md's figures come from it.
+DEFAULT_WORLD: ShapesWorldOptions = ShapesWorldOptions.make()
+
+
+def generate_world(
+    n_images: int = DEFAULT_WORLD.n_images,
+    seed: int = DEFAULT_WORLD.seed,
+    image_size: int = DEFAULT_WORLD.image_size,
+    val_fraction: float = DEFAULT_WORLD.val_fraction,
+) -> dict[str, Any]:
     """The world as plain data: per image id its split, shapes, captions and background.
 
     Image ids are 1..n_images; the last ``round(val_fraction * n_images)`` go to val2017.
@@ -293,7 +321,12 @@ def _dump(path: Path, data: Any) -> None:
 
 
 def write_shapes_world(
-    out: str | Path, n_images: int = 1000, seed: int = 0, image_size: int = 96, progress: bool | None = None
+    out: str | Path,
+    n_images: int = DEFAULT_WORLD.n_images,
+    seed: int = DEFAULT_WORLD.seed,
+    image_size: int = DEFAULT_WORLD.image_size,
+    progress: bool | None = None,
+    val_fraction: float = DEFAULT_WORLD.val_fraction,
 ) -> Path:
     """Generate and write the shapes world (COCO layout + GQA scene graphs) under ``out``; returns ``out``.
 
@@ -304,7 +337,7 @@ def write_shapes_world(
     """
     given = Path(out)
     out = transaction_target(given)  # a symlinked --out: its target is rewritten, the link stays
-    world = generate_world(n_images, seed, image_size)
+    world = generate_world(n_images, seed, image_size, val_fraction)
     foreign = _foreign_files(out)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
@@ -403,14 +436,31 @@ def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bo
     _dump(out / "shapes_world.json", {"kind": "shapes", **params})
 
 
-#: Size of the world generated for a shapes task given no ``--dataset-root``.
-DEFAULT_TASK_WORLD_IMAGES: int = 400
+def world_of(root: Path) -> ShapesWorldOptions | None:
+    """The parameters a shapes world at ``root`` was written with (its ``shapes_world.json``), or None if it holds none."""
+    try:
+        marker = json.loads((Path(root) / "shapes_world.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("kind") != "shapes":
+        return None
+    try:
+        return ShapesWorldOptions.make(**{key: marker[key] for key in ShapesWorldOptions.model_fields if key in marker})
+    except ValueError:
+        return None
 
 
-def default_task_world(cache_dir: Path) -> Path:
-    """The raw root of a shapes task given no root: ``<cache_dir>/shapes_world``, generated once (400 images)."""
-    raw = Path(cache_dir) / "shapes_world"
-    if not (raw / "shapes_world.json").is_file():
-        logger.info("generating the shapes world (%d images) in %s", DEFAULT_TASK_WORLD_IMAGES, raw)
-        write_shapes_world(raw, n_images=DEFAULT_TASK_WORLD_IMAGES)
-    return raw
+def cached_world(data_cache_dir: str | Path, world: ShapesWorldOptions = DEFAULT_WORLD) -> Path:
+    """``world`` (default: :data:`DEFAULT_WORLD`) under ``<data cache>/<world.folder_name()>``, generated once.
+
+    The raw root of a ``cycles/shapes_*`` task given no root, and the demo's world: the same
+    world in the same cache, so the demo's families, features and page examples are reused.
+    The world is written into a staging sibling and moved into place when complete.
+    """
+    root = Path(data_cache_dir) / world.folder_name()
+    if world_of(root) != world:
+        logger.info("generating the %s in %s", world.describe(), root)
+        write_shapes_world(root, **world.model_dump(), progress=None)
+    else:
+        logger.info("using the %s in %s", world.describe(), root)
+    return root

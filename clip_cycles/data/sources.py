@@ -321,7 +321,7 @@ register_source(
         build_help="generate the synthetic shapes world (COCO layout + GQA scene graphs)",
         build_flags="clip_cycles.commands.build:add_shapes_flags",
         build="clip_cycles.commands.build:run_shapes",
-        default_root="clip_cycles.data.shapes_world:default_task_world",
+        default_root="clip_cycles.data.shapes_world:cached_world",
         priority=1,
     )
 )

@@ -28,7 +28,6 @@ import dataclasses
 import json
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -42,7 +41,7 @@ from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.benchmark_audit.shapes_benchmark import FORMAT, NAME, demo_subset_rows, write_shapes_sugarcrepe
-from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
 from clip_cycles.evaluation.page import build_page
@@ -53,13 +52,13 @@ from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 from clip_cycles.results import mean_sd, write_json
-from clip_cycles.settings import resolve_cache_dir
+from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
 
 logger = logging.getLogger(__name__)
 
-#: The demo's shapes world (evaluation data). cycles-tiny was trained on another seed.
-DEMO_WORLD = {"n_images": 1000, "seed": 0, "image_size": 64}
+#: The demo's shapes world (evaluation data): the project's one default world. cycles-tiny was trained on another seed.
+DEMO_WORLD: ShapesWorldOptions = DEFAULT_WORLD
 DEMO_SEEDS = (0, 1, 2)
 OE_FAMILY = "shapes_object_variant"
 COLLECTION = "cycles/shapes_all"
@@ -84,7 +83,7 @@ class DemoSettings:
     oe_epochs: int = 8
     images_per_concept: int = 3
     attribute_seeds: tuple[int, ...] = (0, 1, 2)
-    world_images: int = DEMO_WORLD["n_images"]
+    world_images: int = DEMO_WORLD.n_images
 
 
 QUICK = DemoSettings(
@@ -111,20 +110,18 @@ def check_writable(path: Path) -> Path:
 PAGE_FOLDER = "page"
 
 
-def prepare_world(cache: Path, n_images: int = DEMO_WORLD["n_images"]) -> Path:
-    """The demo's shapes world under ``cache/demo`` (generated once); families are built from it on demand."""
-    params = {**DEMO_WORLD, "n_images": n_images}
-    world = cache / "demo" / f"shapes_world-{n_images}-{params['seed']}"
-    if not (world / "shapes_world.json").is_file():
-        logger.info("generating the shapes world in %s", world)
-        staging = world.with_name(world.name + f".building-{os.getpid()}")
-        if staging.exists():
-            shutil.rmtree(staging)
-        write_shapes_world(staging, **params)
-        if world.exists():
-            shutil.rmtree(world)
-        os.replace(staging, world)
-    return world
+def demo_world(n_images: int = DEMO_WORLD.n_images) -> ShapesWorldOptions:
+    """The demo's world with ``n_images`` images (the default: :data:`DEMO_WORLD` itself)."""
+    return DEMO_WORLD.replace(n_images=n_images)
+
+
+def prepare_world(cache: Path, n_images: int = DEMO_WORLD.n_images) -> Path:
+    """The demo's shapes world in the cache's ``datasets/`` (generated once); families are built from it on demand.
+
+    With the default size it is the folder a ``cycles/shapes_*`` task given no root uses
+    (:func:`~clip_cycles.data.shapes_world.cached_world`), so those routes reuse the demo's builds.
+    """
+    return cached_world(resolve_data_cache_dir(None, cache), demo_world(n_images))
 
 
 def demo_context(world: Path, cache: Path, seeds: Sequence[int]) -> RunContext:
@@ -163,12 +160,14 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
             unavailable[name] = str(metrics.get("unavailable_reason") or "unavailable")
             continue
         families[name] = metrics
+    world = world_of(Path(str(context.dataset_root))) if context.dataset_root else None
     return {
         "experiment": "zero_shot",
         "model": spec.model,
         "pretrained": spec.pretrained,
         "tie_tolerance": DEFAULT_TIE_TOLERANCE,
         "seeds": list(seeds),
+        "world": world.describe() if world is not None else f"data at {context.dataset_root}",
         "families": families,
         "unavailable": dict(sorted(unavailable.items())),
     }
@@ -303,7 +302,8 @@ def _fmt(summary: Any) -> str:
 def summary_table(results: dict[str, dict[str, Any]], benchmark: dict[str, Any] | None = None) -> str:
     """The compact table printed at the end of the demo (``benchmark``: the benchmark audit's record)."""
     zero, probe = results["zero_shot"], results.get("probe", {})
-    lines = [f"{'family':<30} {'zero-shot':>13} {'rank-64 probe':>14} {'additive audit':>15}"]
+    lines = [f"world: {zero.get('world', 'not recorded')}"]
+    lines += [f"{'family':<30} {'zero-shot':>13} {'rank-64 probe':>14} {'additive audit':>15}"]
     for name in sorted(zero["families"]) + sorted(zero["unavailable"]):
         metrics = zero["families"].get(name)
         if metrics is None:
