@@ -141,9 +141,7 @@ def _scoped(pattern: str, tasks: list[AnyTask], scope: FolderScope, registry: Ta
     return kept
 
 
-def resolve_task_names(
-    names: Iterable[str], registry: TaskRegistry | None = None, scope: FolderScope | None = None
-) -> list[str]:
+def resolve_task_names(names: Iterable[str], registry: TaskRegistry | None = None, scope: FolderScope | None = None) -> list[str]:
     """Names of single tasks for ``names`` (patterns matched, collections kept as given), order kept, no duplicates.
 
     A collection named exactly stays a collection (the caller expands it); a pattern gives the
