@@ -122,7 +122,7 @@ class MirroredSource:
     """``cycles/<prefix><x>``: the cycle task ``cycles/<base_prefix><x>`` on another raw source's build.
 
     The same family, seeds, splits, metrics and settings; only the source, the source's tag and
-    the description's opening label change (``"COCO family ..."`` -> ``"Shapes-world (COCO builder) family ..."``).
+    the description's opening label change (``"COCO family ..."`` -> ``"Builder COCO, source shapes world: family ..."``).
     The spec keeps the base task's file as its ``path``: that file holds every value it has.
     """
 
@@ -169,8 +169,8 @@ class MirroredSource:
 #: GQA builders, so each COCO and GQA task has a shapes twin (``cycles/shapes_all`` collects them).
 #: Earlier entries win a name two would give.
 MIRRORED_SOURCES: tuple[MirroredSource, ...] = (
-    MirroredSource("shapes_", "coco_", "shapes", "coco", "Shapes-world (COCO builder)", "COCO"),
-    MirroredSource("shapes_gqa_", "gqa_", "shapes", "gqa", "Shapes-world (GQA builder)", "GQA"),
+    MirroredSource("shapes_", "coco_", "shapes", "coco", "Builder COCO, source shapes world:", "COCO"),
+    MirroredSource("shapes_gqa_", "gqa_", "shapes", "gqa", "Builder GQA, source shapes world:", "GQA"),
 )
 
 
