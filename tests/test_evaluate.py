@@ -202,7 +202,8 @@ def test_unknown_task_and_bad_roots_are_clear_errors(shapes_cycles: Path, tmp_pa
     message = str(info.value)
     assert "neither a built dataset folder" in message and "clip-cycles build coco" in message
     assert "annotations/instances_val2017.json" in message
-    with pytest.raises(ValueError, match="needs gqa cycles"):
+    # The folder holds builder COCO, source shapes world cycles: a GQA task (prefix gqa_: raw source GQA) is refused.
+    with pytest.raises(ValueError, match="reads cycles from GQA .* holds builder COCO, source shapes world cycles"):
         evaluate(["cycles/gqa_binding"], spec, shapes_cycles, tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         evaluate([TASK], spec, tmp_path / "nowhere", tmp_path)

@@ -317,15 +317,21 @@ def test_a_task_without_a_root_gets_its_sources_default_root(tmp_path: Path, toy
         assert f"{get_source(name).title}: {get_source(name).layout}" in message
 
 
-def test_a_root_serves_its_source_and_the_builders_it_feeds(tmp_path: Path) -> None:
+def test_a_root_serves_only_the_tasks_of_its_own_source(tmp_path: Path) -> None:
+    # A task's prefix names its raw source: the shapes world (a COCO layout with GQA scene graphs) serves
+    # shapes tasks only; a COCO or GQA task given it is refused, naming the shapes task that reads it.
     world = _touch(_coco_root(tmp_path / "world"), "val_sceneGraphs.json", "shapes_world.json")
     gqa = _touch(tmp_path / "gqa", "val_sceneGraphs.json")
-    assert _raw_root(_task("gqa"), world, tmp_path) == ("shapes", world)
-    assert _raw_root(_task("coco"), world, tmp_path) == ("shapes", world)
+    assert _raw_root(_task("shapes"), world, tmp_path) == ("shapes", world)
     assert _raw_root(_task("gqa"), gqa, tmp_path) == ("gqa", gqa)
-    with pytest.raises(ValueError, match=r"needs coco data but .* is a raw gqa root"):
+    for source in ("coco", "gqa"):
+        with pytest.raises(ValueError, match=rf"reads cycles from {source.upper()} .* is a raw shapes world root") as info:
+            _raw_root(_task(source), world, tmp_path)
+        twin = "cycles/shapes_strict_size" if source == "coco" else "cycles/shapes_gqa_strict_size"
+        assert str(info.value).endswith(f"the task that reads this family from shapes world is {twin}")
+    with pytest.raises(ValueError, match=r"reads cycles from COCO .* is a raw GQA root; no task reads this family from GQA"):
         _raw_root(_task("coco"), gqa, tmp_path)
-    with pytest.raises(ValueError, match=r"needs shapes data but .* is a raw gqa root"):
+    with pytest.raises(ValueError, match=r"reads cycles from shapes world .* is a raw GQA root"):
         _raw_root(_task("shapes"), gqa, tmp_path)
     assert "clip-cycles build gqa --gqa-root" in _expected_roots_message(_task("gqa"), gqa)
 

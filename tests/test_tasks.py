@@ -117,10 +117,10 @@ def test_group_naming_unknown_task_is_an_error(tmp_path: Path) -> None:
         registry.get("cycles/g")
 
 
-#: The hand-kept shapes task files' descriptions before they were derived (independent of the mirror code).
+#: The shapes tasks' descriptions written out (builder, then raw source; independent of the mirror code).
 HAND_KEPT_DESCRIPTIONS = {
-    "cycles/shapes_box_size": "Shapes-world (COCO builder) family `box_size`: exact cycles, zero-shot cosine scores.",
-    "cycles/shapes_gqa_binding": "Shapes-world (GQA builder) family `binding`: exact cycles, zero-shot cosine scores.",
+    "cycles/shapes_box_size": "Builder COCO, source shapes world: family `box_size`: exact cycles, zero-shot cosine scores.",
+    "cycles/shapes_gqa_binding": "Builder GQA, source shapes world: family `binding`: exact cycles, zero-shot cosine scores.",
 }
 
 

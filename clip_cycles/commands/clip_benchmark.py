@@ -121,7 +121,7 @@ def patch_cli(cli: ModuleType) -> None:
             with plugin_logging(base):
                 names = base.dataset if isinstance(base.dataset, list) else [base.dataset]
                 # Read the task folders now, not at patch time: CLIP_CYCLES_TASKS_PATH may have changed since.
-                base.dataset = expand_datasets(list(names), TaskRegistry.default())
+                base.dataset = expand_datasets(list(names), TaskRegistry.default(), getattr(base, "dataset_root", None))
                 ours = [n for n in base.dataset if is_task_name(n) and not os.path.isfile(n)]
                 if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
                     tasks = expand_tasks(ours)

@@ -18,7 +18,7 @@ from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
 from clip_cycles.schemas.options import Options
-from clip_cycles.tasks.names import resolve_task_names
+from clip_cycles.tasks.names import folder_scope, resolve_task_names
 from clip_cycles.tasks.registry import AnyTask, TaskRegistry
 
 logger = logging.getLogger(__name__)
@@ -69,13 +69,15 @@ def run(args: argparse.Namespace) -> int:
 def evaluate(command: EvalOptions) -> int:
     """Evaluate and write one JSON per task (rank 0 under torchrun); each output type goes to its runner.
 
-    ``--task`` takes names, collections and ``fnmatch`` patterns (``cycles/coco_*``); the backend is
+    ``--task`` takes names, collections and ``fnmatch`` patterns (``cycles/coco_*``; over a built
+    ``--dataset-root``, the matching families it holds); the backend is
     checked against every task before any data is read or a model loaded.
     """
     # One registry for the whole command: each task file is read and validated once, not once per lookup.
     registry = TaskRegistry.default()
-    tasks = registry.expand(resolve_task_names(list(command.task), registry))
     options = command.model
+    # With a built folder as --dataset-root, a pattern keeps the tasks that folder can serve.
+    tasks = registry.expand(resolve_task_names(list(command.task), registry, folder_scope(options.dataset_root)))
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
     context.samples_path = Path(command.samples) if command.samples else None

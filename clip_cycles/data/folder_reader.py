@@ -30,6 +30,7 @@ from clip_cycles.data.dataset_folder import (
 )
 from clip_cycles.data.families import SPLITS
 from clip_cycles.data.images import ImageItem
+from clip_cycles.data.sources import source_feeding
 from clip_cycles.fingerprints import content_hash
 
 
@@ -61,6 +62,25 @@ class BuiltFolder:
     @property
     def source_root(self) -> Path:
         return Path(self.info.get("source_root", ""))
+
+    @property
+    def builder(self) -> str:
+        """The family builder that made the folder (``build_info.json``'s ``source``: coco, gqa)."""
+        return self.source
+
+    @property
+    def raw_source(self) -> str:
+        """The raw source its cycles come from (coco, gqa, shapes): what a task's prefix names.
+
+        ``build_info.json``'s ``source_fingerprint.kind`` (recorded at build time, so a moved or
+        deleted raw root does not change it); for a folder built before that was recorded, the
+        source detected at ``source_root`` when it feeds the builder, else the builder's own.
+        """
+        stored = self.info.get("source_fingerprint")
+        if isinstance(stored, dict) and isinstance(stored.get("kind"), str) and stored["kind"]:
+            return str(stored["kind"])
+        feeding = source_feeding(self.source_root, self.builder) if self.builder else None
+        return feeding.name if feeding is not None else self.builder
 
     @property
     def layout(self) -> str:

@@ -184,6 +184,19 @@ def source_feeding(root: Path, builder: str) -> Source | None:
     return SOURCES.get(detected)
 
 
+def provenance_label(builder: str, raw_source: str) -> str:
+    """How labels and messages name where cycles come from: ``"builder COCO, source shapes world"``.
+
+    The builder is the family code that made the cycles (coco, gqa); the source is the raw data it
+    read (COCO annotations, GQA scene graphs, the shapes world), the one a ``cycles/<source>_`` task names.
+    """
+
+    def title(name: str) -> str:
+        return SOURCES.get(name).title if name in SOURCES else name
+
+    return f"builder {title(builder)}, source {title(raw_source)}"
+
+
 def card_for(builder: str, root: Path) -> SourceCard:
     """The card of a folder built by ``builder`` from ``root``: the root's own source's card (shapes world: CC0)."""
     return (source_feeding(root, builder) or get_source(builder)).card

@@ -30,6 +30,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from clip_cycles.data.sources import provenance_label
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name
 from clip_cycles.evaluation.page_examples import ExampleCycle, FamilyExamples, family_examples, thumbnail
@@ -190,7 +191,7 @@ def leaderboard(data: PageData) -> str:
             name, group, provenance = escape(key), "benchmark (exact cycles found)", "audited benchmark"
         else:
             name = f'<a href="families/{escape(key)}.html">{escape(key)}</a>'
-            group = f"{info.builder.upper()} builder, {info.source}" if info else "unregistered family"
+            group = provenance_label(info.builder, info.source) if info else "unregistered family"
             provenance = info.provenance if info else "unknown"
         paper = info is not None and info.paper
         cells = [

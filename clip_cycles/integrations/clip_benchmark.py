@@ -74,7 +74,7 @@ from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import output_path, write_result
 from clip_cycles.settings import SAMPLES_ENV, resolve_data_cache_dir, samples_template, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
-from clip_cycles.tasks.names import is_pattern, match, resolve_task_names, unknown_name_message
+from clip_cycles.tasks.names import folder_scope, is_pattern, match, resolve_task_names, unknown_name_message
 from clip_cycles.tasks.registry import (
     NAMESPACES,
     SPLITS,
@@ -169,13 +169,16 @@ def _is_ours(name: str, registry: TaskRegistry) -> bool:
     return is_task_name(name) or name.strip("/") in NAMESPACES or (is_pattern(name) and bool(match(name, registry)))
 
 
-def expand_datasets(names: list[str], registry: TaskRegistry) -> list[str]:
+def expand_datasets(names: list[str], registry: TaskRegistry, dataset_root: str | None = None) -> list[str]:
     """clip_benchmark's ``--dataset`` list with the cycles patterns expanded to their tasks (order kept).
 
     Collections stay (clip_benchmark expands them); unknown cycles names, a bare namespace
     (``cycles``) and patterns of our namespaces that match nothing raise a ValueError naming
-    the nearest names. Other datasets pass through untouched.
+    the nearest names. Other datasets pass through untouched. With ``dataset_root`` a built
+    folder (not a ``{dataset}`` template), a pattern keeps the matching tasks it holds
+    (:func:`~clip_cycles.tasks.names.folder_scope`).
     """
+    scope = None if dataset_root is None or "{" in dataset_root else folder_scope(_dataset_root(dataset_root, ""))
     out: list[str] = []
     for name in names:
         if os.path.isfile(name) or not _is_ours(name, registry):
@@ -185,7 +188,7 @@ def expand_datasets(names: list[str], registry: TaskRegistry) -> list[str]:
                 registry.get(name)  # the file's own error (file, line, field)
             if not is_pattern(name):
                 raise ValueError(unknown_name_message(name, registry))
-            out.extend(resolve_task_names([name], registry))
+            out.extend(resolve_task_names([name], registry, scope))
         else:
             out.append(name)
     return list(dict.fromkeys(out))

@@ -26,14 +26,14 @@ from clip_cycles.data.sources import (
     fingerprint_changes,
     get_builder,
     get_source,
+    provenance_label,
     raw_root_fingerprint,
     resolve_hook,
-    source_feeding,
     source_names,
 )
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
 from clip_cycles.settings import MIN_CYCLES_ENV, min_cycles_override
-from clip_cycles.tasks.registry import TaskSpec
+from clip_cycles.tasks.registry import TaskSpec, source_twins
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +49,28 @@ def _expected_roots_message(task: TaskSpec, root: Path | None) -> str:
     )
 
 
+def _accepting(task: TaskSpec, raw_source: str) -> str:
+    """The clause naming the task that reads ``task``'s family from ``raw_source`` (or that none does)."""
+    twin = source_twins(task.name).get(raw_source)
+    title = get_source(raw_source).title if raw_source in source_names() else raw_source
+    if twin is None or twin == task.name:
+        return f"no task reads this family from {title}"
+    return f"the task that reads this family from {title} is {twin}"
+
+
 def _check_source(task: TaskSpec, folder: BuiltFolder) -> None:
-    # A folder's source is its raw root's when that root feeds the builder that made it (shapes world -> coco).
-    feeding = source_feeding(folder.source_root, folder.source) if folder.source else None
-    have = feeding.name if feeding is not None else folder.source
-    if have != task.source:
+    # A task's prefix names the raw source of its cycles (README "Task names"): a folder the COCO builder made
+    # from the shapes world serves cycles/shapes_<family>, not cycles/coco_<family>.
+    if folder.raw_source != task.source:
         raise ValueError(
-            f"task {task.name} needs {task.source} cycles but {folder.root / 'build_info.json'} holds "
-            f"{get_source(have).title if have in source_names() else have} cycles (source {folder.source!r}, "
-            f"source_root {str(folder.source_root)!r}); pass a {task.source} folder or raw root"
+            f"task {task.name} reads cycles from {_title(task.source)} (a task's prefix names its raw source), but "
+            f"{folder.root / 'build_info.json'} holds {provenance_label(folder.builder, folder.raw_source)} cycles "
+            f"(built from {folder.source_root}); {_accepting(task, folder.raw_source)}"
         )
+
+
+def _title(source: str) -> str:
+    return get_source(source).title if source in source_names() else source
 
 
 def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[str, Path]:
@@ -70,9 +82,12 @@ def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[
     kind = detect_source(root)
     if kind is None:
         raise ValueError(_expected_roots_message(task, root))
-    # A root serves a task of its own source, or of a builder it feeds (a shapes world serves coco and gqa tasks).
-    if kind != task.source and task.source not in get_source(kind).builders:
-        raise ValueError(f"task {task.name} needs {task.source} data but {root} is a raw {kind} root")
+    # A task's prefix names its raw source: a shapes world serves cycles/shapes_*, never cycles/coco_*.
+    if kind != task.source:
+        raise ValueError(
+            f"task {task.name} reads cycles from {_title(task.source)} (a task's prefix names its raw source), but "
+            f"{root} is a raw {_title(kind)} root; {_accepting(task, kind)}"
+        )
     return kind, root
 
 

@@ -9,16 +9,27 @@ commands and clip_benchmark's ``--dataset`` all go through :func:`resolve_task_n
   (a collection among them adds its members), sorted by name;
 - any other name must be a task or collection; an unknown one (a typo, a bare ``cycles``)
   is a ValueError that suggests the nearest names (``difflib``) and how to list them.
+
+With a built folder as the dataset root (:func:`folder_scope`), a pattern keeps the matching
+tasks the folder can serve (its families, from its raw source), names the matches it lacks in
+one log line, and fails only when it can serve none; a raw root scopes nothing (its families are built).
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Sequence
 
-from clip_cycles.tasks.registry import DERIVED_NAMESPACES, NAMESPACES, AnyTask, GroupSpec, TaskRegistry
+from clip_cycles.data.dataset_folder import read_build_info
+from clip_cycles.data.folder_reader import BuiltFolder
+from clip_cycles.data.sources import provenance_label
+from clip_cycles.tasks.registry import DERIVED_NAMESPACES, NAMESPACES, AnyTask, GroupSpec, TaskRegistry, TaskSpec
+
+logger = logging.getLogger(__name__)
 
 #: Characters that make a name an ``fnmatch`` pattern.
 PATTERN_CHARACTERS = frozenset("*?[")
@@ -72,12 +83,71 @@ def match(pattern: str, registry: TaskRegistry) -> list[str]:
     return [n for n in registry.names() if fnmatch.fnmatchcase(n, pattern)]
 
 
-def resolve_task_names(names: Iterable[str], registry: TaskRegistry | None = None) -> list[str]:
+@dataclass(frozen=True)
+class FolderScope:
+    """What a built dataset folder can serve: its families and the raw source they come from."""
+
+    root: Path
+    families: frozenset[str]
+    raw_source: str
+    builder: str
+
+    def serves(self, task: AnyTask, registry: TaskRegistry) -> bool:
+        """Whether ``task`` reads only families this folder holds, from this folder's raw source."""
+        if not isinstance(task, TaskSpec) or task.source != self.raw_source:
+            return False
+        if task.members:  # a multi-family task: every member's family
+            return all(self.serves(member, registry) for member in registry.expand(task.members))
+        return bool(task.config) and task.config in self.families
+
+    @property
+    def label(self) -> str:
+        return f"{self.root} ({provenance_label(self.builder, self.raw_source)}; families {', '.join(sorted(self.families))})"
+
+
+def folder_scope(root: str | Path | None) -> FolderScope | None:
+    """The :class:`FolderScope` of ``root`` when it is a built folder (``build_info.json``), else None.
+
+    Reads ``build_info.json`` only (its files are verified when the tasks are loaded). None for no
+    root, a raw root or a missing path (the loader then says what is wrong with it).
+    """
+    if root is None or str(root) == "":
+        return None
+    path = Path(root).expanduser()
+    if not (path / "build_info.json").is_file():
+        return None
+    folder = BuiltFolder(path, read_build_info(path))
+    return FolderScope(path, frozenset(folder.info.get("families", {})), folder.raw_source, folder.builder)
+
+
+def _scoped(pattern: str, tasks: list[AnyTask], scope: FolderScope, registry: TaskRegistry) -> list[AnyTask]:
+    """The matches ``scope`` serves; the others named in one log line; none served is a ValueError."""
+    kept = [task for task in tasks if scope.serves(task, registry)]
+    lacking = [task.name for task in tasks if task not in kept]
+    if not kept:
+        raise ValueError(
+            f"the pattern {pattern!r} matches {len(tasks)} tasks, but the built folder {scope.label} serves none of "
+            f"them (a task reads the families the folder holds, from its raw source: cycles/{scope.raw_source}_...); "
+            f"pass a pattern over those, or the raw root to build the matching families"
+        )
+    if lacking:
+        logger.info(
+            "%s: scoring the %d matching tasks %s holds; not in it: %s",
+            pattern,
+            len(kept),
+            scope.root,
+            ", ".join(lacking),
+        )
+    return kept
+
+
+def resolve_task_names(names: Iterable[str], registry: TaskRegistry | None = None, scope: FolderScope | None = None) -> list[str]:
     """Names of single tasks for ``names`` (patterns matched, collections kept as given), order kept, no duplicates.
 
     A collection named exactly stays a collection (the caller expands it); a pattern gives the
-    single tasks of everything it matches. Unknown names and empty patterns raise a ValueError
-    with suggestions; an unavailable task raises the registry's error (file and line).
+    single tasks of everything it matches, and with ``scope`` (a built folder, :func:`folder_scope`)
+    only those the folder serves. Unknown names and empty patterns raise a ValueError with
+    suggestions; an unavailable task raises the registry's error (file and line).
     """
     registry = registry or TaskRegistry.default()
     out: dict[str, None] = {}
@@ -86,7 +156,10 @@ def resolve_task_names(names: Iterable[str], registry: TaskRegistry | None = Non
             found = match(name, registry)
             if not found:
                 raise ValueError(unknown_name_message(name, registry))
-            out.update(dict.fromkeys(sorted({task.name for task in registry.expand(found)})))
+            tasks = sorted({task.name: task for task in registry.expand(found)}.values(), key=lambda t: t.name)
+            if scope is not None:
+                tasks = _scoped(name, tasks, scope, registry)
+            out.update(dict.fromkeys(task.name for task in tasks))
         elif registry.has(name):
             out[name] = None
         elif name in registry.unavailable:
@@ -156,6 +229,8 @@ def format_task_lines(lines: Sequence[TaskLine], unavailable: dict[str, str] | N
 
 __all__ = [
     "PATTERN_CHARACTERS",
+    "FolderScope",
+    "folder_scope",
     "TaskLine",
     "format_task_lines",
     "is_pattern",

@@ -24,10 +24,19 @@ output type and default settings, ``cycles_transfer/<collection>`` is one transf
 over the collection's families. Mirrored sources (:data:`MIRRORED_SOURCES`) need no YAML either:
 ``cycles/shapes_<x>`` is ``cycles/coco_<x>`` scored on the shapes world's build (and
 ``cycles/shapes_gqa_<x>`` is ``cycles/gqa_<x>``). A YAML file of the same name takes precedence.
+
+The prefix after ``cycles/`` names the RAW SOURCE a task's cycles come from (``coco_``: COCO
+annotations, ``gqa_``: GQA scene graphs, ``shapes_``/``shapes_gqa_``: the synthetic shapes world),
+the task's ``source``; the family builder is the one whose families hold its ``config``
+(:func:`source_twins` names the same family's task for each raw source).
+
+A file on ``CLIP_CYCLES_TASKS_PATH`` named like a task of a later root (a shipped task, or the
+shapes twin of one) is used, with one warning per process naming both files (:func:`warn_shadowing`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -70,6 +79,7 @@ __all__ = [
     "MirroredSource",
     "MetricSpec",
     "OutputType",
+    "source_twins",
     "TaskRegistry",
     "TaskSpec",
     "expand_tasks",
@@ -112,7 +122,7 @@ class MirroredSource:
     """``cycles/<prefix><x>``: the cycle task ``cycles/<base_prefix><x>`` on another raw source's build.
 
     The same family, seeds, splits, metrics and settings; only the source, the source's tag and
-    the description's opening label change (``"COCO family ..."`` -> ``"Shapes-world (COCO builder) family ..."``).
+    the description's opening label change (``"COCO family ..."`` -> ``"Builder COCO, source shapes world: family ..."``).
     The spec keeps the base task's file as its ``path``: that file holds every value it has.
     """
 
@@ -159,9 +169,56 @@ class MirroredSource:
 #: GQA builders, so each COCO and GQA task has a shapes twin (``cycles/shapes_all`` collects them).
 #: Earlier entries win a name two would give.
 MIRRORED_SOURCES: tuple[MirroredSource, ...] = (
-    MirroredSource("shapes_", "coco_", "shapes", "coco", "Shapes-world (COCO builder)", "COCO"),
-    MirroredSource("shapes_gqa_", "gqa_", "shapes", "gqa", "Shapes-world (GQA builder)", "GQA"),
+    MirroredSource("shapes_", "coco_", "shapes", "coco", "Builder COCO, source shapes world:", "COCO"),
+    MirroredSource("shapes_gqa_", "gqa_", "shapes", "gqa", "Builder GQA, source shapes world:", "GQA"),
 )
+
+
+def source_twins(name: str) -> dict[str, str]:
+    """Raw source -> the ``cycles/`` task reading the same family from that source (``name`` itself included).
+
+    ``cycles/coco_x`` and ``cycles/shapes_x`` are twins (``{"coco": ..., "shapes": ...}``), as are
+    ``cycles/gqa_x`` and ``cycles/shapes_gqa_x``; a name outside the mirrored prefixes has none (``{}``).
+    By name only: a twin may not exist (the message that names it says "would accept").
+    """
+    for source in sorted(MIRRORED_SOURCES, key=lambda s: -len(s.prefix)):
+        base = source.base_name(name)
+        if base is not None:
+            break
+    else:
+        base = name
+    for source in MIRRORED_SOURCES:
+        head = f"{BASE_NAMESPACE}/{source.base_prefix}"
+        if base.startswith(head):
+            rest = base[len(head) :]
+            twins = {source.base_source: base}
+            for mirror in MIRRORED_SOURCES:
+                if mirror.base_prefix == source.base_prefix:
+                    twins.setdefault(mirror.source, f"{BASE_NAMESPACE}/{mirror.prefix}{rest}")
+            return twins
+    return {}
+
+
+logger = logging.getLogger(__name__)
+#: (task name, used file, shadowed file) pairs already warned about: one warning per process each.
+_WARNED_SHADOWS: set[tuple[str, str, str]] = set()
+
+
+def warn_shadowing(name: str, used: Path, shadowed: Path, twin_of: str | None = None) -> None:
+    """Say once per process that ``used`` is taken for task ``name`` instead of the later root's ``shadowed``."""
+    key = (name, str(used), str(shadowed))
+    if key in _WARNED_SHADOWS:
+        return
+    _WARNED_SHADOWS.add(key)
+    what = f"the shapes twin of {twin_of} ({shadowed})" if twin_of else str(shadowed)
+    logger.warning(
+        "task %s: %s (an earlier task folder, e.g. on %s) is used instead of %s, which has the same name; "
+        "rename the file to keep both",
+        name,
+        used,
+        TASKS_PATH_ENV,
+        what,
+    )
 
 
 @dataclass(frozen=True)
@@ -479,7 +536,7 @@ class TaskRegistry:
             return None
         if name in self._own:
             return self._own[name]
-        for root in self.roots:
+        for index, root in enumerate(self.roots):
             if not root.is_dir():
                 return None
             path = root / f"{name}.yaml"
@@ -494,6 +551,7 @@ class TaskRegistry:
                 return None  # the full registry records (and raises) the file's own error
             if isinstance(spec, GroupSpec) or getattr(spec, "members", ()) or spec.name != name:
                 return None
+            self._check_shadowing(name, index, path)
             self._own[name] = spec
             return spec
         return self._mirror_from_own_file(name)
@@ -508,6 +566,20 @@ class TaskRegistry:
                 return self._own[name]  # type: ignore[return-value]
         return None
 
+    def _check_shadowing(self, name: str, index: int, path: Path) -> None:
+        """Warn (once) when a root after ``self.roots[index]`` also defines ``name``: its own file, or the base
+        file a mirrored (shapes) task of that name would come from."""
+        for root in self.roots[index + 1 :]:
+            if (root / f"{name}.yaml").is_file():
+                warn_shadowing(name, path, root / f"{name}.yaml")
+                return
+        for root in self.roots[index + 1 :]:
+            for source in MIRRORED_SOURCES:
+                base = source.base_name(name)
+                if base and (root / f"{base}.yaml").is_file():
+                    warn_shadowing(name, path, root / f"{base}.yaml", twin_of=base)
+                    return
+
     def has(self, name: str) -> bool:
         """Whether ``name`` is an available task or collection (derived ones included)."""
         return self._from_own_file(name) is not None or name in self.entries
@@ -521,7 +593,7 @@ class TaskRegistry:
     def entries(self) -> dict[str, AnyTask | GroupSpec]:
         if self._entries is None:
             entries: dict[str, AnyTask | GroupSpec] = {}
-            for root in self.roots:
+            for index, root in enumerate(self.roots):
                 if not root.is_dir():
                     raise FileNotFoundError(f"task directory {root} does not exist (check {TASKS_PATH_ENV})")
                 for path in sorted(root.rglob("*.yaml")):
@@ -536,6 +608,8 @@ class TaskRegistry:
                         self.unavailable[name] = str(error)
                         continue
                     entries.setdefault(spec.name, spec)
+                    if index + 1 < len(self.roots):
+                        self._check_shadowing(name, index, path)
             entries.update(_mirror(entries, self.unavailable))
             self._check_members(entries)
             derived: dict[str, AnyTask | GroupSpec] = {}
