@@ -289,7 +289,10 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
     The sibling is used only when it names the same dataset, model, pretrained, task and
     language and its flat form equals the file's metrics (so a result rewritten by other
     tools is read as it stands). Without one, the record is returned as written: flat (from
-    another writer) or nested (an older clip_cycles). ValueError names the file and field.
+    another writer) or nested (an older clip_cycles). Either way the item-set fields
+    (:data:`IDENTITY_FIELDS`) are top-level keys when the result recorded them; a record without
+    them reads as :data:`ITEM_SET_NOT_RECORDED` through :func:`items_sha256_of`. ValueError names
+    the file and field.
     """
     path = Path(path)
     record = _read_record(path)
@@ -305,16 +308,7 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
         keys = ("dataset", "model", "pretrained", "task", "language", *IDENTITY_FIELDS)
         same = same and all(nested.get(k) == record.get(k) for k in keys)
         if same and flat_metrics(nested["metrics"]) == record["metrics"]:
-            return _with_identity(nested)
-    return _with_identity(record)
-
-
-def _with_identity(record: dict[str, Any]) -> dict[str, Any]:
-    """``record`` with every :data:`IDENTITY_FIELDS` key: an older record's split from its metrics, else None."""
-    for key in IDENTITY_FIELDS:
-        if key not in record:
-            fallback = record["metrics"].get(key) if key == "split" else None
-            record[key] = fallback if isinstance(fallback, str) else None
+            return nested
     return record
 
 
