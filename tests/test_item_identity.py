@@ -230,3 +230,20 @@ def test_clip_benchmark_splits_get_their_own_files_and_csv_columns(shapes_cycles
         assert row["dataset"] == TASK
     assert rows["test"]["items_sha256"] != rows["validation"]["items_sha256"]
     assert rows["test"]["source"] == rows["validation"]["source"] == "shapes world n_images=300 seed=0 image_size=64"
+
+
+def test_the_identity_fields_are_declared_in_the_result_schema(evaluated: Path) -> None:
+    from clip_cycles.schemas.result import check_result_record
+    from clip_cycles.tasks.schema_command import shipped_schema_dir
+
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((shipped_schema_dir() / "result.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    record = json.loads((evaluated / "result@validation.json").read_text())
+    assert not list(validator.iter_errors(record))
+    check_result_record(record, "here")
+    for field, bad in (("items_sha256", "abc"), ("items_sha256", "A" * 64), ("split", ""), ("source", 3)):
+        broken = {**record, field: bad}
+        assert list(validator.iter_errors(broken)), (field, bad)
+        with pytest.raises(ValueError, match=f"result record field '{field}'"):
+            check_result_record(broken, "here")
