@@ -247,3 +247,19 @@ def test_the_identity_fields_are_declared_in_the_result_schema(evaluated: Path) 
         assert list(validator.iter_errors(broken)), (field, bad)
         with pytest.raises(ValueError, match=f"result record field '{field}'"):
             check_result_record(broken, "here")
+
+
+def test_scored_cycles_hash_the_bytes_and_skip_cycles_of_images_not_encoded(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from clip_cycles.data.folder_reader import CycleRows
+    from clip_cycles.data.images import ImageItem
+    from clip_cycles.evaluation.item_set import scored_cycles
+
+    a, b, c = (ImageItem(k, data=k.encode() * 3) for k in ("a.jpg", "b.jpg", "c.jpg"))
+    gone = ImageItem("gone.jpg", path=tmp_path / "gone.jpg")  # features precomputed elsewhere: no file to read
+    rows = CycleRows.from_pairs(["x", "y", "z"], [(a, b), (b, c), (a, gone)], [("p", "q"), ("q", "r"), ("p", "r")])
+    # c was not encoded (a skipped bad image): cycle y was not scored; b's hash is known from the encoder.
+    encoded = SimpleNamespace(image_rows={"a.jpg": 0, "b.jpg": 1, "gone.jpg": 2}, image_hashes={"b.jpg": "f" * 64})
+    sha = hashlib.sha256(b"a.jpga.jpga.jpg").hexdigest()
+    assert scored_cycles(rows, encoded) == [("x", sha, "f" * 64, "p", "q"), ("z", sha, "key:gone.jpg", "p", "r")]

@@ -11,8 +11,10 @@ is the sha256 of the canonical JSON (:func:`clip_cycles.fingerprints.canonical_j
 seeds in ascending order, cycles in row order (only the cycles scored: those whose two images
 were encoded). The order inside a cycle is its label: image_0 matches caption_0. So one changed
 caption, one changed image byte, another split or another build threshold gives another digest;
-the same items read again give the same one. :func:`item_identity` is what every zero-shot
-record carries (``split``, ``items_sha256``, ``source``; :data:`clip_cycles.results.IDENTITY_FIELDS`).
+the same items read again give the same one. An image whose file cannot be read (a backend of
+precomputed features, scored without the files) enters as ``key:<its key>`` instead of its hash.
+:func:`item_identity` is what every zero-shot record carries (``split``, ``items_sha256``,
+``source``; :data:`clip_cycles.results.IDENTITY_FIELDS`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from clip_cycles.data.folder_reader import BuiltFolder, CycleRows
+from clip_cycles.data.images import ImageItem
 from clip_cycles.data.sources import get_source, source_names
 from clip_cycles.encoding.encoder import EncodedFeatures
 from clip_cycles.fingerprints import canonical_json, content_hash, digest
@@ -35,6 +38,8 @@ WORLD_PARAMETERS: tuple[str, ...] = ("n_images", "seed", "image_size")
 #: The largest ``shapes_world.json`` read (it is a few dozen bytes).
 _MAX_WORLD_FILE_BYTES = 1 << 16
 
+#: An image scored from precomputed features whose file cannot be read enters the digest by its key, so marked.
+UNREAD_IMAGE_PREFIX = "key:"
 #: One scored cycle as it enters the digest: cycle id, the two images' sha256, the two captions.
 CycleItem = tuple[str, str, str, str, str]
 
@@ -103,8 +108,16 @@ def _image_hashes(rows: CycleRows, encoded: EncodedFeatures) -> list[str | None]
         elif item.key in known:
             out.append(known[item.key])
         else:  # a backend that did not hash the files (precomputed features, pair scorers): hash them here
-            out.append(content_hash(item.read_bytes()))
+            out.append(_hash_or_key(item))
     return out
+
+
+def _hash_or_key(item: ImageItem) -> str:
+    """sha256 of the image's bytes; ``key:<key>`` when they cannot be read (features precomputed elsewhere)."""
+    try:
+        return content_hash(item.read_bytes())
+    except (OSError, ValueError):
+        return f"{UNREAD_IMAGE_PREFIX}{item.key}"
 
 
 def scored_cycles(rows: CycleRows, encoded: EncodedFeatures) -> list[CycleItem]:
