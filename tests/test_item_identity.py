@@ -263,3 +263,13 @@ def test_scored_cycles_hash_the_bytes_and_skip_cycles_of_images_not_encoded(tmp_
     encoded = SimpleNamespace(image_rows={"a.jpg": 0, "b.jpg": 1, "gone.jpg": 2}, image_hashes={"b.jpg": "f" * 64})
     sha = hashlib.sha256(b"a.jpga.jpga.jpg").hexdigest()
     assert scored_cycles(rows, encoded) == [("x", sha, "f" * 64, "p", "q"), ("z", sha, "key:gone.jpg", "p", "r")]
+
+
+def test_eval_split_reaches_zero_shot_tasks_only() -> None:
+    from clip_cycles.commands.eval import with_split
+    from clip_cycles.tasks.registry import expand_tasks
+
+    (task,) = with_split(expand_tasks([TASK]), "validation")
+    assert task.split == "validation" and task.name == TASK
+    with pytest.raises(ValueError, match=r"--split validation: cycles_probe/shapes_strict_size read the splits"):
+        with_split(expand_tasks(["cycles/shapes_strict_size", "cycles_probe/shapes_strict_size"]), "validation")
