@@ -142,14 +142,32 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
     return out
 
 
+#: The item-set identity of a scored result, top-level fields beside ``dataset`` and ``model`` (never metrics):
+#: ``split`` (the split scored), ``items_sha256`` (sha256 of exactly what was scored, plus the split, the
+#: source and the build thresholds: :func:`clip_cycles.evaluation.item_set.item_set_digest`) and ``source``
+#: (one human line naming the world or raw root). ``clip_benchmark build`` turns each into a CSV column.
+IDENTITY_FIELDS: tuple[str, ...] = ("split", "items_sha256", "source")
+#: What :func:`items_sha256_of` gives for a record written before item sets were recorded (or by another tool).
+ITEM_SET_NOT_RECORDED = "not recorded"
+#: The split a result name leaves implicit: any other split enters the file name (:func:`output_path`).
+DEFAULT_SPLIT = "test"
+
+
 def benchmark_record(
-    dataset: str, model: str, pretrained: str | None, metrics: dict[str, Any], task: str = RESULT_TASK, language: str = "en"
+    dataset: str,
+    model: str,
+    pretrained: str | None,
+    metrics: dict[str, Any],
+    task: str = RESULT_TASK,
+    language: str = "en",
+    identity: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``.
 
+    ``identity``: the item-set fields (:data:`IDENTITY_FIELDS`), added at the top level when given.
     Declared in :class:`clip_cycles.schemas.result.ResultRecord` (``clip-cycles schema result``).
     """
-    return {
+    record = {
         "dataset": dataset,
         "model": model,
         "pretrained": pretrained or "",
@@ -157,6 +175,27 @@ def benchmark_record(
         "metrics": metrics,
         "language": language,
     }
+    if identity is not None:
+        unknown = sorted(set(identity) - set(IDENTITY_FIELDS))
+        if unknown:
+            raise ValueError(f"result of {dataset}: identity fields {unknown} are not among {list(IDENTITY_FIELDS)}")
+        record.update({key: identity[key] for key in IDENTITY_FIELDS if key in identity})
+    return record
+
+
+def items_sha256_of(record: Mapping[str, Any]) -> str:
+    """The record's ``items_sha256``, or :data:`ITEM_SET_NOT_RECORDED` when it has none (an older result)."""
+    value = record.get("items_sha256")
+    return value if isinstance(value, str) and value else ITEM_SET_NOT_RECORDED
+
+
+def same_item_set(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two result records scored the same items: both record ``items_sha256`` and they are equal.
+
+    A record without one is never the same as anything (not even another such record): nothing says what it scored.
+    """
+    digest_a, digest_b = items_sha256_of(a), items_sha256_of(b)
+    return digest_a != ITEM_SET_NOT_RECORDED and digest_a == digest_b
 
 
 #: Suffix of a result file's nested sibling (:func:`detail_path`), chosen so that ``*.json`` globs skip it.
@@ -250,7 +289,10 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
     The sibling is used only when it names the same dataset, model, pretrained, task and
     language and its flat form equals the file's metrics (so a result rewritten by other
     tools is read as it stands). Without one, the record is returned as written: flat (from
-    another writer) or nested (an older clip_cycles). ValueError names the file and field.
+    another writer) or nested (an older clip_cycles). Either way the item-set fields
+    (:data:`IDENTITY_FIELDS`) are top-level keys when the result recorded them; a record without
+    them reads as :data:`ITEM_SET_NOT_RECORDED` through :func:`items_sha256_of`. ValueError names
+    the file and field.
     """
     path = Path(path)
     record = _read_record(path)
@@ -263,7 +305,8 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"{detail} is not valid JSON ({error}); delete it to read {path} as it stands") from None
         same = isinstance(nested, dict) and isinstance(nested.get("metrics"), dict)
-        same = same and all(nested.get(k) == record.get(k) for k in ("dataset", "model", "pretrained", "task", "language"))
+        keys = ("dataset", "model", "pretrained", "task", "language", *IDENTITY_FIELDS)
+        same = same and all(nested.get(k) == record.get(k) for k in keys)
         if same and flat_metrics(nested["metrics"]) == record["metrics"]:
             return nested
     return record
@@ -287,31 +330,62 @@ def _read_record(path: Path) -> dict[str, Any]:
     return record
 
 
-def output_path(
-    template: str, dataset: str, model: str, pretrained: str | None, language: str = "en", task: str = RESULT_TASK
-) -> str:
-    """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does.
+#: Joins a non-test split to the dataset in a result's name: ``cycles/shapes_x`` scored on validation is
+#: ``cycles_shapes_x@validation`` in ``{dataset}`` (no task or family name holds ``@``, so no name collides).
+SPLIT_MARK = "@"
 
-    A field the template names that is not one of :data:`OUTPUT_FIELDS`, a positional
-    ``{}`` or an unbalanced brace is a ValueError naming the template and the fields.
+
+def split_suffix(split: str | None) -> str:
+    """``""`` for the test split (or None), else ``@<split>``: what a non-test split adds to a result's name."""
+    return "" if split in (None, DEFAULT_SPLIT) else f"{SPLIT_MARK}{split}"
+
+
+def output_path(
+    template: str,
+    dataset: str,
+    model: str,
+    pretrained: str | None,
+    language: str = "en",
+    task: str = RESULT_TASK,
+    split: str | None = DEFAULT_SPLIT,
+) -> str:
+    """Fill clip_benchmark's ``--output`` template fields the way its ``run`` does, the split included.
+
+    A split other than ``test`` is part of the name, so a validation run never replaces a test
+    run's file whatever the template: ``{dataset}`` becomes ``<dataset>@<split>``, and a template
+    without ``{dataset}`` gets ``@<split>`` before the file's extension (``out.json`` ->
+    ``out@validation.json``). A field the template names that is not one of :data:`OUTPUT_FIELDS`,
+    a positional ``{}`` or an unbalanced brace is a ValueError naming the template and the fields.
     """
     pretrained = pretrained or ""
     is_file = os.path.isfile(pretrained)
+    suffix = split_suffix(split)
     fields = {
         "model": model,
         "pretrained": os.path.basename(pretrained) if is_file else pretrained,
         "pretrained_full_path": pretrained.replace("/", "_") if is_file else pretrained,
         "task": task,
-        "dataset": dataset.replace("/", "_"),
+        "dataset": dataset.replace("/", "_") + suffix,
         "language": language,
     }
     known = " ".join("{" + name + "}" for name in OUTPUT_FIELDS)
     try:
-        return template.format(**fields)
+        path = template.format(**fields)
     except KeyError as error:
         raise ValueError(f"--output {template!r}: unknown field {{{error.args[0]}}}; the fields are {known}") from None
     except (IndexError, ValueError) as error:
         raise ValueError(f"--output {template!r} is not a valid template ({error}); the fields are {known}") from None
+    if suffix and suffix not in path:
+        path = _before_extension(path, suffix)
+    return path
+
+
+def _before_extension(path: str, suffix: str) -> str:
+    """``path`` with ``suffix`` inserted before the file name's last extension (or at its end)."""
+    head, name = os.path.split(path)
+    stem, dot, extension = name.rpartition(".")
+    named = f"{stem}{suffix}.{extension}" if dot and stem else f"{name}{suffix}"
+    return os.path.join(head, named) if head else named
 
 
 #: The fields of an ``--output`` template (clip_benchmark's).

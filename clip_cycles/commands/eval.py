@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
@@ -32,6 +33,7 @@ class EvalOptions(Options):
     output: str = Field(DEFAULT_OUTPUT, json_schema_extra={"flag": "--output"})
     samples: str | None = Field(None, json_schema_extra={"flag": "--samples"})
     seeds: tuple[int, ...] | None = Field(None, json_schema_extra={"flag": "--seeds"})
+    split: Literal["train", "validation", "test"] | None = Field(None, json_schema_extra={"flag": "--split"})
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +56,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--seeds", type=seed_argument, nargs="+", default=None, help="restrict to these seeds (non-negative integers)"
     )
+    parser.add_argument(
+        "--split",
+        default=None,
+        choices=("train", "validation", "test"),
+        help="the split zero-shot cycle tasks score (default: each task's test_split); a split other than test "
+        "enters the result file's name ({dataset} becomes <dataset>@<split>), so it never replaces a test result",
+    )
     parser.set_defaults(func=run)
 
 
@@ -61,7 +70,12 @@ def run(args: argparse.Namespace) -> int:
     """The namespace as :class:`EvalOptions`, then :func:`evaluate`."""
     seeds = None if args.seeds is None else tuple(args.seeds)
     options = EvalOptions.make(
-        task=tuple(args.task), model=model_options(args), output=args.output, samples=args.samples, seeds=seeds
+        task=tuple(args.task),
+        model=model_options(args),
+        output=args.output,
+        samples=args.samples,
+        seeds=seeds,
+        split=getattr(args, "split", None),
     )
     return evaluate(options)
 
@@ -77,7 +91,8 @@ def evaluate(command: EvalOptions) -> int:
     registry = TaskRegistry.default()
     options = command.model
     # With a built folder as --dataset-root, a pattern keeps the tasks that folder can serve.
-    tasks = registry.expand(resolve_task_names(list(command.task), registry, folder_scope(options.dataset_root)))
+    names = resolve_task_names(list(command.task), registry, folder_scope(options.dataset_root))
+    tasks = with_split(registry.expand(names), command.split)
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
     context.samples_path = Path(command.samples) if command.samples else None
@@ -111,8 +126,24 @@ def evaluate(command: EvalOptions) -> int:
     return 0
 
 
+def with_split(tasks: Sequence[AnyTask], split: str | None) -> list[AnyTask]:
+    """``tasks`` with zero-shot cycle tasks scoring ``split`` (None: each task's own).
+
+    A task of another output type reads the splits its design fixes: asking it for another is a ValueError.
+    """
+    if split is None:
+        return list(tasks)
+    fixed = [t.name for t in tasks if t.output_type != "cycle_selection" and getattr(t, "split", None) != split]
+    if fixed:
+        raise ValueError(
+            f"--split {split}: {', '.join(fixed)} read the splits their design fixes (experiments: train, validation "
+            "and test; attribute splits: their folds); only zero-shot cycles/ tasks score another split: drop --split"
+        )
+    return [replace(t, split=split) if t.output_type == "cycle_selection" else t for t in tasks]  # type: ignore[type-var]
+
+
 def output_plan(template: str, tasks: Sequence[AnyTask], context: RunContext) -> dict[str, str]:
-    """Task name -> its result file: ``template`` filled once per task (the record's dataset, task and language)."""
+    """Task name -> its result file: ``template`` filled once per task (the record's dataset, task, language and split)."""
     spec = context.spec
     return {
         task.name: output_path(
@@ -122,6 +153,7 @@ def output_plan(template: str, tasks: Sequence[AnyTask], context: RunContext) ->
             spec.pretrained,
             language=context.language,
             task=runner_for(task.output_type).result_task,
+            split=getattr(task, "split", None),
         )
         for task in tasks
     }

@@ -218,6 +218,9 @@ class EncodedFeatures:
     image_rows: dict[str, int]
     caption_rows: dict[str, int]
     stats: EncodeStats
+    #: image key -> sha256 of the image file's bytes (:func:`clip_cycles.fingerprints.content_hash`), for the
+    #: images this pass hashed; empty where a backend does not read the files (precomputed features).
+    image_hashes: dict[str, str] = field(default_factory=dict)
 
 
 class _ImageDataset:
@@ -566,11 +569,17 @@ def encode(
         unique_captions,
         [text_table[caption_hashes[c]] for c in unique_captions],
         stats,
+        {k: key_hash[k] for k in image_keys},
     )
 
 
 def _assemble(
-    image_keys: list[str], image_rows: list[np.ndarray], captions: list[str], caption_rows: list[np.ndarray], stats: EncodeStats
+    image_keys: list[str],
+    image_rows: list[np.ndarray],
+    captions: list[str],
+    caption_rows: list[np.ndarray],
+    stats: EncodeStats,
+    image_hashes: dict[str, str] | None = None,
 ) -> EncodedFeatures:
     def table(rows: list[np.ndarray]) -> np.ndarray:
         return np.stack(rows).astype(np.float32) if rows else np.zeros((0, 0), dtype=np.float32)
@@ -578,7 +587,9 @@ def _assemble(
     images, texts = table(image_rows), table(caption_rows)
     if images.size and texts.size and images.shape[1] != texts.shape[1]:
         raise ValueError(f"image features have {images.shape[1]} dims but caption features {texts.shape[1]}")
-    return EncodedFeatures(images, texts, {k: i for i, k in enumerate(image_keys)}, {c: i for i, c in enumerate(captions)}, stats)
+    return EncodedFeatures(
+        images, texts, {k: i for i, k in enumerate(image_keys)}, {c: i for i, c in enumerate(captions)}, stats, image_hashes or {}
+    )
 
 
 def _from_precomputed(session: _Session, images: list[ImageItem], captions: list[str], stats: EncodeStats) -> EncodedFeatures:

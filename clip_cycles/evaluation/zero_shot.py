@@ -46,6 +46,7 @@ from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_cre
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
+from clip_cycles.evaluation.item_set import item_identity
 from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.regular_files import read_regular_file
@@ -456,10 +457,18 @@ def score_task(
 
 
 def result_record(
-    task: TaskSpec, model: str, pretrained: str | None, metrics: dict[str, Any], language: str = "en"
+    task: TaskSpec,
+    model: str,
+    pretrained: str | None,
+    metrics: dict[str, Any],
+    language: str = "en",
+    identity: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``."""
-    return benchmark_record(task.name, model, pretrained, metrics, language=language)
+    """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``.
+
+    ``identity``: the item set scored (:func:`clip_cycles.evaluation.item_set.item_identity`), top-level fields.
+    """
+    return benchmark_record(task.name, model, pretrained, metrics, language=language, identity=identity)
 
 
 def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -525,7 +534,8 @@ def evaluate_tasks(
 ) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
     """:func:`evaluate` on resolved task specs, with the feature cache (None: none) and data cache already chosen.
 
-    ``samples_path``: one JSON line per scored cycle of every task, in task then seed order.
+    ``samples_path``: one JSON line per scored cycle of every task, in task then seed order; each line
+    also carries its task's ``items_sha256`` and ``source`` (as the records do, with ``split``).
     """
     other = [t.name for t in tasks if t.output_type != "cycle_selection"]
     if other:
@@ -541,9 +551,15 @@ def evaluate_tasks(
     if encoded is None:
         return [], None
     samples: list[dict[str, Any]] | None = [] if samples_path is not None else None
-    records = [
-        result_record(data.task, spec.model, spec.pretrained, score_task(data, encoded, cache, samples)) for data in loaded
-    ]
+    records = []
+    for data in loaded:
+        task_samples: list[dict[str, Any]] | None = [] if samples is not None else None
+        metrics = score_task(data, encoded, cache, task_samples)
+        identity = item_identity(data, encoded)
+        records.append(result_record(data.task, spec.model, spec.pretrained, metrics, identity=identity))
+        if samples is not None and task_samples is not None:
+            # Each line names the item set it belongs to, so a samples file read alone says what was scored.
+            samples.extend({**sample, **identity} for sample in task_samples)
     if samples_path is not None:
         write_samples(samples or [], samples_path)
     return records, encoded

@@ -332,15 +332,15 @@ def clip_benchmark_loader(options: ModelOptions) -> Callable[[], Any]:
 _SAMPLES_WRITTEN: dict[str, str] = {}
 
 
-def samples_path_for(args: Any, result_task: str) -> Path | None:
-    """``$CLIP_CYCLES_SAMPLES`` filled for this dataset like ``--output``; None when unset.
+def samples_path_for(args: Any, result_task: str, split: str | None = None) -> Path | None:
+    """``$CLIP_CYCLES_SAMPLES`` filled for this dataset like ``--output`` (the split included); None when unset.
 
     ValueError when two datasets of one process would share the file.
     """
     template = samples_template()
     if template is None:
         return None
-    path = output_path(template, args.dataset, args.model, args.pretrained, args.language, result_task)
+    path = output_path(template, args.dataset, args.model, args.pretrained, args.language, result_task, split=split)
     earlier = _SAMPLES_WRITTEN.get(path)
     if earlier is not None and earlier != args.dataset:
         raise ValueError(
@@ -373,7 +373,9 @@ def run_cycles(args: Any) -> int:
     runs_split = bool(getattr(args, "distributed", False))
     if runs_split:
         device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
-    output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language, runner.result_task)
+    # A split other than test is part of the file name (results.output_path): a validation run keeps the test run's file.
+    split = getattr(task, "split", None)
+    output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language, runner.result_task, split=split)
     # The next lines are clip_benchmark's own (stdout, under its --verbose), printed for every dataset it
     # runs: the same here, so a run mixing its datasets and ours reads alike. Our notes go through logging.
     if os.path.exists(output) and args.skip_existing:
@@ -387,7 +389,7 @@ def run_cycles(args: Any) -> int:
 
     options = options_from_clip_benchmark(args, device)
     context = RunContext.from_options(options, language=args.language, loader=clip_benchmark_loader(options))
-    context.samples_path = samples_path_for(args, runner.result_task)
+    context.samples_path = samples_path_for(args, runner.result_task, split)
     # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
     with process_group(context.spec, keep=True, enabled=not runs_split):
         outcome = run_tasks([task], context)

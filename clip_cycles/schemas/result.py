@@ -1,17 +1,20 @@
 """The result record, declared: clip_benchmark's result JSON, which every runner writes.
 
 ``{dataset, model, pretrained, task, metrics, language}`` (clip_benchmark's keys; the
-``dataset`` is the task name). ``metrics`` holds the task's metrics and the keys every
-record shares (``tie_tolerance``; ``available`` and ``unavailable_reason`` when a task
-could not run); other keys are kept, since each runner reports its own.
+``dataset`` is the task name), plus the item-set identity of a zero-shot result (``split``,
+``items_sha256``, ``source``: top-level, so ``clip_benchmark build`` makes each a column).
+``metrics`` holds the task's metrics and the keys every record shares
+(``tie_tolerance``; ``available`` and ``unavailable_reason`` when a task could not run);
+other keys are kept, since each runner reports its own.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
+from clip_cycles.schemas.build_info import SHA256
 from clip_cycles.schemas.declared import Open, validate
 
 
@@ -32,6 +35,11 @@ class ResultRecord(Open):
     task: str = Field(min_length=1, description="a non-empty string: clip_benchmark's task kind")
     metrics: Metrics = Field(description="an object of metric name -> value")
     language: str = Field(min_length=1, description="a non-empty string: the caption language")
+    split: str | None = Field(None, min_length=1, description="a non-empty string: the split scored (train, validation, test)")
+    items_sha256: Annotated[str, StringConstraints(pattern=SHA256)] | None = Field(
+        None, description="a sha256 hex digest (64 lowercase hex digits) of the items scored, or null when nothing was"
+    )
+    source: str | None = Field(None, min_length=1, description="a non-empty string: the world or raw root the items came from")
 
 
 def check_result_record(record: Any, where: str) -> None:
