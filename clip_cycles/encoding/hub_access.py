@@ -26,6 +26,7 @@ from typing import Iterator
 from urllib.parse import urlsplit
 
 from clip_cycles.encoding.backends import is_random_init
+from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.settings import hub_endpoint, hub_offline
 
 #: The longest the hub probe waits for one TCP connection (name lookup included).
@@ -84,8 +85,6 @@ def _open_clip_need(model: str, pretrained: str | None, cache_dir: str | None) -
     if is_random_init(pretrained) or os.path.isfile(pretrained or ""):
         return None
     import open_clip
-
-    from clip_cycles.encoding.tiny_model import register_tiny_model
 
     register_tiny_model()
     cfg = open_clip.get_pretrained_cfg(model, pretrained) or {}
