@@ -32,6 +32,10 @@ Exceptions, read where they are used:
   ``MASTER_PORT``) are read by :mod:`clip_cycles.encoding.distributed` (and by torch);
   :func:`injected_fault_limit` compares ``RANK`` with ``CLIP_CYCLES_FAULT_RANK`` only to aim
   a test fault at one rank.
+
+Hugging Face's own ``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` and ``HF_ENDPOINT`` are read here
+too (:func:`hub_offline`, :func:`hub_endpoint`), at call time, for the weights check of
+:mod:`clip_cycles.encoding.hub_access`.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ FAULT_RANK_ENV = "CLIP_CYCLES_FAULT_RANK"
 DIST_TIMEOUT_ENV = "CLIP_CYCLES_DIST_TIMEOUT_S"
 MIN_CYCLES_ENV = "CLIP_CYCLES_MIN_CYCLES"
 LOG_LEVEL_ENV = "CLIP_CYCLES_LOG_LEVEL"
+#: Hugging Face's offline switches (either one on means: never contact the hub) and its endpoint.
+HUB_OFFLINE_ENVS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+HUB_ENDPOINT_ENV = "HF_ENDPOINT"
+DEFAULT_HUB_ENDPOINT = "https://huggingface.co"
 
 #: How long a torchrun barrier waits by default: a whole shard of a large pool may be encoded meanwhile.
 DEFAULT_DIST_TIMEOUT_S = 6 * 3600.0
@@ -213,8 +221,24 @@ def log_level() -> int | None:
     return LOG_LEVELS[raw.lower()]
 
 
+def hub_offline() -> str | None:
+    """The offline switch that is on (``"HF_HUB_OFFLINE=1"``), read as huggingface_hub does; None when off."""
+    for name in HUB_OFFLINE_ENVS:
+        if _raw(name).upper() in ("1", "ON", "YES", "TRUE"):
+            return f"{name}={_raw(name)}"
+    return None
+
+
+def hub_endpoint() -> str:
+    """The Hugging Face hub's address: ``$HF_ENDPOINT``, else https://huggingface.co."""
+    return _raw(HUB_ENDPOINT_ENV).rstrip("/") or DEFAULT_HUB_ENDPOINT
+
+
 __all__ = [
     "CACHE_ENV",
+    "DEFAULT_HUB_ENDPOINT",
+    "HUB_ENDPOINT_ENV",
+    "HUB_OFFLINE_ENVS",
     "DEFAULT_DIST_TIMEOUT_S",
     "DIST_TIMEOUT_ENV",
     "FAULT_ENV",
@@ -230,6 +254,8 @@ __all__ = [
     "check_cache_dir",
     "dist_timeout_s",
     "extra_task_dirs",
+    "hub_endpoint",
+    "hub_offline",
     "injected_fault_limit",
     "log_level",
     "min_cycles_override",

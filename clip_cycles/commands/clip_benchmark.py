@@ -24,6 +24,7 @@ from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.integrations.clip_benchmark import (
     build_families_once,
     check_flags,
+    check_weights,
     cycle_blocks_dataset,
     expand_datasets,
     run_cycles,
@@ -126,6 +127,7 @@ def patch_cli(cli: ModuleType) -> None:
                 if ours:  # every cycles dataset checked before the first run: flags, split, model and backend
                     tasks = expand_tasks(ours)
                     check_flags(base, tasks)
+                    check_weights(base)  # a model that cannot be had stops the run before any data is built
                     build_families_once(base, tasks)
         except (ValueError, FileNotFoundError) as error:
             print(f"clip_benchmark: error: {error}", file=sys.stderr)

@@ -33,6 +33,7 @@ from clip_cycles.encoding.backends import backend_identity, is_random_init, load
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.encode_options import DEFAULT_BATCH_SIZE, EncodeOptions
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
+from clip_cycles.encoding.hub_access import offline_hub, require_weights
 from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
 from clip_cycles.verbosity import progress_disable
@@ -126,15 +127,24 @@ class ModelSpec:
         return desc
 
     def load(self) -> tuple[Any, Any, Any]:
-        """Seed torch (random-init models are then reproducible) and load the model."""
+        """Seed torch (random-init models are then reproducible) and load the model.
+
+        Weights the backend would download are looked for first (:func:`require_weights`): missing
+        with the hub unreachable is a :class:`WeightsUnavailableError` at once; cached ones load
+        with the hub's offline mode on, without retries.
+        """
         import torch
 
+        offline = require_weights(self.backend, self.model, self.pretrained, self.model_cache_dir)
         torch.manual_seed(self.seed)
-        if self.loader is not None:
-            with no_prompts():
-                model, transform, tokenizer = self.loader()
-        else:
-            model, transform, tokenizer = load_model(self.backend, self.model, self.pretrained, self.model_cache_dir, self.device)
+        with offline_hub(offline):
+            if self.loader is not None:
+                with no_prompts():
+                    model, transform, tokenizer = self.loader()
+            else:
+                model, transform, tokenizer = load_model(
+                    self.backend, self.model, self.pretrained, self.model_cache_dir, self.device
+                )
         if hasattr(model, "eval"):
             model.eval()
         return model, transform, tokenizer

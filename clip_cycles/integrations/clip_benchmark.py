@@ -68,6 +68,7 @@ from clip_cycles.encoding.backends import (
     clip_benchmark_model_types,
 )
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
+from clip_cycles.encoding.hub_access import require_weights
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
@@ -223,6 +224,26 @@ def check_flags(args: Any, tasks: list[AnyTask]) -> None:
         )
     model = args.model if isinstance(args.model, str) else ", ".join(args.model or ())
     check_backend_for_tasks(tasks, args.model_type, model)
+
+
+def check_weights(args: Any) -> None:
+    """Before any data is read or built: each model's weights are here, or the hub can be reached.
+
+    Raises :class:`~clip_cycles.encoding.hub_access.WeightsUnavailableError` (one sentence with the
+    offline choices) instead of letting the model load retry its downloads. Models named through
+    ``--pretrained_model`` are left to each run's own check (``ModelSpec.load``).
+    """
+    if getattr(args, "pretrained_model", None):
+        return
+
+    def as_list(value: Any) -> list[Any]:
+        return list(value) if isinstance(value, (list, tuple)) else [value]
+
+    for model in as_list(args.model):
+        for pretrained in as_list(args.pretrained):
+            one = copy(args)
+            one.model, one.pretrained = model, pretrained
+            require_weights(one.model_type, model, tag_for_backend(one), getattr(args, "model_cache_dir", None))
 
 
 def build_families_once(args: Any, tasks: list[AnyTask]) -> None:
