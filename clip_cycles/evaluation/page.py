@@ -232,7 +232,7 @@ def leaderboard(data: PageData) -> str:
         for model in models:
             cell = data.cells.get((row, model))
             cells += [_acc_cell(cell), _verdict_cell(cell)]
-        rows.append(f'<tr data-row="{escape(row)}" data-family="{escape(key)}">' + "".join(cells) + "</tr>")
+        rows.append(f'<tr data-row="{escape(row)}">' + "".join(cells) + "</tr>")
     return (
         '<table id="leaderboard" class="sortable">\n'
         "<caption>CycleAcc per family and model (mean over seeds; 95% bootstrap interval in brackets). "
