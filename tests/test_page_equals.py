@@ -187,3 +187,39 @@ def test_page_command_on_two_worlds_exits_zero_and_shows_them_apart(tmp_path: Pa
     assert main(["page", str(results), "--out", str(tmp_path / "site")]) == 0
     html = (tmp_path / "site" / "index.html").read_text()
     assert html.count(f'<tr data-row="{FAMILY}@') == 2 and "different item sets, shown apart" in html
+
+
+def _add_item_set(result: Path, **identity: str) -> None:
+    """Add the identity fields to a result file and its detail (as an evaluation that records them writes both)."""
+    for path in (result, result.with_name(result.name.removesuffix(".json") + ".detail.jsonl")):
+        record = json.loads(path.read_text())
+        record.update(identity)
+        path.write_text(json.dumps(record, sort_keys=True) + ("\n" if path.suffix == ".jsonl" else ""))
+
+
+def test_example_cycles_are_recomputed_on_the_world_the_result_names(tmp_path: Path) -> None:
+    """Without --dataset-root the page reproduces the result's world (not the task's default one) and its blocks match."""
+    raw, cache, records = tmp_path / "raw", tmp_path / "cache", tmp_path / "records"
+    write_shapes_world(raw, n_images=120, seed=5, image_size=64)
+    model = [
+        "--model",
+        "cycles-tiny",
+        "--pretrained",
+        "shapes",
+        "--cache-dir",
+        str(cache),
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+    ]
+    template = str(records / "{dataset}_{pretrained}_{model}_{language}_{task}.json")
+    args = ["eval", *model, "--dataset-root", str(raw), "--task", "cycles/shapes_coarse_object", "--output", template]
+    assert main(args) == 0
+    (result,) = records.glob("*.json")
+    source = "shapes world: 120 images, 64 px, seed 5, val 0.25"
+    _add_item_set(result, split="test", source=source, items_sha256=_sha("120 images"))
+    assert main(["page", str(records), "--out", str(tmp_path / "site"), "--examples", "1", *model]) == 0
+    assert (cache / "page_worlds" / "shapes_world-n120-s5-p64-v0.25" / "shapes_world.json").is_file()
+    family = (tmp_path / "site" / "families" / "shapes_coarse_object.html").read_text()
+    assert 'data-kind="hardest"' in family and source in family
