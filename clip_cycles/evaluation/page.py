@@ -7,7 +7,9 @@ the output folder (``index.html``, ``families/<family>.html``, ``assets/page.css
 - a leaderboard, families (coarse -> strict) x models: CycleAcc with its bootstrap
   interval and the additive audit's verdict, the paper's families marked, chance (0.5)
   drawn on every cell, sortable by any column; benchmark rows give the CycleAcc of the
-  exact cycles ``audit-benchmark`` found;
+  exact cycles ``audit-benchmark`` found; an "item set" column names the world and split each
+  row's numbers scored: results share a row only when their ``items_sha256`` match, and a
+  note under the table says why a family has several rows;
 - the benchmark audit table: model accuracy, best blind baseline and CycleAcc per subset,
   rows where a blind score reaches the model's highlighted;
 - a page per family: predicate, provenance, thresholds, counts and exclusions
@@ -33,7 +35,15 @@ from typing import Any, Iterable, Sequence
 from clip_cycles.data.sources import provenance_label
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name
-from clip_cycles.evaluation.page_examples import ExampleCycle, FamilyExamples, family_examples, thumbnail
+from clip_cycles.evaluation.page_examples import (
+    ExampleCycle,
+    FamilyExamples,
+    family_examples,
+    page_world_cache,
+    thumbnail,
+    world_root,
+)
+from clip_cycles.experiments.item_sets import ItemSet
 from clip_cycles.fingerprints import atomic_write_bytes
 
 #: The page's default byte budget (every file it writes, together).
@@ -173,19 +183,38 @@ def _verdict_cell(cell: Cell | None) -> str:
 # --------------------------------------------------------------------------- index page
 
 
+def _item_set_cell(item: ItemSet, key: str) -> str:
+    """The "item set" cell of a row: the world (source) and split its numbers scored, and its label."""
+    label = item.label(key)
+    return f'<td class="item-set" data-value="{escape(label)}" title="{escape(label)}">{escape(item.describe())}</td>'
+
+
+def item_set_notes_html(notes: list[str]) -> str:
+    """The visible notes saying why a family's results are in separate rows (empty when there are none)."""
+    if not notes:
+        return ""
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return (
+        '<div class="note item-set-notes" role="note"><p>Numbers share a row only when they scored the same items '
+        f"(equal <code>items_sha256</code>):</p><ul>{items}</ul></div>"
+    )
+
+
 def leaderboard(data: PageData) -> str:
-    """The leaderboard table: one row per family (then per audited benchmark), two columns per model."""
+    """The leaderboard table: one row per family and item set (then per audited benchmark), two columns per model."""
     models = data.models
     head = [
         _sort_header("order", numeric=True),
         _sort_header("family"),
+        _sort_header("item set"),
         _sort_header("group"),
         _sort_header("provenance"),
     ]
     for model in models:
         head += [_sort_header(f"CycleAcc: {model}", numeric=True), _sort_header(f"audit: {model}")]
     rows = []
-    for position, key in enumerate(data.family_rows() + data.benchmark_rows()):
+    for position, row in enumerate(data.family_rows() + data.benchmark_rows()):
+        key = data.family_of(row)
         info = data.families.get(key)
         if key.startswith("audit/"):
             name, group, provenance = escape(key), "benchmark (exact cycles found)", "audited benchmark"
@@ -197,21 +226,28 @@ def leaderboard(data: PageData) -> str:
         cells = [
             f'<td class="num" data-value="{position}">{position + 1}</td>',
             f'<th scope="row" data-value="{escape(key)}">{name}</th>',
+            _item_set_cell(data.item_set(row), key),
             f"<td>{escape(group)}</td>",
             f'<td class="{"paper" if paper else ""}">{STAR if paper else ""}{escape(provenance)}</td>',
         ]
         for model in models:
-            cell = data.cells.get((key, model))
+            cell = data.cells.get((row, model))
             cells += [_acc_cell(cell), _verdict_cell(cell)]
-        rows.append(f'<tr data-row="{escape(key)}">' + "".join(cells) + "</tr>")
+        rows.append(f'<tr data-row="{escape(row)}">' + "".join(cells) + "</tr>")
     return (
         '<table id="leaderboard" class="sortable">\n'
         "<caption>CycleAcc per family and model (mean over seeds; 95% bootstrap interval in brackets). "
         "\u25b2 above chance, \u25cf indistinguishable from chance (0.5, the black tick on each bar), "
         "\u25bc below chance; without an interval, hollow \u25b3 \u25bd \u25cb compare the point alone; "
         "\u2605 a family paper 1 names. Audit: \u2713 the additive audit's shortcut probes held "
-        "at exactly 0.5, \u2717 failed, \u2013 unavailable. Click a column header to sort.</caption>\n"
-        "<thead><tr>" + "".join(head) + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
+        "at exactly 0.5, \u2717 failed, \u2013 unavailable. Item set: the world (source) and split the row's "
+        "numbers scored; numbers share a row only when they scored the same items. Click a column header to sort.</caption>\n"
+        "<thead><tr>"
+        + "".join(head)
+        + "</tr></thead>\n<tbody>\n"
+        + "\n".join(rows)
+        + "\n</tbody>\n</table>\n"
+        + item_set_notes_html(data.notes)
     )
 
 
@@ -288,7 +324,7 @@ def index_page(data: PageData) -> str:
     inputs = ", ".join(f"<code>{escape(i)}</code>" for i in data.inputs)
     body = (
         "<h1>clip_cycles results</h1>\n"
-        f'<p class="note">Read from {inputs}. Models: {len(data.models)}; families: {len(data.family_rows())}; '
+        f'<p class="note">Read from {inputs}. Models: {len(data.models)}; families: {len(data.family_keys())}; '
         f"benchmarks: {len(data.benchmark_rows())}.</p>\n"
         '<section aria-labelledby="lb"><h2 id="lb">Leaderboard</h2>\n' + leaderboard(data) + "\n</section>\n"
         '<section aria-labelledby="benchmarks"><h2 id="benchmarks">Benchmark audits</h2>\n'
@@ -493,28 +529,41 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
         if info
         else '<p class="note">Not a registered family.</p>'
     )
+    family_rows = [row for row in data.family_rows() if data.family_of(row) == key]
     rows = []
-    for model in data.models:
-        cell = data.cells.get((key, model))
-        if cell is None:
-            continue
-        rows.append(
-            f'<tr><th scope="row">{escape(model)}</th>{_acc_cell(cell)}{_verdict_cell(cell)}'
-            f'<td class="num">{cell.n_cycles if cell.n_cycles is not None else "n/a"}</td></tr>'
-        )
+    for row in family_rows:
+        for model in data.models:
+            cell = data.cells.get((row, model))
+            if cell is None:
+                continue
+            rows.append(
+                f'<tr data-row="{escape(row)}"><th scope="row">{escape(model)}</th>'
+                f"{_item_set_cell(data.item_set(row), key)}{_acc_cell(cell)}{_verdict_cell(cell)}"
+                f'<td class="num">{cell.n_cycles if cell.n_cycles is not None else "n/a"}</td></tr>'
+            )
     scores = (
-        '<table id="family-scores"><caption>Zero-shot CycleAcc (mean over seeds, 95% interval) and the additive audit'
-        '</caption><thead><tr><th scope="col">model</th><th scope="col">CycleAcc</th><th scope="col">audit</th>'
-        '<th scope="col">cycles</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>"
+        '<table id="family-scores"><caption>Zero-shot CycleAcc (mean over seeds, 95% interval) and the additive audit; '
+        'rows of different item sets are not one comparison</caption><thead><tr><th scope="col">model</th>'
+        '<th scope="col">item set</th><th scope="col">CycleAcc</th><th scope="col">audit</th>'
+        '<th scope="col">cycles</th></tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table>"
+        + item_set_notes_html([n for n in data.notes if n.startswith(f"{key}:")])
     )
+    worlds = "; ".join(
+        f"<code>{escape(data.item_set(row).label(key))}</code>: {escape(data.item_set(row).describe())}" for row in family_rows
+    )
+    about += f'<p class="item-set-line"><strong>Item set.</strong> {worlds or "no result of this family"}.</p>'
     example_parts = []
     for entry in examples:
         if entry.unavailable_reason:
             example_parts.append(f"<p>{escape(entry.model)}: no example cycles: {escape(entry.unavailable_reason)}</p>")
             continue
         items = "".join(_example_html(e, [thumbs[i.key] for i in e.images], key) for e in entry.examples)
+        label = data.item_set(entry.row or key).label(key)
         example_parts.append(
-            f'<h3>{escape(entry.model)}</h3><p class="note">The {sum(e.kind == "hardest" for e in entry.examples)} '
+            f'<h3>{escape(entry.model)} \u00b7 {escape(label)}</h3><p class="note">'
+            f"The {sum(e.kind == 'hardest' for e in entry.examples)} "
             "lowest-Delta (hardest) and highest-Delta (easiest) cycles of the first seed's scored split and a seeded "
             f"random sample; scores recomputed from the cached features; tie tolerance {entry.tie_tolerance:g}.</p>"
             f'<div class="examples" data-folder="{escape(entry.folder)}">{items}</div>'
@@ -543,7 +592,10 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
 
 
 def check_recomputed(data: PageData, examples: dict[str, FamilyExamples], tolerance: float = 1e-9) -> None:
-    """Refuse examples whose recomputed CycleAcc differs from the record's: they would be of other features or data."""
+    """Refuse examples whose recomputed CycleAcc differs from the record's: they would be of other features or data.
+
+    ``examples`` is keyed by leaderboard row (a family key, or ``<family>@<12 hex>``).
+    """
     for key, entry in sorted(examples.items()):
         cell = data.cells.get((key, entry.model))
         if cell is None or cell.cycle_acc is None or entry.cycle_acc is None:
@@ -551,7 +603,8 @@ def check_recomputed(data: PageData, examples: dict[str, FamilyExamples], tolera
         if abs(entry.cycle_acc - cell.cycle_acc) > tolerance:
             raise ValueError(
                 f"{cell.source_file}: family {key} of {entry.model} records cycle_acc {cell.cycle_acc!r}, but its cycles "
-                f"in {entry.folder} (seeds {list(entry.seeds)}) recompute to {entry.cycle_acc!r} with the cached features; "
+                f"in {entry.folder} (seeds {list(entry.seeds)}, item set: {cell.item_set.describe()}) recompute to "
+                f"{entry.cycle_acc!r} with the cached features; "
                 "the results come from other data or weights: re-run the evaluation, or build the page without model flags"
             )
 
@@ -581,7 +634,7 @@ def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None 
                         thumbs[item.key] = name
                         site.add(f"thumbs/{name}", content)
     site.add("index.html", index_page(data))
-    for key in data.family_rows():
+    for key in data.family_keys():
         site.add(f"families/{key}.html", family_page(data, key, examples.get(key, []), thumbs))
     manifest = {
         path: {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()} for path, content in site.files.items()
@@ -642,17 +695,35 @@ def build_page(
         model = model_name(context.spec.model, context.spec.pretrained)
         if model not in data.models:
             raise ValueError(f"the model flags name {model}, which no input result holds; results hold {data.models}")
-        # Each family is recomputed on the seeds its record was scored on, so examples and intervals match its number.
-        by_seeds: dict[tuple[int, ...], list[str]] = {}
-        for key in data.family_rows():
-            cell = data.cells.get((key, model))
-            if key in data.families and cell is not None and cell.cycle_acc is not None:
-                by_seeds.setdefault(tuple(cell.seeds), []).append(key)
+        # Each row is recomputed on the seeds, split and world its record scored, so examples and intervals match its
+        # number: without --dataset-root the world its source names is reproduced, never a default one assumed.
+        groups: dict[tuple[tuple[int, ...], str, str], list[str]] = {}
+        roots: dict[str, Path | None] = {}
+        for row in data.family_rows():
+            key, cell = data.family_of(row), data.cells.get((row, model))
+            if key not in data.families or cell is None or cell.cycle_acc is None:
+                continue
+            item, source = cell.item_set, cell.item_set.source or ""
+            if context.dataset_root is None and source not in roots:
+                roots[source] = world_root(item, page_world_cache(context))
+            root = context.dataset_root if context.dataset_root is not None else roots[source]
+            groups.setdefault((tuple(cell.seeds), item.split or "", str(root or "")), []).append(row)
         found: dict[str, FamilyExamples] = {}
-        for seeds, keys in sorted(by_seeds.items()):
-            found.update(family_examples(dataclasses.replace(context, seeds=seeds or None), keys, model, n_examples, seed))
+        for (seeds, split, root), rows in sorted(groups.items()):
+            run = dataclasses.replace(context, seeds=seeds or None, dataset_root=root or context.dataset_root)
+            # A family twice in a group (item sets that differ only in what a build kept): one recomputation each.
+            batches: list[dict[str, str]] = []
+            for row in rows:
+                batch = next((b for b in batches if data.family_of(row) not in b), None)
+                if batch is None:
+                    batches.append(batch := {})
+                batch[data.family_of(row)] = row
+            for by_key in batches:
+                for key, entry in family_examples(run, list(by_key), model, n_examples, seed, split or None).items():
+                    entry.row = by_key[key]
+                    found[entry.row] = entry
         check_recomputed(data, found)
         apply_bootstrap(data, found)
-        for key, entry in sorted(found.items()):
-            examples.setdefault(key, []).append(entry)
+        for row, entry in sorted(found.items()):
+            examples.setdefault(data.family_of(row), []).append(entry)
     return write_site(build_site(data, examples), out, max_bytes)

@@ -11,6 +11,11 @@ Recognised JSON files (anything else is counted and named as skipped, never drop
 - ``clip-cycles splits --out``'s ``results.json`` (``grid``);
 - a built folder's ``build_info.json`` (counts and exclusions per family).
 
+Each result's item set (:mod:`clip_cycles.experiments.item_sets`: ``split``, ``items_sha256``,
+``source``) decides its leaderboard row: results of a family share a row only when their
+``items_sha256`` match; a family scored on several item sets gets one row per item set
+(``<family>@<12 hex>``) and a note saying why (:attr:`PageData.notes`).
+
 Files are read only when they are regular files (no symlinks followed) under a size bound.
 """
 
@@ -26,6 +31,7 @@ from typing import Any, Iterable
 from clip_cycles.data.dataset_folder import read_build_info
 from clip_cycles.data.families import family_builder_source, family_provenance, get_family, list_families
 from clip_cycles.data.sources import builder_names
+from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.results import detail_path, read_result
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
@@ -73,6 +79,12 @@ class Cell:
     unavailable_reason: str | None = None
     source_file: str = ""
     seeds: list[int] = field(default_factory=list)
+    family: str = ""  # the family (or ``audit/<benchmark>``) key; ``row`` adds the item set when there are several
+    item_set: ItemSet = field(default_factory=ItemSet)
+
+
+#: Between a family key and an item set's ident in a cell's key while results are read (:func:`assign_rows`).
+_PENDING = "\x1f"
 
 
 @dataclass
@@ -100,6 +112,8 @@ class PageData:
     """Everything the page shows, keyed for rendering."""
 
     cells: dict[tuple[str, str], Cell] = field(default_factory=dict)  # (row, model) -> cell
+    rows: dict[str, tuple[str, ItemSet]] = field(default_factory=dict)  # row -> (family key, item set)
+    notes: list[str] = field(default_factory=list)  # why results of one family are shown apart
     families: dict[str, FamilyInfo] = field(default_factory=dict)
     benchmarks: list[BenchmarkRow] = field(default_factory=list)
     experiments: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # model -> name -> record
@@ -112,13 +126,33 @@ class PageData:
     def models(self) -> list[str]:
         return sorted({c.model for c in self.cells.values()})
 
+    def family_of(self, row: str) -> str:
+        """The family (or ``audit/<benchmark>``) key of leaderboard row ``row``."""
+        return self.rows[row][0] if row in self.rows else row
+
+    def item_set(self, row: str) -> ItemSet:
+        """The item set every cell of leaderboard row ``row`` scored."""
+        return self.rows[row][1] if row in self.rows else ItemSet()
+
     def family_rows(self) -> list[str]:
-        """Family keys coarse -> strict (builder order, then registration order), then anything else by name."""
-        keys = {row for row, _ in self.cells if not row.startswith("audit/")}
-        return sorted(keys, key=lambda k: (self.families[k].order, k) if k in self.families else (10**6, k))
+        """Family rows coarse -> strict (builder order, then registration order), then anything else by name.
+
+        A family has one row per item set its results scored (:func:`assign_rows`).
+        """
+        rows = {row for row, _ in self.cells if not self.family_of(row).startswith("audit/")}
+
+        def order(row: str) -> tuple[int, str]:
+            key = self.family_of(row)
+            return (self.families[key].order if key in self.families else 10**6, row)
+
+        return sorted(rows, key=order)
+
+    def family_keys(self) -> list[str]:
+        """The families of :meth:`family_rows`, each once, in that order."""
+        return list(dict.fromkeys(self.family_of(row) for row in self.family_rows()))
 
     def benchmark_rows(self) -> list[str]:
-        return sorted({row for row, _ in self.cells if row.startswith("audit/")})
+        return sorted({row for row, _ in self.cells if self.family_of(row).startswith("audit/")})
 
 
 def model_name(model: Any, pretrained: Any) -> str:
@@ -228,14 +262,25 @@ def _ci(metrics: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return None, "the record has no cycle_acc_ci"
 
 
-def add_cycle_metrics(data: PageData, key: str, model: str, metrics: dict[str, Any], source_file: str) -> None:
-    """One leaderboard cell from a zero-shot ``metrics`` mapping; a second record of the same cell is skipped and named."""
+def _pending_row(key: str, item: ItemSet) -> str:
+    return f"{key}{_PENDING}{item.ident}"
+
+
+def add_cycle_metrics(
+    data: PageData, key: str, model: str, metrics: dict[str, Any], source_file: str, item: ItemSet | None = None
+) -> None:
+    """One leaderboard cell from a zero-shot ``metrics`` mapping scored on ``item``.
+
+    A second record of the same family, model and item set is skipped and named.
+    """
+    item = item or ItemSet()
     if not SAFE_NAME.fullmatch(key):
         # The name becomes a file name of the site: never a path, never hidden.
         data.skipped[source_file] = f"family name {key!r} is not a plain name (letters, digits, '_', '-', '.')"
         return
-    if (key, model) in data.cells:
-        data.skipped[source_file] = f"{key} of {model} is already read from {data.cells[key, model].source_file}"
+    row = _pending_row(key, item)
+    if (row, model) in data.cells:
+        data.skipped[source_file] = f"{key} of {model} on this item set is already read from {data.cells[row, model].source_file}"
         return
     if key not in data.families:
         info = family_info(key)
@@ -243,14 +288,16 @@ def add_cycle_metrics(data: PageData, key: str, model: str, metrics: dict[str, A
             data.families[key] = info
     if metrics.get("available") is False or _number(metrics.get("cycle_acc")) is None:
         reason = str(metrics.get("unavailable_reason") or "no cycle_acc in the record")
-        data.cells[key, model] = Cell(model, key, None, unavailable_reason=reason, source_file=source_file)
+        data.cells[row, model] = Cell(
+            model, row, None, unavailable_reason=reason, source_file=source_file, family=key, item_set=item
+        )
         return
     verdict, note = _audit_verdict(metrics.get("additive_audit"))
     ci, ci_note = _ci(metrics)
     seeds = [int(s) for s in metrics.get("seeds", []) if isinstance(s, int)]
-    data.cells[key, model] = Cell(
+    data.cells[row, model] = Cell(
         model,
-        key,
+        row,
         float(metrics["cycle_acc"]),
         sd=_number(metrics.get("cycle_acc_sd")),
         ci=ci,
@@ -260,6 +307,8 @@ def add_cycle_metrics(data: PageData, key: str, model: str, metrics: dict[str, A
         n_cycles=metrics.get("n_cycles") if isinstance(metrics.get("n_cycles"), int) else None,
         source_file=source_file,
         seeds=seeds,
+        family=key,
+        item_set=item,
     )
 
 
@@ -281,7 +330,9 @@ def _benchmark_row(
     )
 
 
-def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dict[str, Any], source_file: str) -> None:
+def add_benchmark_audit(
+    data: PageData, benchmark: str, model: str, metrics: dict[str, Any], source_file: str, item: ItemSet | None = None
+) -> None:
     """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell."""
     subsets = metrics.get("subsets")
     if not isinstance(subsets, dict):
@@ -295,9 +346,11 @@ def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dic
     if not SAFE_NAME.fullmatch(benchmark):
         data.skipped[source_file] = f"benchmark name {benchmark!r} is not a plain name (letters, digits, '_', '-', '.')"
         return
-    row = f"audit/{benchmark}"
+    item = item or ItemSet()
+    key = f"audit/{benchmark}"
+    row = _pending_row(key, item)
     if (row, model) in data.cells:
-        data.skipped[source_file] = f"{row} of {model} is already read from {data.cells[row, model].source_file}"
+        data.skipped[source_file] = f"{key} of {model} on this item set is already read from {data.cells[row, model].source_file}"
         return
     cycle_acc = _number(metrics.get("cycle_acc"))
     n_cycles = metrics.get("n_cycles") if isinstance(metrics.get("n_cycles"), int) else None
@@ -315,6 +368,8 @@ def add_benchmark_audit(data: PageData, benchmark: str, model: str, metrics: dic
         n_cycles=n_cycles,
         unavailable_reason=None if cycle_acc is not None else "no exact cycles found in the benchmark",
         source_file=source_file,
+        family=key,
+        item_set=item,
     )
 
 
@@ -345,6 +400,52 @@ def _split_dataset(dataset: str) -> tuple[str, str]:
     return "", dataset
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _item_set(data: PageData, where: str, record: dict[str, Any], fallback: dict[str, Any]) -> ItemSet | None:
+    """The item set ``record`` names (missing fields from ``fallback``); None, with the file skipped and named, if malformed."""
+    try:
+        return item_set_of(record, fallback)
+    except ValueError as error:
+        data.skipped[where] = f"{error}: not shown"
+        return None
+
+
+def assign_rows(data: PageData) -> None:
+    """Give each cell its leaderboard row: the family key, or ``<family>@<12 hex>`` when the family has several item sets.
+
+    Adds :attr:`PageData.notes` saying why a family's results are shown apart (or not known to be comparable).
+    """
+    by_key: dict[str, dict[str, ItemSet]] = {}
+    for cell in data.cells.values():
+        by_key.setdefault(cell.family, {})[cell.item_set.ident] = cell.item_set
+    rows: dict[tuple[str, str], str] = {}
+    data.rows = {}
+    unrecorded = []
+    for key in sorted(by_key):
+        items = sorted(by_key[key].values(), key=lambda i: (not i.recorded, i.ident))
+        for item in items:
+            row = key if len(items) == 1 else f"{key}@{item.short}"
+            rows[key, item.ident] = row
+            data.rows[row] = (key, item)
+        if len(items) == 1 and not items[0].recorded:
+            unrecorded.append(key)  # one note for all of them, below
+        else:
+            data.notes += item_set_notes(key, items)
+    if unrecorded:
+        data.notes.append(
+            f"{NOT_RECORDED} for {', '.join(unrecorded)} (no items_sha256: results written before item sets were "
+            "recorded): the numbers in each of these rows are not known to be of the same items"
+        )
+    cells = {}
+    for (_, model), cell in data.cells.items():
+        cell.row = rows[cell.family, cell.item_set.ident]
+        cells[cell.row, model] = cell
+    data.cells = cells
+
+
 def add_record(data: PageData, path: Path, record: Any) -> None:
     """Classify one JSON file and add what it holds; anything unrecognised is named in ``skipped``."""
     where = str(path)
@@ -361,10 +462,15 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
     if isinstance(experiment, str):
         model = model_name(record.get("model"), record.get("pretrained"))
         if experiment == "zero_shot":
+            # A family's items_sha256 is its own (in its metrics); split and source may be the record's.
+            shared = {k: record.get(k) for k in ("split", "source")}
             for key, metrics in sorted((record.get("families") or {}).items()):
-                add_cycle_metrics(data, key, model, metrics, where)
+                item = _item_set(data, where, metrics if isinstance(metrics, dict) else {}, shared)
+                if item is not None:
+                    add_cycle_metrics(data, key, model, metrics, where, item)
             for key, reason in sorted((record.get("unavailable") or {}).items()):
-                add_cycle_metrics(data, key, model, {"available": False, "unavailable_reason": reason}, where)
+                item = ItemSet(_text(shared["split"]), None, _text(shared["source"]))
+                add_cycle_metrics(data, key, model, {"available": False, "unavailable_reason": reason}, where, item)
         elif experiment == "attributes":
             data.attributes.append(
                 {
@@ -387,10 +493,13 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         dataset, metrics = str(record["dataset"]), record["metrics"]
         model = model_name(record.get("model"), record.get("pretrained"))
         namespace, name = _split_dataset(dataset)
+        item = _item_set(data, where, record, metrics)
+        if item is None:
+            return
         if namespace == "cycles" and ("cycle_acc" in metrics or metrics.get("available") is False):
-            add_cycle_metrics(data, name, model, metrics, where)
+            add_cycle_metrics(data, name, model, metrics, where, item)
         elif namespace == "audit":
-            add_benchmark_audit(data, name, model, metrics, where)
+            add_benchmark_audit(data, name, model, metrics, where, item)
         elif namespace == "attributes" and "f1_selectivity" in metrics:
             strategy = str(metrics.get("strategy") or name)
             data.attributes.append(
@@ -417,4 +526,5 @@ def collect(inputs: Iterable[str | os.PathLike[str]]) -> PageData:
             record = _read(path, data)
             if record is not None:
                 add_record(data, path, record)
+    assign_rows(data)
     return data

@@ -7,13 +7,22 @@ the two images, the two captions, the 2 x 2 cosine block ``[[s11, s12], [s21, s2
 Delta and the credit of the hardest and easiest cycles (lowest and highest Delta) and
 of a seeded random sample. Without a ``cycle_acc_ci`` in the record, a percentile
 bootstrap over cycles (within each seed, then the mean over seeds) gives the interval.
+
+A result names the world it scored (its item set's ``source``, :mod:`clip_cycles.experiments.item_sets`);
+without ``--dataset-root`` the page reproduces that shapes world (:func:`world_root`) instead of
+assuming one default world, so the recomputed blocks are of the same cycles as the number.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import inspect
 import io
+import json
+import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,8 +30,11 @@ from PIL import Image
 
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.data.images import ImageItem
+from clip_cycles.data.shapes_world import write_shapes_world
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
+from clip_cycles.experiments.item_sets import ItemSet
+from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 #: Thumbnail edge in pixels (the longer side) and JPEG quality: small enough for a page of hundreds.
@@ -32,6 +44,14 @@ JPEG_QUALITY = 80
 MAX_IMAGE_PIXELS = 64_000_000
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.95
+#: The shapes-world parameters a result's source must name for the page to reproduce the world.
+WORLD_PARAMETERS: tuple[str, ...] = ("n_images", "seed", "image_size", "val_fraction")
+#: The fraction of val2017 images of a world whose source line does not name one (the generator's default).
+DEFAULT_VAL_FRACTION = 0.25
+#: Where reproduced worlds are kept, under the cache root.
+PAGE_WORLDS = "page_worlds"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,8 @@ class FamilyExamples:
     #: Mean over seeds of the recomputed CycleAcc: must equal the record's, or the examples are of other features.
     cycle_acc: float | None = None
     seeds: tuple[int, ...] = ()
+    #: The leaderboard row (family and item set) whose number these examples recompute; the family key when one.
+    row: str = ""
 
 
 def bootstrap_interval(
@@ -101,15 +123,79 @@ def pick_examples(deltas: np.ndarray, n: int, seed: int) -> list[tuple[str, int]
     return [("hardest", i) for i in hardest] + [("easiest", i) for i in easiest] + [("random", i) for i in sample]
 
 
+def world_folder_name(params: dict[str, Any]) -> str:
+    """The folder name of a shapes world with ``params``: ``shapes_world-n<images>-s<seed>-p<px>-v<val>``."""
+    return f"shapes_world-n{params['n_images']}-s{params['seed']}-p{params['image_size']}-v{params['val_fraction']:g}"
+
+
+def _world_params_of(folder: Path) -> dict[str, Any] | None:
+    try:
+        marker = json.loads((folder / "shapes_world.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(marker, dict) or marker.get("kind") != "shapes":
+        return None
+    return {k: marker.get(k) for k in WORLD_PARAMETERS}
+
+
+def world_root(item: ItemSet, cache_root: Path) -> Path | None:
+    """The raw root of the shapes world ``item`` names, found in the cache or generated there; None if it names none.
+
+    Worlds already in the cache are reused when their ``shapes_world.json`` holds exactly the
+    parameters: ``<cache>/datasets/<name>`` (the default world's place), the demo's
+    ``<cache>/demo/shapes_world-<n>-<seed>``, then ``<cache>/page_worlds/<name>``, where a
+    missing world is generated. A source line naming only some parameters is a ValueError.
+    """
+    named = item.world()
+    if named is None:
+        return None
+    params = {"val_fraction": DEFAULT_VAL_FRACTION, **named}
+    missing = [k for k in WORLD_PARAMETERS if k not in params]
+    if missing:
+        raise ValueError(
+            f"the result's source {item.source!r} names a shapes world without {', '.join(missing)}; "
+            "give the world with --dataset-root to recompute its example cycles"
+        )
+    name = world_folder_name(params)
+    candidates = [
+        cache_root / "datasets" / name,
+        cache_root / "demo" / f"shapes_world-{params['n_images']}-{params['seed']}",
+        cache_root / PAGE_WORLDS / name,
+    ]
+    for folder in candidates:
+        if _world_params_of(folder) == params:
+            return folder
+    target = candidates[-1]
+    kwargs = {k: params[k] for k in ("n_images", "seed", "image_size")}
+    if "val_fraction" in inspect.signature(write_shapes_world).parameters:
+        kwargs["val_fraction"] = params["val_fraction"]
+    elif params["val_fraction"] != DEFAULT_VAL_FRACTION:
+        raise ValueError(
+            f"the result's source {item.source!r} names val_fraction {params['val_fraction']}, which this version cannot "
+            "generate; give the world with --dataset-root to recompute its example cycles"
+        )
+    logger.info("reproducing %s in %s for the page's example cycles", item.source, target)
+    write_shapes_world(target, progress=False, **kwargs)  # written in a staging folder, moved into place whole
+    return target
+
+
+def page_world_cache(context: RunContext) -> Path:
+    """The cache root under which :func:`world_root` looks for and keeps worlds (the feature cache root)."""
+    return Path(context.cache_dir) if context.cache_dir is not None else resolve_cache_dir(None)
+
+
 def family_examples(
-    context: RunContext, keys: Sequence[str], model: str, n_examples: int, seed: int = 0
+    context: RunContext, keys: Sequence[str], model: str, n_examples: int, seed: int = 0, split: str | None = None
 ) -> dict[str, FamilyExamples]:
-    """Example cycles of ``cycles/<key>`` for every key, recomputed with ``context``'s model from its feature cache."""
+    """Example cycles of ``cycles/<key>`` for every key, recomputed with ``context``'s model from its feature cache.
+
+    ``split`` (the split a result scored) replaces each task's default split when given.
+    """
     tasks: list[TaskSpec] = []
     for key in keys:
         found = expand_tasks([f"cycles/{key}"])
         if len(found) == 1 and isinstance(found[0], TaskSpec) and not found[0].members:
-            tasks.append(found[0])
+            tasks.append(dataclasses.replace(found[0], split=split) if split else found[0])
     if not tasks:
         return {}
     loaded, encoded = encode_tasks(

@@ -17,7 +17,10 @@ numbers. It writes ``report.md`` plus PNG and SVG figures (matplotlib, Agg backe
 
 A family without results (unavailable, too few cycles) is never silently left out: it
 keeps its place in every figure, drawn hatched and labelled "n/a", and the markdown
-lists it with its reason. Every JSON in the directory that names a model must name the
+lists it with its reason. Results of one family on different item sets (``items_sha256``,
+:mod:`clip_cycles.experiments.item_sets`) are never merged: each gets its own row
+(``<family>@<12 hex>``) in the zero-shot table, whose "item set" column names the world and
+split, and a note says why. Every JSON in the directory that names a model must name the
 same ``model`` and ``pretrained``; otherwise :class:`MixedModelsError` names the files.
 Same JSONs give the same bytes (sorted keys, no timestamps, fixed SVG hash salt).
 """
@@ -31,6 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.experiments.oe import METHODS
 from clip_cycles.registry import Registry
 from clip_cycles.results import RESULT_TASK, read_result
@@ -172,6 +176,7 @@ def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, di
     result file, listed with its numbers. Each record names its ``source_files``.
     """
     zero: dict[str, Any] = {"families": {}, "unavailable": {}, "files": []}
+    found: dict[tuple[str, str], tuple[ItemSet, dict[str, Any], Path]] = {}  # (family, item set) -> result
     others: list[dict[str, Any]] = []
     tolerances: set[float] = set()
     seeds: set[int] = set()
@@ -182,13 +187,19 @@ def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, di
         metrics = record["metrics"]
         if record["task"] == RESULT_TASK and not skip_zero_shot:
             name = str(record["dataset"]).removeprefix("cycles/")
-            if name in zero["families"] or name in zero["unavailable"]:
-                raise ValueError(f"{path}: a second result of dataset {record['dataset']!r}; keep one per directory")
+            try:
+                item = item_set_of(record, metrics)
+            except ValueError as error:
+                raise ValueError(f"{path}: {error}") from None
+            if (name, item.ident) in found:
+                raise ValueError(
+                    f"{path}: a second result of dataset {record['dataset']!r} on the same item set ({item.describe()}) "
+                    f"as {found[name, item.ident][2].name}; keep one per directory"
+                )
+            found[name, item.ident] = (item, metrics, path)
             zero["files"].append(path.name)
             if metrics.get("available") in (False, 0):
-                zero["unavailable"][name] = str(metrics.get("unavailable_reason") or "unavailable")
                 continue
-            zero["families"][name] = _zero_shot_metrics(metrics)
             if metrics.get("tie_tolerance") is not None:
                 tolerances.add(float(metrics["tie_tolerance"]))
             seeds.update(_seeds_of(metrics))
@@ -196,6 +207,7 @@ def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, di
             others.append({"file": path.name, "dataset": record["dataset"], "task": record["task"], "metrics": metrics})
     if identity is None:
         return {}
+    _zero_shot_rows(zero, found)
     common = {"model": identity[0], "pretrained": identity[1], "source": "clip_benchmark result files"}
     tolerance: Any = tolerances.pop() if len(tolerances) == 1 else sorted(tolerances)
     out: dict[str, dict[str, Any]] = {}
@@ -207,6 +219,8 @@ def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, di
             "seeds": sorted(seeds),
             "families": zero["families"],
             "unavailable": dict(sorted(zero["unavailable"].items())),
+            "item_sets": zero["item_sets"],
+            "item_set_notes": zero["item_set_notes"],
             "source_files": zero["files"],
         }
     if others:
@@ -219,6 +233,34 @@ def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, di
             "source_files": [o["file"] for o in others],
         }
     return out
+
+
+def _zero_shot_rows(zero: dict[str, Any], found: dict[tuple[str, str], tuple[ItemSet, dict[str, Any], Path]]) -> None:
+    """Fill ``zero``'s families, unavailable families, item sets and notes: one row per family and item set.
+
+    A family scored on one item set keeps its name as the row; on several, each row is
+    ``<family>@<12 hex>`` and a note says why they are apart (never merged into one row).
+    """
+    names = sorted({name for name, _ in found})
+    zero["item_sets"], zero["item_set_notes"] = {}, []
+    unrecorded = []
+    for name in names:
+        entries = sorted((v for (n, _), v in found.items() if n == name), key=lambda v: (not v[0].recorded, v[0].ident))
+        for item, metrics, _ in entries:
+            row = name if len(entries) == 1 else f"{name}@{item.short}"
+            zero["item_sets"][row] = item.describe()
+            if metrics.get("available") in (False, 0):
+                zero["unavailable"][row] = str(metrics.get("unavailable_reason") or "unavailable")
+            else:
+                zero["families"][row] = _zero_shot_metrics(metrics)
+        if len(entries) == 1 and not entries[0][0].recorded:
+            unrecorded.append(name)
+        else:
+            zero["item_set_notes"] += item_set_notes(name, [e[0] for e in entries])
+    if unrecorded:
+        zero["item_set_notes"].append(
+            f"{NOT_RECORDED} for {', '.join(unrecorded)} (no items_sha256: results written before item sets were recorded)"
+        )
 
 
 # --------------------------------------------------------------------------- figures
@@ -542,26 +584,43 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     ax.set_ylabel("exact CycleAcc")
     ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
     figures = _save(fig, out, "zero_shot")
-    header = ["family", "CycleAcc", "CycleAcc 95 % CI", "text", "image", "group", "cycles (test)", "additive audit"]
+    header = ["family", "CycleAcc", "CycleAcc 95 % CI", "text", "image", "group", "cycles (test)", "additive audit", "item set"]
     lines = [
         f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}; "
-        "CI: percentile bootstrap over cycles (each seed resampled within itself).",
+        "CI: percentile bootstrap over cycles (each seed resampled within itself). "
+        "Item set: the world (source) and split a row scored; results on different item sets are separate rows.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
     for name in names:
         m = zero["families"].get(name)
+        item = _item_set_text(zero, name, m or {})
         if m is None:
-            lines.append(f"| {name} | unavailable: {zero['unavailable'][name]} |" + " |" * (len(header) - 2))
+            lines.append(f"| {name} | unavailable: {zero['unavailable'][name]} |" + " |" * (len(header) - 3) + f" {item} |")
             continue
         audit = m.get("additive_audit")
         passed = audit.get("passed") if isinstance(audit, dict) else audit
         cells = [_pm({"mean": m["cycle_acc"], "sd": m.get("cycle_acc_sd", 0.0)}), _interval(m.get("cycle_acc_ci"))]
         cells += [_pm({"mean": m[k], "sd": m.get(f"{k}_sd", 0.0)}) for k in ("text_acc", "image_acc", "group_acc")]
-        cells += [str(m.get("n_cycles")), "passed (0.5)" if passed is True else f"{passed}"]
+        cells += [str(m.get("n_cycles")), "passed (0.5)" if passed is True else f"{passed}", item]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    notes = zero.get("item_set_notes") or []
+    if notes:
+        lines += ["", "Numbers share a row only when they scored the same items (equal `items_sha256`):", ""]
+        lines += [f"- {note}" for note in notes]
     return lines + [""] + _figure_links(figures), figures
+
+
+def _item_set_text(zero: dict[str, Any], row: str, metrics: dict[str, Any]) -> str:
+    """The "item set" cell of a zero-shot row: from the clip_benchmark files, or the family's own metrics."""
+    if row in zero.get("item_sets", {}):
+        return str(zero["item_sets"][row])
+    shared = {k: zero.get(k) for k in ("split", "source") if k in zero and isinstance(zero.get(k), str)}
+    try:
+        return item_set_of(metrics, shared).describe()
+    except ValueError:
+        return NOT_RECORDED
 
 
 @register_section("probe", "probe.json", "Probes and rank sweeps")
