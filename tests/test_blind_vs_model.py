@@ -12,6 +12,7 @@ from clip_cycles.benchmark_audit.design import ComparisonSetBuilder
 from clip_cycles.benchmark_audit.report import markdown_table
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.data.images import ImageItem
+from clip_cycles.evaluation.demo import audit_summary
 
 SETTINGS = AuditSettings(probes=False)
 
@@ -86,3 +87,14 @@ def test_the_summary_pools_subsets_and_the_table_has_the_column() -> None:
     assert "best blind - model" in header
     assert "too few comparisons: shortest_caption +1.000 [+1.000, +1.000]" in table
     assert "blind beats model: shortest_caption +1.000" in table.splitlines()[4]
+
+
+def test_the_demo_line_gives_the_paired_verdict_not_a_bare_comparison() -> None:
+    n = 60
+    _, audit = _audit([i % 2 == 0 for i in range(n)], [i % 2 == 1 or i < 6 for i in range(n)])
+    metrics = {**summarize([audit]), "subsets": {"s": audit.metrics}}
+    line = audit_summary({"dataset": "audit/x", "metrics": metrics}).splitlines()[1]
+    paired = audit.metrics["best_blind_vs_model"]
+    assert audit.metrics["best_blind_acc"] >= audit.metrics["model_acc"]  # the old line said "reaches the model's"
+    assert line.endswith(f"<- {paired['verdict']} ({paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}])")
+    assert paired["verdict"] == "within noise" and "reaches" not in line
