@@ -37,7 +37,7 @@ def _options_classes() -> list[type[Options]]:
 
 def test_every_command_is_a_lazy_target_with_a_help_line() -> None:
     entries = COMMANDS.registered()
-    assert all(entry.description for entry in entries.values()) and len(entries) == 16
+    assert all(entry.description for entry in entries.values()) and len(entries) == 17
     assert all(entry.lazy and entry.target.startswith("clip_cycles.commands.") for entry in entries.values())
     for name in entries:
         assert callable(COMMANDS.get(name))  # every target resolves to its configure function

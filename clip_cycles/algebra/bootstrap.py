@@ -9,6 +9,10 @@ statistic is the mean of the group means, the pooled mean that the result record
 
 Every interval is recorded as ``{"low", "high", "level", "n_resamples", "seed",
 "method": "percentile", "unit": "cycle"}`` (:func:`bootstrap_ci`).
+
+Cycles that share an image are not independent: :func:`bootstrap_image_means` and
+:func:`image_bootstrap_ci` resample images instead (``"unit": "image"``), and
+:mod:`clip_cycles.algebra.paired` uses the same draws for paired differences.
 """
 
 from __future__ import annotations
@@ -175,3 +179,78 @@ def bootstrap_ci(
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
     return percentile_intervals(bootstrap_means(groups, n_resamples, seed), level, n_resamples, seed)
+
+
+def image_codes(image_ids: Any, n_cycles: int) -> np.ndarray:
+    """Each cycle's images as codes 0..n_images-1: an ``(n_cycles, m)`` int64 array (``m`` images per cycle).
+
+    ``image_ids`` is ``(n_cycles,)`` (one image or cluster label per cycle) or ``(n_cycles, m)``
+    (a cycle's images, e.g. ``image_0`` and ``image_1``); labels are any values numpy can sort.
+    """
+    labels = np.asarray(image_ids)
+    if labels.ndim == 1:
+        labels = labels[:, None]
+    if labels.ndim != 2 or labels.shape[0] != n_cycles or labels.shape[1] == 0:
+        raise ValueError(f"image_ids: expected ({n_cycles},) or ({n_cycles}, m) labels, got shape {np.shape(image_ids)}")
+    codes = np.unique(labels.ravel(), return_inverse=True)[1]
+    return codes.reshape(labels.shape).astype(np.int64)
+
+
+def bootstrap_image_means(
+    values: object, image_ids: object, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_BOOTSTRAP_SEED
+) -> np.ndarray:
+    """The (n_resamples, k) resampled means of per-cycle ``values`` when images, not cycles, are resampled.
+
+    Each resample draws as many images as the cycles use, with replacement, from
+    ``numpy.random.default_rng(seed)`` (``rng.integers(0, n_images, size=n_images)`` per resample).
+    A cycle enters with the product of its images' draw counts as its weight (with one image
+    per cycle: that image's count; with two: the multiway "pigeonhole" bootstrap of crossed
+    designs), so every cycle that shares an image moves with it; the resampled mean is the
+    weighted mean. A resample that keeps no cycle (weight 0 everywhere; possible only with
+    two or more images per cycle) is drawn again from the same stream.
+    """
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a positive integer, got {n_resamples!r}")
+    array = _as_groups([values])[0]
+    codes = image_codes(image_ids, array.shape[0])
+    n_images = int(codes.max()) + 1
+    rng = np.random.default_rng(seed)
+    n_resamples = int(n_resamples)
+    means = np.empty((n_resamples, array.shape[1]), dtype=np.float64)
+    block = max(1, _BLOCK_VALUES // max(n_images, array.shape[0]))
+    filled = 0
+    for _ in range(100 * n_resamples):  # a bound on redraws: far beyond what a usable set needs
+        if filled == n_resamples:
+            break
+        size = min(block, n_resamples - filled)
+        draws = rng.integers(0, n_images, size=(size, n_images))
+        draws += (np.arange(size) * n_images)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=size * n_images).reshape(size, n_images).astype(np.float64)
+        weights = counts[:, codes[:, 0]]
+        for column in range(1, codes.shape[1]):
+            weights = weights * counts[:, codes[:, column]]
+        totals = weights.sum(axis=1)
+        kept = totals > 0
+        got = int(kept.sum())
+        means[filled : filled + got] = (weights[kept] @ array) / totals[kept][:, None]
+        filled += got
+    if filled < n_resamples:
+        raise ValueError("image bootstrap: almost every resample kept no cycle; the cycles share too few images")
+    return means
+
+
+def image_bootstrap_ci(
+    values: object,
+    image_ids: object,
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> list[dict[str, Any]]:
+    """Percentile intervals of the mean of each column of ``values``, resampling images (:func:`bootstrap_image_means`).
+
+    Recorded like :func:`bootstrap_ci`, with ``"unit": "image"``.
+    """
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    means = bootstrap_image_means(values, image_ids, n_resamples, seed)
+    return [{**ci, "unit": "image"} for ci in percentile_intervals(means, level, n_resamples, seed)]

@@ -33,12 +33,16 @@ from clip_cycles.algebra.contrast import (
     cycle_credits,
     deltas_from_blocks,
 )
+from clip_cycles.algebra.paired import VERDICTS, paired_difference
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
 from clip_cycles.schemas.options import CheckedOptions
 
 #: Blind baselines, in table order.
 BLIND_SCORES: tuple[str, ...] = ("witness", "shortest_caption", "longest_caption", "caption_probe", "image_probe")
+#: Verdicts of ``best_blind_vs_model``, one per :data:`clip_cycles.algebra.paired.VERDICTS` (A = the best blind
+#: score, B = the model): a blind score beats the model only when the paired interval lies above 0.
+BLIND_VS_MODEL_VERDICTS: tuple[str, ...] = ("blind beats model", "model above blind", "within noise", "too few comparisons")
 
 
 class AuditSettings(CheckedOptions):
@@ -73,6 +77,30 @@ class SubsetAudit:
     name: str
     metrics: dict[str, Any]
     credits: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The item (image) of each comparison, the unit the paired interval resamples.
+    item_ids: list[str] = field(default_factory=list)
+
+
+def blind_vs_model(blind_name: str, blind: np.ndarray, model: np.ndarray, item_ids: Sequence[str]) -> dict[str, Any]:
+    """The best blind score's mean credit minus the model's, on the same comparisons, resampling items.
+
+    ``verdict`` is one of :data:`BLIND_VS_MODEL_VERDICTS`: "blind beats model" only when the paired
+    interval excludes 0 from above, with at least the declared minimum of comparisons and items.
+    """
+    result = paired_difference(blind, model, np.asarray(item_ids, dtype=str))
+    return {
+        "blind": blind_name,
+        "n_comparisons": result.n_cycles,
+        "n_items": result.n_images,
+        "blind_acc": result.mean_a,
+        "model_acc": result.mean_b,
+        "diff": result.diff,
+        "ci_low": result.ci_low,
+        "ci_high": result.ci_high,
+        "level": result.level,
+        "unit": "item",
+        "verdict": BLIND_VS_MODEL_VERDICTS[VERDICTS.index(result.verdict)],
+    }
 
 
 def additive_values(d_img: Any, d_cap: Any, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
@@ -258,12 +286,13 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settin
         weakest = np.ones(int(codes.max()) + 1)
         np.minimum.at(weakest, codes, credits["model"])
         metrics["model_item_acc"] = float(weakest.mean())
+        metrics["best_blind_vs_model"] = blind_vs_model(best, credits[best], credits["model"], cs.item_ids)
     cycles, cycle_credit, cycle_tags = _cycle_metrics(cs, embeddings, settings)
     metrics["cycles"] = cycles
     metrics["per_tag"] = _per_tag(cs, credits, cycle_credit, cycle_tags)
     if cycle_credit is not None:
         credits["cycle"] = cycle_credit
-    return SubsetAudit(cs.name, metrics, credits)
+    return SubsetAudit(cs.name, metrics, credits, [str(i) for i in cs.item_ids])
 
 
 def _per_tag(
@@ -301,6 +330,11 @@ def summarize(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
     blind = {k: out[f"{k}_acc"] for k in BLIND_SCORES[1:] if out[f"{k}_acc"] is not None}
     best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
     out["best_blind"], out["best_blind_acc"] = best, blind[best]
+    if out["model_acc"] is not None:
+        # Items of different subsets are different units, even under one id.
+        items = [f"{a.name}/{i}" for a in audits for i in a.item_ids]
+        pooled = [np.concatenate([a.credits[name] for a in audits]) for name in (best, "model")]
+        out["best_blind_vs_model"] = blind_vs_model(best, pooled[0], pooled[1], items)
     cycle_sets = [a.credits["cycle"] for a in audits if "cycle" in a.credits]
     out["cycle_acc"] = float(np.mean(np.concatenate(cycle_sets))) if cycle_sets else None
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.results import write_json
 
@@ -15,6 +16,13 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
+
+
+def blind_vs_model_cell(paired: dict[str, Any] | None) -> str:
+    """The verdict of the best blind score against the model, with the paired difference and its interval."""
+    if not paired:
+        return "-"
+    return f"{paired['verdict']}: {paired['blind']} {paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}]"
 
 
 #: Columns of the table: header and how to read each subset's metrics.
@@ -32,6 +40,7 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("caption probe", lambda name, m: m.get("caption_probe_acc")),
     ("image probe", lambda name, m: m.get("image_probe_acc")),
     ("model", lambda name, m: m.get("model_acc")),
+    ("best blind - model", lambda name, m: blind_vs_model_cell(m.get("best_blind_vs_model"))),
     ("cycles (items paired)", lambda name, m: f"{m['cycles']['n_cycles']} ({m['cycles']['n_paired_items']})"),
     ("CycleAcc", lambda name, m: m["cycles"].get("cycle_acc")),
 )
@@ -55,6 +64,7 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         s.get("caption_probe_acc"),
         s.get("image_probe_acc"),
         s.get("model_acc"),
+        blind_vs_model_cell(s.get("best_blind_vs_model")),
         s["n_cycles"],
         s.get("cycle_acc"),
     ]
@@ -66,7 +76,9 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
         "Accuracies: mean credit (1 win, 0.5 tie, 0 loss) over the subset's comparisons; CycleAcc over its "
         "exact cycles. A blind column near the model's means the benchmark can be passed without "
-        "looking at the pairing.",
+        "looking at the pairing. \"best blind - model\": the best blind score's accuracy minus the model's on the same "
+        'comparisons, with a 95 % paired bootstrap interval over items; "blind beats model" only when it lies above 0 '
+        f'("within noise" when it holds 0; "too few comparisons" below {MIN_CYCLES} comparisons or {MIN_IMAGES} items).',
     ]
     return "\n".join(lines) + "\n"
 

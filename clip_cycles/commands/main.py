@@ -72,6 +72,7 @@ register_command(
 )
 register_command("splits", f"{_HERE}.splits:configure_parser", "Attribute generalization splits: F1 selectivity and CS.")
 register_command("train-tiny", f"{_HERE}.train_tiny:configure_parser", "Train the cycles-tiny CLIP on the shapes world.")
+register_command("compare", f"{_HERE}.compare:configure_parser", "Paired CycleAcc differences of two models on the same cycles.")
 register_command("audit-benchmark", f"{_HERE}.audit_benchmark:configure_parser", "Audit a benchmark: blind scores vs the model.")
 register_command("demo", f"{_HERE}.demo:configure_parser", "The whole pipeline offline on the embedded default.")
 register_command(

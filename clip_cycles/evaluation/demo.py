@@ -283,7 +283,13 @@ def audit_summary(record: dict[str, Any]) -> str:
     ]
     for name, sub in sorted(m["subsets"].items()):
         cycles = sub["cycles"]
-        flag = "  <- a blind score reaches the model's" if sub["best_blind_acc"] >= sub["model_acc"] else ""
+        paired = sub.get("best_blind_vs_model")
+        # "beats" only where the paired interval over items excludes 0 (audit.blind_vs_model).
+        flag = (
+            f"  <- {paired['verdict']} ({paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}])"
+            if isinstance(paired, dict)
+            else ""
+        )
         lines.append(
             f"  {name:<12} model {_fmt(sub['model_acc'])}, best blind {sub['best_blind']} {_fmt(sub['best_blind_acc'])}, "
             f"{cycles['n_cycles']} exact cycles, CycleAcc {_fmt(cycles.get('cycle_acc'))}{flag}"

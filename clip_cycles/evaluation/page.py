@@ -61,6 +61,9 @@ VERDICT_SYMBOL = {
     "not run": "\u00b7",
     "blind beats model": "\u26a0",
     "model ahead": "\u2713",
+    "model above blind": "\u2713",
+    "within noise": "\u2248",
+    "too few comparisons": "\u00b7",
 }
 
 
@@ -283,8 +286,9 @@ def benchmark_table(data: PageData) -> str:
     return (
         '<table id="benchmarks-table" class="sortable">\n'
         "<caption>A blind baseline scores without looking at the image-caption pairing (caption length, a "
-        "caption-only or image-only probe). \u26a0 with a hatched row: a blind score reaches or beats the model, "
-        "so the benchmark can be passed without the pairing.</caption>\n"
+        "caption-only or image-only probe). \u26a0 with a hatched row: a blind score beats the model, its paired "
+        "interval over items above 0 (records without one: reaches or beats it), so the benchmark can be passed "
+        "without the pairing.</caption>\n"
         "<thead><tr>" + "".join(head) + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
     )
 

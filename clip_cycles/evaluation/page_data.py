@@ -101,9 +101,13 @@ class BenchmarkRow:
     n_cycles: int | None
     n_comparisons: int | None
     source_file: str
+    #: The paired verdict (``best_blind_vs_model``) where the record has one.
+    blind_verdict: str | None = None
 
     @property
     def blind_beats_model(self) -> bool:
+        if self.blind_verdict is not None:
+            return self.blind_verdict == "blind beats model"
         return self.model_acc is not None and self.best_blind_acc is not None and self.best_blind_acc >= self.model_acc
 
 
@@ -327,7 +331,14 @@ def _benchmark_row(
         cycles.get("n_cycles"),
         values.get("n_comparisons"),
         source_file,
+        _paired_verdict(values),
     )
+
+
+def _paired_verdict(values: dict[str, Any]) -> str | None:
+    """The verdict of the record's paired blind-vs-model comparison, or None (records written before it)."""
+    paired = values.get("best_blind_vs_model")
+    return paired.get("verdict") if isinstance(paired, dict) and isinstance(paired.get("verdict"), str) else None
 
 
 def add_benchmark_audit(
@@ -355,7 +366,10 @@ def add_benchmark_audit(
     cycle_acc = _number(metrics.get("cycle_acc"))
     n_cycles = metrics.get("n_cycles") if isinstance(metrics.get("n_cycles"), int) else None
     model_acc, blind = _number(metrics.get("model_acc")), _number(metrics.get("best_blind_acc"))
-    verdict = "blind beats model" if model_acc is not None and blind is not None and blind >= model_acc else "model ahead"
+    # A blind score beats the model only when the paired interval says so; records without one keep the old reading.
+    verdict = _paired_verdict(metrics) or (
+        "blind beats model" if model_acc is not None and blind is not None and blind >= model_acc else "model ahead"
+    )
     ci, ci_note = _ci(metrics)
     data.cells[row, model] = Cell(
         model,

@@ -1,0 +1,152 @@
+"""Two models' per-cycle samples compared on the same cycles: per family, the paired difference of CycleAcc.
+
+The inputs are the per-cycle samples that ``clip-cycles eval --samples`` writes (JSON Lines,
+:func:`clip_cycles.evaluation.zero_shot.cycle_samples`). Cycles are paired by ``(task, seed,
+cycle_id)``; a family is compared only when both files hold the same cycles on the same images
+and captions (and the same ``items_sha256`` where both carry one). The statistic and its
+interval are :func:`clip_cycles.algebra.paired.paired_difference`, resampling images.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES
+from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, paired_difference
+from clip_cycles.regular_files import read_regular_file
+
+#: Largest samples file read (bytes): about two million cycles.
+MAX_SAMPLES_BYTES = 1 << 30
+#: Fields every sample line must carry.
+SAMPLE_FIELDS: tuple[str, ...] = ("task", "seed", "cycle_id", "image_0", "image_1", "caption_0", "caption_1", "credit")
+#: Fields of a cycle that must be equal in both files for it to be the same item.
+ITEM_FIELDS: tuple[str, ...] = ("image_0", "image_1", "caption_0", "caption_1")
+#: Most disagreeing cycles listed per family.
+N_DISAGREEMENTS = 10
+
+Key = tuple[int, str]
+
+
+def read_samples(path: str | Path) -> dict[str, dict[Key, dict[str, Any]]]:
+    """Task -> ``(seed, cycle_id)`` -> sample, from a samples file; a bad line is a ValueError naming file and line."""
+    text = read_regular_file(path, MAX_SAMPLES_BYTES, "samples file").decode("utf-8")
+    out: dict[str, dict[Key, dict[str, Any]]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            sample = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"samples file {path}, line {number}: not JSON ({error.msg})") from None
+        if not isinstance(sample, dict):
+            raise ValueError(f"samples file {path}, line {number}: expected an object")
+        missing = [f for f in SAMPLE_FIELDS if f not in sample]
+        if missing:
+            raise ValueError(
+                f"samples file {path}, line {number}: missing {', '.join(missing)}; write it with clip-cycles eval --samples"
+            )
+        credit = sample["credit"]
+        if isinstance(credit, bool) or not isinstance(credit, (int, float)) or not np.isfinite(credit):
+            raise ValueError(f"samples file {path}, line {number}: credit must be a finite number, got {credit!r}")
+        key = (int(sample["seed"]), str(sample["cycle_id"]))
+        task = out.setdefault(str(sample["task"]), {})
+        if key in task:
+            raise ValueError(f"samples file {path}, line {number}: task {sample['task']} seed {key[0]} cycle {key[1]} twice")
+        task[key] = sample
+    if not out:
+        raise ValueError(f"samples file {path} holds no cycles; write it with clip-cycles eval --samples")
+    return out
+
+
+def item_mismatch(task: str, a: Mapping[Key, dict[str, Any]], b: Mapping[Key, dict[str, Any]]) -> str | None:
+    """Why ``a`` and ``b`` are not the same cycles of ``task`` (one sentence), or None."""
+    digests_a = {s["items_sha256"] for s in a.values() if "items_sha256" in s}
+    digests_b = {s["items_sha256"] for s in b.values() if "items_sha256" in s}
+    if digests_a and digests_b and digests_a != digests_b:
+        return f"{task}: the item sets differ (items_sha256 {sorted(digests_a)} vs {sorted(digests_b)})"
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    if only_a or only_b:
+        example = (only_a or only_b)[0]
+        return (
+            f"{task}: the cycle sets differ ({len(only_a)} only in A, {len(only_b)} only in B; e.g. seed {example[0]} "
+            f"cycle {example[1]}); evaluate both models on the same tasks, seeds and split"
+        )
+    for key in sorted(a):
+        for name in ITEM_FIELDS:
+            if a[key][name] != b[key][name]:
+                return f"{task}: seed {key[0]} cycle {key[1]} has {name} {a[key][name]!r} in A and {b[key][name]!r} in B"
+    return None
+
+
+def compare_family(
+    a: Mapping[Key, dict[str, Any]],
+    b: Mapping[Key, dict[str, Any]],
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """The paired difference of one family's CycleAcc (A - B) over its cycles of every seed, pooled.
+
+    Returns ``n_cycles``, ``n_images``, ``acc_a``, ``acc_b``, ``diff``, ``ci_low``, ``ci_high``,
+    ``level``, ``verdict`` and ``disagree_most``: the cycle ids (``seed/cycle_id``) where the
+    credits differ, most first (by |credit difference|, then |delta difference|, then id).
+    """
+    keys = sorted(a)
+    credit_a = np.array([a[k]["credit"] for k in keys], dtype=np.float64)
+    credit_b = np.array([b[k]["credit"] for k in keys], dtype=np.float64)
+    images = np.array([[a[k]["image_0"], a[k]["image_1"]] for k in keys], dtype=object).astype(str)
+    result = paired_difference(credit_a, credit_b, images, n_resamples=n_resamples, level=level, seed=seed)
+    gaps = []
+    for k, x, y in zip(keys, credit_a.tolist(), credit_b.tolist()):
+        if x != y:
+            delta = abs(float(a[k].get("delta", 0.0)) - float(b[k].get("delta", 0.0)))
+            gaps.append((-abs(x - y), -delta, k))
+    return {
+        "n_cycles": result.n_cycles,
+        "n_images": result.n_images,
+        "acc_a": result.mean_a,
+        "acc_b": result.mean_b,
+        "diff": result.diff,
+        "ci_low": result.ci_low,
+        "ci_high": result.ci_high,
+        "level": result.level,
+        "n_resamples": result.n_resamples,
+        "seed": result.seed,
+        "method": "percentile",
+        "unit": "image",
+        "verdict": result.verdict,
+        "n_disagree": len(gaps),
+        "disagree_most": [f"{k[0]}/{k[1]}" for _, _, k in sorted(gaps)[:N_DISAGREEMENTS]],
+    }
+
+
+def compare_samples(
+    path_a: str | Path,
+    path_b: str | Path,
+    n_resamples: int = DEFAULT_N_RESAMPLES,
+    level: float = DEFAULT_LEVEL,
+    seed: int = DEFAULT_BOOTSTRAP_SEED,
+) -> dict[str, Any]:
+    """The comparison record of two samples files: refused (ValueError) unless both hold the same families' cycles."""
+    a, b = read_samples(path_a), read_samples(path_b)
+    if set(a) != set(b):
+        raise ValueError(
+            f"{path_a} and {path_b} hold different tasks (only in A: {sorted(set(a) - set(b))}, "
+            f"only in B: {sorted(set(b) - set(a))}); evaluate both models on the same tasks"
+        )
+    for task in sorted(a):
+        problem = item_mismatch(task, a[task], b[task])
+        if problem is not None:
+            raise ValueError(f"{path_a} and {path_b} are not the same cycles: {problem}")
+    return {
+        "a": str(path_a),
+        "b": str(path_b),
+        "statistic": "CycleAcc(A) - CycleAcc(B), every seed's cycles pooled",
+        "min_cycles": MIN_CYCLES,
+        "min_images": MIN_IMAGES,
+        "families": {task: compare_family(a[task], b[task], n_resamples, level, seed) for task in sorted(a)},
+    }

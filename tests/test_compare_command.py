@@ -1,0 +1,103 @@
+"""`clip-cycles compare A B`: paired by cycle id, refused on different cycles, one record per family."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clip_cycles.commands.main import main
+
+
+def _samples(task: str, credits: list[float], n_images: int, seed: int = 0, **changes: object) -> list[dict]:
+    lines = []
+    for i, credit in enumerate(credits):
+        line = {
+            "task": task,
+            "seed": seed,
+            "split": "test",
+            "cycle_id": f"{task}-{i:03d}",
+            "image_0": f"img{i % n_images}.png",
+            "image_1": f"img{(i + 1) % n_images}.png",
+            "caption_0": f"a {i}",
+            "caption_1": f"b {i}",
+            "delta": float(credit) - 0.5,
+            "credit": float(credit),
+        }
+        lines.append({**line, **changes})
+    return lines
+
+
+def _write(path: Path, lines: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in reversed(lines)))  # order must not matter
+    return path
+
+
+def test_compare_writes_the_paired_difference_per_family(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(0)
+    strong_a = [1.0] * 40
+    strong_b = [0.0] * 36 + [1.0] * 4
+    noise_a = rng.integers(0, 2, 50).astype(float).tolist()
+    noise_b = [1.0 - x if i < 3 else x for i, x in enumerate(noise_a)]  # three cycles flip
+    few = [1.0] * 10
+    a = _samples("cycles/x", strong_a, 40) + _samples("cycles/y", noise_a, 50) + _samples("cycles/z", few, 10)
+    b = _samples("cycles/x", strong_b, 40) + _samples("cycles/y", noise_b, 50) + _samples("cycles/z", [0.0] * 10, 10)
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(_write(tmp_path / "a.jsonl", a)), str(_write(tmp_path / "b.jsonl", b)), "--out", str(out)]) == 0
+    families = json.loads(out.read_text())["families"]
+    x, y, z = families["cycles/x"], families["cycles/y"], families["cycles/z"]
+    assert (x["n_cycles"], x["n_images"]) == (40, 40)
+    assert x["diff"] == pytest.approx(36 / 40) and x["verdict"] == "A above B" and x["ci_low"] > 0
+    assert x["disagree_most"] == [f"0/cycles/x-{i:03d}" for i in range(10)]
+    assert x["n_disagree"] == 36
+    expected_y = float(np.mean(noise_a) - np.mean(noise_b))
+    assert y["diff"] == pytest.approx(expected_y) and y["ci_low"] <= y["diff"] <= y["ci_high"]
+    assert y["verdict"] == "within noise" and sorted(y["disagree_most"]) == [f"0/cycles/y-{i:03d}" for i in range(3)]
+    assert z["verdict"] == "too few comparisons" and z["diff"] == 1.0  # below MIN_CYCLES and MIN_IMAGES
+    assert "cycles/x: A - B = +0.900" in capsys.readouterr().out
+
+
+def test_swapping_the_files_negates_every_difference(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    credits_a = rng.choice([0.0, 0.5, 1.0], 60).tolist()
+    credits_b = rng.choice([0.0, 0.5, 1.0], 60).tolist()
+    pa = _write(tmp_path / "a.jsonl", _samples("t", credits_a, 25))
+    pb = _write(tmp_path / "b.jsonl", _samples("t", credits_b, 25))
+    main(["compare", str(pa), str(pb), "--out", str(tmp_path / "ab.json")])
+    main(["compare", str(pb), str(pa), "--out", str(tmp_path / "ba.json")])
+    ab = json.loads((tmp_path / "ab.json").read_text())["families"]["t"]
+    ba = json.loads((tmp_path / "ba.json").read_text())["families"]["t"]
+    assert ba["diff"] == pytest.approx(-ab["diff"])
+    assert (ba["ci_low"], ba["ci_high"]) == pytest.approx((-ab["ci_high"], -ab["ci_low"]))
+
+
+@pytest.mark.parametrize(
+    ("b_lines", "message"),
+    [
+        (lambda: _samples("t", [1.0] * 39, 20), r"cycle sets differ \(1 only in A, 0 only in B; e\.g\. seed 0 cycle t-039\)"),
+        (lambda: _samples("u", [1.0] * 40, 20), r"different tasks \(only in A: \['t'\], only in B: \['u'\]\)"),
+        (lambda: _samples("t", [1.0] * 40, 20, caption_1="other"), r"cycle t-000 has caption_1 'b 0' in A and 'other' in B"),
+        (lambda: _samples("t", [1.0] * 40, 20, items_sha256="f" * 8), r"item sets differ \(items_sha256"),
+    ],
+)
+def test_different_cycles_are_refused_with_a_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], b_lines: object, message: str
+) -> None:
+    pa = _write(tmp_path / "a.jsonl", _samples("t", [1.0] * 40, 20, items_sha256="e" * 8))
+    pb = _write(tmp_path / "b.jsonl", b_lines())  # type: ignore[operator]
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(pa), str(pb), "--out", str(out)]) != 0
+    assert "are not the same cycles" in (err := capsys.readouterr().err) or "different tasks" in err
+    assert re.search(message, err), err
+    assert not out.exists()
+
+
+def test_a_malformed_samples_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(tmp_path / "a.jsonl", _samples("t", [1.0] * 3, 3))
+    bad = tmp_path / "b.jsonl"
+    bad.write_text(json.dumps({"task": "t", "seed": 0, "cycle_id": "c"}) + "\n")
+    assert main(["compare", str(good), str(bad)]) != 0
+    assert f"samples file {bad}, line 1: missing image_0" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""Paired differences over images: identities of the statistic, the unit resampled, and the evidence rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clip_cycles.algebra.bootstrap import bootstrap_image_means, image_bootstrap_ci
+from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, VERDICTS, paired_difference
+
+credits = st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=2, max_size=60)
+
+
+def _inputs(a: list[float], seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n = len(a)
+    b = rng.choice([0.0, 0.5, 1.0], size=n)
+    ids = rng.integers(0, max(2, n // 2), size=(n, 2))
+    return np.asarray(a), b, ids
+
+
+@settings(max_examples=40, deadline=None)
+@given(credits, st.integers(0, 10_000))
+def test_identical_inputs_differ_by_exactly_zero(a: list[float], seed: int) -> None:
+    x, _, ids = _inputs(a, seed)
+    out = paired_difference(x, x, ids, n_resamples=200, seed=seed)
+    assert (out.diff, out.ci_low, out.ci_high) == (0.0, 0.0, 0.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(credits, st.integers(0, 10_000))
+def test_swapping_a_and_b_negates_the_difference_and_mirrors_the_interval(a: list[float], seed: int) -> None:
+    x, y, ids = _inputs(a, seed)
+    ab = paired_difference(x, y, ids, n_resamples=200, seed=seed)
+    ba = paired_difference(y, x, ids, n_resamples=200, seed=seed)
+    assert ba.diff == pytest.approx(-ab.diff, abs=1e-12)
+    assert (ba.ci_low, ba.ci_high) == pytest.approx((-ab.ci_high, -ab.ci_low), abs=1e-12)
+    swapped = {VERDICTS[0]: VERDICTS[1], VERDICTS[1]: VERDICTS[0]}
+    assert ba.verdict == swapped.get(ab.verdict, ab.verdict)
+
+
+@settings(max_examples=40, deadline=None)
+@given(credits, st.integers(0, 10_000), st.sampled_from([-1.0, 0.25, 3.0]))
+def test_adding_a_constant_to_a_shifts_difference_and_interval(a: list[float], seed: int, shift: float) -> None:
+    x, y, ids = _inputs(a, seed)
+    base = paired_difference(x, y, ids, n_resamples=200, seed=seed)
+    moved = paired_difference(x + shift, y, ids, n_resamples=200, seed=seed)
+    assert moved.diff == pytest.approx(base.diff + shift, abs=1e-12)
+    assert (moved.ci_low, moved.ci_high) == pytest.approx((base.ci_low + shift, base.ci_high + shift), abs=1e-9)
+
+
+def test_cycles_sharing_an_image_are_resampled_together() -> None:
+    # 40 cycles on 4 images, 10 each with the same credit: resampling images can only give the 4 image means'
+    # averages, so the interval is wide; resampling cycles one by one would make it much narrower.
+    values = np.repeat([0.0, 1.0, 0.0, 1.0], 10)
+    ids = np.repeat(["a", "b", "c", "d"], 10)
+    means = bootstrap_image_means(values, ids, n_resamples=500, seed=1)
+    assert set(np.round(means[:, 0] * 4).tolist()) <= {0.0, 1.0, 2.0, 3.0, 4.0}  # a quarter per drawn image
+    one_per_cycle = bootstrap_image_means(values, np.arange(40), n_resamples=500, seed=1)
+    assert np.std(means) > 2.5 * np.std(one_per_cycle)
+    (ci,) = image_bootstrap_ci(values, ids, n_resamples=500, seed=1)
+    assert ci["unit"] == "image" and ci["low"] <= 0.25 and ci["high"] >= 0.75
+
+
+def test_a_cycle_weighs_as_the_product_of_its_images_draws() -> None:
+    # Cycle 0 on images (x, y), cycle 1 on (x, z): a resample drawing x twice and y once gives weights 2 and 0.
+    values = np.array([1.0, 0.0, 0.5])
+    ids = np.array([["x", "y"], ["x", "z"], ["y", "z"]])
+    means = bootstrap_image_means(values, ids, n_resamples=300, seed=3)[:, 0]
+    rng = np.random.default_rng(3)
+    expected = []
+    while len(expected) < 300:  # an independent replay of the documented draw order
+        counts = np.bincount(rng.integers(0, 3, size=3), minlength=3).astype(float)
+        w = np.array([counts[0] * counts[1], counts[0] * counts[2], counts[1] * counts[2]])
+        if w.sum() > 0:
+            expected.append(float(w @ values / w.sum()))
+    np.testing.assert_allclose(means, expected, rtol=0, atol=1e-15)
+
+
+def test_below_the_minimum_of_evidence_the_verdict_says_so() -> None:
+    rng = np.random.default_rng(0)
+    n = MIN_CYCLES
+    ids = np.arange(n) % MIN_IMAGES
+    a, b = np.ones(n), np.zeros(n)
+    assert paired_difference(a, b, ids).verdict == VERDICTS[0]
+    assert paired_difference(b, a, ids).verdict == VERDICTS[1]
+    assert paired_difference(a[:-1], b[:-1], ids[:-1]).verdict == "too few comparisons"
+    assert paired_difference(a, b, ids % (MIN_IMAGES - 1)).verdict == "too few comparisons"
+    noise = rng.integers(0, 2, n).astype(float)
+    assert paired_difference(noise, noise[::-1], ids).verdict == "within noise"
+
+
+def test_bad_inputs_are_named() -> None:
+    with pytest.raises(ValueError, match="one length"):
+        paired_difference([1.0, 0.0], [1.0], [0, 1])
+    with pytest.raises(ValueError, match="image_ids"):
+        paired_difference([1.0, 0.0], [1.0, 1.0], [0, 1, 2])
+    with pytest.raises(ValueError, match="finite"):
+        paired_difference([np.nan, 0.0], [1.0, 1.0], [0, 1])
