@@ -171,7 +171,7 @@ def test_eval_splits_leave_two_files_each_naming_its_item_set(evaluated: Path, s
         expected = _independent_digest(samples, shapes_cycles, split)
         for record in (flat, detail, read_result(path)):
             assert record["split"] == split and record["items_sha256"] == expected
-            assert record["source"] == "shapes world n_images=300 seed=0 image_size=64"
+            assert record["source"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
         assert not set(IDENTITY_FIELDS) & set(flat["metrics"])  # beside dataset and model, never a metric
         assert len(samples) == flat["metrics"]["n_cycles"]
         assert all({k: s[k] for k in IDENTITY_FIELDS} == {k: flat[k] for k in IDENTITY_FIELDS} for s in samples)
@@ -229,7 +229,7 @@ def test_clip_benchmark_splits_get_their_own_files_and_csv_columns(shapes_cycles
         assert row["items_sha256"] == record["items_sha256"] and row["source"] == record["source"]
         assert row["dataset"] == TASK
     assert rows["test"]["items_sha256"] != rows["validation"]["items_sha256"]
-    assert rows["test"]["source"] == rows["validation"]["source"] == "shapes world n_images=300 seed=0 image_size=64"
+    assert rows["test"]["source"] == rows["validation"]["source"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
 
 
 def test_the_identity_fields_are_declared_in_the_result_schema(evaluated: Path) -> None:

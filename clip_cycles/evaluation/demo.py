@@ -51,7 +51,7 @@ from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
-from clip_cycles.results import mean_sd, write_json
+from clip_cycles.results import IDENTITY_FIELDS, mean_sd, write_json
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
 
@@ -159,7 +159,8 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
         if metrics.get("available") is False:
             unavailable[name] = str(metrics.get("unavailable_reason") or "unavailable")
             continue
-        families[name] = metrics
+        # Each family names the items it scored (page and report compare only equal item sets).
+        families[name] = {**metrics, **{key: record[key] for key in IDENTITY_FIELDS if key in record}}
     world = world_of(Path(str(context.dataset_root))) if context.dataset_root else None
     return {
         "experiment": "zero_shot",

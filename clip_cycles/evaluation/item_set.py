@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from clip_cycles.data.folder_reader import BuiltFolder, CycleRows
 from clip_cycles.data.images import ImageItem
+from clip_cycles.data.shapes_world import ShapesWorldOptions
 from clip_cycles.data.sources import get_source, source_names
 from clip_cycles.encoding.encoder import EncodedFeatures
 from clip_cycles.fingerprints import canonical_json, content_hash, digest
@@ -88,11 +89,18 @@ def source_identity(folder: BuiltFolder) -> dict[str, Any]:
 
 
 def source_line(folder: BuiltFolder) -> str:
-    """One human line naming the source: ``shapes world n_images=1000 seed=0 image_size=64`` or ``COCO root <fp12>``."""
+    """One human line naming the source: the shapes world's own description or ``COCO root <fp12>``.
+
+    A shapes world is named by :meth:`ShapesWorldOptions.describe` (``shapes world: 1000 images,
+    64 px, seed 0, val 0.25``): the one wording the demo, ``build shapes`` and the page use.
+    """
     identity = source_identity(folder)
     world = identity["world"]
     if world is not None:
-        return "shapes world " + " ".join(f"{key}={world.get(key)}" for key in WORLD_PARAMETERS)
+        try:
+            return ShapesWorldOptions.make(**{k: world[k] for k in ShapesWorldOptions.model_fields if k in world}).describe()
+        except ValueError:  # a hand-edited marker: name what it says rather than fail the run
+            return "shapes world " + " ".join(f"{key}={world.get(key)}" for key in WORLD_PARAMETERS)
     kind = str(identity["kind"])
     title = get_source(kind).title if kind in source_names() else kind
     return f"{title} root {digest(identity['annotations'], 12)}"

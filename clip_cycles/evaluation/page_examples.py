@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import io
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +28,7 @@ from PIL import Image
 
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.data.images import ImageItem
-from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.experiments.item_sets import ItemSet
@@ -46,8 +44,6 @@ BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.95
 #: The shapes-world parameters a result's source must name for the page to reproduce the world.
 WORLD_PARAMETERS: tuple[str, ...] = ("n_images", "seed", "image_size", "val_fraction")
-#: The fraction of val2017 images of a world whose source line does not name one (the generator's default).
-DEFAULT_VAL_FRACTION = 0.25
 #: Where reproduced worlds are kept, under the cache root.
 PAGE_WORLDS = "page_worlds"
 
@@ -123,60 +119,36 @@ def pick_examples(deltas: np.ndarray, n: int, seed: int) -> list[tuple[str, int]
     return [("hardest", i) for i in hardest] + [("easiest", i) for i in easiest] + [("random", i) for i in sample]
 
 
-def world_folder_name(params: dict[str, Any]) -> str:
-    """The folder name of a shapes world with ``params``: ``shapes_world-n<images>-s<seed>-p<px>-v<val>``."""
-    return f"shapes_world-n{params['n_images']}-s{params['seed']}-p{params['image_size']}-v{params['val_fraction']:g}"
-
-
-def _world_params_of(folder: Path) -> dict[str, Any] | None:
-    try:
-        marker = json.loads((folder / "shapes_world.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(marker, dict) or marker.get("kind") != "shapes":
-        return None
-    return {k: marker.get(k) for k in WORLD_PARAMETERS}
-
-
 def world_root(item: ItemSet, cache_root: Path) -> Path | None:
     """The raw root of the shapes world ``item`` names, found in the cache or generated there; None if it names none.
 
-    Worlds already in the cache are reused when their ``shapes_world.json`` holds exactly the
-    parameters: ``<cache>/datasets/<name>`` (the default world's place), the demo's
-    ``<cache>/demo/shapes_world-<n>-<seed>``, then ``<cache>/page_worlds/<name>``, where a
-    missing world is generated. A source line naming only some parameters is a ValueError.
+    A world already in the cache is reused when its ``shapes_world.json`` holds exactly the
+    parameters: ``<cache>/datasets/<folder_name>`` (where the demo and root-less tasks keep it,
+    :func:`clip_cycles.data.shapes_world.cached_world`); otherwise it is generated once under
+    ``<cache>/page_worlds/<folder_name>``. A source line naming only some parameters is a ValueError.
     """
     named = item.world()
     if named is None:
         return None
-    params = {"val_fraction": DEFAULT_VAL_FRACTION, **named}
+    params = {"val_fraction": DEFAULT_WORLD.val_fraction, **named}
     missing = [k for k in WORLD_PARAMETERS if k not in params]
     if missing:
         raise ValueError(
             f"the result's source {item.source!r} names a shapes world without {', '.join(missing)}; "
             "give the world with --dataset-root to recompute its example cycles"
         )
-    name = world_folder_name(params)
-    candidates = [
-        cache_root / "datasets" / name,
-        cache_root / "demo" / f"shapes_world-{params['n_images']}-{params['seed']}",
-        cache_root / PAGE_WORLDS / name,
-    ]
-    for folder in candidates:
-        if _world_params_of(folder) == params:
-            return folder
-    target = candidates[-1]
-    kwargs = {k: params[k] for k in ("n_images", "seed", "image_size")}
-    if "val_fraction" in inspect.signature(write_shapes_world).parameters:
-        kwargs["val_fraction"] = params["val_fraction"]
-    elif params["val_fraction"] != DEFAULT_VAL_FRACTION:
+    try:
+        world = ShapesWorldOptions.make(**{k: params[k] for k in WORLD_PARAMETERS})
+    except ValueError as error:
         raise ValueError(
-            f"the result's source {item.source!r} names val_fraction {params['val_fraction']}, which this version cannot "
-            "generate; give the world with --dataset-root to recompute its example cycles"
-        )
-    logger.info("reproducing %s in %s for the page's example cycles", item.source, target)
-    write_shapes_world(target, progress=False, **kwargs)  # written in a staging folder, moved into place whole
-    return target
+            f"the result's source {item.source!r} names a shapes world this version cannot generate ({error}); "
+            "give the world with --dataset-root to recompute its example cycles"
+        ) from None
+    shared = cache_root / "datasets" / world.folder_name()
+    if world_of(shared) == world:
+        return shared
+    logger.info("reproducing %s under %s for the page's example cycles", item.source, cache_root / PAGE_WORLDS)
+    return cached_world(cache_root / PAGE_WORLDS, world)  # written in a staging folder, moved into place whole
 
 
 def page_world_cache(context: RunContext) -> Path:
