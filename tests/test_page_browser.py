@@ -184,7 +184,10 @@ def _check_benchmark_table(chromium: Browser, record: dict[str, Any], benchmark:
             assert values[7] == "", row["subset"]
         else:
             assert float(values[7]) == cycles["cycle_acc"] and texts[7] == f"{cycles['cycle_acc']:.3f}", row["subset"]
-        assert row["wins"] == (sub["best_blind_acc"] >= sub["model_acc"]), row["subset"]
+        # "blind wins" only where the paired interval (blind minus model) excludes 0 above it.
+        paired = sub["best_blind_vs_model"]
+        assert row["wins"] == (paired["verdict"] == "blind beats model"), row["subset"]
+        assert not row["wins"] or paired["ci_low"] > 0, row["subset"]
 
 
 def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Path) -> None:
