@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import string
 from collections import Counter
 from pathlib import Path
@@ -318,7 +319,7 @@ def test_audit_benchmark_all_writes_one_combined_table(tmp_path: Path, capsys) -
     assert list(table[0]) == record["columns"]
     markdown = (tmp_path / "out" / "audit_all.md").read_text()
     assert markdown == printed.split("wrote ")[0].rstrip("\n") + "\n"
-    assert markdown.count("\n| ") == len(record["rows"]) + 1
+    assert markdown.count("\n| ") == len(record["rows"])  # header first, then one line per row
     for name in ALL_WRITERS:
         assert (tmp_path / "out" / name / f"audit_{name}.json").is_file()
 
@@ -330,16 +331,22 @@ def test_audit_benchmark_all_with_name_path_pairs_and_refusals(tmp_path: Path, c
     assert main([*args, "--out", str(tmp_path / "out")]) == 0
     record = json.loads((tmp_path / "out" / "audit_all.json").read_text())
     assert [r["benchmark"] for r in record["rows"]] == ["cola", "cola", "valse", "valse", "valse"]
-    with pytest.raises(ValueError, match=r"--benchmark 'nope=/x'"):
-        main(["audit-benchmark", "all", "--benchmark", "nope=/x", "--out", str(tmp_path / "o2")])
-    with pytest.raises(ValueError, match=r"expected NAME=PATH"):
-        main(["audit-benchmark", "all", "--benchmark", "cola", "--out", str(tmp_path / "o3")])
-    with pytest.raises(ValueError, match=r"either --root DIR .* or --benchmark"):
-        main(["audit-benchmark", "all", "--out", str(tmp_path / "o4")])
-    with pytest.raises(FileNotFoundError, match=r"no subfolder named like a benchmark format"):
-        main(["audit-benchmark", "all", "--root", str(tmp_path / "out" / "cola"), "--out", str(tmp_path / "o5")])
-    with pytest.raises(ValueError, match=r"--root is required"):
-        main(["audit-benchmark", "cola", "--out", str(tmp_path / "o6")])
+    capsys.readouterr()
+    refusals = [
+        (["--benchmark", "nope=/x"], r"--benchmark 'nope=/x': unknown benchmark format 'nope'"),
+        (["--benchmark", "cola"], r"--benchmark 'cola': expected NAME=PATH"),
+        ([], r"give either --root DIR .* or --benchmark NAME=PATH"),
+        (["--root", str(tmp_path / "out" / "cola")], r"no subfolder named like a benchmark format"),
+        (["--root", str(tmp_path / "c"), "--benchmark", f"cola={tmp_path / 'c'}"], r"give either --root"),
+    ]
+    for k, (extra, message) in enumerate(refusals):
+        # A user error: exit code 2 and one sentence naming the flag, no traceback, nothing written.
+        assert main(["audit-benchmark", "all", *extra, "--out", str(tmp_path / f"o{k}")]) == 2
+        err = capsys.readouterr().err
+        assert re.search(message, err) and "Traceback" not in err, err
+        assert not (tmp_path / f"o{k}" / "audit_all.json").exists()
+    assert main(["audit-benchmark", "cola", "--out", str(tmp_path / "o9")]) == 2
+    assert "--root is required" in capsys.readouterr().err
 
 
 def test_every_new_format_is_registered_lazily_with_its_module() -> None:
