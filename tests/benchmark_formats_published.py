@@ -225,9 +225,7 @@ def write_mmvp_vlm(root: Path) -> Blocks:
         writer.writerows(MMVP_ROWS)
     out: Blocks = {}
     for first, second in zip(MMVP_ROWS[::2], MMVP_ROWS[1::2]):
-        out.setdefault(first[1], []).append(
-            (f"{first[1]}/{first[0]}.jpg", f"{second[1]}/{second[0]}.jpg", first[2], second[2])
-        )
+        out.setdefault(first[1], []).append((f"{first[1]}/{first[0]}.jpg", f"{second[1]}/{second[0]}.jpg", first[2], second[2]))
     return out
 
 
