@@ -354,3 +354,41 @@ def test_every_new_format_is_registered_lazily_with_its_module() -> None:
         entry = ADAPTERS.entry(name)
         assert entry.lazy and entry.target == f"clip_cycles.benchmark_audit.formats.{name}:ADAPTER"
         assert ADAPTERS.get(name).name == name
+
+
+def test_audit_benchmark_all_with_a_model_reports_model_and_cycle_acc(tmp_path: Path) -> None:
+    blocks = {"cola": write_cola(tmp_path / "cola"), "eqben": write_eqben(tmp_path / "eqben")}
+    rows = [b for found in blocks.values() for subset in found.values() for b in subset]
+    keys = sorted({b[0] for b in rows} | {b[1] for b in rows})
+    captions = sorted({b[2] for b in rows} | {b[3] for b in rows})
+    phi, psi = write_features(tmp_path / "f.npz", keys, captions, seed=11)
+    img = {k: phi[i].astype(np.float64) for i, k in enumerate(keys)}
+    cap = {c: psi[i].astype(np.float64) for i, c in enumerate(captions)}
+    args = ["audit-benchmark", "all", "--benchmark", *(f"{n}={tmp_path / n}" for n in blocks)]
+    model = ["--model-type", "features", "--model", str(tmp_path / "f.npz"), "--pretrained", "none"]
+    cache = ["--cache-dir", str(tmp_path / "cache"), "--num-workers", "0", "--out", str(tmp_path / "out")]
+    assert main([*args, *model, *cache]) == 0
+    record = json.loads((tmp_path / "out" / "audit_all.json").read_text())
+    found = {(r["benchmark"], r["subset"]): r for r in record["rows"]}
+
+    def credit(value: float) -> float:
+        return 1.0 if value > 1e-9 else (0.0 if value < -1e-9 else 0.5)
+
+    for name, subsets in blocks.items():
+        for subset, block_rows in subsets.items():
+            row = found[(name, subset)]
+            deltas = [
+                img[u0] @ cap[c0] + img[u1] @ cap[c1] - img[u0] @ cap[c1] - img[u1] @ cap[c0] for u0, u1, c0, c1 in block_rows
+            ]
+            assert row["cycle_acc"] == pytest.approx(np.mean([credit(d) for d in deltas]), abs=1e-12)
+            comparisons = []
+            for u0, u1, c0, c1 in block_rows:
+                comparisons += [
+                    img[u0] @ cap[c0] - img[u0] @ cap[c1],
+                    img[u1] @ cap[c1] - img[u1] @ cap[c0],
+                    img[u0] @ cap[c0] - img[u1] @ cap[c0],
+                    img[u1] @ cap[c1] - img[u0] @ cap[c1],
+                ]
+            assert row["model_acc"] == pytest.approx(np.mean([credit(v) for v in comparisons]), abs=1e-12)
+            assert row["model"] == str(tmp_path / "f.npz")
+            assert row["blind_vs_model"] == "too few comparisons"  # 8 or 12 comparisons: below the declared minimum
