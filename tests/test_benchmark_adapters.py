@@ -335,6 +335,7 @@ def test_audit_benchmark_all_with_name_path_pairs_and_refusals(tmp_path: Path, c
     refusals = [
         (["--benchmark", "nope=/x"], r"--benchmark 'nope=/x': unknown benchmark format 'nope'"),
         (["--benchmark", "cola"], r"--benchmark 'cola': expected NAME=PATH"),
+        (["--benchmark", f"cola={tmp_path / 'c'}", f"cola={tmp_path / 'c'}"], r"cola is listed twice"),
         ([], r"give either --root DIR .* or --benchmark NAME=PATH"),
         (["--root", str(tmp_path / "out" / "cola")], r"no subfolder named like a benchmark format"),
         (["--root", str(tmp_path / "c"), "--benchmark", f"cola={tmp_path / 'c'}"], r"give either --root"),

@@ -1,11 +1,12 @@
 """Exact ceilings of blind text rules on a benchmark subset, beside the measured floors.
 
-A rule that reads only a view of each caption (its bag of words, its length) gives every
-caption with the same view the same score, so a comparison whose edges cancel once
-captions are replaced by their view is a tie (T = 0, half credit) for every such rule.
-Any other comparison can at best be won, so the ceiling over all rules reading that view
-is ``1 - share_forced / 2``: exact, reached by an oracle per comparison, and no rule of
-that kind can exceed it.
+A score that sees the image but reads the caption only through a view (its bag of words, its
+length) gives every caption with the same view the same score on an image, so a comparison whose
+edges cancel once each (image, caption) is replaced by (image, view of the caption) is a tie
+(T = 0, half credit) for every such score. Any other comparison can at best be won, so the ceiling
+over all scores of that kind is ``1 - share_forced / 2``: counted, not estimated, and no score of
+that kind can exceed it (one that wins every other comparison reaches it; where comparisons share
+an (image, view) pair with opposite signs no single score can win them all, so it is an upper bound).
 
 Views, with the words' normalisation declared in :data:`NORMALISATION`:
 

@@ -68,6 +68,8 @@ def parse_benchmark_pairs(items: Sequence[str]) -> list[tuple[str, Path]]:
             raise ValueError(f"--benchmark {item!r}: expected NAME=PATH, e.g. valse=/data/valse")
         if name not in ADAPTERS:
             raise ValueError(f"--benchmark {item!r}: {ADAPTERS.unknown_message(name)}")
+        if any(name == seen for seen, _ in out):
+            raise ValueError(f"--benchmark {item!r}: {name} is listed twice; each benchmark's files go to <out>/{name}/")
         out.append((name, Path(path).expanduser()))
     return out
 
