@@ -208,25 +208,15 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
             )
         base = table.parent
     images_dir = _first_dir([base / "images", root / "images" if root.is_dir() else base]) or base
-    builder = ComparisonSetBuilder("winoground", kind="winoground")
+    blocks = []
     for number, row in enumerate(_records(table)):
         block = str(row.get("id", number))
         where = f"row {number} (id {block})"
         checked = checked_row(WinogroundBlock, row, table, where)
         first = _winoground_image(checked.image_0, images_dir, where, table, "image_0")
         second = _winoground_image(checked.image_1, images_dir, where, table, "image_1")
-        caption_0, caption_1 = checked.caption_0, checked.caption_1
-        if first.key == second.key or caption_0 == caption_1:
-            builder.skip("block_with_repeated_image_or_caption")
-            continue
-        tags = _winoground_tags(row)
-        items = {first.key: first, second.key: second}
-        for which in ("text", "image"):
-            comparisons = winoground_comparisons([(first.key, second.key, caption_0, caption_1)], which)
-            for k, (image_keys, captions, weights) in enumerate(comparisons):
-                builder.add(f"{block}/{which}{k}", block, [items[key] for key in image_keys], captions, weights, tags)
-        builder.add_cycle(first, second, caption_0, caption_1, tags)
-    return [builder.build()]
+        blocks.append((block, first, second, checked.caption_0, checked.caption_1, _winoground_tags(row)))
+    return [block_subset("winoground", table, blocks)]
 
 
 # --------------------------------------------------------------------------- shared shapes
