@@ -76,6 +76,9 @@ def expected_pairs(rows: list[tuple[str, str, str]]) -> dict[str, float]:
         "bag_of_words_ceiling": 1 - 0.5 * bow / n,
         "length_ceiling": 1 - 0.5 * same_length / n,
         "caption_only_ceiling": 1.0,
+        "bag_of_words_forced_ties": bow,
+        "length_forced_ties": same_length,
+        "caption_only_forced_ties": 0,
     }
 
 
@@ -94,14 +97,18 @@ def expected_blocks(blocks: list[tuple[str, str, str, str]]) -> dict[str, float]
         "length_ceiling": 1 - 0.5 * same_length / n,
         # Each image comparison holds one caption on both sides: every caption-only score ties there.
         "caption_only_ceiling": 0.75,
+        "bag_of_words_forced_ties": bow,
+        "length_forced_ties": same_length,
+        "caption_only_forced_ties": 2 * len(blocks),
     }
 
 
 def check(metrics: dict, expected: dict[str, float]) -> None:
     assert metrics["n_comparisons"] == expected["n_comparisons"]
     assert metrics["shortest_caption_acc"] == pytest.approx(expected["shortest_caption_acc"], abs=1e-12)
-    for name in ("bag_of_words_ceiling", "length_ceiling", "caption_only_ceiling"):
-        assert metrics["ceilings"][name] == pytest.approx(expected[name], abs=1e-12), name
+    for name in ("bag_of_words", "length", "caption_only"):
+        assert metrics["ceilings"][f"{name}_ceiling"] == pytest.approx(expected[f"{name}_ceiling"], abs=1e-12), name
+        assert metrics["ceilings"][f"{name}_forced_ties"] == expected[f"{name}_forced_ties"], name
     floor = max(metrics["shortest_caption_acc"], metrics["longest_caption_acc"])
     assert metrics["ceilings"]["length_floor"] == floor
 
