@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from task_files import write_task_file
 
+from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.data.families import list_families
 from clip_cycles.settings import TASKS_PATH_ENV
 from clip_cycles.tasks.registry import GroupSpec, TaskRegistry, TaskSpec, expand_tasks, get_task, shipped_tasks_dir
@@ -33,7 +34,10 @@ def test_shipped_tasks_cover_every_registered_family() -> None:
     shapes = {f"cycles/shapes_{f}" for f in list_families("coco")}
     shapes_gqa = {f"cycles/shapes_gqa_{f}" for f in list_families("gqa")}
     attributes = {f"attributes/things_{s}" for s in ("random", "llm", "similarity", "clustering", "supercategory")}
-    benchmarks = {"cycles/winoground", *(f"audit/{f}" for f in ("winoground", "sugarcrepe", "aro", "comparison_table"))}
+    # Every shipped benchmark format has its audit task.
+    formats = sorted(ADAPTERS.names(entry_points=False))
+    assert len(formats) == 12 and {"winoground", "sugarcrepe", "aro", "comparison_table", "valse", "colorswap"} <= set(formats)
+    benchmarks = {"cycles/winoground", *(f"audit/{f}" for f in formats)}
     assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes | benchmarks
     assert registry.group_names(derived=False) == [
         "attributes/things_all",

@@ -208,25 +208,67 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
             )
         base = table.parent
     images_dir = _first_dir([base / "images", root / "images" if root.is_dir() else base]) or base
-    builder = ComparisonSetBuilder("winoground", kind="winoground")
+    blocks = []
     for number, row in enumerate(_records(table)):
         block = str(row.get("id", number))
         where = f"row {number} (id {block})"
         checked = checked_row(WinogroundBlock, row, table, where)
         first = _winoground_image(checked.image_0, images_dir, where, table, "image_0")
         second = _winoground_image(checked.image_1, images_dir, where, table, "image_1")
-        caption_0, caption_1 = checked.caption_0, checked.caption_1
+        blocks.append((block, first, second, checked.caption_0, checked.caption_1, _winoground_tags(row)))
+    return [block_subset("winoground", table, blocks)]
+
+
+# --------------------------------------------------------------------------- shared shapes
+
+
+def block_subset(
+    name: str, source: Path, blocks: Iterable[tuple[str, ImageItem, ImageItem, str, str, Sequence[str]]]
+) -> ComparisonSet:
+    """A subset of 2x2 blocks ``(block id, image_0, image_1, caption_0, caption_1, tags)``, caption_i true of image_i.
+
+    Each block gives its two text and two image comparisons (as Winoground) and is declared an
+    exact cycle; a block repeating an image or a caption is dropped and counted.
+    """
+    builder = ComparisonSetBuilder(name, kind="winoground")
+    for block, first, second, caption_0, caption_1, tags in blocks:
         if first.key == second.key or caption_0 == caption_1:
             builder.skip("block_with_repeated_image_or_caption")
             continue
-        tags = _winoground_tags(row)
         items = {first.key: first, second.key: second}
         for which in ("text", "image"):
             comparisons = winoground_comparisons([(first.key, second.key, caption_0, caption_1)], which)
             for k, (image_keys, captions, weights) in enumerate(comparisons):
                 builder.add(f"{block}/{which}{k}", block, [items[key] for key in image_keys], captions, weights, tags)
         builder.add_cycle(first, second, caption_0, caption_1, tags)
-    return [builder.build()]
+    if not builder.comparison_ids:
+        raise ValueError(f"{source}: subset {name!r} has no usable block (skipped: {builder.skipped})")
+    return builder.build()
+
+
+def image_item(images_dir: Path, name: str) -> ImageItem:
+    """An image named in a benchmark file, looked up under ``images_dir`` (it may be missing: blind audits never read it)."""
+    return ImageItem(key=name, path=_image_file(images_dir, name))
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Rows of a JSON list, ``{id: record}`` object (``_id`` added), JSON-lines or Parquet file."""
+    return _records(path)
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file, or a ValueError naming it."""
+    return _read_json(path)
+
+
+def image_from_value(value: Any, images_dir: Path, where: str, table: Path, key: str) -> ImageItem:
+    """An image given as a file name or as ``{bytes, path}`` (a ``datasets`` Image in Parquet); ValueError naming the field."""
+    return _winoground_image(value, images_dir, where, table, key)
+
+
+def first_dir(candidates: Iterable[Path]) -> Path | None:
+    """The first of ``candidates`` that is a folder."""
+    return _first_dir(candidates)
 
 
 # --------------------------------------------------------------------------- SugarCrepe
@@ -236,16 +278,29 @@ SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "repla
 
 
 def hard_negative_subset(
-    name: str, source: Path, items: Iterable[tuple[str, ImageItem, str, str, Sequence[str]]], kind: str = "hard_negative"
+    name: str,
+    source: Path,
+    items: Iterable[tuple[str | tuple[str, str], ImageItem, str, str, Sequence[str]]],
+    kind: str = "hard_negative",
+    skipped: dict[str, int] | None = None,
 ) -> ComparisonSet:
-    """A subset of one-image hard negatives ``(item id, image, true caption, false caption, tags)``."""
+    """A subset of one-image hard negatives ``(item id, image, true caption, false caption, tags)``.
+
+    The id may be a pair ``(comparison id, item id)`` when an item gives several comparisons.
+
+    ``skipped`` carries the reader's own counts of dropped entries (per reason) into the subset.
+    """
     builder = ComparisonSetBuilder(name, kind=kind)
+    for reason, count in (skipped or {}).items():
+        builder.skip(reason, count)
     for item_id, image, positive, negative, tags in items:
         if positive == negative:
             builder.skip("negative_equal_to_caption")
             continue
         image_keys, captions, weights = hard_negative_edges([(image.key, positive, negative)])
-        builder.add(item_id, item_id, [image] * len(image_keys), captions, weights, tags)
+        # An id (comparison id, item id) lets one item give several comparisons (several foils).
+        comparison_id, item = item_id if isinstance(item_id, tuple) else (item_id, item_id)
+        builder.add(comparison_id, item, [image] * len(image_keys), captions, weights, tags)
     if not builder.comparison_ids:
         raise ValueError(f"{source}: subset {name!r} has no usable item (skipped: {builder.skipped})")
     return builder.build()
@@ -424,3 +479,20 @@ def read_comparison_table(root: Path) -> list[ComparisonSet]:
     if not builders:
         raise ValueError(f"{path}: the table has no rows")
     return [builders[name].build() for name in builders]
+
+
+# --------------------------------------------------------------------------- formats in their own modules
+
+#: Formats declared in ``clip_cycles.benchmark_audit.formats.<module>`` (each an ``ADAPTER``), loaded on first use.
+FORMAT_MODULES: dict[str, tuple[str, str]] = {
+    "valse": ("valse", "VALSE: one JSON per piece, image_file, caption and foils"),
+    "vl_checklist": ("vl_checklist", "VL-CheckList: [[image, {POS: [...], NEG: [...]}], ...] per file, many folders"),
+    "sugarcrepe_pp": ("sugarcrepe_pp", "SugarCrepe++: one image, two positive captions and one negative"),
+    "crepe": ("crepe", "CREPE: productivity / systematicity CSVs, a caption and its hard negatives"),
+    "cola": ("cola", "Cola multi-object matching: [image_1, caption_1, image_2, caption_2] blocks"),
+    "eqben": ("eqben", "EqBen: image0, caption0, image1, caption1 blocks"),
+    "mmvp_vlm": ("mmvp_vlm", "MMVP-VLM: Questions.csv, pairs of statements over pairs of images, nine patterns"),
+    "colorswap": ("colorswap", "ColorSwap: image_1, image_2, caption_1, caption_2 blocks"),
+}
+for _name, (_module, _description) in FORMAT_MODULES.items():
+    ADAPTERS.register(_name, f"clip_cycles.benchmark_audit.formats.{_module}:ADAPTER", origin="builtin", description=_description)

@@ -35,6 +35,7 @@ from clip_cycles.algebra.contrast import (
 )
 from clip_cycles.algebra.paired import VERDICTS, paired_difference
 from clip_cycles.algebra.winoground import winoground_scores
+from clip_cycles.benchmark_audit.ceilings import VIEWS, subset_ceilings
 from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
 from clip_cycles.schemas.options import CheckedOptions
 
@@ -281,6 +282,7 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settin
     blind = {name: metrics[f"{name}_acc"] for name in BLIND_SCORES[1:] if f"{name}_acc" in metrics}
     best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
     metrics["best_blind"], metrics["best_blind_acc"] = best, blind[best]
+    metrics["ceilings"] = subset_ceilings(cs, metrics)
     if "model" in credits:
         codes = np.unique(np.asarray(cs.item_ids), return_inverse=True)[1]
         weakest = np.ones(int(codes.max()) + 1)
@@ -335,6 +337,19 @@ def summarize(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
         items = [f"{a.name}/{i}" for a in audits for i in a.item_ids]
         pooled = [np.concatenate([a.credits[name] for a in audits]) for name in (best, "model")]
         out["best_blind_vs_model"] = blind_vs_model(best, pooled[0], pooled[1], items)
+    out["ceilings"] = pooled_ceilings(audits)
     cycle_sets = [a.credits["cycle"] for a in audits if "cycle" in a.credits]
     out["cycle_acc"] = float(np.mean(np.concatenate(cycle_sets))) if cycle_sets else None
+    return out
+
+
+def pooled_ceilings(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
+    """Each view's forced ties and ceiling over all subsets' comparisons together (exact: counts add up)."""
+    total = sum(a.metrics["n_comparisons"] for a in audits)
+    out: dict[str, Any] = {}
+    for name in (*VIEWS, "caption_only"):
+        count = sum(a.metrics["ceilings"][f"{name}_forced_ties"] for a in audits)
+        out[f"{name}_forced_ties"] = count
+        out[f"{name}_forced_share"] = count / total
+        out[f"{name}_ceiling"] = 1.0 - 0.5 * count / total
     return out

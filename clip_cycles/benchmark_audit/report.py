@@ -43,6 +43,8 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("best blind - model", lambda name, m: blind_vs_model_cell(m.get("best_blind_vs_model"))),
     ("cycles (items paired)", lambda name, m: f"{m['cycles']['n_cycles']} ({m['cycles']['n_paired_items']})"),
     ("CycleAcc", lambda name, m: m["cycles"].get("cycle_acc")),
+    ("BoW ceiling", lambda name, m: m["ceilings"]["bag_of_words_ceiling"]),
+    ("length ceiling", lambda name, m: m["ceilings"]["length_ceiling"]),
 )
 
 
@@ -67,6 +69,8 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         blind_vs_model_cell(s.get("best_blind_vs_model")),
         s["n_cycles"],
         s.get("cycle_acc"),
+        s["ceilings"]["bag_of_words_ceiling"],
+        s["ceilings"]["length_ceiling"],
     ]
     lines.append("| " + " | ".join(_fmt(v) for v in total) + " |")
     model = audit.model.get("model")
@@ -76,7 +80,9 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
         "Accuracies: mean credit (1 win, 0.5 tie, 0 loss) over the subset's comparisons; CycleAcc over its "
         "exact cycles. A blind column near the model's means the benchmark can be passed without "
-        "looking at the pairing. \"best blind - model\": the best blind score's accuracy minus the model's on the same "
+        "looking at the pairing. Ceilings: no rule reading only the caption's bag of lowercase words (or its length) "
+        "can exceed them (1 - half the share of comparisons that view forces to a tie). "
+        "\"best blind - model\": the best blind score's accuracy minus the model's on the same "
         'comparisons, with a 95 % paired bootstrap interval over items; "blind beats model" only when it lies above 0 '
         f'("within noise" when it holds 0; "too few comparisons" below {MIN_CYCLES} comparisons or {MIN_IMAGES} items).',
     ]

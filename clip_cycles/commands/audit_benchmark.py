@@ -4,6 +4,10 @@ Writes ``<out>/audit_<name>.json`` (clip_benchmark's result shape), ``audit_<nam
 (the table, also printed) and ``audit_<name>.png`` (model vs blind baselines per subset).
 The model flags are those of ``clip-cycles eval``; without ``--model`` only the design
 and the caption-length rules are audited.
+
+``clip-cycles audit-benchmark all --root DIR`` (one subfolder per benchmark, named like its
+format) or ``all --benchmark NAME=PATH ...`` audits each benchmark found, writes its own files
+under ``<out>/<name>/`` and one combined table ``audit_all.json`` / ``.md`` / ``.csv`` in ``<out>``.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ from pydantic import Field
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.audit import AuditSettings
+from clip_cycles.benchmark_audit.combined import find_benchmarks, parse_benchmark_pairs, write_combined
 from clip_cycles.benchmark_audit.report import write_outputs
-from clip_cycles.benchmark_audit.run import audit_benchmark
+from clip_cycles.benchmark_audit.run import BenchmarkAudit, audit_benchmark
 from clip_cycles.commands.flags import finite_float
 from clip_cycles.commands.model_flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
@@ -29,7 +34,8 @@ class AuditBenchmarkOptions(Options):
     """Options of ``clip-cycles audit-benchmark``."""
 
     name: str = Field(json_schema_extra={"flag": "NAME"})
-    root: str = Field(json_schema_extra={"flag": "--root"})
+    root: str | None = Field(None, json_schema_extra={"flag": "--root"})
+    benchmark: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--benchmark"})
     subset: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--subset"})
     out: str | None = Field(None, json_schema_extra={"flag": "--out"})
     tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, ge=0.0, json_schema_extra={"flag": "--tie-tolerance"})
@@ -38,8 +44,11 @@ class AuditBenchmarkOptions(Options):
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help=f"benchmark format: {', '.join(sorted(ADAPTERS))}")
-    parser.add_argument("--root", required=True, help="folder (or table file) holding the benchmark's files")
+    parser.add_argument("name", help=f"benchmark format: {', '.join(sorted(ADAPTERS))}, or all")
+    parser.add_argument(
+        "--root", default=None, help="folder (or table file) holding the benchmark's files; with all: one subfolder per format"
+    )
+    parser.add_argument("--benchmark", nargs="+", default=None, metavar="NAME=PATH", help="with all: the benchmarks to audit")
     parser.add_argument("--subset", nargs="+", default=None, help="audit only these subsets")
     parser.add_argument("--out", default=None, help="output folder (default: results/audit_<name>)")
     parser.add_argument("--tie-tolerance", type=finite_float, default=DEFAULT_TIE_TOLERANCE)
@@ -60,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     command = AuditBenchmarkOptions.make(
         name=args.name,
         root=args.root,
+        benchmark=None if args.benchmark is None else tuple(args.benchmark),
         subset=subset,
         out=args.out,
         tie_tolerance=args.tie_tolerance,
@@ -71,16 +81,34 @@ def run(args: argparse.Namespace) -> int:
 
 def audit(command: AuditBenchmarkOptions) -> int:
     """Audit the benchmark, write the JSON, markdown and figure, print the table."""
+    if command.name == ALL:
+        return audit_all(command)
+    if command.root is None:
+        raise ValueError(f"audit-benchmark {command.name}: --root is required (the folder holding the benchmark's files)")
+    if command.benchmark is not None:
+        raise ValueError(f"audit-benchmark {command.name}: --benchmark NAME=PATH goes with `audit-benchmark all`")
     if command.name not in ADAPTERS:
         raise ValueError(f"unknown benchmark format {command.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
     out = check_output_folder(command.out or os.path.join("results", f"audit_{command.name}"))  # before any work
+    report = _audit_one(command, command.name, command.root)
+    path, table = write_outputs(report, out)
+    print(table)
+    print(f"wrote {path}, {path.stem}.md, {path.stem}.png")
+    return 0
+
+
+#: The name that audits every benchmark found (``--root DIR``) or listed (``--benchmark NAME=PATH``).
+ALL = "all"
+
+
+def _audit_one(command: AuditBenchmarkOptions, name: str, root: str | os.PathLike[str]) -> BenchmarkAudit:
     settings = AuditSettings(tie_tolerance=command.tie_tolerance, probe_folds=command.probe_folds)
     options = command.model
     # Without a model nothing is encoded, so no cache either: only the design and the length rules are audited.
     context = RunContext.from_options(options) if options.model else None
-    report = audit_benchmark(
-        command.name,
-        command.root,
+    return audit_benchmark(
+        name,
+        root,
         context.spec if context else None,
         context.cache_dir if context else None,
         None if command.subset is None else list(command.subset),
@@ -89,7 +117,22 @@ def audit(command: AuditBenchmarkOptions) -> int:
         options.num_workers,
         options.skip_bad_images,
     )
-    path, table = write_outputs(report, out)
+
+
+def audit_all(command: AuditBenchmarkOptions) -> int:
+    """Every benchmark under ``--root`` (or each ``--benchmark NAME=PATH``): its own files, then one combined table."""
+    if (command.root is None) == (command.benchmark is None):
+        raise ValueError("audit-benchmark all: give either --root DIR (one subfolder per benchmark) or --benchmark NAME=PATH ...")
+    if command.subset is not None:
+        raise ValueError("audit-benchmark all: --subset names one benchmark's subsets; audit that benchmark alone instead")
+    found = find_benchmarks(command.root) if command.root is not None else parse_benchmark_pairs(command.benchmark or ())
+    out = check_output_folder(command.out or os.path.join("results", "audit_all"))  # before any work
+    reports = []
+    for name, root in found:
+        report = _audit_one(command, name, root)
+        write_outputs(report, out / name)
+        reports.append(report)
+    path, table = write_combined(reports, out)
     print(table)
-    print(f"wrote {path}, {path.stem}.md, {path.stem}.png")
+    print(f"wrote {path}, {path.stem}.md, {path.stem}.csv and one folder per benchmark")
     return 0

@@ -1,0 +1,179 @@
+"""Every benchmark found under a root, audited and gathered into one table (JSON, Markdown, CSV).
+
+:func:`find_benchmarks` maps a root's subfolders to registered formats (a folder named like the
+format, ``-`` and ``_`` alike, any case); :func:`parse_benchmark_pairs` reads ``NAME=PATH`` items.
+:func:`combined_rows` gives one row per subset and one ``all`` row per benchmark: its size, the
+model, the best blind floor (with the paired verdict), the exact ceilings, the exact cycles and
+their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Sequence
+
+from clip_cycles.benchmark_audit.adapters import ADAPTERS
+from clip_cycles.benchmark_audit.run import BenchmarkAudit
+from clip_cycles.results import clean, write_json
+
+#: Columns of the combined table, in order (the CSV's header, the Markdown's, each JSON row's keys).
+COMBINED_COLUMNS: tuple[str, ...] = (
+    "benchmark",
+    "subset",
+    "n_comparisons",
+    "n_items",
+    "model",
+    "model_acc",
+    "best_blind",
+    "best_blind_acc",
+    "blind_vs_model",
+    "length_floor",
+    "length_ceiling",
+    "bag_of_words_ceiling",
+    "caption_only_ceiling",
+    "bag_of_words_forced_share",
+    "length_forced_share",
+    "caption_only_forced_share",
+    "n_cycles",
+    "cycle_acc",
+    "dropped",
+)
+
+
+def _key(name: str) -> str:
+    return name.lower().replace("-", "_").replace("+", "p")
+
+
+def find_benchmarks(root: str | Path) -> list[tuple[str, Path]]:
+    """``(format, folder)`` for each subfolder of ``root`` named like a registered format; FileNotFoundError if none."""
+    base = Path(root).expanduser()
+    if not base.is_dir():
+        raise FileNotFoundError(f"--root {base} is not a folder; `audit-benchmark all` reads one subfolder per benchmark")
+    formats = {_key(name): name for name in ADAPTERS}
+    found = [(formats[_key(p.name)], p) for p in sorted(base.iterdir()) if p.is_dir() and _key(p.name) in formats]
+    if not found:
+        names = ", ".join(sorted(ADAPTERS))
+        raise FileNotFoundError(f"{base}: no subfolder named like a benchmark format; expected some of: {names}")
+    return found
+
+
+def parse_benchmark_pairs(items: Sequence[str]) -> list[tuple[str, Path]]:
+    """``["valse=/data/valse", ...]`` as ``(format, path)``; ValueError naming a malformed item or unknown format."""
+    out = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--benchmark {item!r}: expected NAME=PATH, e.g. valse=/data/valse")
+        if name not in ADAPTERS:
+            raise ValueError(f"--benchmark {item!r}: {ADAPTERS.unknown_message(name)}")
+        if any(name == seen for seen, _ in out):
+            raise ValueError(f"--benchmark {item!r}: {name} is listed twice; each benchmark's files go to <out>/{name}/")
+        out.append((name, Path(path).expanduser()))
+    return out
+
+
+def _dropped(skipped: dict[str, int]) -> str:
+    return "; ".join(f"{reason}={count}" for reason, count in sorted(skipped.items()))
+
+
+def _row(benchmark: str, subset: str, metrics: dict[str, Any], model: str, n_items: Any, dropped: str) -> dict[str, Any]:
+    ceilings = metrics["ceilings"]
+    paired = metrics.get("best_blind_vs_model")
+    cycles = metrics.get("cycles", {})
+    return {
+        "benchmark": benchmark,
+        "subset": subset,
+        "n_comparisons": metrics["n_comparisons"],
+        "n_items": n_items,
+        "model": model,
+        "model_acc": metrics.get("model_acc"),
+        "best_blind": metrics["best_blind"],
+        "best_blind_acc": metrics["best_blind_acc"],
+        "blind_vs_model": paired["verdict"] if paired else None,
+        "length_floor": ceilings.get("length_floor", max(metrics["shortest_caption_acc"], metrics["longest_caption_acc"])),
+        "length_ceiling": ceilings["length_ceiling"],
+        "bag_of_words_ceiling": ceilings["bag_of_words_ceiling"],
+        "caption_only_ceiling": ceilings["caption_only_ceiling"],
+        "bag_of_words_forced_share": ceilings["bag_of_words_forced_share"],
+        "length_forced_share": ceilings["length_forced_share"],
+        "caption_only_forced_share": ceilings["caption_only_forced_share"],
+        "n_cycles": cycles.get("n_cycles", metrics.get("n_cycles")),
+        "cycle_acc": cycles.get("cycle_acc", metrics.get("cycle_acc")),
+        "dropped": dropped,
+    }
+
+
+def combined_rows(audits: Sequence[BenchmarkAudit]) -> list[dict[str, Any]]:
+    """One row per subset, then an ``all`` row per benchmark (comparison-weighted, exact counts pooled)."""
+    rows = []
+    for audit in audits:
+        model = audit.model.get("model") or ""
+        for sub in audit.audits:
+            dropped = _dropped(sub.metrics["skipped"])
+            rows.append(_row(audit.benchmark, sub.name, sub.metrics, model, sub.metrics["n_items"], dropped))
+        summary = dict(audit.summary)
+        pooled: dict[str, int] = {}
+        for sub in audit.audits:
+            for reason, count in sub.metrics["skipped"].items():
+                pooled[reason] = pooled.get(reason, 0) + count
+        ceilings = summary["ceilings"]
+        # The length floor over all subsets: the better length rule pooled over every comparison.
+        ceilings = {**ceilings, "length_floor": max(summary["shortest_caption_acc"], summary["longest_caption_acc"])}
+        rows.append(_row(audit.benchmark, "all", {**summary, "ceilings": ceilings}, model, None, _dropped(pooled)))
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return str(value)
+
+
+def combined_markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """The combined table in Markdown, with how each column is read."""
+    lines = ["| " + " | ".join(COMBINED_COLUMNS) + " |", "|" + "|".join("---" for _ in COMBINED_COLUMNS) + "|"]
+    lines += ["| " + " | ".join(_cell(row[c]) for c in COMBINED_COLUMNS) + " |" for row in rows]
+    lines += [
+        "",
+        "Floors are accuracies a blind rule reaches (mean credit: 1 win, 0.5 tie, 0 loss); ceilings are exact upper "
+        "bounds of every rule reading only one view of the captions: 1 - (share of comparisons that view forces to a "
+        "tie) / 2. Views: bag_of_words (lowercase words, order ignored), length (characters), caption_only (the "
+        "caption, not the image). blind_vs_model: the paired verdict of the best blind rule against the model. "
+        "n_cycles: exact cycles inside the benchmark (no additive score can pass them); cycle_acc: the model's "
+        "CycleAcc on them. dropped: entries left out, per reason.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def combined_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """The combined table as CSV (empty cells where a value is unavailable)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(COMBINED_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row[k] is None else row[k] for k in COMBINED_COLUMNS})
+    return buffer.getvalue()
+
+
+def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path) -> tuple[Path, str]:
+    """``audit_all.json`` (``{columns, rows, benchmarks}``), ``audit_all.md`` and ``audit_all.csv`` under ``out``.
+
+    Returns the JSON's path and the Markdown table, as :func:`~.report.write_outputs` does.
+    """
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = combined_rows(audits)
+    table = combined_markdown(rows)
+    record = {
+        "columns": list(COMBINED_COLUMNS),
+        "rows": rows,
+        "benchmarks": {a.benchmark: a.record() for a in audits},
+    }
+    path = write_json(clean(record), folder / "audit_all.json")
+    (folder / "audit_all.md").write_text(table, encoding="utf-8")
+    (folder / "audit_all.csv").write_text(combined_csv(rows), encoding="utf-8")
+    return path, table
