@@ -303,7 +303,7 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
         try:
             nested = read_json_file(detail, MAX_RESULT_BYTES, "result detail file")
         except ValueError as error:
-            raise ValueError(f"{error}; delete it to read {path} as it stands") from None
+            raise UnreadableDetailError(f"{error}; delete it to read {path} as it stands") from None
         same = isinstance(nested, dict) and isinstance(nested.get("metrics"), dict)
         keys = ("dataset", "model", "pretrained", "task", "language", *IDENTITY_FIELDS)
         same = same and all(nested.get(k) == record.get(k) for k in keys)
@@ -311,6 +311,10 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
             check_metric_values(nested["metrics"], f"result detail file {detail}")
             return nested
     return record
+
+
+class UnreadableDetailError(ValueError):
+    """A result's :func:`detail_path` sibling cannot be read (the flat record itself was valid)."""
 
 
 #: The largest result file :func:`read_result` reads (a record is a few hundred kB at most).
