@@ -34,6 +34,7 @@ from clip_cycles.data.sources import builder_names
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import UnreadableDetailError, read_result
+from clip_cycles.schemas.build_info import newer_format_problem
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 #: Largest result JSON read (bytes); a bigger file is skipped with its size named.
@@ -470,6 +471,9 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         data.skipped[where] = "top level is not a JSON object"
         return
     if path.name == "build_info.json":
+        newer = newer_format_problem(record, path)
+        if newer is not None:  # the one format gate: refused with the sentence every folder reader gives
+            raise ValueError(newer)
         try:
             data.builds.append((str(path.parent), read_build_info(path.parent)))
         except ValueError as error:
