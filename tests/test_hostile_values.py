@@ -314,3 +314,24 @@ def test_load_split_and_page_refuse_a_newer_format_with_the_same_sentence(
     (results / "build_info.json").write_text((newer_folder / "build_info.json").read_text())
     assert main(["page", str(results), "--out", str(tmp_path / "site")]) == 2
     assert NEWER in capsys.readouterr().err
+
+
+def test_eval_refuses_a_newer_format_with_the_same_sentence(
+    newer_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["eval", "--task", "cycles/shapes_strict_size", "--model", "cycles-tiny", "--dataset-root", str(newer_folder)]
+    assert main([*argv, "--cache-dir", str(tmp_path / "cache"), "--num-workers", "0", "--output", "-"]) == 2
+    assert NEWER in capsys.readouterr().err
+
+
+def test_eval_with_a_lying_hf_folder_exits_2_with_the_sentence(
+    shapes_cycles: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hf = _hf_folder(tmp_path / "hf")
+    _lying_safetensors(hf / "model.safetensors")
+    argv = ["eval", "--task", "cycles/shapes_strict_size", "--model-type", "hf", "--model", str(hf)]
+    argv += ["--dataset-root", str(shapes_cycles), "--cache-dir", str(tmp_path / "cache"), "--num-workers", "0"]
+    assert main([*argv, "--output", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "tensor 'w' ends at byte 1099511627776" in err and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
