@@ -335,3 +335,21 @@ def test_eval_with_a_lying_hf_folder_exits_2_with_the_sentence(
     err = capsys.readouterr().err
     assert "tensor 'w' ends at byte 1099511627776" in err and "Traceback" not in err
     assert not (tmp_path / "r.json").exists()
+
+
+def test_the_clip_benchmark_plugin_refuses_a_newer_format_with_the_same_sentence(
+    newer_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("clip_benchmark")
+    from clip_cycles.commands.clip_benchmark import main as plugin_main
+
+    monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
+    argv = ["eval", "--dataset", "cycles/shapes_strict_size", "--model", "cycles-tiny", "--dataset_root", str(newer_folder)]
+    argv += ["--num_workers", "0", "--output", str(tmp_path / "{dataset}_{task}.json")]
+    try:
+        code = plugin_main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code not in (0, None)
+    assert NEWER in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.json"))
