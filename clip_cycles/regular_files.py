@@ -77,8 +77,9 @@ def read_regular_file(path: str | Path, max_bytes: int, what: str = "file") -> b
 
 #: The deepest nesting of arrays and objects a JSON file may have (a record of this project nests < 10).
 MAX_JSON_DEPTH = 64
-#: The most digits a JSON integer may have (ids, counts and seeds have far fewer); longer is refused before ``int()``.
-MAX_JSON_INT_DIGITS = 30
+#: The most digits a JSON integer may have (ids, counts, seeds; HF tokenizer configs hold int(1e30), 31 digits);
+#: a longer one is refused before ``int()``.
+MAX_JSON_INT_DIGITS = 40
 
 # A JSON string (with its escapes) or one bracket: strings are skipped so brackets inside them do not count.
 _JSON_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')

@@ -64,7 +64,7 @@ def test_a_real_result_reads_back_with_its_nested_detail(tmp_path: Path) -> None
         ("cycle_acc", '"0.5"', r"field 'metrics\.cycle_acc' is '0\.5'; must be a number in \[0, 1\]"),
         ("cycle_acc", "true", r"field 'metrics\.cycle_acc' is True; must be a number in \[0, 1\]"),
         ("cycle_acc", "NaN", r"holds NaN, which standard JSON does not allow"),
-        ("cycle_acc", "1" + "0" * 400, r"holds an integer of 401 digits, more than the 30 allowed"),
+        ("cycle_acc", "1" + "0" * 400, r"holds an integer of 401 digits, more than the 40 allowed"),
         ("cycle_acc_ci_low", "1.5", r"field 'metrics\.cycle_acc_ci_low' is 1\.5; must be a number in \[0, 1\]"),
         ("n_cycles", "-3", r"field 'metrics\.n_cycles' is -3; must be a non-negative integer"),
         ("n_cycles", "2.5", r"field 'metrics\.n_cycles' is 2\.5; must be a non-negative integer"),

@@ -593,7 +593,7 @@ def _own_files(folder: Path) -> set[str]:
     """Files of ``folder`` that a previous build wrote: the card, build_info.json and its Parquet files."""
     info_path = folder / "build_info.json"
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = load_json_text(read_regular_file(info_path, MAX_BUILD_INFO_BYTES, "build_info.json"), str(info_path))
     except (OSError, ValueError):
         return set()
     if not isinstance(info, dict) or not isinstance(info.get("families"), dict) or "source" not in info:

@@ -47,7 +47,7 @@ import numpy as np
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.encoding.weights_files import WEIGHTS_SUFFIXES, check_weights_file, check_weights_folder, require_file
 from clip_cycles.registry import Registry
-from clip_cycles.regular_files import read_regular_file
+from clip_cycles.regular_files import load_json_text, read_regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -269,8 +269,8 @@ def refuse_remote_code(model_name: str) -> None:
             continue
         raw = read_regular_file(path, MAX_CONFIG_BYTES, "model config file")
         try:
-            config = json.loads(raw)
-        except (ValueError, RecursionError) as error:
+            config = load_json_text(raw, str(path), allow_non_finite=True)  # third-party configs: only bounded
+        except ValueError as error:
             raise ValueError(f"model config file {path} is not valid JSON ({error}); restore it from its source") from None
         if isinstance(config, dict) and "auto_map" in config:
             code = _auto_map_modules(config["auto_map"])
@@ -394,10 +394,10 @@ def _refuse_open_clip_remote_code(model_name: str) -> None:
     if model_name.startswith("local-dir:"):
         path = Path(model_name[len("local-dir:") :]) / "open_clip_config.json"
         try:
-            config = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "OpenCLIP config file"))
+            config = load_json_text(read_regular_file(path, MAX_CONFIG_BYTES, "OpenCLIP config file"), str(path))
         except FileNotFoundError:
             return  # open_clip names the missing file itself
-        except (ValueError, RecursionError) as error:
+        except ValueError as error:
             raise ValueError(f"OpenCLIP config file {path} is not valid JSON ({error}); restore it") from None
         config = config.get("model_cfg", config) if isinstance(config, dict) else {}
     elif model_name.startswith("hf-hub:"):
