@@ -101,6 +101,7 @@ def test_the_page_refuses_such_a_value_with_exit_2_instead_of_rendering_it(
         ({"cycle_acc": "high"}, "metrics.cycle_acc"),
         ({"cycle_acc": {"mean": 1.5, "sd": 0.0}}, "metrics.cycle_acc.mean"),
         ({"per_seed": {"0": {"cycle_acc": 2.0}}}, "metrics.per_seed.0.cycle_acc"),
+        ({"cycle_acc_ci": {"method": "percentile", "low": -0.2, "high": 0.9}}, "metrics.cycle_acc_ci.low"),
         ({"n_cycles": -1}, "metrics.n_cycles"),
         ({"n_cycles": True}, "metrics.n_cycles"),
     ],

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 #: A metric named like an accuracy (``cycle_acc``, ``seed0_text_acc``, ``best_blind_acc``, ``cycle_acc_ci_low``,
 #: ``cycle_acc_sd``) is a number in [0, 1] or null, wherever it sits in ``metrics``.
-ACCURACY_NAME = re.compile(r"(^|_)acc(_sd|_min|_max|_a|_b|_ci_low|_ci_high|_low|_high)?$")
+ACCURACY_NAME = re.compile(r"(^|_)acc(_sd|_min|_max|_a|_b|_ci|_ci_low|_ci_high|_low|_high)?$")
 #: A metric named like a count (``n_cycles``, ``seed0_n_images``, ``ci_n_resamples``; not ``n_cycles_sd``)
 #: is a non-negative integer or null, wherever it sits in ``metrics``.
 COUNT_NAME = re.compile(r"(^|_)n_[a-z0-9_]*[a-z0-9](?<!_sd)(?<!_mean)$")
