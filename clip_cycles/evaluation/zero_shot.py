@@ -277,7 +277,8 @@ def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     path = folder / f"{key}.json"
     try:
-        return path, load_json_text(read_regular_file(path, MAX_CACHE_RECORD_BYTES), str(path))
+        # Non-finite allowed: our own records (json.dumps writes NaN), checked by their checksum; nesting still bounded.
+        return path, load_json_text(read_regular_file(path, MAX_CACHE_RECORD_BYTES), str(path), allow_non_finite=True)
     except (OSError, ValueError):
         return path, None
 
