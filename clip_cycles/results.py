@@ -30,6 +30,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.regular_files import read_json_file
+from clip_cycles.schemas.metric_values import check_metric_values
 
 #: clip_benchmark's task name for cycle results (the ``task`` field and ``{task}`` in --output).
 RESULT_TASK = "cycles"
@@ -298,18 +300,21 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
     record = _read_record(path)
     detail = detail_path(path)
     if detail.is_file():
-        if detail.stat().st_size > MAX_RESULT_BYTES:
-            raise ValueError(f"{detail} is larger than {MAX_RESULT_BYTES} bytes; delete it to read {path} as it stands")
         try:
-            nested = json.loads(detail.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise ValueError(f"{detail} is not valid JSON ({error}); delete it to read {path} as it stands") from None
+            nested = read_json_file(detail, MAX_RESULT_BYTES, "result detail file")
+        except ValueError as error:
+            raise UnreadableDetailError(f"{error}; delete it to read {path} as it stands") from None
         same = isinstance(nested, dict) and isinstance(nested.get("metrics"), dict)
         keys = ("dataset", "model", "pretrained", "task", "language", *IDENTITY_FIELDS)
         same = same and all(nested.get(k) == record.get(k) for k in keys)
         if same and flat_metrics(nested["metrics"]) == record["metrics"]:
+            check_metric_values(nested["metrics"], f"result detail file {detail}")
             return nested
     return record
+
+
+class UnreadableDetailError(ValueError):
+    """A result's :func:`detail_path` sibling cannot be read (the flat record itself was valid)."""
 
 
 #: The largest result file :func:`read_result` reads (a record is a few hundred kB at most).
@@ -317,16 +322,10 @@ MAX_RESULT_BYTES = 64 * 1024 * 1024
 
 
 def _read_record(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise FileNotFoundError(f"result file {path} does not exist or is not a regular file")
-    if path.stat().st_size > MAX_RESULT_BYTES:
-        raise ValueError(f"result file {path} is larger than {MAX_RESULT_BYTES} bytes; it is not a result record")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"result file {path} is not valid JSON: {error}") from None
+    record = read_json_file(path, MAX_RESULT_BYTES, "result file")
     if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict):
         raise ValueError(f"result file {path}: field 'metrics' is missing; expected clip_benchmark's record")
+    check_metric_values(record["metrics"], f"result file {path}")
     return record
 
 

@@ -36,6 +36,7 @@ from pydantic import Field
 
 from clip_cycles.data.text_normalize import concept_key
 from clip_cycles.registry import Registry
+from clip_cycles.regular_files import load_json_text
 from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
 
@@ -274,7 +275,7 @@ def _dedupe(raw: Iterable[tuple[str, str]]) -> ConceptAttributePairs:
 
 def _read_pairs_json(path: Path) -> list[tuple[str, str]]:
     try:
-        payload = json.loads(path.read_text(encoding="utf-8-sig"))
+        payload = load_json_text(path.read_text(encoding="utf-8-sig"), str(path))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(payload, list):
@@ -675,7 +676,7 @@ def read_list_file(path: str | Path, what: str) -> tuple[Path, str, Any]:
     if path.suffix.lower() != ".json":
         return path, text, None
     try:
-        return path, text, json.loads(text)
+        return path, text, load_json_text(text, str(path))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from error
 

@@ -58,6 +58,7 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, Strat
 
 from clip_cycles.attributes.concepts import _show, read_list_file
 from clip_cycles.registry import Registry
+from clip_cycles.regular_files import load_json_text
 from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
 
@@ -665,7 +666,7 @@ def _index_list(path: Path, where: str, value: object) -> list[int]:
 def _read_published_json(path: Path) -> dict[str, list[tuple[list[int], list[int]]]]:
     """Attribute -> [(train indices, test indices), ...] from either published JSON shape."""
     try:
-        payload = json.loads(path.read_text(encoding="utf-8-sig"))
+        payload = load_json_text(path.read_text(encoding="utf-8-sig"), str(path))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from error
     folds: dict[str, list[tuple[list[int], list[int]]]] = {}

@@ -42,6 +42,7 @@ from clip_cycles.benchmark_audit.input_formats import (
 )
 from clip_cycles.data.images import ImageItem
 from clip_cycles.registry import Registry
+from clip_cycles.regular_files import load_json_text
 
 Reader = Callable[[Path], list[ComparisonSet]]
 
@@ -95,7 +96,7 @@ def load_benchmark(name: str, root: str | Path, subsets: Sequence[str] | None = 
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
+        return load_json_text(path.read_text(encoding="utf-8-sig"), str(path), allow_non_finite=True)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON: {error}") from error
 
@@ -107,7 +108,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if not line.strip():
                 continue  # trailing blank lines are common in exported JSON-lines files
             try:
-                row = json.loads(line)
+                row = load_json_text(line, f"{path}: line {number}", allow_non_finite=True)
             except json.JSONDecodeError as error:
                 raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
             if not isinstance(row, dict):

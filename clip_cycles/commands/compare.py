@@ -8,7 +8,7 @@ import json
 from pydantic import Field
 
 from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES
-from clip_cycles.commands.flags import finite_float
+from clip_cycles.commands.flags import finite_float, seed_argument
 from clip_cycles.evaluation.compare import compare_samples
 from clip_cycles.results import check_output_file, write_json
 from clip_cycles.schemas.options import Options
@@ -32,7 +32,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="write the comparison JSON here (default: print it)")
     parser.add_argument("--n-resamples", type=int, default=DEFAULT_N_RESAMPLES, help="bootstrap resamples (images)")
     parser.add_argument("--level", type=finite_float, default=DEFAULT_LEVEL, help="interval coverage")
-    parser.add_argument("--seed", type=int, default=DEFAULT_BOOTSTRAP_SEED, help="bootstrap generator seed")
+    parser.add_argument("--seed", type=seed_argument, default=DEFAULT_BOOTSTRAP_SEED, help="bootstrap generator seed")
     parser.set_defaults(func=run)
 
 

@@ -42,12 +42,22 @@ def finite_float(text: str) -> float:
     return value
 
 
+#: The largest seed (numpy's and torch's generators take 32-bit seeds everywhere; a larger one overflows in C).
+MAX_SEED = 2**32 - 1
+
+
 def seed_argument(text: str) -> int:
-    """argparse type of one ``--seeds`` value: a non-negative integer."""
+    """argparse type of one ``--seeds`` value: a non-negative integer of at most :data:`MAX_SEED`."""
+    # The length first: int() of a 100,000-digit string is itself slow (and refused past 4,300 digits).
+    if len(text.strip().lstrip("+-")) > len(str(MAX_SEED)) + 1:
+        shown = text[:24] + ("..." if len(text) > 24 else "")
+        raise argparse.ArgumentTypeError(f"{shown!r} is too long for a seed; seeds are 0 to {MAX_SEED}")
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative; seeds are 0, 1, 2, ...")
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{value} is larger than {MAX_SEED}, the largest seed; seeds are 0 to {MAX_SEED}")
     return value

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from clip_cycles.commands.flags import add_verbosity_arguments
+from clip_cycles.commands.flags import add_verbosity_arguments, seed_argument
 from clip_cycles.integrations import lmms_bridge
 from clip_cycles.verbosity import command_level, configured_logging
 
@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="cycle task or collection names or fnmatch patterns, e.g. cycles/coco_all, 'cycles/coco_strict_*'",
     )
     parser.add_argument("--out", required=True, help="task folder to write (pass it to lmms-eval --include_path)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=None, help="restrict to these seeds")
+    parser.add_argument("--seeds", type=seed_argument, nargs="+", default=None, help="restrict to these seeds")
     parser.add_argument(
         "--loglikelihood-is-loss", action="store_true", help="the lmms-eval model returns a loss (lower = better): flip the sign"
     )

@@ -22,6 +22,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from clip_cycles.commands.flags import seed_argument
 from clip_cycles.encoding.encoder import DEFAULT_BATCH_SIZE
 from clip_cycles.encoding.run_context import ModelOptions
 
@@ -65,7 +66,7 @@ MODEL_FLAGS: tuple[ModelFlag, ...] = (
     ModelFlag(
         "model_seed",
         "--model-seed",
-        {"type": int, "default": 0, "help": "torch seed before loading (random-init models); not the cycle-split --seeds"},
+        {"type": seed_argument, "default": 0, "help": "torch seed before loading (random-init models), not --seeds"},
         ("--seed",),
     ),
     ModelFlag(

@@ -31,6 +31,7 @@ from clip_cycles.attributes.concepts import DEFAULT_MIN_CONCEPTS, MULTI_CATEGORY
 from clip_cycles.attributes.paper2_protocol import DEFAULT_PROTOCOL, PROTOCOLS, check_protocol
 from clip_cycles.attributes.split_model import SPLIT_MODEL_FIELDS, SPLIT_PREFIX
 from clip_cycles.attributes.splitters import FOLD_ASSIGNMENTS
+from clip_cycles.commands.flags import seed_argument
 from clip_cycles.commands.model_flags import add_model_arguments, model_options
 from clip_cycles.results import clean, write_json
 from clip_cycles.schemas.options import Options
@@ -215,7 +216,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--min-concepts", type=int, default=DEFAULT_MIN_CONCEPTS, help="attribute filter (10)")
     parser.add_argument("--strategies", nargs="+", default=list(PAPER_STRATEGY_ORDER), help="split strategies")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="split seeds")
+    parser.add_argument("--seeds", nargs="+", type=seed_argument, default=[0], help="split seeds")
     parser.add_argument(
         "--k", type=int, default=None, help="k of the clustering split (default 100; scaled to 100/1854 on --synthetic small)"
     )

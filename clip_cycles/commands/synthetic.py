@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
+from clip_cycles.commands.flags import seed_argument
 from clip_cycles.experiments.synthetic import QUICK, SyntheticConfig, format_table, run_synthetic
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
@@ -45,7 +46,7 @@ def synthetic(options: SyntheticOptions) -> int:
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``clip-cycles synthetic``."""
     parser.add_argument("--out", default="results/synthetic.json", help="JSON output path (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
+    parser.add_argument("--seeds", type=seed_argument, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
     parser.add_argument("--quick", action="store_true", help="reduced sizes and epochs (tests, smoke runs)")
     parser.add_argument("--epochs", type=int, default=None, help="override the number of training epochs")
     parser.set_defaults(func=run)

@@ -8,7 +8,7 @@ import os
 
 from pydantic import Field
 
-from clip_cycles.commands.flags import finite_float
+from clip_cycles.commands.flags import finite_float, seed_argument
 from clip_cycles.encoding.tiny_model import train_tiny
 from clip_cycles.schemas.options import Options
 
@@ -31,7 +31,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=2500)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--lr", type=finite_float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_argument, default=0)
     parser.set_defaults(func=run)
 
 

@@ -70,8 +70,9 @@ from clip_cycles.data.families import (
 )
 from clip_cycles.data.sources import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
 from clip_cycles.fingerprints import canonical_json, replace_folder, staging_folder, storage_error, transaction_target
+from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import write_json
-from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo
+from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo, newer_format_problem
 from clip_cycles.schemas.declared import validate
 from clip_cycles.settings import resolve_cache_dir
 from clip_cycles.verbosity import progress_disable
@@ -592,7 +593,7 @@ def _own_files(folder: Path) -> set[str]:
     """Files of ``folder`` that a previous build wrote: the card, build_info.json and its Parquet files."""
     info_path = folder / "build_info.json"
     try:
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = load_json_text(read_regular_file(info_path, MAX_BUILD_INFO_BYTES, "build_info.json"), str(info_path))
     except (OSError, ValueError):
         return set()
     if not isinstance(info, dict) or not isinstance(info.get("families"), dict) or "source" not in info:
@@ -781,6 +782,10 @@ def _write_into(
 # --- build_info.json and file verification (shared by evaluation and ``audit``) --------------------------
 
 
+#: The largest ``build_info.json`` read (a self-contained build lists every stored image: tens of MB).
+MAX_BUILD_INFO_BYTES = 1 << 30
+
+
 def read_build_info(folder: Path) -> dict:
     """Parse ``folder/build_info.json`` and validate its shape; errors name the file and field.
 
@@ -794,7 +799,7 @@ def read_build_info(folder: Path) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {folder} a folder built by `clip-cycles build`?")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        info = load_json_text(read_regular_file(path, MAX_BUILD_INFO_BYTES, "build_info.json"), str(path))
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text at byte {error.start}; rebuild the folder") from None
     except json.JSONDecodeError as error:
@@ -810,13 +815,10 @@ def read_build_info(folder: Path) -> dict:
     def bad(field_name: str, what: str) -> ValueError:
         return ValueError(f"{path}: field {field_name!r} {what}; rebuild the folder with `clip-cycles build`")
 
-    version = info.get("format_version", FORMAT_VERSION)  # absent: a folder from before the field, this format
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        # Before the shape check: a newer format may have changed the shape this version declares.
-        raise ValueError(
-            f"{path}: folder format version {version} was written by a newer clip_cycles; this clip_cycles reads "
-            f"format version {FORMAT_VERSION} and older. Upgrade clip_cycles, or rebuild the folder with this one"
-        )
+    # Before the shape check: a newer format may have changed the shape this version declares.
+    newer = newer_format_problem(info, path)  # absent format_version: a folder from before the field, this format
+    if newer is not None:
+        raise ValueError(newer)
     # The shape is declared once (clip_cycles.schemas.build_info), with the keys later builds may add kept.
     _, problem = validate(BuildInfo, info)
     if problem is not None:

@@ -57,7 +57,8 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from clip_cycles.regular_files import read_regular_file
+from clip_cycles.regular_files import JSONLimitError, load_json_text, read_regular_file
+from clip_cycles.schemas.build_info import newer_format_problem
 
 #: Spatial margin (fraction of the image side) and size ratio the family predicates state.
 MARGIN: float = 0.1
@@ -101,9 +102,12 @@ def read_build_info_checked(folder: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: is {folder} a folder built by `clip-cycles build`?")
     try:
-        info = json.loads(read_regular_file(path, MAX_AUDIT_JSON_BYTES, "build_info.json"))
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
-        raise BuildInfoError(f"{path}: not valid JSON ({error!r}); rebuild the folder with `clip-cycles build`") from None
+        info = load_json_text(read_regular_file(path, MAX_AUDIT_JSON_BYTES, "build_info.json"), str(path))
+    except (json.JSONDecodeError, UnicodeDecodeError, JSONLimitError) as error:
+        raise BuildInfoError(f"{path}: not valid JSON ({error}); rebuild the folder with `clip-cycles build`") from None
+    newer = newer_format_problem(info, path)  # the same gate, and sentence, as every other reader of a folder
+    if newer is not None:
+        raise BuildInfoError(newer)
     if not isinstance(info, dict):
         raise BuildInfoError(f"{path}: top level must be a JSON object, got {type(info).__name__}")
     missing = [k for k in ("source", "source_root", "mode", "families") if k not in info]

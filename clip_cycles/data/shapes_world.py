@@ -47,6 +47,7 @@ from pydantic import Field
 
 from clip_cycles.data.shape_vocabulary import CATEGORIES, SHAPE_WORDS
 from clip_cycles.fingerprints import atomic_write_bytes, replace_folder, staging_folder, storage_error, transaction_target
+from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
 
@@ -373,7 +374,7 @@ def _foreign_files(out: Path) -> list[str]:
     if not files:
         return []
     try:
-        marker = json.loads((out / "shapes_world.json").read_text(encoding="utf-8"))
+        marker = load_json_text(read_regular_file(out / "shapes_world.json", MAX_MARKER_BYTES, "world file"), "world file")
         ours = isinstance(marker, dict) and marker.get("kind") == "shapes"
     except (OSError, ValueError):
         ours = False
@@ -436,10 +437,14 @@ def _write_world(out: Path, world: dict[str, Any], image_size: int, progress: bo
     _dump(out / "shapes_world.json", {"kind": "shapes", **params})
 
 
+#: The largest shapes_world.json read (a few hundred bytes of parameters).
+MAX_MARKER_BYTES = 1 << 20
+
+
 def world_of(root: Path) -> ShapesWorldOptions | None:
     """The parameters a shapes world at ``root`` was written with (its ``shapes_world.json``), or None if it holds none."""
     try:
-        marker = json.loads((Path(root) / "shapes_world.json").read_text(encoding="utf-8"))
+        marker = load_json_text(read_regular_file(Path(root) / "shapes_world.json", MAX_MARKER_BYTES, "world file"), "world file")
     except (OSError, ValueError):
         return None
     if not isinstance(marker, dict) or marker.get("kind") != "shapes":

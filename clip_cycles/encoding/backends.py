@@ -45,8 +45,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from clip_cycles.encoding.tiny_model import register_tiny_model
+from clip_cycles.encoding.weights_files import WEIGHTS_SUFFIXES, check_weights_file, check_weights_folder, require_file
 from clip_cycles.registry import Registry
-from clip_cycles.regular_files import read_regular_file
+from clip_cycles.regular_files import load_json_text, read_regular_file
 
 logger = logging.getLogger(__name__)
 
@@ -268,8 +269,8 @@ def refuse_remote_code(model_name: str) -> None:
             continue
         raw = read_regular_file(path, MAX_CONFIG_BYTES, "model config file")
         try:
-            config = json.loads(raw)
-        except (ValueError, RecursionError) as error:
+            config = load_json_text(raw, str(path), allow_non_finite=True)  # third-party configs: only bounded
+        except ValueError as error:
             raise ValueError(f"model config file {path} is not valid JSON ({error}); restore it from its source") from None
         if isinstance(config, dict) and "auto_map" in config:
             code = _auto_map_modules(config["auto_map"])
@@ -331,6 +332,7 @@ def load_weights_only(path: str | Path) -> dict[str, Any]:
     import torch
 
     path = Path(path)
+    check_weights_file(path, "checkpoint")  # a regular file, and a safetensors header that fits it, before any read
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
@@ -392,10 +394,10 @@ def _refuse_open_clip_remote_code(model_name: str) -> None:
     if model_name.startswith("local-dir:"):
         path = Path(model_name[len("local-dir:") :]) / "open_clip_config.json"
         try:
-            config = json.loads(read_regular_file(path, MAX_CONFIG_BYTES, "OpenCLIP config file"))
+            config = load_json_text(read_regular_file(path, MAX_CONFIG_BYTES, "OpenCLIP config file"), str(path))
         except FileNotFoundError:
             return  # open_clip names the missing file itself
-        except (ValueError, RecursionError) as error:
+        except ValueError as error:
             raise ValueError(f"OpenCLIP config file {path} is not valid JSON ({error}); restore it") from None
         config = config.get("model_cfg", config) if isinstance(config, dict) else {}
     elif model_name.startswith("hf-hub:"):
@@ -420,10 +422,13 @@ def load_open_clip(
     tag: str | None = None
     if not is_random_init(pretrained):
         assert pretrained is not None
-        if os.path.isfile(pretrained):
-            checkpoint = pretrained
+        if os.path.isfile(pretrained) or (pretrained.endswith(WEIGHTS_SUFFIXES) and os.path.lexists(pretrained)):
+            checkpoint = pretrained  # a weights path that is not a regular file is refused by name below
+            check_weights_file(checkpoint, "checkpoint")
         else:
             tag = pretrained
+    if model_name.startswith("local-dir:") and Path(model_name[len("local-dir:") :]).expanduser().is_dir():
+        check_weights_folder(Path(model_name[len("local-dir:") :]).expanduser())
     check_open_clip_request(model_name, pretrained)
     _refuse_open_clip_remote_code(model_name)
     try:
@@ -496,6 +501,13 @@ class _HFTokenizer:
         )["input_ids"]
 
 
+#: What to do about a local HF folder without ``preprocessor_config.json`` (AutoImageProcessor needs it).
+HF_PREPROCESSOR_FIX = (
+    "copy preprocessor_config.json from the model's hub repository into the folder, or save it with "
+    "`transformers.AutoProcessor.from_pretrained(<hub id>).save_pretrained(<folder>)`"
+)
+
+
 def load_hf(
     model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
@@ -503,6 +515,10 @@ def load_hf(
     from transformers import AutoImageProcessor, AutoModel, AutoTokenizer
 
     kwargs = hf_pretrained_kwargs(model_name, pretrained, cache_dir)
+    folder = Path(model_name).expanduser()
+    if folder.is_dir():  # a local folder: its weights and image processor checked before transformers reads them
+        check_weights_folder(folder)
+        require_file(folder, "preprocessor_config.json", HF_PREPROCESSOR_FIX, "Hugging Face model folder")
     try:
         model = AutoModel.from_pretrained(model_name, **kwargs)
     except pickle.UnpicklingError as error:

@@ -17,7 +17,7 @@ import numpy as np
 
 from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, paired_difference
-from clip_cycles.regular_files import read_regular_file
+from clip_cycles.regular_files import load_json_text, read_regular_file
 
 #: Largest samples file read (bytes): about two million cycles.
 MAX_SAMPLES_BYTES = 1 << 30
@@ -39,7 +39,7 @@ def read_samples(path: str | Path) -> dict[str, dict[Key, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            sample = json.loads(line)
+            sample = load_json_text(line, f"samples file {path}, line {number}")
         except json.JSONDecodeError as error:
             raise ValueError(f"samples file {path}, line {number}: not JSON ({error.msg})") from None
         if not isinstance(sample, dict):

@@ -20,7 +20,6 @@ precomputed features, scored without the files) enters as ``key:<its key>`` inst
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, Iterable, Mapping, Sequence
 
 from clip_cycles.data.folder_reader import BuiltFolder, CycleRows
@@ -29,7 +28,7 @@ from clip_cycles.data.shapes_world import ShapesWorldOptions
 from clip_cycles.data.sources import get_source, source_names
 from clip_cycles.encoding.encoder import EncodedFeatures
 from clip_cycles.fingerprints import canonical_json, content_hash, digest
-from clip_cycles.regular_files import read_regular_file
+from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.tasks.loading import TaskData
 
 #: The build_info.json fields that enter :func:`item_set_digest` (the thresholds a build applied).
@@ -64,7 +63,8 @@ def item_set_digest(
 def world_parameters(folder: BuiltFolder) -> dict[str, Any] | None:
     """The shapes world's ``shapes_world.json`` a folder was built from, or None (another source, or gone)."""
     try:
-        marker = json.loads(read_regular_file(folder.source_root / "shapes_world.json", _MAX_WORLD_FILE_BYTES, "world file"))
+        raw = read_regular_file(folder.source_root / "shapes_world.json", _MAX_WORLD_FILE_BYTES, "world file")
+        marker = load_json_text(raw, "world file")
     except (OSError, ValueError):
         return None
     return marker if isinstance(marker, dict) and marker.get("kind") == "shapes" else None

@@ -32,7 +32,9 @@ from clip_cycles.data.dataset_folder import read_build_info
 from clip_cycles.data.families import family_builder_source, family_provenance, get_family, list_families
 from clip_cycles.data.sources import builder_names
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
-from clip_cycles.results import detail_path, read_result
+from clip_cycles.regular_files import load_json_text
+from clip_cycles.results import UnreadableDetailError, read_result
+from clip_cycles.schemas.build_info import newer_format_problem
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 
 #: Largest result JSON read (bytes); a bigger file is skipped with its size named.
@@ -227,16 +229,18 @@ def _read(path: Path, data: PageData) -> Any:
         data.skipped[str(path)] = f"{size} bytes, over the {MAX_JSON_BYTES}-byte bound for a result JSON"
         return None
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        # Bounded (nesting, integer digits, NaN): a hostile file is a sentence and exit 2, never a traceback.
+        value = load_json_text(path.read_bytes(), f"result file {path}")
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         data.skipped[str(path)] = f"not valid JSON ({error})"
         return None
-    if isinstance(value, dict) and isinstance(value.get("metrics"), dict) and detail_path(path).is_file():
-        # A flat clip_benchmark record (results.write_result): its nested detail sits beside it.
+    if isinstance(value, dict) and isinstance(value.get("metrics"), dict):
+        # A clip_benchmark record: read_result checks every metric value (a ValueError naming the file and
+        # field, so the page never renders a value no run could produce) and joins the nested detail.
         try:
             return read_result(path)
-        except ValueError:
-            pass  # an unreadable or foreign detail file: the flat record as it stands
+        except UnreadableDetailError:
+            pass  # an unreadable or foreign detail file: the flat record as it stands (its values were checked)
     return value
 
 
@@ -467,6 +471,9 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         data.skipped[where] = "top level is not a JSON object"
         return
     if path.name == "build_info.json":
+        newer = newer_format_problem(record, path)
+        if newer is not None:  # the one format gate: refused with the sentence every folder reader gives
+            raise ValueError(newer)
         try:
             data.builds.append((str(path.parent), read_build_info(path.parent)))
         except ValueError as error:

@@ -49,7 +49,7 @@ from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.evaluation.item_set import item_identity
 from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.regular_files import read_regular_file
+from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
 from clip_cycles.schemas.declared import validate
@@ -277,7 +277,8 @@ def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
     path = folder / f"{key}.json"
     try:
-        return path, json.loads(read_regular_file(path, MAX_CACHE_RECORD_BYTES).decode("utf-8"))
+        # Non-finite allowed: our own records (json.dumps writes NaN), checked by their checksum; nesting still bounded.
+        return path, load_json_text(read_regular_file(path, MAX_CACHE_RECORD_BYTES), str(path), allow_non_finite=True)
     except (OSError, ValueError):
         return path, None
 

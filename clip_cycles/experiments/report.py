@@ -37,6 +37,7 @@ import numpy as np
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.experiments.oe import METHODS
 from clip_cycles.registry import Registry
+from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import RESULT_TASK, read_result
 
 REPORT_FILE = "report.md"
@@ -87,7 +88,7 @@ def register_section(name: str, file_name: str | None, title: str):
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json_text(path.read_text(encoding="utf-8"), str(path))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path} is not valid JSON: {error}") from error
 

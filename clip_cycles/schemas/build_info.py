@@ -24,6 +24,20 @@ FOLDER_LAYOUTS: tuple[str, ...] = ("parquet", "imagefolder")
 #: a higher number was written by a newer clip_cycles and is refused.
 FORMAT_VERSION: int = 1
 SEED_KEY = r"^[0-9]+$"
+
+
+def newer_format_problem(info: Any, path: Any) -> str | None:
+    """The one sentence every reader of a built folder (``audit``, ``eval``, the clip_benchmark plugin,
+    ``page``, ``load_split``) gives for a ``build_info.json`` of a newer format, else None."""
+    version = info.get("format_version", FORMAT_VERSION) if isinstance(info, dict) else FORMAT_VERSION
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        return (
+            f"{path}: folder format version {version} was written by a newer clip_cycles; this clip_cycles reads "
+            f"format version {FORMAT_VERSION} and older. Upgrade clip_cycles, or rebuild the folder with this one"
+        )
+    return None
+
+
 # Either layout's row files; which one a folder may use follows its ``layout`` (checked by read_build_info).
 PARQUET_PATH = r"^data/([^/]+/seed[0-9]+/|[^/]+-seed[0-9]+-)(train|validation|test)\.parquet$"
 # A stored image: below data/images/, no backslashes (no ".." step: checked by read_build_info).

@@ -12,18 +12,30 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from clip_cycles.schemas.build_info import SHA256
 from clip_cycles.schemas.declared import Open, validate
+from clip_cycles.schemas.metric_values import _ACCURACY, _COUNT, ACCURACY_NAME, COUNT_NAME, _first_bad_metric
 
 
 class Metrics(Open):
-    """A record's ``metrics``: the task's metrics plus the shared keys below."""
+    """A record's ``metrics``: the task's metrics plus the shared keys below.
+
+    Other keys are kept, but one named like an accuracy or a count is bounded like those
+    declared here (:func:`check_metric_values`).
+    """
 
     available: bool = Field(True, description="true or false: false when the task could not run")
     unavailable_reason: str | None = Field(None, min_length=1, description="why the task could not run (with available: false)")
     tie_tolerance: float | None = Field(None, ge=0, allow_inf_nan=False, description="a finite non-negative number")
+
+    @model_validator(mode="after")
+    def _named_metrics(self) -> Metrics:
+        found = _first_bad_metric(self.model_extra or {}, "metrics")  # the declared keys are typed above
+        if found is not None:
+            raise ValueError(f"field {found[0]!r} {found[1]}")
+        return self
 
 
 class ResultRecord(Open):
@@ -51,8 +63,16 @@ def check_result_record(record: Any, where: str) -> None:
 
 def result_json_schema() -> dict[str, Any]:
     """The JSON Schema of a result record."""
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "clip_cycles result record",
-        **ResultRecord.model_json_schema(),
+    schema = ResultRecord.model_json_schema()
+    # The named kinds of metrics the validator bounds (metric_problem), for other readers of the schema.
+    schema["$defs"]["Metrics"]["patternProperties"] = {
+        ACCURACY_NAME.pattern: {
+            "anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "null"}, {"type": "object"}],
+            "description": f"{_ACCURACY}, or an object of its summaries (mean, sd, low, high: each {_ACCURACY})",
+        },
+        COUNT_NAME.pattern: {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}, {"type": "object"}],
+            "description": f"{_COUNT}, or an object of its summaries over seeds",
+        },
     }
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "clip_cycles result record", **schema}

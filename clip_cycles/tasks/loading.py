@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -32,6 +31,7 @@ from clip_cycles.data.sources import (
     source_names,
 )
 from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
+from clip_cycles.regular_files import load_json_text
 from clip_cycles.settings import MIN_CYCLES_ENV, min_cycles_override
 from clip_cycles.tasks.registry import TaskSpec, source_twins
 
@@ -150,7 +150,7 @@ def resolve_dataset_roots(
         minimum = DEFAULT_MIN_CYCLES if asked is None else asked
         if (target / "build_info.json").is_file():
             try:
-                stored = json.loads(stamp.read_text(encoding="utf-8"))
+                stored = load_json_text(stamp.read_text(encoding="utf-8"), str(stamp))
             except (OSError, ValueError):
                 stored = None
             if stored != fingerprint:
