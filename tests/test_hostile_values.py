@@ -104,11 +104,20 @@ def test_the_page_refuses_such_a_value_with_exit_2_instead_of_rendering_it(
         ({"cycle_acc_ci": {"method": "percentile", "low": -0.2, "high": 0.9}}, "metrics.cycle_acc_ci.low"),
         ({"n_cycles": -1}, "metrics.n_cycles"),
         ({"n_cycles": True}, "metrics.n_cycles"),
+        ({"averaged_over": {"*_acc": 7}}, "metrics.averaged_over.*_acc"),
     ],
 )
 def test_the_result_schema_bounds_metric_fields(metrics: dict, field: str) -> None:
     with pytest.raises(ValueError, match=rf"here: result record field 'metrics': field '{field}' is "):
         check_result_record(_record(**metrics), "here")
+
+
+def test_averaged_over_sentences_keyed_by_metric_names_are_descriptions_not_values() -> None:
+    # The audit records name the set each accuracy averages over: a sentence under "*_acc" is valid.
+    described = {"cycle_acc": 0.5, "averaged_over": {"*_acc": "the subset's comparisons", "n_cycles": "exact cycles"}}
+    check_result_record(_record(**described), "here")  # no error
+    with pytest.raises(ValueError, match=r"averaged_over.n_cycles' is 3; must be a sentence"):
+        check_result_record(_record(averaged_over={"n_cycles": 3}), "here")
 
 
 def test_the_shipped_json_schema_bounds_accuracies_and_counts_too() -> None:

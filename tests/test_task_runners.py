@@ -508,10 +508,11 @@ def test_splits_command_embeds_with_a_backend(things_root: Path, tiny_model: str
 def test_a_runner_result_must_hold_every_metric_of_the_task_metric_list() -> None:
     task = get_task("cycles/shapes_box_left_right")
     spec = ModelSpec("features", "m.npz", None)
-    full = {name: 0.5 for name in task.metric_names}
+    # A value every metric kind accepts: 1 is an accuracy and a count.
+    full = {name: 1 for name in task.metric_names}
     record = checked_record(task, spec, full)
     assert record["metrics"] == full and record["dataset"] == task.name
-    short = {name: 0.5 for name in task.metric_names[1:]}
+    short = {name: 1 for name in task.metric_names[1:]}
     with pytest.raises(ValueError, match=rf"{task.metric_names[0]}.*did not report"):
         checked_record(task, spec, short)
     # An unavailable result says why instead of reporting metrics: not checked.

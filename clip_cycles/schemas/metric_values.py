@@ -23,6 +23,9 @@ _COUNT = "a non-negative integer or null (a count)"
 
 #: Keys of a summary under an accuracy (``cycle_acc: {mean, sd}``, an interval's ``low``/``high``): accuracies too.
 _ACCURACY_SUMMARY_KEYS = frozenset({"mean", "sd", "low", "high", "min", "max", "median"})
+#: Mappings of metric name to a sentence (``averaged_over``: the set each metric averages over): their
+#: leaves are descriptions keyed by metric names (``*_acc``), not values, so the name rules do not apply.
+DESCRIPTION_KEYS = frozenset({"averaged_over"})
 
 
 def _kind(name: str, parent: str | None) -> str | None:
@@ -55,7 +58,10 @@ def _first_bad_metric(value: Any, where: str, parent: str | None = None) -> tupl
     if isinstance(value, Mapping):
         for key in sorted(value, key=str):
             child, path = value[key], f"{where}.{key}"
-            if isinstance(child, (Mapping, list)):
+            if key in DESCRIPTION_KEYS and isinstance(child, Mapping):
+                bad = next((k for k in sorted(child, key=str) if not isinstance(child[k], str)), None)
+                found = (f"{path}.{bad}", f"is {child[bad]!r}; must be a sentence") if bad is not None else None
+            elif isinstance(child, (Mapping, list)):
                 found = _first_bad_metric(child, path, _kind(str(key), parent))
             else:
                 problem = metric_problem(str(key), child, parent)
