@@ -116,6 +116,14 @@ def _special_kind(path: Path) -> str | None:
     return "other"
 
 
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists as a FIFO or character device (after symlinks): written as a stream, never replaced."""
+    try:
+        return _special_kind(Path(path)) in ("fifo", "char")
+    except OSError:
+        return False
+
+
 def _stream(path: Path, data: bytes, kind: str, what: str) -> None:
     """Write ``data`` into an existing FIFO or character device without ever replacing it."""
     if kind in ("socket", "block", "other"):

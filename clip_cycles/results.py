@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.outputs import check_path_length, is_stream, write_output
 
 #: clip_benchmark's task name for cycle results (the ``task`` field and ``{task}`` in --output).
 RESULT_TASK = "cycles"
@@ -44,6 +44,12 @@ def write_json(record: Any, path: str | os.PathLike[str]) -> Path:
     sibling is renamed into place), so a reader never sees a partial record.
     """
     path = Path(path)
+    write_output(path, json_bytes(record, path), what="result file")
+    return path
+
+
+def json_bytes(record: Any, path: str | os.PathLike[str]) -> bytes:
+    """The bytes :func:`write_json` writes for ``record`` (``path`` only names the file in an error)."""
     try:
         # allow_nan=False: standard JSON only, never ``Infinity``/``NaN`` that strict readers reject.
         text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n"
@@ -55,8 +61,7 @@ def write_json(record: Any, path: str | os.PathLike[str]) -> Path:
             f"{path}: field {where[0]} is {where[1]!r}, which standard JSON cannot hold; nothing was written "
             "(pass the record through clip_cycles.results.clean, which writes null, or give a finite value)"
         ) from None
-    atomic_write_bytes(path, text.encode("utf-8"))
-    return path
+    return text.encode("utf-8")
 
 
 def non_finite_field(value: Any, where: str = "") -> tuple[str, float] | None:
@@ -275,11 +280,14 @@ def detail_path(path: str | os.PathLike[str]) -> Path:
 def write_result(record: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write a clip_benchmark record: flat metrics at ``path``, the nested record in :func:`detail_path`; returns ``path``.
 
-    The detail is written first, so a result file never points at a missing or older detail.
+    The detail is written first, so a result file never points at a missing or older detail. A
+    ``path`` that is a stream (``/dev/null``, ``/dev/stdout``, a FIFO) gets the flat record only:
+    no detail file is created beside a device.
     """
     record = clean(record)
     line = json.dumps(record, sort_keys=True) + "\n"
-    atomic_write_bytes(detail_path(path), line.encode("utf-8"))
+    if not is_stream(path):
+        write_output(detail_path(path), line.encode("utf-8"), what="result detail file")
     return write_json({**record, "metrics": flat_metrics(record["metrics"])}, path)
 
 
@@ -393,8 +401,9 @@ OUTPUT_FIELDS: tuple[str, ...] = ("dataset", "model", "pretrained", "pretrained_
 
 
 def check_output_file(path: str | os.PathLike[str], flag: str = "--output") -> Path:
-    """Refuse, before any work, a result file that cannot be written: an existing folder, or a path under a file."""
-    path = Path(path)
+    """Refuse, before any work, a result file that cannot be written: an existing folder, a path under a file,
+    or a path too long for the system."""
+    path = check_path_length(path, flag)
     if path.is_dir():
         raise ValueError(f"{flag} {path} is an existing folder, not a file; name a file (e.g. {path / 'result.json'})")
     _check_parents(path, flag)
@@ -402,8 +411,9 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--output") -> P
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """Refuse, before any work, an output folder that cannot be one: an existing file, or a path under a file."""
-    path = Path(path)
+    """Refuse, before any work, an output folder that cannot be one: an existing file, a path under a file,
+    or a path too long for the system."""
+    path = check_path_length(path, flag)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {path} is an existing file, not a folder; choose a folder (new or existing)")
     _check_parents(path, flag)
