@@ -237,14 +237,24 @@ def test_page_enospc_is_exit_2_with_the_older_page_intact(tmp_path: Path, monkey
     assert _leftovers(site) == []
 
 
-def test_splits_synthetic_enospc_leaves_no_folder(tmp_path: Path, monkeypatch, capsys) -> None:
-    _no_space(monkeypatch)
+def test_splits_results_enospc_leaves_no_folder_and_a_whole_write_has_every_file(tmp_path: Path, monkeypatch) -> None:
+    from clip_cycles.commands import splits
+
+    def figures(results: dict, folder: Path) -> list[Path]:  # the grid's charts stand in for the real ones
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "strategies.png").write_bytes(b"png")
+        return [folder / "strategies.png"]
+
+    monkeypatch.setattr(splits, "write_figures", figures)
+    monkeypatch.setattr(splits, "markdown_report", lambda results: "# report\n")
     out = tmp_path / "splits"
-    args = ["splits", "--synthetic", "small", "--strategies", "supercategory", "--k-values", "8", "--out", str(out)]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert "no space left on the device while writing" in err and str(out) in err
+    with monkeypatch.context() as patch:
+        _no_space(patch)
+        with pytest.raises(OutputError, match=f"no space left on the device while writing {out}; "):
+            splits._write_results({"grid": {}}, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    assert splits._write_results({"grid": {}}, out) == [out / "figures" / "strategies.png"]
+    assert _tree(out) == {"figures/strategies.png": b"png", "results.json": b'{\n  "grid": {}\n}\n', "results.md": b"# report\n"}
 
 
 def test_names_and_paths_too_long_are_sentences(tmp_path: Path, monkeypatch, capsys) -> None:
