@@ -253,6 +253,56 @@ def write_text_output(path: str | os.PathLike[str], text: str, *, what: str = "o
     return write_output(path, text.encode("utf-8"), what=what, hint=hint)
 
 
+def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = "output", hint: str = DEFAULT_HINT) -> None:
+    """Write several files that may lie in different folders: all or none for every error before the renames.
+
+    Every regular (or missing) target's bytes are first written and synced to its temporary
+    sibling; only when all are on disk are they renamed into place (streams are written last).
+    A full disk, a quota or a refused folder leaves every previous file as it was and no
+    temporary behind. (A kill between the renames can leave some renamed: each rename is whole.)
+    """
+    staged: list[tuple[Path, Path]] = []
+    streams: list[tuple[Path, bytes, str]] = []
+    current: Path | None = None
+    try:
+        for name, data in files.items():
+            path = current = check_path_length(name, what)
+            kind = _special_kind(path)
+            if kind is not None:
+                streams.append((path, data, kind))
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(path)
+            tmp = _temporary_name(path)
+            staged.append((tmp, path))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for tmp, path in staged:
+            current = path
+            os.replace(tmp, path)
+        for path, data, kind in streams:
+            _stream(path, data, kind, what)
+    except OutputError:
+        raise
+    except OSError as error:
+        named = output_error(error, current or "", hint)
+        if named is error:
+            raise OutputError(f"could not write {what} {current}: {error.strerror or error}; {hint}") from error
+        raise named from None
+    finally:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
 # --- sets of files: staged beside the folder, swapped in whole ------------------------------------------------
 
 _RENAME_EXCHANGE = 2

@@ -284,11 +284,24 @@ def write_result(record: Mapping[str, Any], path: str | os.PathLike[str]) -> Pat
     ``path`` that is a stream (``/dev/null``, ``/dev/stdout``, a FIFO) gets the flat record only:
     no detail file is created beside a device.
     """
+    files = result_files(record, path)
+    for name, data in files.items():  # the detail first
+        write_output(name, data, what="result file")
+    return Path(path)
+
+
+def result_files(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[Path, bytes]:
+    """What :func:`write_result` writes, detail first: ``{detail_path(path): nested line, path: flat JSON}``.
+
+    ``clip_cycles.outputs.write_outputs`` writes several results' files all or none.
+    """
     record = clean(record)
-    line = json.dumps(record, sort_keys=True) + "\n"
+    path = Path(path)
+    files: dict[Path, bytes] = {}
     if not is_stream(path):
-        write_output(detail_path(path), line.encode("utf-8"), what="result detail file")
-    return write_json({**record, "metrics": flat_metrics(record["metrics"])}, path)
+        files[detail_path(path)] = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+    files[path] = json_bytes({**record, "metrics": flat_metrics(record["metrics"])}, path)
+    return files
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from benchmark_formats import write_sugarcrepe
 
 from clip_cycles import outputs
 from clip_cycles.cli import main
-from clip_cycles.outputs import OutputError, write_file_set, write_output
-from clip_cycles.results import benchmark_record, write_json, write_result
+from clip_cycles.evaluation.zero_shot import write_samples
+from clip_cycles.outputs import OutputError, write_file_set, write_output, write_outputs
+from clip_cycles.results import benchmark_record, result_files, write_json, write_result
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -203,6 +204,38 @@ def test_enospc_in_a_result_keeps_the_old_one_and_leaves_no_temporary(tmp_path: 
         write_json({"new": 2}, target)
     assert target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_several_results_are_written_all_or_none(tmp_path: Path, monkeypatch) -> None:
+    first, second = tmp_path / "a" / "r1.json", tmp_path / "b" / "r2.json"
+    record = benchmark_record("cycles/shapes_strict_size", "m", "p", {"cycle_acc": 0.5})
+    write_result(record, first)
+    write_result(record, second)
+    before = {**_tree(tmp_path / "a"), **{f"b/{k}": v for k, v in _tree(tmp_path / "b").items()}}
+    newer = benchmark_record("cycles/shapes_strict_size", "m", "p", {"cycle_acc": 0.75})
+    files = {**result_files(newer, first), **result_files(newer, second)}
+    assert len(files) == 4
+    with monkeypatch.context() as patch:
+        _no_space(patch, after=3)  # the fourth file finds the disk full: nothing is renamed
+        with pytest.raises(OutputError, match=f"no space left on the device while writing {second}"):
+            write_outputs(files, what="--output")
+    assert {**_tree(tmp_path / "a"), **{f"b/{k}": v for k, v in _tree(tmp_path / "b").items()}} == before
+    write_outputs(files, what="--output")
+    assert json.loads(first.read_text())["metrics"]["cycle_acc"] == 0.75
+    assert json.loads(second.read_text())["metrics"]["cycle_acc"] == 0.75
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["r2.detail.jsonl", "r2.json"]
+
+
+def test_a_read_only_samples_file_is_a_sentence(tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "s.jsonl"
+
+    def read_only(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(outputs.os, "open", read_only)
+    with pytest.raises(OutputError, match=f"^the file system is read-only while writing {target}; "):
+        write_samples([{"a": 1}], target)
+    assert not target.exists()
 
 
 def test_a_temporary_left_by_a_dead_process_is_removed_by_the_next_write(tmp_path: Path) -> None:
