@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
-from clip_cycles.outputs import OutputError, output_error, write_atomic_raw
+from clip_cycles.outputs import OutputError, exchange_paths, output_error, write_atomic_raw
 from clip_cycles.regular_files import read_regular_file
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -241,6 +241,9 @@ def replace_folder(staging: Path, target: Path) -> None:
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     if old.exists():
         shutil.rmtree(old)
+    if exchange_paths(staging, target):  # one atomic swap: no moment without a target
+        shutil.rmtree(staging, ignore_errors=True)
+        return
     os.replace(target, old)
     os.replace(staging, target)
     shutil.rmtree(old, ignore_errors=True)

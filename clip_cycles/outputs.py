@@ -309,7 +309,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def _exchange(a: Path, b: Path) -> bool:
+def exchange_paths(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system cannot."""
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
@@ -408,7 +408,7 @@ def write_file_set(
                 os.close(fd)
         if not target.exists():
             os.replace(staging, target)
-        elif not _exchange(staging, target):
+        elif not exchange_paths(staging, target):
             old = target.parent / f".{target.name}.old-{os.getpid()}"
             os.replace(target, old)
             os.replace(staging, target)
