@@ -319,6 +319,23 @@ def test_a_file_set_swaps_in_whole_and_keeps_the_folder_s_other_files(tmp_path: 
     assert _leftovers(out) == []
 
 
+def _dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
+
+
+def test_without_an_exchange_a_set_killed_between_its_renames_gets_the_old_folder_back(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(outputs, "exchange_paths", lambda a, b: False)
+    out = tmp_path / "out"
+    write_file_set(out, {"a": b"1"})
+    write_file_set(out, {"a": b"2"})  # the two-rename fallback
+    assert _tree(out) == {"a": b"2"} and _leftovers(out) == []
+    pid = _dead_pid()
+    out.rename(tmp_path / f".out.old-{pid}")  # killed after the first rename: no folder at --out
+    (tmp_path / f".out.building-{pid}").mkdir()
+    assert outputs.recover_sets(out)
+    assert _tree(out) == {"a": b"2"} and _leftovers(out) == []
+
+
 _CHILD = """
 import sys, time
 from clip_cycles import outputs
