@@ -378,7 +378,14 @@ def write_file_set(
     check_path_length(folder, what)
     for name in files:
         check_path_length(Path(folder) / name, what)
-    target = set_target(folder)
+    target = Path(os.path.abspath(set_target(folder)))
+    cwd = Path(os.getcwd())
+    if target == target.parent or target == cwd or target in cwd.parents:
+        # The working folder (or one above it) is never swapped out from under the process: each file
+        # is still written whole, but the set is not one transaction there.
+        for name, data in sorted(files.items()):
+            write_output(target / name, data, what=what, hint=hint)
+        return target
     staging = target.parent / f".{target.name}.building-{os.getpid()}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -319,6 +319,17 @@ def test_a_file_set_swaps_in_whole_and_keeps_the_folder_s_other_files(tmp_path: 
     assert _leftovers(out) == []
 
 
+def test_the_working_folder_is_never_swapped_out(tmp_path: Path, monkeypatch) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mine.txt").write_text("keep")
+    monkeypatch.chdir(work)
+    inode = os.stat(work).st_ino
+    write_file_set(".", {"a.json": b"1"})
+    assert os.stat(work).st_ino == inode and _tree(work) == {"a.json": b"1", "mine.txt": b"keep"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
 def _dead_pid() -> int:
     return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout)
 
