@@ -377,6 +377,8 @@ def write_file_set(
     """
     check_path_length(folder, what)
     for name in files:
+        if Path(name).is_absolute() or ".." in Path(name).parts or not Path(name).parts:
+            raise ValueError(f"{what} {folder}: file name {name!r} would land outside the folder; refusing to write any")
         check_path_length(Path(folder) / name, what)
     target = Path(os.path.abspath(set_target(folder)))
     cwd = Path(os.getcwd())
@@ -398,7 +400,7 @@ def write_file_set(
             shutil.copytree(target, staging, symlinks=True, copy_function=_link_or_copy)
             for name in files:  # a linked old file is unlinked, never written through
                 old = staging / name
-                if old.is_file() or old.is_symlink():
+                if os.path.lexists(old) and not old.is_dir():
                     old.unlink()
         else:
             staging.mkdir()
