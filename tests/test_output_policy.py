@@ -446,3 +446,29 @@ def test_killing_audit_benchmark_leaves_the_old_or_the_new_set(tmp_path: Path) -
         seed=40,
     )
     assert (out / "notes.txt").read_text() == "someone else's file"
+
+
+def test_plugin_samples_to_a_fifo_and_output_to_a_device(shapes_cycles: Path, tmp_path: Path) -> None:
+    from tiny_models import TINY_OPEN_CLIP
+
+    null = _char_device(tmp_path / "null")
+    fifo = tmp_path / "samples"
+    os.mkfifo(fifo)
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
+    reader = _Reader(fifo)
+    reader.start()
+    reader.opened.wait(5)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIP_CYCLES_", "PYTHONPATH"))}
+    env.update({"CLIP_CYCLES_CACHE": str(tmp_path / "cache"), "TQDM_DISABLE": "1", "CLIP_CYCLES_SAMPLES": str(fifo)})
+    env["PYTHONPATH"] = str(REPO)
+    script = "import sys; from clip_cycles.commands.clip_benchmark import main; sys.exit(main(sys.argv[1:]))"
+    args = ["--dataset", "cycles/shapes_strict_left_right", "--model", f"local-dir:{tmp_path / 'tiny'}", "--pretrained"]
+    args += ["none", "--dataset_root", str(shapes_cycles), "--no_amp", "--num_workers", "0", "--output", str(null)]
+    done = subprocess.run([sys.executable, "-c", script, "eval", *args], env=env, cwd=tmp_path, capture_output=True, text=True)
+    reader.join(60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _is_char(null) and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    lines = [json.loads(line) for line in reader.data.decode().splitlines()]
+    assert lines and all(line["task"] == "cycles/shapes_strict_left_right" and "s11" in line for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "null", "samples", "tiny"]
