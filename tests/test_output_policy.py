@@ -151,6 +151,16 @@ def test_eval_output_to_a_device_discards_and_samples_to_a_fifo_stream(tmp_path:
 # --------------------------------------------------------------------------- OS errors: one sentence, exit 2, old output intact
 
 
+def test_eval_samples_to_a_full_device_is_exit_2_and_writes_no_result(tmp_path: Path, shapes_world: Path, capsys) -> None:
+    full = _char_device(tmp_path / "full", minor=7)
+    common = ["--model", "cycles-tiny", "--task", "cycles/shapes_strict_size", "--device", "cpu", "--num-workers", "0"]
+    output = tmp_path / "r.json"
+    assert main(["eval", *common, "--dataset-root", str(shapes_world), "--output", str(output), "--samples", str(full)]) == 2
+    err = capsys.readouterr().err
+    assert f"no space left on the device while writing {full}" in err and "Traceback" not in err
+    assert _is_char(full) and sorted(p.name for p in tmp_path.iterdir()) == ["full"]
+
+
 def _no_space(monkeypatch: pytest.MonkeyPatch, after: int = 0) -> None:
     """``os.write`` inside the output module fails with ENOSPC after ``after`` successful writes."""
     real = os.write
