@@ -7,16 +7,15 @@ weights, and writes that go through a temporary sibling and ``os.replace``.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from clip_cycles.outputs import OutputError, exchange_paths, output_error, write_atomic_raw
 from clip_cycles.regular_files import read_regular_file
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -48,48 +47,22 @@ def stable_repr(obj: Any) -> str:
     return _ADDRESS.sub("", repr(obj))
 
 
-#: errno values that mean the environment, not the data, refused a write.
-_STORAGE_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
-                   errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied"}  # fmt: skip
-
-
-class StorageError(OSError, ValueError):
-    """The environment refused a write (disk full, quota, read-only): the message says where and what to do.
-
-    An OSError (code that tolerates failed writes still does) and a ValueError (every entry
-    point reports it as a sentence, never a traceback).
-    """
-
-
-def storage_error(error: OSError, path: str | os.PathLike[str], hint: str) -> OSError:
-    """``error`` as a :class:`StorageError` naming ``path`` and ``hint`` (what to do) when the environment
-    refused the write (no space, quota, read-only); any other error is returned as it was."""
-    if isinstance(error, StorageError) or error.errno not in _STORAGE_ERRNOS:
-        return error
-    named = StorageError(f"{_STORAGE_ERRNOS[error.errno]} while writing {path}; {hint}")
-    named.errno = error.errno
-    return named
+#: The environment refused a write (disk full, quota, read-only, ...): one sentence naming the path and what
+#: to do; an OSError and a ValueError. The one output policy lives in :mod:`clip_cycles.outputs`.
+StorageError = OutputError
+storage_error = output_error
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``.
+    """Write ``data`` to ``path`` under the output policy (:func:`clip_cycles.outputs.write_atomic_raw`).
 
-    ``durable=False`` skips the ``fsync``: for cache files whose checksum every read verifies
-    (feature shards, cached audits), where a file a crash left torn is detected, deleted and
-    recomputed; results and records keep it (a cold evaluation wrote some 90 files, each waiting on the disk).
+    A temporary sibling and ``os.replace`` for a regular or missing file (a FIFO or character
+    device is streamed into, never replaced). ``durable=False`` skips the ``fsync`` and the sweep
+    of dead processes' temporaries: for cache files whose checksum every read verifies (feature
+    shards, cached audits), where a file a crash left torn is detected, deleted and recomputed.
+    OS errors are raised as they are, for the caller to name (:func:`storage_error`).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            if durable:
-                os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic_raw(Path(path), data, durable=durable, sweep=durable)
 
 
 _HASH_CHUNK = 1 << 22
@@ -268,6 +241,9 @@ def replace_folder(staging: Path, target: Path) -> None:
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     if old.exists():
         shutil.rmtree(old)
+    if exchange_paths(staging, target):  # one atomic swap: no moment without a target
+        shutil.rmtree(staging, ignore_errors=True)
+        return
     os.replace(target, old)
     os.replace(staging, target)
     shutil.rmtree(old, ignore_errors=True)

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.outputs import check_path_length, is_stream, write_output
 from clip_cycles.regular_files import read_json_file
 from clip_cycles.schemas.metric_values import check_metric_values
 
@@ -46,6 +46,12 @@ def write_json(record: Any, path: str | os.PathLike[str]) -> Path:
     sibling is renamed into place), so a reader never sees a partial record.
     """
     path = Path(path)
+    write_output(path, json_bytes(record, path), what="result file")
+    return path
+
+
+def json_bytes(record: Any, path: str | os.PathLike[str]) -> bytes:
+    """The bytes :func:`write_json` writes for ``record`` (``path`` only names the file in an error)."""
     try:
         # allow_nan=False: standard JSON only, never ``Infinity``/``NaN`` that strict readers reject.
         text = json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n"
@@ -57,8 +63,7 @@ def write_json(record: Any, path: str | os.PathLike[str]) -> Path:
             f"{path}: field {where[0]} is {where[1]!r}, which standard JSON cannot hold; nothing was written "
             "(pass the record through clip_cycles.results.clean, which writes null, or give a finite value)"
         ) from None
-    atomic_write_bytes(path, text.encode("utf-8"))
-    return path
+    return text.encode("utf-8")
 
 
 def non_finite_field(value: Any, where: str = "") -> tuple[str, float] | None:
@@ -277,12 +282,28 @@ def detail_path(path: str | os.PathLike[str]) -> Path:
 def write_result(record: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write a clip_benchmark record: flat metrics at ``path``, the nested record in :func:`detail_path`; returns ``path``.
 
-    The detail is written first, so a result file never points at a missing or older detail.
+    The detail is written first, so a result file never points at a missing or older detail. A
+    ``path`` that is a stream (``/dev/null``, ``/dev/stdout``, a FIFO) gets the flat record only:
+    no detail file is created beside a device.
+    """
+    files = result_files(record, path)
+    for name, data in files.items():  # the detail first
+        write_output(name, data, what="result file")
+    return Path(path)
+
+
+def result_files(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[Path, bytes]:
+    """What :func:`write_result` writes, detail first: ``{detail_path(path): nested line, path: flat JSON}``.
+
+    ``clip_cycles.outputs.write_outputs`` writes several results' files all or none.
     """
     record = clean(record)
-    line = json.dumps(record, sort_keys=True) + "\n"
-    atomic_write_bytes(detail_path(path), line.encode("utf-8"))
-    return write_json({**record, "metrics": flat_metrics(record["metrics"])}, path)
+    path = Path(path)
+    files: dict[Path, bytes] = {}
+    if not is_stream(path):
+        files[detail_path(path)] = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+    files[path] = json_bytes({**record, "metrics": flat_metrics(record["metrics"])}, path)
+    return files
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -392,8 +413,9 @@ OUTPUT_FIELDS: tuple[str, ...] = ("dataset", "model", "pretrained", "pretrained_
 
 
 def check_output_file(path: str | os.PathLike[str], flag: str = "--output") -> Path:
-    """Refuse, before any work, a result file that cannot be written: an existing folder, or a path under a file."""
-    path = Path(path)
+    """Refuse, before any work, a result file that cannot be written: an existing folder, a path under a file,
+    or a path too long for the system."""
+    path = check_path_length(path, flag)
     if path.is_dir():
         raise ValueError(f"{flag} {path} is an existing folder, not a file; name a file (e.g. {path / 'result.json'})")
     _check_parents(path, flag)
@@ -401,8 +423,9 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--output") -> P
 
 
 def check_output_folder(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """Refuse, before any work, an output folder that cannot be one: an existing file, or a path under a file."""
-    path = Path(path)
+    """Refuse, before any work, an output folder that cannot be one: an existing file, a path under a file,
+    or a path too long for the system."""
+    path = check_path_length(path, flag)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {path} is an existing file, not a folder; choose a folder (new or existing)")
     _check_parents(path, flag)

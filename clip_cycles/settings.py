@@ -44,6 +44,8 @@ import logging
 import os
 from pathlib import Path
 
+from clip_cycles.outputs import check_path_length
+
 CACHE_ENV = "CLIP_CYCLES_CACHE"
 SKIP_BAD_IMAGES_ENV = "CLIP_CYCLES_SKIP_BAD_IMAGES"
 TASKS_PATH_ENV = "CLIP_CYCLES_TASKS_PATH"
@@ -96,6 +98,7 @@ def check_cache_dir(path: Path, origin: str) -> Path:
     give features). A read-only folder that holds a cache is accepted: it can be read.
     Nothing is created here.
     """
+    check_path_length(path, f"cache directory ({origin})")
     existing = path
     while not os.path.lexists(existing) and existing.parent != existing:
         existing = existing.parent

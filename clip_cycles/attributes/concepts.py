@@ -25,6 +25,7 @@ model backends and feature caches plug in without this module importing them.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ import numpy as np
 from pydantic import Field
 
 from clip_cycles.data.text_normalize import concept_key
+from clip_cycles.outputs import write_output
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.schemas.options import Options
@@ -716,7 +718,12 @@ def load_embeddings_npz(path: str | Path) -> tuple[tuple[str, ...], np.ndarray]:
 
 def save_embeddings_npz(path: str | Path, concepts: Sequence[str], embeddings: np.ndarray) -> None:
     """Write concept ids and embeddings in the format :func:`load_embeddings_npz` reads."""
-    np.savez(Path(path), concepts=np.asarray(list(concepts), dtype=str), embeddings=np.asarray(embeddings))
+    path = Path(path)
+    if path.suffix != ".npz":  # as np.savez names it
+        path = path.with_name(path.name + ".npz")
+    buffer = io.BytesIO()
+    np.savez(buffer, concepts=np.asarray(list(concepts), dtype=str), embeddings=np.asarray(embeddings))
+    write_output(path, buffer.getvalue(), what="concept embeddings")
 
 
 def align_embeddings(

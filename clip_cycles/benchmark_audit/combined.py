@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
-from clip_cycles.results import clean, write_json
+from clip_cycles.outputs import write_file_set
+from clip_cycles.results import clean, json_bytes
 
 #: Columns of the combined table, in order (the CSV's header, the Markdown's, each JSON row's keys).
 COMBINED_COLUMNS: tuple[str, ...] = (
@@ -162,10 +163,10 @@ def combined_csv(rows: Sequence[dict[str, Any]]) -> str:
 def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path) -> tuple[Path, str]:
     """``audit_all.json`` (``{columns, rows, benchmarks}``), ``audit_all.md`` and ``audit_all.csv`` under ``out``.
 
-    Returns the JSON's path and the Markdown table, as :func:`~.report.write_outputs` does.
+    Returns the JSON's path and the Markdown table, as :func:`~.report.write_outputs` does; the three
+    files are one transaction (:func:`clip_cycles.outputs.write_file_set`), like each audit's own set.
     """
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
     rows = combined_rows(audits)
     table = combined_markdown(rows)
     record = {
@@ -173,7 +174,10 @@ def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path) -> tuple[P
         "rows": rows,
         "benchmarks": {a.benchmark: a.record() for a in audits},
     }
-    path = write_json(clean(record), folder / "audit_all.json")
-    (folder / "audit_all.md").write_text(table, encoding="utf-8")
-    (folder / "audit_all.csv").write_text(combined_csv(rows), encoding="utf-8")
-    return path, table
+    files = {
+        "audit_all.json": json_bytes(clean(record), folder / "audit_all.json"),
+        "audit_all.md": table.encode("utf-8"),
+        "audit_all.csv": combined_csv(rows).encode("utf-8"),
+    }
+    write_file_set(folder, files, what="audit-benchmark all --out")
+    return folder / "audit_all.json", table

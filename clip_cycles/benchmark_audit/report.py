@@ -7,7 +7,8 @@ from typing import Any
 
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
-from clip_cycles.results import write_json
+from clip_cycles.outputs import write_file_set, write_output
+from clip_cycles.results import json_bytes
 
 
 def _fmt(value: Any) -> str:
@@ -99,6 +100,13 @@ def weights_label(model: dict[str, Any]) -> str:
 
 def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
     """Grouped bars per subset: model, caption-only probe, best length rule (and CycleAcc where there are cycles)."""
+    return write_output(path, figure_bytes(audit), what="figure")
+
+
+def figure_bytes(audit: BenchmarkAudit) -> bytes:
+    """The PNG bytes of :func:`write_figure`'s figure."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -126,23 +134,26 @@ def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
     ax.set_title(f"{audit.benchmark}: model vs blind baselines")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, metadata={"Software": None})
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120, metadata={"Software": None})
     plt.close(fig)
-    return path
+    return buffer.getvalue()
 
 
 def write_outputs(audit: BenchmarkAudit, out: str | Path) -> tuple[Path, str]:
     """``audit_<benchmark>.json`` (the result record), ``.md`` (the table) and ``.png`` under ``out``.
 
     Returns the JSON's path and the table; ``audit-benchmark`` and the demo both write through here.
+    The three files are one transaction (:func:`clip_cycles.outputs.write_file_set`): a kill or a
+    full disk leaves the previous set (or none), never a new ``.json`` beside an old ``.png``.
     """
     folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
     stem = f"audit_{audit.benchmark}"
     table = markdown_table(audit)
-    path = write_json(audit.record(), folder / f"{stem}.json")
-    (folder / f"{stem}.md").write_text(table, encoding="utf-8")
-    write_figure(audit, folder / f"{stem}.png")
-    return path, table
+    files = {
+        f"{stem}.json": json_bytes(audit.record(), folder / f"{stem}.json"),
+        f"{stem}.md": table.encode("utf-8"),
+        f"{stem}.png": figure_bytes(audit),
+    }
+    write_file_set(folder, files, what="audit-benchmark --out")
+    return folder / f"{stem}.json", table

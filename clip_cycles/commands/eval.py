@@ -18,7 +18,8 @@ from clip_cycles.encoding.hub_access import require_weights
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
-from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, write_result
+from clip_cycles.outputs import write_outputs
+from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, result_files
 from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import folder_scope, resolve_task_names
 from clip_cycles.tasks.registry import AnyTask, TaskRegistry
@@ -118,11 +119,17 @@ def evaluate(command: EvalOptions) -> int:
             stats.cached_captions,
             len(stats.bad_images),
         )
-    for record in outcome.records:
-        if command.output == "-":
+    if command.output == "-":
+        for record in outcome.records:
             print(json.dumps(record, sort_keys=True, indent=2))
-        else:
-            path = write_result(record, planned[record["dataset"]])
+    else:
+        # Every result's files are written all or none: a full disk leaves each previous result as it was.
+        files: dict[Path, bytes] = {}
+        for record in outcome.records:
+            files.update(result_files(record, planned[record["dataset"]]))
+        write_outputs(files, what="--output")
+        for record in outcome.records:
+            path = planned[record["dataset"]]
             print(f"{record['dataset']}: {_headline(record['metrics'])} -> {path}")  # the result: one line a task
     if context.samples_path is not None:
         print(f"per-cycle samples -> {context.samples_path}")

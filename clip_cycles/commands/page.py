@@ -9,6 +9,7 @@ from pydantic import Field
 from clip_cycles.commands.model_flags import add_model_arguments, model_options
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.page import DEFAULT_EXAMPLES, DEFAULT_MAX_BYTES, build_page
+from clip_cycles.results import check_output_folder
 from clip_cycles.schemas.options import Options
 
 
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def page(command: PageOptions) -> int:
     """Build the page and print where its index is."""
+    check_output_folder(command.out)  # before any work: a file in the way, a path too long
     context = RunContext.from_options(command.model) if command.model.model else None
     index = build_page(list(command.results), command.out, context, command.examples, command.max_bytes, command.sample_seed)
     print(f"page: {index}")

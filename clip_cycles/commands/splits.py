@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ from clip_cycles.attributes.split_model import SPLIT_MODEL_FIELDS, SPLIT_PREFIX
 from clip_cycles.attributes.splitters import FOLD_ASSIGNMENTS
 from clip_cycles.commands.flags import seed_argument
 from clip_cycles.commands.model_flags import add_model_arguments, model_options
-from clip_cycles.results import clean, write_json
+from clip_cycles.outputs import OutputError, write_file_set
+from clip_cycles.results import check_output_folder, clean, json_bytes
 from clip_cycles.schemas.options import Options
 
 
@@ -130,8 +132,7 @@ def run_splits(options: SplitsOptions) -> int:
     dominance = paper2_cs.dominance if paper2_cs is not None else None
     seeds = [0] if protocol == "paper2" else list(options.seeds)  # paper 2 fixes its seeds per strategy
     strategies = strategy_names(list(options.strategies), context)
-    out = Path(options.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(options.out)  # created only when the results are written, whole
     results: dict[str, object] = {
         "data": data.summary(),
         "protocol": protocol,
@@ -153,12 +154,32 @@ def run_splits(options: SplitsOptions) -> int:
             models, data, context, list(options.k_values), seeds, options.solver, options.fold_assignment, protocol, dominance
         )
     results = clean(results)  # type: ignore[assignment]
-    write_json(results, out / "results.json")
-    (out / "results.md").write_text(markdown_report(results))
-    written = write_figures(results, out / "figures")
+    written = _write_results(results, out)
     print(markdown_report(results))
     print(f"wrote {out / 'results.json'}, {out / 'results.md'} and {len(written)} figures")
     return 0
+
+
+def _write_results(results: dict[str, Any], out: Path) -> list[Path]:
+    """``results.json``, ``results.md`` and ``figures/`` under ``out`` as one transaction; returns the figures.
+
+    The figures are drawn in a scratch folder first, so a full disk leaves ``out`` as it was (or absent).
+    """
+    files = {"results.json": json_bytes(results, out / "results.json"), "results.md": markdown_report(results).encode("utf-8")}
+    try:
+        with tempfile.TemporaryDirectory(prefix="clip-cycles-figures-") as scratch:
+            drawn = write_figures(results, Path(scratch))
+            for path in drawn:
+                files[f"figures/{path.name}"] = path.read_bytes()
+    except OutputError:
+        raise
+    except OSError as error:
+        raise OutputError(
+            f"could not draw the figures in a scratch folder ({error.strerror or error}); free space in "
+            f"{tempfile.gettempdir()} or set TMPDIR to a folder with space; {out} was left as it was"
+        ) from None
+    write_file_set(out, files, what="splits --out")
+    return [out / "figures" / path.name for path in drawn]
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:

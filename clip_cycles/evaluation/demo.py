@@ -51,6 +51,7 @@ from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
+from clip_cycles.outputs import write_text_output
 from clip_cycles.results import IDENTITY_FIELDS, mean_sd, write_json
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
@@ -442,7 +443,7 @@ def run_demo(
         write_json(record, out / f"{name}.json")
     figures = docs_figures(results)
     write_json(figures, out / "docs_figures.json")
-    (out / "docs_figures.md").write_text(docs_figures_table(figures) + "\n", encoding="utf-8")
+    write_text_output(out / "docs_figures.md", docs_figures_table(figures) + "\n", what="demo output")
     paths = build_report(out)
     lap("report")
     page = build_page([out], out / PAGE_FOLDER, context)

@@ -44,7 +44,7 @@ from clip_cycles.evaluation.page_examples import (
     world_root,
 )
 from clip_cycles.experiments.item_sets import ItemSet
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.outputs import check_path_length, write_file_set
 
 #: The page's default byte budget (every file it writes, together).
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
@@ -654,15 +654,14 @@ def write_site(site: Site, out: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) 
             f"the page would take {site.size} bytes, over the budget of {max_bytes} (--max-bytes); "
             "show fewer example cycles (--examples) or raise --max-bytes"
         )
-    out = Path(out)
-    previous: dict[str, Any] = {}
+    out = check_path_length(out, "page --out")
     if out.exists():
         if not out.is_dir():
             raise ValueError(f"--out {out} is a file; give a folder for the page")
         manifest = out / MANIFEST
         if manifest.is_file():
             try:
-                previous = json.loads(manifest.read_text(encoding="utf-8")).get("files", {})
+                json.loads(manifest.read_text(encoding="utf-8")).get("files", {})  # only an older page is replaced
             except (ValueError, AttributeError) as error:
                 raise ValueError(f"{manifest} is not a page manifest ({error}); remove it or choose another --out") from error
         elif any(out.iterdir()):
@@ -671,12 +670,9 @@ def write_site(site: Site, out: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) 
     outside = [path for path in site.files if root not in (root / path).resolve().parents]
     if outside:
         raise ValueError(f"page files {outside} would land outside --out {out}; refusing to write any")
-    for path, content in sorted(site.files.items()):
-        atomic_write_bytes(out / path, content)
-    for path in sorted(set(previous) - set(site.files)):  # stale files of an older page (thumbnails, families)
-        stale = out / path
-        if stale.is_file() and out.resolve() in stale.resolve().parents:
-            stale.unlink()
+    # One transaction: the new site is staged beside --out and swapped in whole, so a kill or a full
+    # disk leaves the older page as it was; the older page's files (thumbnails, families) go with it.
+    write_file_set(out, site.files, keep_others=False, what="page --out")
     return out / "index.html"
 
 

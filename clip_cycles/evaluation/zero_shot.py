@@ -49,6 +49,7 @@ from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.evaluation.item_set import item_identity
 from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
+from clip_cycles.outputs import check_path_length, write_output
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
@@ -142,7 +143,7 @@ def cycle_samples(task: TaskSpec, seed: int, rows: Any, encoded: EncodedFeatures
 
 def check_samples_path(path: str | Path) -> Path:
     """Refuse, before any work, a samples path that is a folder or whose parent is a file."""
-    path = Path(path)
+    path = check_path_length(path, "samples file")
     if path.is_dir():
         raise ValueError(f"samples file {path} is a folder; name a file, e.g. {path / 'samples.jsonl'}")
     parent = path.parent
@@ -152,11 +153,12 @@ def check_samples_path(path: str | Path) -> Path:
 
 
 def write_samples(samples: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Write per-cycle samples as JSON lines (sorted keys; written atomically); returns the path."""
+    """Write per-cycle samples as JSON lines (sorted keys) under the output policy; returns the path.
+
+    Written whole or not at all; a FIFO or character device (``/dev/stdout``) is streamed into.
+    """
     text = "".join(json.dumps(sample, sort_keys=True) + "\n" for sample in samples)
-    path = Path(path)
-    atomic_write_bytes(path, text.encode("utf-8"))
-    return path
+    return write_output(path, text.encode("utf-8"), what="samples file")
 
 
 #: Bumped when the audit's cached result format changes.

@@ -20,6 +20,7 @@ Three ways to get one:
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
 from clip_cycles.data.build_config import DEFAULT_MIN_CYCLES, BuildConfig
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
+from clip_cycles.outputs import write_output
 from clip_cycles.settings import min_cycles_override, resolve_data_cache_dir
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import expand_tasks
@@ -248,10 +250,9 @@ def save_experiment_data(data: ExperimentData, path: str | Path) -> Path:
     if data.built_min_cycles is not None:
         meta["built_min_cycles"] = int(data.built_min_cycles)
     arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as handle:
-        np.savez(handle, **arrays)
-    return path
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return write_output(path, buffer.getvalue(), what="experiment data")  # whole or not at all
 
 
 def load_experiment_data(path: str | Path) -> ExperimentData:

@@ -27,6 +27,7 @@ Same JSONs give the same bytes (sorted keys, no timestamps, fixed SVG hash salt)
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ import numpy as np
 
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.experiments.oe import METHODS
+from clip_cycles.outputs import write_output, write_text_output
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import RESULT_TASK, read_result
@@ -283,8 +285,9 @@ def _save(fig: Any, out: Path, stem: str) -> list[Path]:
         path = out / f"{stem}.{fmt}"
         # No dates or software versions inside the files: same results, same bytes.
         metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-        fig.savefig(path, format=fmt, bbox_inches="tight", metadata=metadata)
-        paths.append(path)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=fmt, bbox_inches="tight", metadata=metadata)
+        paths.append(write_output(path, buffer.getvalue(), what="figure"))
     fig.clf()
     _pyplot().close(fig)
     return paths
@@ -804,5 +807,5 @@ def build_report(results_dir: str | Path) -> ReportPaths:
             lines += ["Unavailable families (kept in every table and figure, marked n/a):", ""]
             lines += [f"- {n}: {r}" for n, r in sorted(unavailable.items())] + [""]
         lines += [*body, ""]
-    paths.markdown.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    write_text_output(paths.markdown, "\n".join(lines).rstrip() + "\n", what="report")
     return paths

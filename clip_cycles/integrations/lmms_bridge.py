@@ -31,7 +31,6 @@ the sign.
 from __future__ import annotations
 
 import ast
-import shutil
 import sys
 import warnings
 from collections import defaultdict
@@ -47,6 +46,7 @@ from clip_cycles.data.folder_reader import available_splits, open_built_folder
 from clip_cycles.data.images import ImageItem, decode_rgb, open_rgb
 from clip_cycles.encoding.backends import no_prompts
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
+from clip_cycles.outputs import write_file_set
 from clip_cycles.tasks.names import resolve_task_names
 from clip_cycles.tasks.registry import TaskSpec, expand_tasks
 from clip_cycles.verbosity import progress_disable
@@ -252,17 +252,12 @@ def write_lmms_tasks(
             f"tasks {[t.name for t in tasks]} use different tie tolerances {sorted(tolerances)}; write them into separate folders"
         )
     out = Path(out)
-    staging = out.with_name(out.name + ".writing")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    files: dict[str, bytes] = {}  # written as one transaction at the end (clip_cycles.outputs.write_file_set)
     source_root = str(folder.source_root) if str(folder.source_root) not in ("", ".") else None
-    (staging / "utils.py").write_text(
-        UTILS_TEMPLATE.format(
-            root=root, source_root=source_root, tie=tolerances.pop(), sign=-1.0 if loglikelihood_is_loss else 1.0
-        )
-    )
-    shutil.copyfile(TEMPLATE_DIR / "_default_template_yaml", staging / "_default_template_yaml")
+    files["utils.py"] = UTILS_TEMPLATE.format(
+        root=root, source_root=source_root, tie=tolerances.pop(), sign=-1.0 if loglikelihood_is_loss else 1.0
+    ).encode("utf-8")
+    files["_default_template_yaml"] = (TEMPLATE_DIR / "_default_template_yaml").read_bytes()
     names: list[str] = []
     for task in tasks:
         family = task.config
@@ -296,7 +291,7 @@ def write_lmms_tasks(
                 },
                 "metadata": {"clip_cycles_task": task.name, "seed": int(seed), "score": config.score},
             }
-            (staging / f"{name}.yaml").write_text(yaml.safe_dump(body, sort_keys=True))
+            files[f"{name}.yaml"] = yaml.safe_dump(body, sort_keys=True).encode("utf-8")
             members.append(name)
             names.append(name)
         group = {
@@ -304,11 +299,9 @@ def write_lmms_tasks(
             "task": members,
             "aggregate_metric_list": [{"metric": m, "aggregation": "mean", "weight_by_size": False} for m in METRICS],
         }
-        (staging / f"{TASK_PREFIX}{family}.yaml").write_text(yaml.safe_dump(group, sort_keys=False))
+        files[f"{TASK_PREFIX}{family}.yaml"] = yaml.safe_dump(group, sort_keys=False).encode("utf-8")
         names.append(group["group"])
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
+    write_file_set(out, files, keep_others=False, what="lmms-eval task folder")
     return names
 
 

@@ -1,0 +1,436 @@
+"""The one output policy: how every file the project writes reaches the disk.
+
+- A regular file (or a missing one) is written whole or not at all: into a pid-tagged sibling
+  ``<name>.tmp-<pid>-<ns>``, then ``os.replace``; siblings left by dead processes are removed by
+  the next write of the same name.
+- An existing FIFO or character device (``/dev/null``, ``/dev/stdout``, a named pipe with a
+  reader) is written to as a stream and never replaced; a socket, a block device or a FIFO with
+  no reader is refused with a sentence.
+- A set of files (a page site, an audit's ``.json``/``.md``/``.png``) is a transaction
+  (:func:`write_file_set`): staged in ``.<folder>.building-<pid>`` beside the folder, then swapped
+  in with one atomic exchange of the two folders (two renames where the system has no
+  exchange), so a kill at any moment leaves the old set or the new set.
+- Every OS error (no space, quota, read-only, permission, name too long, a loop of links, a
+  folder or file in the way) is an :class:`OutputError`: an OSError and a ValueError, so every
+  entry point reports it as one sentence naming the path and what to do (exit 2).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+from typing import Mapping
+
+#: The longest path the system accepts (Linux PATH_MAX) and the longest name of one entry.
+MAX_PATH_BYTES = 4096
+MAX_NAME_BYTES = 255
+
+#: errno -> what the environment refused, for the sentence.
+_REASONS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENAMETOOLONG: "the path is too long for the file system",
+    errno.ELOOP: "the path loops through symbolic links",
+    errno.EISDIR: "a folder is in the way",
+    errno.ENOTDIR: "a file is in the way where a folder is needed",
+}
+DEFAULT_HINT = "free space there, fix the permissions or choose another path; any previous output was left as it was"
+
+
+class OutputError(OSError, ValueError):
+    """The environment refused a write: one sentence naming the path and what to do.
+
+    An OSError (code that tolerates failed writes still does) and a ValueError (every entry
+    point reports it as a sentence, exit 2, never a traceback).
+    """
+
+
+def output_error(error: OSError, path: str | os.PathLike[str], hint: str = DEFAULT_HINT) -> OSError:
+    """``error`` as an :class:`OutputError` naming ``path`` and ``hint`` when it is one the environment
+    caused (see ``_REASONS``); any other error, or one already named, is returned as it was."""
+    if isinstance(error, OutputError) or error.errno not in _REASONS:
+        return error
+    named = OutputError(f"{_REASONS[error.errno]} while writing {path}; {hint}")
+    named.errno = error.errno
+    return named
+
+
+def check_path_length(path: str | os.PathLike[str], what: str = "output") -> Path:
+    """Refuse a path over :data:`MAX_PATH_BYTES` or with a name over :data:`MAX_NAME_BYTES` with a sentence."""
+    raw = os.fsencode(os.fspath(path))
+    if len(raw) > MAX_PATH_BYTES:
+        raise _too_long(f"{what} path of {len(raw)} bytes ({_short(raw)}) is longer than the {MAX_PATH_BYTES} the system accepts")
+    for part in raw.split(b"/"):
+        if len(part) > MAX_NAME_BYTES:
+            raise _too_long(
+                f"{what} {_short(raw)}: the name {_short(part)} has {len(part)} bytes, "
+                f"more than the {MAX_NAME_BYTES} a file system accepts for one name"
+            )
+    return Path(path)
+
+
+def _short(raw: bytes) -> str:
+    text = os.fsdecode(raw)
+    return text if len(text) <= 80 else f"{text[:40]}...{text[-30:]}"
+
+
+def _too_long(message: str) -> OutputError:
+    error = OutputError(f"{message}; choose a shorter path")
+    error.errno = errno.ENAMETOOLONG
+    return error
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "fifo"),
+    (stat.S_ISCHR, "char"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISBLK, "block"),
+    (stat.S_ISDIR, "dir"),
+)
+
+
+def _special_kind(path: Path) -> str | None:
+    """What ``path`` (after symlinks) is when it exists and is neither a regular file nor missing."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        if error.errno == errno.ENOTDIR:
+            return None  # reported when written
+        raise
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "other"
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` exists as a FIFO or character device (after symlinks): written as a stream, never replaced."""
+    try:
+        return _special_kind(Path(path)) in ("fifo", "char")
+    except OSError:
+        return False
+
+
+def _stream(path: Path, data: bytes, kind: str, what: str) -> None:
+    """Write ``data`` into an existing FIFO or character device without ever replacing it."""
+    if kind in ("socket", "block", "other"):
+        name = {"socket": "a socket", "block": "a block device", "other": "not a regular file"}[kind]
+        raise OutputError(f"{what} {path} is {name}; it is never written nor replaced: choose a regular file")
+    if kind == "dir":
+        raise OutputError(f"{what} {path} is a folder; name a file inside it")
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0)
+    if kind == "fifo":
+        flags |= os.O_NONBLOCK  # no reader: refused at once instead of waiting forever
+    try:
+        fd = os.open(path, flags)
+    except OSError as error:
+        if error.errno == errno.ENXIO:
+            message = f"{what} {path} is a FIFO with no reader; start its reader first or choose a regular file"
+            raise OutputError(message) from None
+        raise output_error(error, path) from None
+    try:
+        if kind == "fifo":
+            os.set_blocking(fd, True)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as error:
+        if error.errno == errno.EPIPE:
+            message = f"{what} {path}: its reader went away before everything was written; run again with a reader"
+            raise OutputError(message) from None
+        raise output_error(error, path) from None
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, ValueError):
+        return False
+    return pid > 0
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Remove ``<name>.tmp-<pid>-<ns>`` siblings of ``path`` left by processes that are gone (or this one)."""
+    removed: list[Path] = []
+    prefix = f"{path.name}.tmp-"
+    try:
+        entries = [entry for entry in os.scandir(path.parent if str(path.parent) else ".") if entry.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in entries:
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
+            continue
+        try:
+            os.unlink(entry.path)
+            removed.append(Path(entry.path))
+        except OSError:
+            pass
+    return removed
+
+
+def _temporary_name(path: Path) -> Path:
+    suffix = f".tmp-{os.getpid()}-{time.monotonic_ns()}"
+    name = path.name
+    while len(os.fsencode(name + suffix)) > MAX_NAME_BYTES:
+        name = name[:-1]
+    return path.with_name(name + suffix)
+
+
+def write_atomic_raw(path: Path, data: bytes, *, durable: bool = True, sweep: bool = True) -> None:
+    """The policy without sentences: a FIFO or character device is streamed into, anything else is written
+    through a temporary sibling and ``os.replace``; OS errors are raised as they are (callers name them)."""
+    kind = _special_kind(path)
+    if kind is not None:
+        _stream(path, data, kind, "output")
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if sweep:
+        remove_stale_temporaries(path)
+    tmp = _temporary_name(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass
+
+
+def write_output(
+    path: str | os.PathLike[str], data: bytes, *, what: str = "output", hint: str = DEFAULT_HINT, durable: bool = True
+) -> Path:
+    """Write ``data`` to ``path`` under the policy; any OS error is an :class:`OutputError` sentence.
+
+    A regular or missing ``path`` gets the whole new content or keeps its old one; a FIFO or a
+    character device is streamed into and stays what it was.
+    """
+    path = check_path_length(path, what)
+    try:
+        write_atomic_raw(path, data, durable=durable)
+    except OutputError:
+        raise
+    except OSError as error:
+        named = output_error(error, path, hint)
+        if named is error:
+            raise OutputError(f"could not write {what} {path}: {error.strerror or error}; {hint}") from error
+        raise named from None
+    return path
+
+
+def write_text_output(path: str | os.PathLike[str], text: str, *, what: str = "output", hint: str = DEFAULT_HINT) -> Path:
+    """:func:`write_output` of ``text`` in UTF-8."""
+    return write_output(path, text.encode("utf-8"), what=what, hint=hint)
+
+
+def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = "output", hint: str = DEFAULT_HINT) -> None:
+    """Write several files that may lie in different folders: all or none for every error before the renames.
+
+    Every regular (or missing) target's bytes are first written and synced to its temporary
+    sibling; only when all are on disk are they renamed into place (streams are written last).
+    A full disk, a quota or a refused folder leaves every previous file as it was and no
+    temporary behind. (A kill between the renames can leave some renamed: each rename is whole.)
+    """
+    staged: list[tuple[Path, Path]] = []
+    streams: list[tuple[Path, bytes, str]] = []
+    current: Path | None = None
+    try:
+        for name, data in files.items():
+            path = current = check_path_length(name, what)
+            kind = _special_kind(path)
+            if kind is not None:
+                streams.append((path, data, kind))
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(path)
+            tmp = _temporary_name(path)
+            staged.append((tmp, path))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        for tmp, path in staged:
+            current = path
+            os.replace(tmp, path)
+        for path, data, kind in streams:
+            _stream(path, data, kind, what)
+    except OutputError:
+        raise
+    except OSError as error:
+        named = output_error(error, current or "", hint)
+        if named is error:
+            raise OutputError(f"could not write {what} {current}: {error.strerror or error}; {hint}") from error
+        raise named from None
+    finally:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+# --- sets of files: staged beside the folder, swapped in whole ------------------------------------------------
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system cannot."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(code, os.strerror(code), os.fspath(a))
+
+
+def set_target(folder: str | os.PathLike[str]) -> Path:
+    """The folder a set replaces: ``folder`` itself, or the folder a symlink ``folder`` points to."""
+    folder = Path(folder)
+    return Path(os.path.realpath(folder)) if folder.is_symlink() else folder
+
+
+def recover_sets(target: Path) -> list[Path]:
+    """Finish or undo what a dead process left beside ``target``: an old folder swapped out but not back
+    in is put back, staging and old folders are removed. Returns the removed or restored paths."""
+    parent = target.parent
+    touched: list[Path] = []
+    if not parent.is_dir():
+        return touched
+    for prefix in (f".{target.name}.old-", f".{target.name}.building-"):
+        for path in sorted(parent.glob(f"{prefix}*")):
+            pid = path.name[len(prefix) :]
+            if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
+                continue
+            if prefix.endswith(".old-") and not os.path.lexists(target) and path.is_dir():
+                os.replace(path, target)  # killed between the two renames: the old set comes back
+            elif path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            touched.append(path)
+    return touched
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def write_file_set(
+    folder: str | os.PathLike[str],
+    files: Mapping[str, bytes],
+    *,
+    keep_others: bool = True,
+    what: str = "output",
+    hint: str = DEFAULT_HINT,
+) -> Path:
+    """Write ``files`` (relative path -> bytes) into ``folder`` as one transaction; returns the folder.
+
+    The new folder is built in ``.<name>.building-<pid>`` beside it (with the folder's other
+    entries linked in when ``keep_others``), then exchanged with the old one in one step, so a
+    reader or a kill sees the old set or the new one, never a mixture. Leftovers of dead
+    processes are removed (or an old folder put back) first. OS errors are :class:`OutputError`.
+    """
+    check_path_length(folder, what)
+    for name in files:
+        if Path(name).is_absolute() or ".." in Path(name).parts or not Path(name).parts:
+            raise ValueError(f"{what} {folder}: file name {name!r} would land outside the folder; refusing to write any")
+        check_path_length(Path(folder) / name, what)
+    target = Path(os.path.abspath(set_target(folder)))
+    cwd = Path(os.getcwd())
+    if target == target.parent or target == cwd or target in cwd.parents:
+        # The working folder (or one above it) is never swapped out from under the process: each file
+        # is still written whole, but the set is not one transaction there.
+        for name, data in sorted(files.items()):
+            write_output(target / name, data, what=what, hint=hint)
+        return target
+    staging = target.parent / f".{target.name}.building-{os.getpid()}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        recover_sets(target)
+        if os.path.lexists(target) and not target.is_dir():
+            raise OutputError(f"{what} {folder} is an existing file, not a folder; choose a folder (new or existing)")
+        if staging.exists():
+            shutil.rmtree(staging)
+        if keep_others and target.is_dir():
+            shutil.copytree(target, staging, symlinks=True, copy_function=_link_or_copy)
+            for name in files:  # a linked old file is unlinked, never written through
+                old = staging / name
+                if os.path.lexists(old) and not old.is_dir():
+                    old.unlink()
+        else:
+            staging.mkdir()
+        for name, data in sorted(files.items()):
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        if not target.exists():
+            os.replace(staging, target)
+        elif not exchange_paths(staging, target):
+            old = target.parent / f".{target.name}.old-{os.getpid()}"
+            os.replace(target, old)
+            os.replace(staging, target)
+            shutil.rmtree(old, ignore_errors=True)
+        # after the exchange the staging name holds the old folder
+        shutil.rmtree(staging, ignore_errors=True)
+    except OutputError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        named = output_error(error, folder, hint)
+        if named is error:
+            raise OutputError(f"could not write {what} {folder}: {error.strerror or error}; {hint}") from error
+        raise named from None
+    return target
