@@ -81,6 +81,7 @@ BENCHMARK_SYMBOL = {
 }
 PAIRED_SYMBOL = {"A above B": "\u25b2", "B above A": "\u25bc", "within noise": "\u2248", "too few comparisons": "\u2218"}
 NO_SAMPLES = "no per-cycle samples: run eval --samples"
+SWEEP_TITLE = "Test CycleAcc of the low-rank probe against its rank"
 _MARKUP = re.compile(r"``(.+?)``|`(.+?)`")
 
 
@@ -447,10 +448,7 @@ def _sweeps(data: PageData, key: str) -> list[dict[str, Any]]:
                 "model": model,
                 "unavailable": "",
                 "seeds": str(probe.get("seeds")),
-                "chart": line_chart(
-                    sweep["ranks"], sweep["mean"], "Test CycleAcc of the low-rank probe against its rank", "probe rank (log scale)",
-                    "test CycleAcc",
-                ),
+                "chart": line_chart(sweep["ranks"], sweep["mean"], SWEEP_TITLE, "probe rank (log scale)", "test CycleAcc"),
                 "rows": [
                     {"rank": r, "mean": _f(m), "value": _value(m), "sd": _f(s)}
                     for r, m, s in zip(sweep["ranks"], sweep["mean"], sweep["sd"])
