@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
-from markupsafe import Markup, escape
 
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.attributes.splitters import STRATEGIES
@@ -102,10 +101,18 @@ class Site:
 # --------------------------------------------------------------------------- templates and formatting
 
 
-def docstring_markup(text: Any) -> Markup:
-    """``text`` escaped, its reST literals (````x````) rendered as ``<code>``."""
-    escaped = str(escape(str(text)))
-    return Markup(_MARKUP.sub(lambda m: f"<code>{m.group(1) or m.group(2)}</code>", escaped))
+def docstring_markup(text: Any) -> list[tuple[str, bool]]:
+    """``text`` as (part, is literal) pieces: its reST literals (````x````) become ``<code>`` in the templates.
+
+    The template escapes every part; no markup from a docstring or a file reaches the page as markup.
+    """
+    parts: list[tuple[str, bool]] = []
+    text, last = str(text), 0
+    for match in _MARKUP.finditer(text):
+        parts += [(text[last : match.start()], False), (match.group(1) or match.group(2), True)]
+        last = match.end()
+    parts.append((text[last:], False))
+    return [(part, literal) for part, literal in parts if part]
 
 
 _ENV = jinja2.Environment(
@@ -279,7 +286,7 @@ def _family_table_rows(data: PageData) -> list[dict[str, Any]]:
                 "link": not key.startswith("audit/"),
                 "item": _item_view(data, row),
                 "group": group,
-                "provenance": provenance,
+                "provenance": docstring_markup(provenance),
                 "paper": bool(info and info.paper),
                 "cells": [{"acc": acc_view(c), "verdict": verdict_view(c)} for c in cells],
             }
