@@ -401,7 +401,7 @@ def line_chart(xs: Sequence[float], ys: Sequence[float | None], label: str, xlab
         "right": right,
         "top": top,
         "bottom": bottom,
-        "chance": f"{py(CHANCE):.1f}",
+        "chance": round(py(CHANCE), 1),
         "points": " ".join(f"{d['x']},{d['y']}" for d in dots),
         "dots": dots,
         "xticks": [{"x": f"{px(x):.1f}", "text": f"{x:g}"} for x in xs],
@@ -415,7 +415,7 @@ def heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | None]], labe
     left = 12 + 7 * max((len(n) for n in names), default=4)
     top = 40 + int(5 * max((len(n) for n in names), default=4))
     width = left + cell * len(names) + 40
-    height = top + cell * len(names) + 70
+    height = top + cell * len(names) + 96
     rows = []
     for i, name in enumerate(names):
         cells = []
@@ -427,7 +427,7 @@ def heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | None]], labe
     step = 26
     return {
         "label": label,
-        "width": max(width, left + 11 * step + 40),
+        "width": max(width, left + 11 * step + 40, 8 * len(label)),
         "height": height,
         "left": left,
         "top": top,
