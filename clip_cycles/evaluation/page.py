@@ -40,6 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import jinja2
 
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
+from clip_cycles.attributes.splitters import STRATEGIES
 from clip_cycles.data.sources import provenance_label
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.compare import compare_family, item_mismatch, read_samples
@@ -317,8 +318,6 @@ def _benchmarks(data: PageData) -> list[dict[str, Any]]:
 
 def strategy_order(names: Iterable[str]) -> list[str]:
     """Strategy names in the strategies' own order (the registry's), unknown names after them by name."""
-    from clip_cycles.attributes.splitters import STRATEGIES  # imports scikit-learn: only for pages with attribute results
-
     known = list(STRATEGIES)
     return sorted(names, key=lambda n: (known.index(n) if n in known else len(known), n))
 
