@@ -195,7 +195,9 @@ def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Pa
     task = expand_tasks([f"cycles/{family}"])[0]
     context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
     for cycle in cycles:
-        folder = Path(cycle["folder"])
+        # The page names the built folder without the machine's path: the cache's datasets folder holds it.
+        assert not Path(cycle["folder"]).is_absolute() and str(cache) not in cycle["folder"]
+        folder = cache / "datasets" / cycle["folder"]
         info = json.loads((folder / "build_info.json").read_text())
         table = pq.read_table(folder / "data" / task.config / f"seed{cycle['seed']}" / f"{cycle['split']}.parquet").to_pylist()
         row = next(r for r in table if r["cycle_id"] == cycle["id"])
