@@ -225,3 +225,103 @@ def test_names_that_are_paths_never_become_files_outside_the_site(results: Path,
     with pytest.raises(ValueError, match="would land outside --out"):
         write_site(site, tmp_path / "other")
     assert not (tmp_path / "outside.html").exists() and not (tmp_path / "other").exists()
+
+
+EVIL = "<script>alert(1)</script>"
+
+
+def test_every_field_from_a_file_is_escaped_and_no_page_shows_a_machine_path(tmp_path: Path) -> None:
+    """Captions, model, tag, family-adjacent texts, benchmark, subset, strategy names and folder names all carry markup."""
+    results = tmp_path / 'in<img src=x onerror="alert(3)">'
+    for n, model in enumerate((f"m{EVIL}", "<b>other</b>")):
+        folder = results / f"model{n}"
+        metrics = _cycle_metrics(0.8 - 0.1 * n, 0.3, cycle_acc_ci={"low": 0.6, "high": 0.9})
+        write_json(benchmark_record("cycles/shapes_strict_size", model, f"<i>tag{n}</i>", metrics), folder / "r.json")
+        unavailable = {"available": False, "unavailable_reason": f"reason {EVIL}"}
+        write_json(benchmark_record("cycles/shapes_coarse_object", model, f"<i>tag{n}</i>", unavailable), folder / "u.json")
+        lines = [
+            {
+                "task": "cycles/shapes_strict_size",
+                "seed": 0,
+                "cycle_id": f"c{c}<u>",
+                "image_0": f"i{c}.png",
+                "image_1": f"i{c + 1}.png",
+                "caption_0": f"caption <img src=y onerror=alert({c})>",
+                "caption_1": "b",
+                "delta": 0.1,
+                "credit": float((c + n) % 2),
+            }
+            for c in range(8)
+        ]
+        (folder / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    audit = _audit_metrics()
+    audit["subsets"] = {"sub<svg onload=alert(4)>": audit["subsets"]["add_obj"]}
+    audit["best_blind"] = f"blind{EVIL}"
+    write_json(benchmark_record("audit/<em>bench</em>", "m", "a", audit), results / "audit.json")
+    write_json(
+        {
+            "experiment": "attributes",
+            "model": f"a{EVIL}",
+            "pretrained": "",
+            "seeds": [0],
+            "strategies": {"s<svg onload=alert(5)>": {"f1_selectivity": 0.5, "cs": 0.1}, "random": {"f1_selectivity": 0.2}},
+        },
+        results / "attr.json",
+    )
+    (results / f"bad{EVIL.replace('/', '')}.json").write_text("{not json")
+    site = tmp_path / "site"
+    build_page([results], site)
+    pages = {p.relative_to(site).as_posix(): p.read_text() for p in site.rglob("*.html")}
+    assert len(pages) >= 5  # index, two families, two models, one comparison
+    for name, html in pages.items():
+        for raw in ("<script>alert", "<img src=x", "<img src=y", "<svg onload", "<em>bench", "<i>tag", "<b>other", "<u>"):
+            assert raw not in html, (name, raw)
+        assert str(tmp_path) not in html, name  # paths are relative to the results given
+        assert "``" not in html, name  # docstring markup is rendered, never shown raw
+    index = pages["index.html"]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index and "&lt;em&gt;bench&lt;/em&gt;" in index
+    assert "sub&lt;svg onload=alert(4)&gt;" in index and "s&lt;svg onload=alert(5)&gt;" in index
+    compare = next(html for name, html in pages.items() if name.startswith("compare/"))
+    assert "caption &lt;img src=y onerror=alert(0)&gt;" in compare  # the captions of the disagreeing cycles, escaped
+    assert "too few cycles" in compare  # 8 cycles: below the declared minimum, no verdict
+
+
+def test_the_page_code_has_no_hand_escaping_and_its_templates_autoescape() -> None:
+    import clip_cycles.evaluation.page as page
+
+    for module in (page, __import__("clip_cycles.evaluation.page_data", fromlist=["x"])):
+        assert "escape(" not in Path(module.__file__).read_text()
+    assert page._ENV.autoescape is True
+    assert page.render("base.html", title="<x>", up="").count("&lt;x&gt;") == 1
+
+
+def test_attributes_follow_the_strategies_order_and_labels_come_from_the_record(tmp_path: Path) -> None:
+    from clip_cycles.attributes.splitters import STRATEGIES
+    from clip_cycles.evaluation.page_data import model_name
+
+    names = list(STRATEGIES)
+    record = {
+        "experiment": "attributes",
+        "model": "m",
+        "pretrained": "x",
+        "strategies": {n: {"f1_selectivity": 0.1} for n in sorted(names)},
+    }
+    write_json(record, tmp_path / "in" / "attr.json")
+    html = build_page([tmp_path / "in"], tmp_path / "site").read_text()
+    shown = re.findall(r'<tr><th scope="row">(\w+)</th><td class="num" data-value="0.1"', html)
+    assert shown == names and shown != sorted(names)
+    assert model_name("ViT", "", backend="hf", weights=None) == "ViT (hf weights)"
+    assert model_name("ViT", None, backend="open_clip", weights="ab" * 32) == "ViT (weights abababababab)"
+    assert model_name("ViT", "", backend="open_clip") == "ViT (random init)"
+
+
+def test_intervals_are_read_from_the_flat_record_when_the_detail_is_absent(tmp_path: Path) -> None:
+    flat = benchmark_record(
+        "cycles/shapes_strict_size",
+        "m",
+        "a",
+        {"cycle_acc": 0.8, "n_cycles": 40, "cycle_acc_ci_low": 0.71, "cycle_acc_ci_high": 0.88, "ci_level": 0.95},
+    )
+    write_json(flat, tmp_path / "in" / "r.json")
+    cell = collect([tmp_path / "in"]).cells["shapes_strict_size", "m (a)"]
+    assert (cell.ci["low"], cell.ci["high"], cell.ci["level"]) == (0.71, 0.88, 0.95)

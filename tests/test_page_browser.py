@@ -195,7 +195,9 @@ def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Pa
     task = expand_tasks([f"cycles/{family}"])[0]
     context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
     for cycle in cycles:
-        folder = Path(cycle["folder"])
+        # The page names the built folder without the machine's path: the cache's datasets folder holds it.
+        assert not Path(cycle["folder"]).is_absolute() and str(cache) not in cycle["folder"]
+        folder = cache / "datasets" / cycle["folder"]
         info = json.loads((folder / "build_info.json").read_text())
         table = pq.read_table(folder / "data" / task.config / f"seed{cycle['seed']}" / f"{cycle['split']}.parquet").to_pylist()
         row = next(r for r in table if r["cycle_id"] == cycle["id"])
@@ -315,3 +317,211 @@ def test_the_browser_checks_catch_a_page_that_reaches_out(browser: Browser, tmp_
     assert any("broken" in e for e in errors) and any("undefinedFunction" in e for e in errors)
     with pytest.raises(AssertionError):
         _assert_offline_and_clean(browser)
+
+
+# --------------------------------------------------------------------------- a leaderboard at scale: 12 models x 21 families
+
+N_MODELS, N_FAMILIES, N_CYCLES, N_IMAGES = 12, 21, 40, 30
+FEW = "fam_20"  # a family with fewer cycles than MIN_CYCLES: its comparison says "too few cycles"
+WITH_SAMPLES = (0, 1, 2)  # models whose results have eval --samples files beside them
+
+
+def _scale_cycles(model: int, family: int) -> list[dict[str, Any]]:
+    """Per-cycle samples of one model on one family: images shared by several cycles, credits from a seeded draw."""
+    rng = np.random.default_rng(1000 * model + family)
+    n = 12 if f"fam_{family:02d}" == FEW else N_CYCLES
+    skill = 0.35 + 0.04 * model + 0.005 * family  # models differ, so the overall column has an order
+    out = []
+    for c in range(n):
+        u = rng.random()
+        credit = 1.0 if u < skill else (0.5 if u < skill + 0.05 else 0.0)
+        out.append(
+            {
+                "task": f"cycles/fam_{family:02d}",
+                "seed": c % 2,
+                "split": "test",
+                "cycle_id": f"c{c:03d}",
+                "image_0": f"img{c % N_IMAGES:02d}.png",
+                "image_1": f"img{(c + 7) % N_IMAGES:02d}.png",
+                "caption_0": f"a <b>{c}</b> caption",
+                "caption_1": f"another caption {c}",
+                "delta": float(rng.normal()),
+                "credit": credit,
+            }
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def scale(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """12 models' clip_benchmark results on 21 families, per-cycle samples for three of them, and the page built."""
+    from clip_cycles.results import benchmark_record, write_json
+
+    root = tmp_path_factory.mktemp("page-scale")
+    means: dict[str, float] = {}
+    samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for m in range(N_MODELS):
+        model = f"ViT-S-{m:02d} (tag{m})"
+        accs = []
+        lines = []
+        for f in range(N_FAMILIES):
+            cycles = _scale_cycles(m, f)
+            acc = float(np.mean([c["credit"] for c in cycles]))
+            accs.append(acc)
+            half = 0.5 / np.sqrt(len(cycles))
+            metrics = {
+                "cycle_acc": acc,
+                "cycle_acc_ci": {
+                    "low": acc - half,
+                    "high": acc + half,
+                    "level": 0.95,
+                    "n_resamples": 1000,
+                    "seed": 0,
+                    "method": "percentile",
+                    "unit": "image",
+                },
+                "n_cycles": len(cycles),
+                "seeds": [0, 1],
+                "additive_audit": {"passed": True},
+            }
+            write_json(
+                benchmark_record(f"cycles/fam_{f:02d}", f"ViT-S-{m:02d}", f"tag{m}", metrics),
+                root / f"m{m:02d}" / f"fam_{f:02d}.json",
+            )
+            lines += cycles
+            samples.setdefault(model, {})[f"fam_{f:02d}"] = cycles
+        if m in WITH_SAMPLES:
+            (root / f"m{m:02d}" / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        means[model] = float(np.mean(accs))
+    site = root / "site"
+    build_page([root], site)
+    return {"root": root, "site": site, "means": means, "samples": samples}
+
+
+def _no_overflow(chromium: Browser) -> None:
+    width = chromium.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[1] == 1280 and width[0] <= width[1], width
+
+
+def _at_1280(chromium: Browser) -> None:
+    chromium.call("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+
+
+BOARD_JS = """[...document.querySelectorAll('#models-board tbody tr')].map(r => ({
+  model: r.dataset.model, overall: +r.cells[1].dataset.value,
+  cells: [...r.cells].slice(2).map(c => c.dataset.value)}))"""
+
+
+def test_twelve_models_by_twenty_one_families_fit_1280_px_and_sort_by_overall(
+    scale: dict[str, Any], browser: Browser, shots: Path
+) -> None:
+    _at_1280(browser)
+    browser.open((scale["site"] / "index.html").as_uri())
+    assert browser.evaluate("document.documentElement.getAttribute('data-page-ready')") == "true"
+    _no_overflow(browser)
+    board = browser.evaluate(BOARD_JS)
+    assert len(board) == N_MODELS and all(len(row["cells"]) == N_FAMILIES for row in board)
+    heads = browser.evaluate("[...document.querySelectorAll('#models-board thead th.fam')].map(t => t.dataset.family)")
+    assert heads == [f"fam_{f:02d}" for f in range(N_FAMILIES)]
+    for row in board:  # the overall column is the mean over families, computed here from the written records
+        assert row["overall"] == pytest.approx(scale["means"][row["model"]], abs=1e-12)
+    # The first column stays in view while the table scrolls sideways inside its container.
+    sticky = browser.evaluate(
+        """(() => { const box = document.getElementById('board-scroll'); box.scrollLeft = box.scrollWidth;
+          const cell = document.querySelector('#models-board tbody th'); return [cell.getBoundingClientRect().left,
+          box.getBoundingClientRect().left, box.scrollWidth > box.clientWidth]; })()"""
+    )
+    assert sticky[2] and abs(sticky[0] - sticky[1]) < 2, sticky
+    browser.evaluate("document.getElementById('board-scroll').scrollLeft = 0")
+    browser.screenshot(shots / "leaderboard_12x21.png")
+
+    overall = "document.querySelector('#models-board thead th:nth-child(2) button').click()"
+    browser.evaluate(overall)
+    ascending = [row["model"] for row in browser.evaluate(BOARD_JS)]
+    assert ascending == sorted(scale["means"], key=scale["means"].get)
+    browser.evaluate(overall)
+    descending = [row["model"] for row in browser.evaluate(BOARD_JS)]
+    assert descending == ascending[::-1]
+    browser.screenshot(shots / "leaderboard_12x21_by_overall.png")
+
+    # A family column leads to the per-family view; each model row to its page; neither overflows.
+    link = browser.evaluate("document.querySelector('#models-board thead th.fam a').getAttribute('href')")
+    assert link == "families/fam_00.html"
+    browser.open((scale["site"] / link).as_uri())
+    _no_overflow(browser)
+    assert len(browser.evaluate("[...document.querySelectorAll('#family-scores tbody tr')].map(r => r.dataset.row)")) == N_MODELS
+    browser.open((scale["site"] / "index.html").as_uri())
+    model_link = browser.evaluate("document.querySelector('#models-board tbody th a').getAttribute('href')")
+    browser.open((scale["site"] / model_link).as_uri())
+    _no_overflow(browser)
+    assert browser.evaluate("document.querySelectorAll('#model-scores tbody tr').length") == N_FAMILIES
+    _assert_offline_and_clean(browser)
+
+
+def _own_image_bootstrap(a: np.ndarray, b: np.ndarray, images: list[tuple[str, str]], n: int = 4000) -> tuple[float, float]:
+    """A 95% percentile interval of mean(a) - mean(b), resampling images (weights: product of the two images' draws)."""
+    names = sorted({i for pair in images for i in pair})
+    index = {name: k for k, name in enumerate(names)}
+    codes = np.array([[index[x], index[y]] for x, y in images])
+    rng = np.random.default_rng(12345)
+    diffs = []
+    while len(diffs) < n:
+        counts = np.bincount(rng.integers(0, len(names), len(names)), minlength=len(names))
+        w = counts[codes[:, 0]] * counts[codes[:, 1]]
+        if w.sum() > 0:
+            diffs.append(float((w * (a - b)).sum() / w.sum()))
+    return float(np.quantile(diffs, 0.025)), float(np.quantile(diffs, 0.975))
+
+
+COMPARE_JS = """[...document.querySelectorAll('#comparison tbody tr')].map(r => ({family: r.dataset.family,
+  diff: r.querySelector('.diff').dataset.value, text: r.textContent,
+  low: r.querySelector('.interval') ? +r.querySelector('.interval').dataset.ciLow : null,
+  high: r.querySelector('.interval') ? +r.querySelector('.interval').dataset.ciHigh : null,
+  links: [...r.querySelectorAll('a[href^="#"]')].map(a => a.getAttribute('href'))}))"""
+
+
+def test_the_comparison_view_shows_paired_differences_equal_to_our_own(
+    scale: dict[str, Any], browser: Browser, shots: Path
+) -> None:
+    from clip_cycles.algebra.paired import paired_difference
+
+    _at_1280(browser)
+    browser.open((scale["site"] / "index.html").as_uri())
+    a, b = "ViT-S-00 (tag0)", "ViT-S-01 (tag1)"
+    pairs = browser.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('ul.pairs a')].map(x => [x.textContent, x.getAttribute('href')]))"
+    )
+    assert len(pairs) == N_MODELS * (N_MODELS - 1) // 2
+    # The picker goes to the same page as the pair's link.
+    since = len(browser.events)
+    browser.evaluate(
+        """document.getElementById('compare-a').selectedIndex = 0; document.getElementById('compare-b').selectedIndex = 1;
+        document.getElementById('compare-form').requestSubmit()"""
+    )
+    browser.wait_for("Page.loadEventFired", since)
+    assert browser.evaluate("location.href") == (scale["site"] / pairs[f"{a} vs {b}"]).as_uri()
+    _no_overflow(browser)
+    rows = {row["family"]: row for row in browser.evaluate(COMPARE_JS)}
+    assert set(rows) == {f"fam_{f:02d}" for f in range(N_FAMILIES)}
+    anchors = set(browser.evaluate("[...document.querySelectorAll('#disagreements-table tr[id]')].map(r => '#' + r.id)"))
+    for family, row in rows.items():
+        mine, theirs = scale["samples"][a][family], scale["samples"][b][family]
+        by_id = {(s["seed"], s["cycle_id"]): s for s in theirs}
+        credit_a = np.array([s["credit"] for s in mine])
+        credit_b = np.array([by_id[s["seed"], s["cycle_id"]]["credit"] for s in mine])  # paired by cycle, here
+        assert float(row["diff"]) == pytest.approx(credit_a.mean() - credit_b.mean(), abs=1e-12), family
+        images = [(s["image_0"], s["image_1"]) for s in mine]
+        expected = paired_difference(credit_a, credit_b, np.array(images))
+        assert (row["low"], row["high"]) == pytest.approx((expected.ci_low, expected.ci_high), abs=1e-12), family
+        # ... and close to our own resampling of images (another stream, 4000 resamples: equal up to Monte Carlo error).
+        low, high = _own_image_bootstrap(credit_a, credit_b, images)
+        assert row["low"] == pytest.approx(low, abs=0.07) and row["high"] == pytest.approx(high, abs=0.07), family
+        if family == FEW:
+            assert "too few cycles" in row["text"]
+        assert set(row["links"]) <= anchors and (row["links"] or (credit_a == credit_b).all()), family
+    browser.screenshot(shots / "comparison.png")
+    # Without samples beside both results the page says how to get them instead of a number.
+    browser.open((scale["site"] / pairs["ViT-S-00 (tag0) vs ViT-S-05 (tag5)"]).as_uri())
+    texts = [row["text"] for row in browser.evaluate(COMPARE_JS)]
+    assert all("no per-cycle samples: run eval --samples" in text for text in texts)
+    _assert_offline_and_clean(browser)

@@ -1,21 +1,25 @@
 """``clip-cycles page RESULTS... --out site/``: a static results page (HTML, CSS, a little vanilla JS).
 
 The site opens from ``file://`` with no server and no network: every file it uses is in
-the output folder (``index.html``, ``families/<family>.html``, ``assets/page.css``,
-``assets/page.js``, ``thumbs/*.jpg``, ``page_manifest.json``). It shows
+the output folder (``index.html``, ``families/<family>.html``, ``models/<model>.html``,
+``compare/<a>--<b>.html``, ``assets/page.css``, ``assets/page.js``, ``thumbs/*.jpg``,
+``page_manifest.json``). The HTML is rendered from the Jinja2 templates in
+``page_templates/`` with autoescaping on; this module only prepares the data they show:
 
-- a leaderboard, families (coarse -> strict) x models: CycleAcc with its bootstrap
-  interval and the additive audit's verdict, the paper's families marked, chance (0.5)
-  drawn on every cell, sortable by any column; benchmark rows give the CycleAcc of the
-  exact cycles ``audit-benchmark`` found; an "item set" column names the world and split each
-  row's numbers scored: results share a row only when their ``items_sha256`` match, and a
-  note under the table says why a family has several rows;
-- the benchmark audit table: model accuracy, best blind baseline and CycleAcc per subset,
-  rows where a blind score reaches the model's highlighted;
-- a page per family: predicate, provenance, thresholds, counts and exclusions
-  (``build_info.json``), rank sweep and transfer where results have them, example cycles;
-- attribute-split results (F1 selectivity, CS per strategy, the protocol) when present.
+- the leaderboard, models (rows) x families (columns, coarse -> strict, the paper's marked):
+  a compact CycleAcc, its interval and chance marker per cell, shaded by value, and an
+  overall column (:func:`overall`) to sort by; a column's "view" link opens the family page;
+- the same numbers by family (families x models, the additive audit for family rows and the
+  benchmark audit for ``audit/`` rows, each with its own symbols, explained once in a legend);
+  an "item set" column names the world and split each row's numbers scored;
+- a comparison page per pair of models: per family the paired difference of CycleAcc with
+  its image-bootstrap interval (:func:`clip_cycles.evaluation.compare.compare_family`) when
+  per-cycle samples (``eval --samples``) sit beside both models' results;
+- the benchmark audit table, a page per family (predicate, provenance, build facts, rank
+  sweep and transfer charts with their numbers, example cycles), a page per model, and
+  attribute-split results in the strategies' order.
 
+Paths on the pages are relative to the results given (:meth:`PageData.shown_path`).
 Everything is assembled in memory and checked against the byte budget (``--max-bytes``)
 before anything is written; the same inputs give byte-identical files.
 """
@@ -24,16 +28,22 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
-from html import escape
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+import jinja2
+
+from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
+from clip_cycles.attributes.splitters import STRATEGIES
 from clip_cycles.data.sources import provenance_label
 from clip_cycles.encoding.run_context import RunContext
+from clip_cycles.evaluation.compare import compare_family, item_mismatch, read_samples
 from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name
 from clip_cycles.evaluation.page_examples import (
     ExampleCycle,
@@ -43,28 +53,35 @@ from clip_cycles.evaluation.page_examples import (
     thumbnail,
     world_root,
 )
-from clip_cycles.experiments.item_sets import ItemSet
 from clip_cycles.outputs import check_path_length, write_file_set
 
 #: The page's default byte budget (every file it writes, together).
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
 #: Example cycles of each kind (hardest, easiest, random) per family and model.
 DEFAULT_EXAMPLES = 3
+#: Resamples of each paired comparison on the comparison pages.
+COMPARE_RESAMPLES = 1000
 MANIFEST = "page_manifest.json"
-STAR = "\u2605 "
-WARN_YES = "\u26a0 yes"
 ASSETS = ("page.css", "page.js")
-VERDICT_SYMBOL = {
-    "passed": "\u2713",
-    "failed": "\u2717",
-    "unavailable": "\u2013",
-    "not run": "\u00b7",
-    "blind beats model": "\u26a0",
-    "model ahead": "\u2713",
-    "model above blind": "\u2713",
+#: How the overall column is computed (shown on the page).
+OVERALL_HOW = (
+    "the mean of the model's family CycleAccs (each family weighs the same); its interval adds the families' "
+    "interval half-widths in quadrature (as independent normal errors) and divides by the number of families."
+)
+#: Additive-audit verdicts (family rows) and benchmark-audit verdicts (``audit/`` rows): each its own symbols.
+ADDITIVE_SYMBOL = {"passed": "\u2713", "failed": "\u2717", "unavailable": "\u2013", "not run": "\u00b7"}
+BENCHMARK_SYMBOL = {
+    "blind beats model": "\u2691",
+    "model ahead": "\u25c6",
+    "model above blind": "\u25c6",
     "within noise": "\u2248",
-    "too few comparisons": "\u00b7",
+    "too few comparisons": "\u2218",
+    "not run": "\u00b7",
 }
+PAIRED_SYMBOL = {"A above B": "\u25b2", "B above A": "\u25bc", "within noise": "\u2248", "too few comparisons": "\u2218"}
+NO_SAMPLES = "no per-cycle samples: run eval --samples"
+SWEEP_TITLE = "Test CycleAcc of the low-rank probe against its rank"
+_MARKUP = re.compile(r"``(.+?)``|`(.+?)`")
 
 
 @dataclass
@@ -81,7 +98,36 @@ class Site:
         return sum(len(v) for v in self.files.values())
 
 
-# --------------------------------------------------------------------------- formatting
+# --------------------------------------------------------------------------- templates and formatting
+
+
+def docstring_markup(text: Any) -> list[tuple[str, bool]]:
+    """``text`` as (part, is literal) pieces: its reST literals (````x````) become ``<code>`` in the templates.
+
+    The template escapes every part; no markup from a docstring or a file reaches the page as markup.
+    """
+    parts: list[tuple[str, bool]] = []
+    text, last = str(text), 0
+    for match in _MARKUP.finditer(text):
+        parts += [(text[last : match.start()], False), (match.group(1) or match.group(2), True)]
+        last = match.end()
+    parts.append((text[last:], False))
+    return [(part, literal) for part, literal in parts if part]
+
+
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("clip_cycles.evaluation", "page_templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+
+def render(template: str, **context: Any) -> str:
+    """One page from ``page_templates/<template>`` (autoescaped)."""
+    return _ENV.get_template(template).render(min_cycles=MIN_CYCLES, overall_how=OVERALL_HOW, **context)
 
 
 def _f(value: float | None, digits: int = 3) -> str:
@@ -93,311 +139,307 @@ def _value(value: float | None) -> str:
     return "" if value is None else repr(float(value))
 
 
-def _document(title: str, body: str, depth: int = 0) -> str:
-    up = "../" * depth
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        # No request may leave the folder: the policy forbids every origin but the page's own files.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'self'; img-src 'self'; "
-        "style-src 'self'; script-src 'self'\">\n"
-        f"<title>{escape(title)}</title>\n"
-        f'<link rel="stylesheet" href="{up}assets/page.css">\n</head>\n<body>\n'
-        f'<nav aria-label="site"><a href="{up}index.html">leaderboard</a>'
-        f'<a href="{up}index.html#benchmarks">benchmark audits</a>'
-        f'<a href="{up}index.html#attributes">attribute splits</a></nav>\n'
-        f"<main>\n{body}\n</main>\n"
-        f'<script src="{up}assets/page.js"></script>\n</body>\n</html>\n'
-    )
+def model_slug(model: str) -> str:
+    """A file name for ``model``'s pages: its plain characters and a digest (two names never share one)."""
+    plain = re.sub(r"[^A-Za-z0-9_.-]+", "-", model).strip("-.")[:48] or "model"
+    return f"{plain}-{hashlib.sha256(model.encode('utf-8')).hexdigest()[:8]}"
 
 
-def _sort_header(label: str, numeric: bool = False) -> str:
-    kind = ' data-type="number"' if numeric else ""
-    return f'<th scope="col"{kind}><button type="button" class="sort">{escape(label)}</button></th>'
-
-
-def _position(cell: Cell) -> tuple[str, str]:
-    """(css class, symbol) of a CycleAcc against chance: the interval above, including or below 0.5.
-
-    Without an interval only the point is compared, and hollow symbols say so: a point off
-    0.5 is not evidence that the model is off chance.
-    """
-    if cell.cycle_acc is None:
-        return "na", "\u00b7"
-    if cell.ci is None:
-        if cell.cycle_acc == CHANCE:
-            return "chance", "\u25cb"
-        return ("above", "\u25b3") if cell.cycle_acc > CHANCE else ("below", "\u25bd")
-    if cell.ci["low"] > CHANCE:
-        return "above", "\u25b2"
-    if cell.ci["high"] < CHANCE:
-        return "below", "\u25bc"
-    return "chance", "\u25cf"
-
-
-def _ci_title(ci: dict[str, Any]) -> str:
+def _ci_title(ci: Mapping[str, Any]) -> str:
     """Where an interval comes from: the record's ``cycle_acc_ci`` or the page builder's bootstrap."""
     what = f"{ci.get('level', '?')} {ci.get('method', '?')} interval"
     what += f", {ci.get('n_resamples', '?')} resamples of {ci.get('unit', '?')}s"
     return f"{what}; {ci.get('computed_by', 'from the record (cycle_acc_ci)')}"
 
 
-def _acc_cell(cell: Cell | None) -> str:
+def _interval(low: float, high: float, title: str) -> dict[str, str]:
+    return {"low": _f(low), "high": _f(high), "low_value": _value(low), "high_value": _value(high), "title": title}
+
+
+def _position(cell: Cell) -> tuple[str, str, str]:
+    """(css class, symbol, words) of a CycleAcc against chance: the interval above, including or below 0.5.
+
+    Without an interval only the point is compared, and hollow symbols say so; below the
+    declared minimum of cycles there is no chance marker at all ("too few cycles").
+    """
+    assert cell.cycle_acc is not None
+    if cell.n_cycles is not None and cell.n_cycles < MIN_CYCLES:
+        return "few", "\u2026", f"too few cycles ({cell.n_cycles} < {MIN_CYCLES}) for a chance marker"
+    if cell.ci is None:
+        if cell.cycle_acc == CHANCE:
+            return "chance", "\u25cb", "at chance (point only, no interval)"
+        if cell.cycle_acc > CHANCE:
+            return "above", "\u25b3", "above chance (point only, no interval)"
+        return "below", "\u25bd", "below chance (point only, no interval)"
+    if cell.ci["low"] > CHANCE:
+        return "above", "\u25b2", "above chance"
+    if cell.ci["high"] < CHANCE:
+        return "below", "\u25bc", "below chance"
+    return "chance", "\u25cf", "indistinguishable from chance"
+
+
+def acc_view(cell: Cell | None) -> dict[str, Any]:
+    """What a CycleAcc cell shows (``missing``: not evaluated; ``unavailable``: a record without a number)."""
     if cell is None:
-        return '<td class="num na" data-value="">not evaluated</td>'
+        return {"missing": True}
     if cell.cycle_acc is None:
-        return f'<td class="na" data-value="" title="{escape(cell.unavailable_reason or "")}">unavailable</td>'
-    css, symbol = _position(cell)
-    ci = (
-        f' <span class="ci" data-ci-low="{_value(cell.ci["low"])}" data-ci-high="{_value(cell.ci["high"])}" '
-        f'title="{escape(_ci_title(cell.ci))}">'
-        f"[{_f(cell.ci['low'])}, {_f(cell.ci['high'])}]</span>"
-        if cell.ci
-        else f' <span class="ci" title="{escape(cell.ci_note)}">no interval</span>'
-    )
-    return (
-        f'<td class="num {css}" data-value="{_value(cell.cycle_acc)}" data-sd="{_value(cell.sd)}">'
-        f'<span class="sym" aria-label="{css} chance">{symbol}</span><span class="acc">{_f(cell.cycle_acc)}</span>{ci}'
-        f"{_bar(cell.cycle_acc)}</td>"
-    )
+        return {"missing": False, "unavailable": True, "reason": cell.unavailable_reason or ""}
+    css, symbol, words = _position(cell)
+    ci = _interval(cell.ci["low"], cell.ci["high"], _ci_title(cell.ci)) if cell.ci else None
+    return {
+        "missing": False,
+        "unavailable": False,
+        "css": css,
+        "symbol": symbol,
+        "label": words,
+        "few": css == "few",
+        "value": _value(cell.cycle_acc),
+        "sd": _value(cell.sd),
+        "acc": _f(cell.cycle_acc),
+        "ci": ci,
+        "ci_note": cell.ci_note,
+        "bar": f"{max(0.0, min(1.0, cell.cycle_acc)) * 112:.1f}",
+        "shade": max(0, min(10, round(cell.cycle_acc * 10))),
+        "audit": cell.audit,
+        "audit_mark": ADDITIVE_SYMBOL.get(cell.audit, "") if cell.audit in ("failed",) else "",
+    }
 
 
-def _bar(value: float) -> str:
-    """A small bar of ``value`` in [0, 1] with the chance tick at 0.5 (SVG: no inline style for the page's CSP)."""
-    width = max(0.0, min(1.0, value)) * 112
-    return (
-        '<svg class="bar" aria-hidden="true" width="112" height="10" viewBox="0 0 112 10">'
-        '<rect x="0" y="2" width="112" height="6" fill="#e4e4e4"/>'
-        f'<rect class="fill" x="0" y="2" width="{width:.1f}" height="6"/>'
-        '<line x1="56" x2="56" y1="0" y2="10" stroke="#000" stroke-width="2"/></svg>'
-    )
-
-
-def _verdict_cell(cell: Cell | None) -> str:
+def verdict_view(cell: Cell | None) -> dict[str, str]:
+    """The audit cell: the additive audit for a family row, the benchmark audit for an ``audit/`` row."""
     if cell is None or cell.cycle_acc is None and cell.audit == "not run":
-        return '<td data-value="">\u00b7</td>'
-    symbol = VERDICT_SYMBOL.get(cell.audit, "?")
+        return {"css": "", "value": "", "note": "", "symbol": "\u00b7", "text": ""}
+    benchmark = cell.family.startswith("audit/")
+    symbols = BENCHMARK_SYMBOL if benchmark else ADDITIVE_SYMBOL
+    kind = "benchmark audit" if benchmark else "additive audit"
     css = "verdict-failed" if cell.audit in ("failed", "blind beats model") else ""
-    label = escape(cell.audit)
-    return f'<td class="{css}" data-value="{label}" title="{escape(cell.audit_note)}">{symbol} {label}</td>'
+    return {
+        "css": f"{css} {'benchmark-verdict' if benchmark else 'additive-verdict'}".strip(),
+        "value": cell.audit,
+        "note": f"{kind}: {cell.audit_note}",
+        "symbol": symbols.get(cell.audit, "?"),
+        "text": cell.audit,
+    }
+
+
+def overall(data: PageData, model: str, rows: Sequence[str]) -> dict[str, Any] | None:
+    """The mean over ``rows`` (family rows) of ``model``'s CycleAcc, with :data:`OVERALL_HOW`'s interval."""
+    cells = [data.cells.get((row, model)) for row in rows]
+    scored = [c for c in cells if c is not None and c.cycle_acc is not None]
+    if not scored:
+        return None
+    k = len(scored)
+    mean = sum(c.cycle_acc for c in scored) / k  # type: ignore[misc]
+    ci = None
+    if all(c.ci is not None for c in scored):
+        low = mean - math.sqrt(sum((c.cycle_acc - c.ci["low"]) ** 2 for c in scored)) / k  # type: ignore[index,operator]
+        high = mean + math.sqrt(sum((c.ci["high"] - c.cycle_acc) ** 2 for c in scored)) / k  # type: ignore[index,operator]
+        ci = _interval(low, high, OVERALL_HOW)
+    return {"value": _value(mean), "acc": _f(mean), "ci": ci, "k": k, "mean": mean}
+
+
+def _item_view(data: PageData, row: str) -> dict[str, str]:
+    item, key = data.item_set(row), data.family_of(row)
+    return {"label": item.label(key), "describe": item.describe()}
 
 
 # --------------------------------------------------------------------------- index page
 
 
-def _item_set_cell(item: ItemSet, key: str) -> str:
-    """The "item set" cell of a row: the world (source) and split its numbers scored, and its label."""
-    label = item.label(key)
-    return f'<td class="item-set" data-value="{escape(label)}" title="{escape(label)}">{escape(item.describe())}</td>'
+def _columns(data: PageData) -> list[dict[str, Any]]:
+    columns = []
+    for row in data.family_rows():
+        key = data.family_of(row)
+        info = data.families.get(key)
+        columns.append({"row": row, "key": key, "label": row, "paper": bool(info and info.paper)})
+    return columns
 
 
-def item_set_notes_html(notes: list[str]) -> str:
-    """The visible notes saying why a family's results are in separate rows (empty when there are none)."""
-    if not notes:
-        return ""
-    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
-    return (
-        '<div class="note item-set-notes" role="note"><p>Numbers share a row only when they scored the same items '
-        f"(equal <code>items_sha256</code>):</p><ul>{items}</ul></div>"
-    )
-
-
-def leaderboard(data: PageData) -> str:
-    """The leaderboard table: one row per family and item set (then per audited benchmark), two columns per model."""
-    models = data.models
-    head = [
-        _sort_header("order", numeric=True),
-        _sort_header("family"),
-        _sort_header("item set"),
-        _sort_header("group"),
-        _sort_header("provenance"),
+def _board(data: PageData) -> list[dict[str, Any]]:
+    rows = data.family_rows()
+    return [
+        {
+            "model": model,
+            "slug": model_slug(model),
+            "overall": overall(data, model, rows),
+            "cells": [acc_view(data.cells.get((row, model))) for row in rows],
+        }
+        for model in data.models
     ]
-    for model in models:
-        head += [_sort_header(f"CycleAcc: {model}", numeric=True), _sort_header(f"audit: {model}")]
-    rows = []
-    for position, row in enumerate(data.family_rows() + data.benchmark_rows()):
+
+
+def _family_table_rows(data: PageData) -> list[dict[str, Any]]:
+    out = []
+    for row in data.family_rows() + data.benchmark_rows():
         key = data.family_of(row)
         info = data.families.get(key)
         if key.startswith("audit/"):
-            name, group, provenance = escape(key), "benchmark (exact cycles found)", "audited benchmark"
+            group, provenance = "benchmark (exact cycles found)", "audited benchmark"
         else:
-            name = f'<a href="families/{escape(key)}.html">{escape(key)}</a>'
             group = provenance_label(info.builder, info.source) if info else "unregistered family"
             provenance = info.provenance if info else "unknown"
-        paper = info is not None and info.paper
-        cells = [
-            f'<td class="num" data-value="{position}">{position + 1}</td>',
-            f'<th scope="row" data-value="{escape(key)}">{name}</th>',
-            _item_set_cell(data.item_set(row), key),
-            f"<td>{escape(group)}</td>",
-            f'<td class="{"paper" if paper else ""}">{STAR if paper else ""}{escape(provenance)}</td>',
-        ]
-        for model in models:
-            cell = data.cells.get((row, model))
-            cells += [_acc_cell(cell), _verdict_cell(cell)]
-        rows.append(f'<tr data-row="{escape(row)}">' + "".join(cells) + "</tr>")
-    return (
-        '<table id="leaderboard" class="sortable">\n'
-        "<caption>CycleAcc per family and model (mean over seeds; 95% bootstrap interval in brackets). "
-        "\u25b2 above chance, \u25cf indistinguishable from chance (0.5, the black tick on each bar), "
-        "\u25bc below chance; without an interval, hollow \u25b3 \u25bd \u25cb compare the point alone; "
-        "\u2605 a family paper 1 names. Audit: \u2713 the additive audit's shortcut probes held "
-        "at exactly 0.5, \u2717 failed, \u2013 unavailable. Item set: the world (source) and split the row's "
-        "numbers scored; numbers share a row only when they scored the same items. Click a column header to sort.</caption>\n"
-        "<thead><tr>"
-        + "".join(head)
-        + "</tr></thead>\n<tbody>\n"
-        + "\n".join(rows)
-        + "\n</tbody>\n</table>\n"
-        + item_set_notes_html(data.notes)
-    )
-
-
-def benchmark_table(data: PageData) -> str:
-    """Per benchmark and subset: the model's accuracy, the best blind baseline, CycleAcc of the exact cycles."""
-    if not data.benchmarks:
-        return '<p class="note">No audit-benchmark results among the inputs.</p>'
-    head = [
-        _sort_header("benchmark"),
-        _sort_header("subset"),
-        _sort_header("model"),
-        _sort_header("model accuracy", numeric=True),
-        _sort_header("best blind baseline"),
-        _sort_header("best blind accuracy", numeric=True),
-        _sort_header("exact cycles", numeric=True),
-        _sort_header("CycleAcc of exact cycles", numeric=True),
-        _sort_header("blind beats model"),
-    ]
-    rows = []
-    for row in data.benchmarks:
-        wins = row.blind_beats_model
-        rows.append(
-            f'<tr class="{"blind-wins" if wins else ""}" data-benchmark="{escape(row.benchmark)}" '
-            f'data-subset="{escape(row.subset)}">'
-            f'<th scope="row">{escape(row.benchmark)}</th><td>{escape(row.subset)}</td><td>{escape(row.model)}</td>'
-            f'<td class="num" data-value="{_value(row.model_acc)}">{_f(row.model_acc)}</td>'
-            f"<td>{escape(str(row.best_blind or 'n/a'))}</td>"
-            f'<td class="num" data-value="{_value(row.best_blind_acc)}">{_f(row.best_blind_acc)}</td>'
-            f'<td class="num" data-value="{row.n_cycles if isinstance(row.n_cycles, int) else ""}">{row.n_cycles}</td>'
-            f'<td class="num" data-value="{_value(row.cycle_acc)}">{_f(row.cycle_acc)}</td>'
-            f'<td data-value="{"yes" if wins else "no"}">{WARN_YES if wins else "no"}</td></tr>'
+        cells = [data.cells.get((row, model)) for model in data.models]
+        out.append(
+            {
+                "row": row,
+                "key": key,
+                "link": not key.startswith("audit/"),
+                "item": _item_view(data, row),
+                "group": group,
+                "provenance": docstring_markup(provenance),
+                "paper": bool(info and info.paper),
+                "cells": [{"acc": acc_view(c), "verdict": verdict_view(c)} for c in cells],
+            }
         )
-    return (
-        '<table id="benchmarks-table" class="sortable">\n'
-        "<caption>A blind baseline scores without looking at the image-caption pairing (caption length, a "
-        "caption-only or image-only probe). \u26a0 with a hatched row: a blind score beats the model, its paired "
-        "interval over items above 0 (records without one: reaches or beats it), so the benchmark can be passed "
-        "without the pairing.</caption>\n"
-        "<thead><tr>" + "".join(head) + "</tr></thead>\n<tbody>\n" + "\n".join(rows) + "\n</tbody>\n</table>"
-    )
+    return out
 
 
-def attribute_tables(data: PageData) -> str:
-    """F1 selectivity and CS per strategy, one table per result, with the protocol named."""
-    if not data.attributes:
-        return '<p class="note">No attribute-split results among the inputs.</p>'
-    parts = []
-    for n, result in enumerate(data.attributes):
+def _benchmarks(data: PageData) -> list[dict[str, Any]]:
+    return [
+        {
+            "benchmark": b.benchmark,
+            "subset": b.subset,
+            "model": b.model,
+            "model_acc": _f(b.model_acc),
+            "model_acc_value": _value(b.model_acc),
+            "best_blind": str(b.best_blind or "n/a"),
+            "blind_acc": _f(b.best_blind_acc),
+            "blind_acc_value": _value(b.best_blind_acc),
+            "n_cycles": b.n_cycles,
+            "n_cycles_value": b.n_cycles if isinstance(b.n_cycles, int) else "",
+            "cycle_acc": _f(b.cycle_acc),
+            "cycle_acc_value": _value(b.cycle_acc),
+            "wins": b.blind_beats_model,
+            "verdict": b.blind_verdict,
+        }
+        for b in data.benchmarks
+    ]
+
+
+def strategy_order(names: Iterable[str]) -> list[str]:
+    """Strategy names in the strategies' own order (the registry's), unknown names after them by name."""
+    known = list(STRATEGIES)
+    return sorted(names, key=lambda n: (known.index(n) if n in known else len(known), n))
+
+
+def _attributes(data: PageData) -> list[dict[str, Any]]:
+    tables = []
+    for result in data.attributes:
         rows = []
-        for name in sorted(result["strategies"]):
+        for name in strategy_order(result["strategies"]):
             strategy = result["strategies"][name] or {}
             f1, cs = strategy.get("f1_selectivity"), strategy.get("cs")
             f1_mean = f1.get("mean") if isinstance(f1, dict) else f1
             cs_mean = cs.get("mean") if isinstance(cs, dict) else cs
             rows.append(
-                f'<tr><th scope="row">{escape(name)}</th>'
-                f'<td class="num" data-value="{_value(f1_mean)}">{_f(f1_mean, 2)}</td>'
-                f'<td class="num" data-value="{_value(cs_mean)}">{_f(cs_mean, 3)}</td></tr>'
+                {"name": name, "f1": _f(f1_mean, 2), "f1_value": _value(f1_mean), "cs": _f(cs_mean), "cs_value": _value(cs_mean)}
             )
-        parts.append(
-            f'<table id="attributes-{n}" class="sortable">\n<caption>{escape(result["model"])}: protocol: '
-            f"{escape(result['protocol'])} ({escape(result['file'])})</caption>\n<thead><tr>"
-            + _sort_header("strategy")
-            + _sort_header("F1 selectivity", numeric=True)
-            + _sort_header("CS", numeric=True)
-            + "</tr></thead>\n<tbody>\n"
-            + "\n".join(rows)
-            + "\n</tbody>\n</table>"
+        tables.append(
+            {"model": result["model"], "protocol": result["protocol"], "file": data.shown_path(result["file"]), "rows": rows}
         )
-    return "\n".join(parts)
+    return tables
 
 
-def index_page(data: PageData) -> str:
-    skipped = "".join(f"<li><code>{escape(p)}</code>: {escape(r)}</li>" for p, r in sorted(data.skipped.items()))
-    inputs = ", ".join(f"<code>{escape(i)}</code>" for i in data.inputs)
-    body = (
-        "<h1>clip_cycles results</h1>\n"
-        f'<p class="note">Read from {inputs}. Models: {len(data.models)}; families: {len(data.family_keys())}; '
-        f"benchmarks: {len(data.benchmark_rows())}.</p>\n"
-        '<section aria-labelledby="lb"><h2 id="lb">Leaderboard</h2>\n' + leaderboard(data) + "\n</section>\n"
-        '<section aria-labelledby="benchmarks"><h2 id="benchmarks">Benchmark audits</h2>\n'
-        + benchmark_table(data)
-        + "\n</section>\n"
-        '<section aria-labelledby="attributes"><h2 id="attributes">Attribute splits</h2>\n'
-        + attribute_tables(data)
-        + "\n</section>\n"
-        f'<section aria-labelledby="skipped"><h2 id="skipped">Inputs not shown ({len(data.skipped)})</h2>\n'
-        + (f"<ul>{skipped}</ul>" if skipped else '<p class="note">Every input file was read.</p>')
-        + "\n</section>"
+def _pair_file(a: str, b: str) -> str:
+    return f"{model_slug(a)}--{model_slug(b)}.html"
+
+
+def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
+    """The index: the models x families leaderboard, the family table, comparisons, benchmarks, attributes, skipped."""
+    pairs = [
+        {"a": a, "b": b, "file": _pair_file(a, b), "samples": a in samples and b in samples}
+        for a, b in itertools.combinations(data.models, 2)
+    ]
+    return render(
+        "index.html",
+        title="clip_cycles results",
+        up="",
+        inputs=[data.shown_path(i) for i in data.inputs],
+        n_models=len(data.models),
+        n_families=len(data.family_keys()),
+        n_benchmarks=len(data.benchmark_rows()),
+        columns=_columns(data),
+        board=_board(data),
+        models=data.models,
+        rows=_family_table_rows(data),
+        notes=data.notes,
+        pairs=pairs,
+        benchmarks=_benchmarks(data),
+        attributes=_attributes(data),
+        skipped=[{"path": data.shown_path(p), "reason": r} for p, r in sorted(data.skipped.items())],
     )
-    return _document("clip_cycles results", body)
 
 
-# --------------------------------------------------------------------------- family pages
+# --------------------------------------------------------------------------- charts
 
 
-def _line_svg(xs: Sequence[float], ys: Sequence[float], label: str) -> str:
-    """A small log2-x line chart in [0, 1] with the chance line, as inline SVG."""
-    width, height, pad = 320, 160, 28
+def _nice_ticks(n: int = 10) -> list[float]:
+    return [i / n for i in range(n + 1)]
+
+
+def line_chart(xs: Sequence[float], ys: Sequence[float | None], label: str, xlabel: str, ylabel: str) -> dict[str, Any]:
+    """Geometry of a log2-x line chart in [0, 1]: axes, ticks at every x and every 0.1, the chance line."""
+    width, height, left, right, top, bottom = 640, 340, 64, 560, 30, 280
     lx = [math.log2(x) for x in xs]
-    lo, hi = min(lx), max(lx) if max(lx) > min(lx) else min(lx) + 1
+    lo = min(lx)
+    hi = max(lx) if max(lx) > lo else lo + 1
 
     def px(x: float) -> float:
-        return pad + (math.log2(x) - lo) / (hi - lo) * (width - 2 * pad)
+        return left + (math.log2(x) - lo) / (hi - lo) * (right - left)
 
     def py(y: float) -> float:
-        return height - pad - y * (height - 2 * pad)
+        return bottom - y * (bottom - top)
 
-    points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(xs, ys) if y is not None)
-    ticks = "".join(f'<text x="{px(x):.1f}" y="{height - 8}" text-anchor="middle">{x:g}</text>' for x in xs)
-    return (
-        f'<svg role="img" aria-label="{escape(label)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f'<line x1="{pad}" x2="{width - pad}" y1="{py(0.5):.1f}" y2="{py(0.5):.1f}" stroke="#000" stroke-dasharray="3 3"/>'
-        f'<text x="{width - pad + 2}" y="{py(0.5) + 3:.1f}">0.5</text>'
-        f'<text x="2" y="{py(0.0) + 3:.1f}">0</text><text x="2" y="{py(1.0) + 3:.1f}">1</text>'
-        f'<line x1="{pad}" x2="{pad}" y1="{py(0.0):.1f}" y2="{py(1.0):.1f}" stroke="#888"/>'
-        f'<polyline fill="none" stroke="#1f5fa8" stroke-width="2" points="{points}"/>'
-        + "".join(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="#1f5fa8"/>' for x, y in zip(xs, ys) if y is not None)
-        + ticks
-        + f'<text x="{pad}" y="12">{escape(label)}</text></svg>'
-    )
-
-
-def _bars_svg(labels: Sequence[str], values: Sequence[float | None], label: str) -> str:
-    """Horizontal bars in [0, 1], one per label, with the chance line; a missing value is drawn as "n/a"."""
-    left, width, row = 210, 600, 14
-    height = 24 + row * len(labels)
-    bars = []
-    for i, (name, value) in enumerate(zip(labels, values)):
-        y = 18 + i * row
-        bars.append(f'<text x="{left - 4}" y="{y + 9}" text-anchor="end">{escape(name)}</text>')
-        if value is None:
-            bars.append(f'<text x="{left + 2}" y="{y + 9}">n/a</text>')
-        else:
-            length = max(0.0, min(1.0, value)) * (width - left - 30)
-            bars.append(f'<rect x="{left}" y="{y}" width="{length:.1f}" height="10" fill="#1f5fa8"/>')
-    chance = left + 0.5 * (width - left - 30)
-    return (
-        f'<svg role="img" aria-label="{escape(label)}" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
-        f'<text x="0" y="10">{escape(label)}</text>'
-        + "".join(bars)
-        + f'<line x1="{chance:.1f}" x2="{chance:.1f}" y1="14" y2="{height}" stroke="#000" stroke-dasharray="3 3"/>'
-        f'<text x="{chance + 2:.1f}" y="{height - 2}">0.5</text></svg>'
-    )
+    dots = [{"x": f"{px(x):.1f}", "y": f"{py(y):.1f}"} for x, y in zip(xs, ys) if y is not None]
+    return {
+        "label": label,
+        "xlabel": xlabel,
+        "ylabel": ylabel,
+        "width": width,
+        "height": height,
+        "left": left,
+        "right": right,
+        "top": top,
+        "bottom": bottom,
+        "chance": round(py(CHANCE), 1),
+        "points": " ".join(f"{d['x']},{d['y']}" for d in dots),
+        "dots": dots,
+        "xticks": [{"x": f"{px(x):.1f}", "text": f"{x:g}"} for x in xs],
+        "yticks": [{"y": round(py(t), 1), "text": f"{t:.1f}"} for t in _nice_ticks()],
+    }
 
 
-def _rank_sweep(data: PageData, key: str) -> str:
+def heatmap(names: Sequence[str], matrix: Sequence[Sequence[float | None]], label: str) -> dict[str, Any]:
+    """Geometry of a transfer heatmap (rows trained on, columns tested on) with a value scale of 11 shades."""
+    cell = 44
+    left = 12 + 7 * max((len(n) for n in names), default=4)
+    top = 40 + int(5 * max((len(n) for n in names), default=4))
+    width = left + cell * len(names) + 40
+    height = top + cell * len(names) + 96
+    rows = []
+    for i, name in enumerate(names):
+        cells = []
+        for j, other in enumerate(names):
+            value = matrix[i][j]
+            shade = max(0, min(10, round(value * 10))) if value is not None else 0
+            cells.append({"x": left + j * cell, "name": other, "text": _f(value, 2), "shade": shade})
+        rows.append({"name": name, "y": top + i * cell, "cells": cells})
+    step = 26
+    return {
+        "label": label,
+        "width": max(width, left + 11 * step + 40, 8 * len(label)),
+        "height": height,
+        "left": left,
+        "top": top,
+        "cell": cell,
+        "rows": rows,
+        "columns": [{"x": left + j * cell + cell // 2, "name": n} for j, n in enumerate(names)],
+        "step": step,
+        "scale": [{"x": left + k * step, "shade": k, "text": f"{k / 10:.1f}"} for k in range(11)],
+    }
+
+
+def _sweeps(data: PageData, key: str) -> list[dict[str, Any]]:
     parts = []
     for model in sorted(data.experiments):
         probe = data.experiments[model].get("probe")
@@ -405,24 +447,25 @@ def _rank_sweep(data: PageData, key: str) -> str:
         if not fam:
             continue
         if not fam.get("available"):
-            parts.append(f"<p>{escape(model)}: rank sweep unavailable: {escape(str(fam.get('unavailable_reason', '')))}</p>")
+            parts.append({"model": model, "unavailable": str(fam.get("unavailable_reason", ""))})
             continue
         sweep = fam["rank_sweep"]
-        rows = "".join(
-            f'<tr><th scope="row">{r}</th><td class="num" data-value="{_value(m)}">{_f(m)}</td><td class="num">{_f(s)}</td></tr>'
-            for r, m, s in zip(sweep["ranks"], sweep["mean"], sweep["sd"])
-        )
         parts.append(
-            f"<h3>Rank sweep: {escape(model)}</h3>"
-            + _line_svg(sweep["ranks"], sweep["mean"], "test CycleAcc of the low-rank probe against rank")
-            + f'<table class="rank-sweep"><caption>Low-rank probe, exact test CycleAcc (mean, sd over seeds '
-            f'{escape(str(probe.get("seeds")))})</caption><thead><tr><th scope="col">rank</th>'
-            '<th scope="col">mean</th><th scope="col">sd</th></tr></thead><tbody>' + rows + "</tbody></table>"
+            {
+                "model": model,
+                "unavailable": "",
+                "seeds": str(probe.get("seeds")),
+                "chart": line_chart(sweep["ranks"], sweep["mean"], SWEEP_TITLE, "probe rank (log scale)", "test CycleAcc"),
+                "rows": [
+                    {"rank": r, "mean": _f(m), "value": _value(m), "sd": _f(s)}
+                    for r, m, s in zip(sweep["ranks"], sweep["mean"], sweep["sd"])
+                ],
+            }
         )
-    return "\n".join(parts)
+    return parts
 
 
-def _transfer(data: PageData, key: str) -> str:
+def _transfers(data: PageData, key: str) -> list[dict[str, Any]]:
     parts = []
     for model in sorted(data.experiments):
         transfer = data.experiments[model].get("transfer")
@@ -431,32 +474,33 @@ def _transfer(data: PageData, key: str) -> str:
         names = transfer["families"]
         i = names.index(key)
         matrix = transfer["mean"]["transfer"]
-        rows = "".join(
-            f'<tr><th scope="row">{escape(other)}</th><td class="num" data-value="{_value(matrix[i][j])}">{_f(matrix[i][j])}</td>'
-            f'<td class="num" data-value="{_value(matrix[j][i])}">{_f(matrix[j][i])}</td></tr>'
-            for j, other in enumerate(names)
-        )
-        figure = _bars_svg(names, [matrix[i][j] for j in range(len(names))], f"a probe trained on {key}, tested on each family")
         parts.append(
-            f"<h3>Transfer: {escape(model)}</h3>{figure}"
-            '<table class="transfer sortable"><caption>Mean transfer CycleAcc: a probe '
-            f"trained on {escape(key)} tested on each family, and trained on each family tested on {escape(key)}.</caption>"
-            "<thead><tr>"
-            + _sort_header("family")
-            + _sort_header(f"trained on {key}", numeric=True)
-            + _sort_header(f"tested on {key}", numeric=True)
-            + "</tr></thead><tbody>"
-            + rows
-            + "</tbody></table>"
+            {
+                "model": model,
+                "heatmap": heatmap(names, matrix, "Mean transfer CycleAcc of a probe trained on one family, tested on another"),
+                "rows": [
+                    {
+                        "name": other,
+                        "out": _f(matrix[i][j]),
+                        "out_value": _value(matrix[i][j]),
+                        "in_": _f(matrix[j][i]),
+                        "in_value": _value(matrix[j][i]),
+                    }
+                    for j, other in enumerate(names)
+                ],
+            }
         )
-    return "\n".join(parts)
+    return parts
 
 
-def _build_facts(data: PageData, key: str, examples: Iterable[FamilyExamples]) -> str:
+# --------------------------------------------------------------------------- family, model and comparison pages
+
+
+def _builds(data: PageData, key: str, examples: Iterable[FamilyExamples]) -> list[dict[str, Any]]:
     """Counts and exclusions by reason from the build_info.json of the folder the family was read from."""
     info = data.families.get(key)
     if info is None:
-        return '<p class="note">Not a registered family: no predicate or build facts.</p>'
+        return []
     found: list[tuple[str, dict[str, Any]]] = [(e.folder, e.build_info) for e in examples]
     found += [(folder, b) for folder, b in data.builds if b.get("source") == info.builder]
     seen, parts = set(), []
@@ -467,129 +511,258 @@ def _build_facts(data: PageData, key: str, examples: Iterable[FamilyExamples]) -
         seen.add(folder)
         counts = fam.get("counts", {})
         splits = sorted({s for per in counts.values() for s in per})
-        count_rows = "".join(
-            f'<tr><th scope="row">seed {escape(seed)}</th>'
-            + "".join(f'<td class="num">{counts[seed].get(s, 0)}</td>' for s in splits)
-            + "</tr>"
-            for seed in sorted(counts)
-        )
-        excluded = fam.get("excluded", {})
-        excluded_rows = "".join(
-            f'<tr><th scope="row">{escape(reason)}</th><td class="num">{n}</td></tr>' for reason, n in sorted(excluded.items())
-        )
         thresholds = dict(build.get("thresholds", {}))
         if "min_cycles" in build:
             thresholds["min_cycles"] = build["min_cycles"]
         parts.append(
-            f"<p>Built folder <code>{escape(folder)}</code> (source {escape(str(build.get('source')))}); "
-            f"thresholds: {escape(json.dumps(thresholds, sort_keys=True))}; available splits: "
-            f"{escape(', '.join(fam.get('available_splits', [])) or 'none')}.</p>"
-            '<table class="counts"><caption>Cycles per seed and split</caption><thead><tr><th scope="col">seed</th>'
-            + "".join(f'<th scope="col">{escape(s)}</th>' for s in splits)
-            + "</tr></thead><tbody>"
-            + count_rows
-            + "</tbody></table>"
-            + '<table class="excluded"><caption>Candidates excluded, by reason</caption><thead><tr>'
-            '<th scope="col">reason</th><th scope="col">count</th></tr></thead><tbody>'
-            + (excluded_rows or '<tr><td colspan="2">none</td></tr>')
-            + "</tbody></table>"
+            {
+                "folder": data.shown_path(folder),
+                "source": str(build.get("source")),
+                "thresholds": json.dumps(thresholds, sort_keys=True),
+                "splits": ", ".join(fam.get("available_splits", [])) or "none",
+                "split_names": splits,
+                "counts": [{"seed": seed, "counts": [counts[seed].get(s, 0) for s in splits]} for seed in sorted(counts)],
+                "excluded": [
+                    {"reason": docstring_markup(reason), "n": n} for reason, n in sorted(fam.get("excluded", {}).items())
+                ],
+            }
         )
-    return "\n".join(parts) or '<p class="note">No build_info.json of this family among the inputs.</p>'
+    return parts
 
 
-def _example_html(example: ExampleCycle, thumbs: Sequence[str], key: str) -> str:
+def _example_view(example: ExampleCycle, thumbs: Sequence[str]) -> dict[str, Any]:
     (s11, s12), (s21, s22) = example.scores
-    figures = "".join(
-        f'<figure><img src="../thumbs/{escape(thumb)}" alt="{escape(caption)}" width="96" height="96">'
-        f"<figcaption>image {n + 1}, matched caption {n + 1}: {escape(caption)}</figcaption></figure>"
-        for n, (thumb, caption) in enumerate(zip(thumbs, example.captions))
-    )
 
-    def score(value: float, name: str) -> str:
-        return f'<td class="num score" data-score="{name}" data-value="{_value(value)}">{value:.4f}</td>'
+    def score(value: float, name: str) -> dict[str, str]:
+        return {"name": name, "value": _value(value), "text": f"{value:.4f}"}
 
-    return (
-        f'<article class="cycle" data-kind="{example.kind}" data-cycle-id="{escape(example.cycle_id)}" '
-        f'data-family="{escape(key)}" data-seed="{example.seed}" data-split="{escape(example.split)}">'
-        f'<p class="kind">{escape(example.kind)} \u00b7 {escape(example.cycle_id)}</p><div class="pair">{figures}</div>'
-        '<table class="block"><caption>Cosine scores (row: image, column: caption)</caption><thead><tr><td></td>'
-        '<th scope="col">caption 1</th><th scope="col">caption 2</th></tr></thead><tbody>'
-        f'<tr><th scope="row">image 1</th>{score(s11, "s11")}{score(s12, "s12")}</tr>'
-        f'<tr><th scope="row">image 2</th>{score(s21, "s21")}{score(s22, "s22")}</tr></tbody></table>'
-        "<p>Delta = s11 + s22 - s12 - s21 = "
-        f'<span class="delta" data-value="{_value(example.delta)}">{example.delta:.4f}</span>; '
-        f'credit <span class="credit" data-value="{_value(example.credit)}">{example.credit:g}</span></p></article>'
-    )
+    return {
+        "kind": example.kind,
+        "cycle_id": example.cycle_id,
+        "seed": example.seed,
+        "split": example.split,
+        "figures": [{"thumb": t, "caption": c} for t, c in zip(thumbs, example.captions)],
+        "score_rows": [[score(s11, "s11"), score(s12, "s12")], [score(s21, "s21"), score(s22, "s22")]],
+        "delta": f"{example.delta:.4f}",
+        "delta_value": _value(example.delta),
+        "credit": f"{example.credit:g}",
+        "credit_value": _value(example.credit),
+    }
 
 
 def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], thumbs: dict[str, str]) -> str:
     """One family: what it tests, where its cycles come from, each model's CycleAcc, figures and example cycles."""
     info = data.families.get(key)
-    about = (
-        f"<p><strong>Predicate.</strong> {escape(info.predicate)}</p>"
-        f'<p><strong>Provenance.</strong> <span class="{"paper" if info.paper else ""}">{STAR if info.paper else ""}'
-        f"{escape(info.provenance)}</span>; family <code>{escape(info.family)}</code> of the {escape(info.builder.upper())} "
-        f"builder on the {escape(info.source)} source.</p>"
-        if info
-        else '<p class="note">Not a registered family.</p>'
-    )
     family_rows = [row for row in data.family_rows() if data.family_of(row) == key]
-    rows = []
+    scores = []
     for row in family_rows:
         for model in data.models:
             cell = data.cells.get((row, model))
-            if cell is None:
-                continue
-            rows.append(
-                f'<tr data-row="{escape(row)}"><th scope="row">{escape(model)}</th>'
-                f"{_item_set_cell(data.item_set(row), key)}{_acc_cell(cell)}{_verdict_cell(cell)}"
-                f'<td class="num">{cell.n_cycles if cell.n_cycles is not None else "n/a"}</td></tr>'
-            )
-    scores = (
-        '<table id="family-scores"><caption>Zero-shot CycleAcc (mean over seeds, 95% interval) and the additive audit; '
-        'rows of different item sets are not one comparison</caption><thead><tr><th scope="col">model</th>'
-        '<th scope="col">item set</th><th scope="col">CycleAcc</th><th scope="col">audit</th>'
-        '<th scope="col">cycles</th></tr></thead><tbody>'
-        + "".join(rows)
-        + "</tbody></table>"
-        + item_set_notes_html([n for n in data.notes if n.startswith(f"{key}:")])
-    )
-    worlds = "; ".join(
-        f"<code>{escape(data.item_set(row).label(key))}</code>: {escape(data.item_set(row).describe())}" for row in family_rows
-    )
-    about += f'<p class="item-set-line"><strong>Item set.</strong> {worlds or "no result of this family"}.</p>'
-    example_parts = []
+            if cell is not None:
+                scores.append(
+                    {
+                        "row": row,
+                        "model": model,
+                        "slug": model_slug(model),
+                        "item": _item_view(data, row),
+                        "acc": acc_view(cell),
+                        "verdict": verdict_view(cell),
+                        "n_cycles": cell.n_cycles if cell.n_cycles is not None else "n/a",
+                    }
+                )
+    shown_info = None
+    if info is not None:
+        shown_info = {
+            "predicate": docstring_markup(info.predicate),
+            "provenance": docstring_markup(info.provenance),
+            "paper": info.paper,
+            "family": info.family,
+            "builder": info.builder.upper(),
+            "source": info.source,
+        }
+    example_views = []
     for entry in examples:
         if entry.unavailable_reason:
-            example_parts.append(f"<p>{escape(entry.model)}: no example cycles: {escape(entry.unavailable_reason)}</p>")
+            example_views.append({"model": entry.model, "unavailable": entry.unavailable_reason})
             continue
-        items = "".join(_example_html(e, [thumbs[i.key] for i in e.images], key) for e in entry.examples)
-        label = data.item_set(entry.row or key).label(key)
-        example_parts.append(
-            f'<h3>{escape(entry.model)} \u00b7 {escape(label)}</h3><p class="note">'
-            f"The {sum(e.kind == 'hardest' for e in entry.examples)} "
-            "lowest-Delta (hardest) and highest-Delta (easiest) cycles of the first seed's scored split and a seeded "
-            f"random sample; scores recomputed from the cached features; tie tolerance {entry.tie_tolerance:g}.</p>"
-            f'<div class="examples" data-folder="{escape(entry.folder)}">{items}</div>'
+        example_views.append(
+            {
+                "model": entry.model,
+                "unavailable": "",
+                "label": data.item_set(entry.row or key).label(key),
+                "n_hardest": sum(e.kind == "hardest" for e in entry.examples),
+                "tie": f"{entry.tie_tolerance:g}",
+                "folder": data.shown_path(entry.folder),
+                "cycles": [_example_view(e, [thumbs[i.key] for i in e.images]) for e in entry.examples],
+            }
         )
-    if not examples:
-        example_parts.append(
-            '<p class="note">No example cycles: give the model flags to <code>clip-cycles page</code> '
-            "(or run <code>clip-cycles demo</code>) to recompute blocks from the feature cache.</p>"
-        )
-    body = (
-        f'<h1>Family {escape(key)}</h1>\n<section aria-labelledby="about"><h2 id="about">What it tests</h2>{about}'
-        + _build_facts(data, key, examples)
-        + "</section>\n"
-        + f'<section aria-labelledby="scores"><h2 id="scores">Scores</h2>{scores}</section>\n'
-        + '<section aria-labelledby="figures"><h2 id="figures">Rank sweep and transfer</h2>'
-        + (_rank_sweep(data, key) + _transfer(data, key) or '<p class="note">No probe or transfer results for this family.</p>')
-        + "</section>\n"
-        + '<section aria-labelledby="cycles"><h2 id="cycles">Example cycles</h2>'
-        + "".join(example_parts)
-        + "</section>"
+    return render(
+        "family.html",
+        title=f"clip_cycles: {key}",
+        up="../",
+        key=key,
+        info=shown_info,
+        worlds=[_item_view(data, row) for row in family_rows],
+        builds=_builds(data, key, examples),
+        scores=scores,
+        notes=[n for n in data.notes if n.startswith(f"{key}:")],
+        sweeps=_sweeps(data, key),
+        transfers=_transfers(data, key),
+        examples=example_views,
     )
-    return _document(f"clip_cycles: {key}", body, depth=1)
+
+
+def model_page(data: PageData, model: str) -> str:
+    """One model: its CycleAcc on every family and benchmark, the audit, and the file each number was read from."""
+    rows = []
+    for row in data.family_rows() + data.benchmark_rows():
+        cell = data.cells.get((row, model))
+        key = data.family_of(row)
+        rows.append(
+            {
+                "row": row,
+                "key": key,
+                "link": not key.startswith("audit/"),
+                "item": _item_view(data, row),
+                "acc": acc_view(cell),
+                "verdict": verdict_view(cell),
+                "n_cycles": cell.n_cycles if cell is not None and cell.n_cycles is not None else "n/a",
+                "source": data.shown_path(cell.source_file) if cell is not None else "",
+            }
+        )
+    return render(
+        "model.html",
+        title=f"clip_cycles: {model}",
+        up="../",
+        model=model,
+        overall=overall(data, model, data.family_rows()),
+        rows=rows,
+    )
+
+
+def find_samples(data: PageData) -> dict[str, dict[str, Any]]:
+    """Model -> its per-cycle samples (task -> cycles) and the files read, from ``*.jsonl`` beside its results.
+
+    A samples file belongs to the model whose cycle results share its folder; a folder holding
+    several models' results is ambiguous and its samples are skipped (named in ``data.skipped``),
+    as is an unreadable samples file.
+    """
+    models_in: dict[Path, set[str]] = {}
+    for cell in data.cells.values():
+        if cell.source_file and not cell.family.startswith("audit/"):
+            models_in.setdefault(Path(cell.source_file).parent, set()).add(cell.model)
+    found: dict[str, dict[str, Any]] = {}
+    for folder, models in sorted(models_in.items()):
+        files = sorted(p for p in folder.glob("*.jsonl") if p.is_file() and not p.is_symlink())
+        if not files:
+            continue
+        if len(models) != 1:
+            for path in files:
+                data.skipped[str(path)] = f"per-cycle samples beside results of {len(models)} models: whose they are is unknown"
+            continue
+        (model,) = models
+        for path in files:
+            try:
+                tasks = read_samples(path)
+            except ValueError as error:
+                data.skipped[str(path)] = str(error)
+                continue
+            entry = found.setdefault(model, {"tasks": {}, "files": []})
+            entry["files"].append(data.shown_path(str(path)))
+            for task, cycles in tasks.items():
+                entry["tasks"].setdefault(task, {}).update(cycles)
+    return found
+
+
+def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
+    """The comparison page's data: per family row, the paired difference A - B or why there is none."""
+    rows, cycles = [], []
+    for row in data.family_rows():
+        key = data.family_of(row)
+        cell_a, cell_b = data.cells.get((row, a)), data.cells.get((row, b))
+        acc_a = cell_a.cycle_acc if cell_a is not None else None
+        acc_b = cell_b.cycle_acc if cell_b is not None else None
+        view: dict[str, Any] = {
+            "key": row,
+            "link": key in data.families or True,
+            "acc_a": _f(acc_a),
+            "acc_a_value": _value(acc_a),
+            "acc_b": _f(acc_b),
+            "acc_b_value": _value(acc_b),
+            "diff": None,
+            "css": "",
+        }
+        task = f"cycles/{key}"
+        got_a = samples.get(a, {}).get("tasks", {}).get(task)
+        got_b = samples.get(b, {}).get("tasks", {}).get(task)
+        if acc_a is None or acc_b is None:
+            view["reason"] = "not evaluated for both models"
+        elif got_a is None or got_b is None:
+            view["reason"] = NO_SAMPLES
+        elif (problem := item_mismatch(task, got_a, got_b)) is not None:
+            view["reason"] = f"not the same cycles: {problem}"
+        else:
+            result = compare_family(got_a, got_b, n_resamples=COMPARE_RESAMPLES, seed=seed)
+            few = result["verdict"] == "too few comparisons"
+            disagree = []
+            for ident in result["disagree_most"]:
+                seed_text, _, cycle_id = ident.partition("/")
+                sample_a, sample_b = got_a[int(seed_text), cycle_id], got_b[int(seed_text), cycle_id]
+                anchor = "c-" + hashlib.sha256(f"{row}\x00{ident}".encode()).hexdigest()[:12]
+                disagree.append({"id": ident, "anchor": anchor})
+                cycles.append(
+                    {
+                        "anchor": anchor,
+                        "key": row,
+                        "id": ident,
+                        "caption_0": sample_a["caption_0"],
+                        "caption_1": sample_a["caption_1"],
+                        "credit_a": f"{sample_a['credit']:g}",
+                        "credit_b": f"{sample_b['credit']:g}",
+                        "delta_a": f"{float(sample_a.get('delta', math.nan)):.4f}",
+                        "delta_b": f"{float(sample_b.get('delta', math.nan)):.4f}",
+                    }
+                )
+            view.update(
+                {
+                    "diff": _f(result["diff"]),
+                    "diff_value": _value(result["diff"]),
+                    "low": _f(result["ci_low"]),
+                    "high": _f(result["ci_high"]),
+                    "low_value": _value(result["ci_low"]),
+                    "high_value": _value(result["ci_high"]),
+                    "verdict": result["verdict"],
+                    "verdict_text": "too few cycles" if few else result["verdict"],
+                    "symbol": PAIRED_SYMBOL.get(result["verdict"], "?"),
+                    "css": "excludes-zero" if result["verdict"] in ("A above B", "B above A") else "",
+                    "n_cycles": result["n_cycles"],
+                    "n_images": result["n_images"],
+                    "disagree": disagree,
+                }
+            )
+        rows.append(view)
+    return {
+        "a": a,
+        "b": b,
+        "slug_a": model_slug(a),
+        "slug_b": model_slug(b),
+        "samples_a": ", ".join(samples.get(a, {}).get("files", [])),
+        "samples_b": ", ".join(samples.get(b, {}).get("files", [])),
+        "rows": rows,
+        "cycles": cycles,
+    }
+
+
+def compare_page(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed: int = 0) -> str:
+    """The comparison page of models ``a`` and ``b``."""
+    return render(
+        "compare.html",
+        title=f"clip_cycles: {a} vs {b}",
+        up="../",
+        level="95%",
+        min_images=MIN_IMAGES,
+        **comparison(data, a, b, samples, seed),
+    )
 
 
 # --------------------------------------------------------------------------- building and writing
@@ -622,9 +795,10 @@ def apply_bootstrap(data: PageData, examples: dict[str, FamilyExamples]) -> None
             cell.ci_note = entry.bootstrap["computed_by"]
 
 
-def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None = None) -> Site:
-    """Every file of the page in memory."""
+def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None = None, seed: int = 0) -> Site:
+    """Every file of the page in memory (``seed``: of the comparison pages' bootstrap)."""
     examples = examples or {}
+    samples = find_samples(data)
     site = Site()
     for name in ASSETS:
         site.add(f"assets/{name}", resources.files("clip_cycles.evaluation").joinpath("page_assets", name).read_bytes())
@@ -637,7 +811,11 @@ def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None 
                         name, content = thumbnail(item)
                         thumbs[item.key] = name
                         site.add(f"thumbs/{name}", content)
-    site.add("index.html", index_page(data))
+    for model in data.models:
+        site.add(f"models/{model_slug(model)}.html", model_page(data, model))
+    for a, b in itertools.combinations(data.models, 2):
+        site.add(f"compare/{_pair_file(a, b)}", compare_page(data, a, b, samples, seed))
+    site.add("index.html", index_page(data, samples))  # last: find_samples may name skipped files
     for key in data.family_keys():
         site.add(f"families/{key}.html", family_page(data, key, examples.get(key, []), thumbs))
     manifest = {
@@ -726,4 +904,4 @@ def build_page(
         apply_bootstrap(data, found)
         for row, entry in sorted(found.items()):
             examples.setdefault(data.family_of(row), []).append(entry)
-    return write_site(build_site(data, examples), out, max_bytes)
+    return write_site(build_site(data, examples, seed), out, max_bytes)

@@ -157,13 +157,44 @@ class PageData:
         """The families of :meth:`family_rows`, each once, in that order."""
         return list(dict.fromkeys(self.family_of(row) for row in self.family_rows()))
 
+    def shown_path(self, path: str | os.PathLike[str]) -> str:
+        """``path`` as the page shows it: relative to the input it was found under (named by its last part)."""
+        text = str(path)
+        for given in sorted(self.inputs, key=len, reverse=True):
+            root = Path(given)
+            try:
+                relative = Path(text).relative_to(root)
+            except ValueError:
+                continue
+            base = root.name or "."
+            return base if str(relative) == "." else f"{base}/{relative.as_posix()}"
+        return Path(text).name if Path(text).is_absolute() else text
+
     def benchmark_rows(self) -> list[str]:
         return sorted({row for row, _ in self.cells if self.family_of(row).startswith("audit/")})
 
 
-def model_name(model: Any, pretrained: Any) -> str:
-    """One display name per model: ``model (pretrained)``; random init says so."""
-    return f"{model} ({pretrained or 'random init'})"
+def model_name(model: Any, pretrained: Any, backend: Any = None, weights: Any = None) -> str:
+    """One display name per model, from the record: ``model (pretrained tag)``.
+
+    Without a tag the record's backend and weights digest say where the weights come from;
+    "random init" only when nothing names any weights (an open_clip model without a tag).
+    """
+    if pretrained:
+        return f"{model} ({pretrained})"
+    if isinstance(weights, str) and weights:
+        return f"{model} (weights {weights[:12]})"
+    if backend == "features":
+        return f"{model} (precomputed features)"
+    if isinstance(backend, str) and backend and backend != "open_clip":
+        return f"{model} ({backend} weights)"
+    return f"{model} (random init)"
+
+
+def _record_name(record: dict[str, Any]) -> str:
+    """:func:`model_name` of a record (its ``backend`` and ``weights_sha256`` where it carries them)."""
+    weights = record.get("weights_sha256") or record.get("weights_digest")
+    return model_name(record.get("model"), record.get("pretrained"), record.get("backend"), weights)
 
 
 def family_info(key: str) -> FamilyInfo | None:
@@ -267,6 +298,13 @@ def _ci(metrics: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     ci = metrics.get("cycle_acc_ci")
     if isinstance(ci, dict) and _number(ci.get("low")) is not None and _number(ci.get("high")) is not None:
         return ci, ""
+    low, high = _number(metrics.get("cycle_acc_ci_low")), _number(metrics.get("cycle_acc_ci_high"))
+    if low is not None and high is not None:  # a flat record without its detail file (results.flat_metrics)
+        flat = {"low": low, "high": high, "computed_by": "from the flat record (cycle_acc_ci_low / _high)"}
+        for name in ("level", "n_resamples", "seed"):
+            if metrics.get(f"ci_{name}") is not None:
+                flat[name] = metrics[f"ci_{name}"]
+        return flat, ""
     return None, "the record has no cycle_acc_ci"
 
 
@@ -481,7 +519,7 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         return
     experiment = record.get("experiment")
     if isinstance(experiment, str):
-        model = model_name(record.get("model"), record.get("pretrained"))
+        model = _record_name(record)
         if experiment == "zero_shot":
             # A family's items_sha256 is its own (in its metrics); split and source may be the record's.
             shared = {k: record.get(k) for k in ("split", "source")}
@@ -512,7 +550,7 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         return
     if {"dataset", "model", "metrics"} <= set(record) and isinstance(record["metrics"], dict):
         dataset, metrics = str(record["dataset"]), record["metrics"]
-        model = model_name(record.get("model"), record.get("pretrained"))
+        model = _record_name(record)
         namespace, name = _split_dataset(dataset)
         item = _item_set(data, where, record, metrics)
         if item is None:

@@ -45,6 +45,20 @@
     });
   }
 
+  // The comparison picker: two models -> the static page of that pair (compare/<a>--<b>.html, in leaderboard order).
+  function comparePicker(form) {
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var a = form.querySelector("#compare-a").selectedOptions[0];
+      var b = form.querySelector("#compare-b").selectedOptions[0];
+      if (!a || !b || a.value === b.value) { return; }
+      if (+a.getAttribute("data-order") > +b.getAttribute("data-order")) { var t = a; a = b; b = t; }
+      window.location.href = form.getAttribute("data-base") + a.value + "--" + b.value + ".html";
+    });
+  }
+
   Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
+  var picker = document.getElementById("compare-form");
+  if (picker) { comparePicker(picker); }
   document.documentElement.setAttribute("data-page-ready", "true");
 })();
