@@ -372,8 +372,9 @@ def scale(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             metrics = {
                 "cycle_acc": acc,
                 "cycle_acc_ci": {
-                    "low": acc - half,
-                    "high": acc + half,
+                    # Clipped to [0, 1] as a bootstrap interval of an accuracy is.
+                    "low": max(0.0, acc - half),
+                    "high": min(1.0, acc + half),
                     "level": 0.95,
                     "n_resamples": 1000,
                     "seed": 0,
