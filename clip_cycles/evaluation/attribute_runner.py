@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -241,7 +242,7 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
         # Keyed by the embeddings' and labels' content, the task, its files, the seeds and the code.
         inputs = (task, prepared.data, prepared.X, task_files(task, root))
         metrics, _ = cache.get_or_compute(
-            "attribute_splits", inputs, list(seeds), lambda: attribute_metrics(task, prepared.data, prepared.X, root, seeds)
+            "attribute_splits", inputs, list(seeds), partial(attribute_metrics, task, prepared.data, prepared.X, root, seeds)
         )
         metrics["concept_embedding"] = prepared.info
         records.append(checked_record(task, context.spec, clean(metrics)))

@@ -438,7 +438,9 @@ def run_demo(
     # and a changed option recomputes only the experiment that reads it.
     reuse = ResultCache(cache)
     probe_settings = ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks, seeds=settings.seeds)
-    results["probe"], _ = reuse.get_or_compute("run_probes", features, probe_settings, lambda: run_probes(features, probe_settings))
+    results["probe"], _ = reuse.get_or_compute(
+        "run_probes", features, probe_settings, lambda: run_probes(features, probe_settings)
+    )
     lap("probe rank sweep")
     transfer_settings = TransferSettings(epochs=settings.transfer_epochs, seeds=settings.seeds)
     results["transfer"], _ = reuse.get_or_compute(

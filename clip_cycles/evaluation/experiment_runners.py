@@ -8,6 +8,7 @@ dataset roots and feature cache as zero-shot evaluation); settings from each tas
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any, Callable, Sequence
 
 from clip_cycles.encoding.result_cache import ResultCache
@@ -73,7 +74,7 @@ def _run_experiment(
         # The folder's own minimum-cycle rule (or $CLIP_CYCLES_MIN_CYCLES) unless the task sets one.
         settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(task.experiment_kwargs.get("min_cycles"), data))
         # Keyed by the features' content, the settings and the code: a warm rerun reuses the record.
-        result, _ = cache.get_or_compute(metrics.__name__, data, settings, lambda: metrics(data, settings))
+        result, _ = cache.get_or_compute(metrics.__name__, data, settings, partial(metrics, data, settings))
         records.append(checked_record(task, context.spec, result))
     return RunOutcome(records)
 
