@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -140,11 +139,28 @@ def test_content_key_tells_dtype_shape_order_and_refuses_unknown_types() -> None
         content_key(object())
 
 
-def test_code_version_names_the_package_version() -> None:
-    from clip_cycles import __version__
+def test_code_version_follows_the_experiment_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
 
-    assert result_cache.code_version().startswith(__version__ + "+")
-    assert math.isfinite(len(result_cache.code_version()))
+    package = tmp_path / "clip_cycles"
+    for folder in result_cache.CODE_FOLDERS:
+        shutil.copytree(result_cache._PACKAGE / folder, package / folder)
+    for name in result_cache.CODE_FILES:
+        shutil.copy(result_cache._PACKAGE / name, package / name)
+    monkeypatch.setattr(result_cache, "_PACKAGE", package)
+    result_cache.code_version.cache_clear()
+    try:
+        before = result_cache.code_version()
+        assert before.split("+")[1] == RUNNING.split("+")[1]  # the same sources, the same version
+        with (package / "heads" / "training.py").open("a") as handle:
+            handle.write("# an edit\n")
+        result_cache.code_version.cache_clear()
+        assert result_cache.code_version() != before
+    finally:
+        result_cache.code_version.cache_clear()
+
+
+RUNNING = result_cache.code_version()
 
 
 # --------------------------------------------------------------------------- the commands

@@ -23,6 +23,7 @@ import json
 import logging
 import warnings
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -43,7 +44,7 @@ MAX_RESULT_BYTES = 256 << 20
 
 #: The package folders whose source makes an experiment's numbers: an edit there is another code version.
 CODE_FOLDERS: tuple[str, ...] = ("algebra", "attributes", "experiments", "heads")
-CODE_FILES: tuple[str, ...] = ("results.py",)
+CODE_FILES: tuple[str, ...] = ("__init__.py", "results.py")
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -51,15 +52,17 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     """The package version and a digest of the experiment code's sources (:data:`CODE_FOLDERS`)."""
-    from clip_cycles import __version__
-
+    try:
+        version = metadata.version("clip_cycles")
+    except metadata.PackageNotFoundError:  # a source checkout that was never installed
+        version = "0"
     h = hashlib.sha256()
     paths = [p for folder in CODE_FOLDERS for p in sorted((_PACKAGE / folder).rglob("*.py"))]
     paths += [_PACKAGE / name for name in CODE_FILES]
     for path in paths:
         h.update(str(path.relative_to(_PACKAGE)).encode("utf-8") + b"\x00")
         h.update(path.read_bytes() + b"\x00")
-    return f"{__version__}+{h.hexdigest()[:16]}"
+    return f"{version}+{h.hexdigest()[:16]}"
 
 
 def _feed(h: Any, value: Any) -> None:
