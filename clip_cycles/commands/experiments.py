@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -17,6 +18,7 @@ from pydantic import Field
 from clip_cycles.commands.flags import finite_float
 from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.backends_vision import require_embeddings
+from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.experiments import oe, probes, transfer
 from clip_cycles.experiments.experiment_data import (
@@ -32,7 +34,7 @@ from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
-from clip_cycles.settings import MIN_CYCLES_ENV
+from clip_cycles.settings import MIN_CYCLES_ENV, resolve_cache_dir
 from clip_cycles.tasks.names import resolve_task_names
 
 
@@ -161,13 +163,43 @@ def experiment_options(args: argparse.Namespace, settings: Any) -> ExperimentOpt
     )
 
 
+def check_configuration(options: ExperimentOptions) -> None:
+    """Refuse a configuration that cannot finish before any encoding or fitting: the input flags
+    (``--features`` or ``--task`` with ``--model``), the output folder (writable) and the feature file."""
+    if options.features is not None:
+        if options.task or options.model.model:
+            raise ValueError("give either --features or --task/--model, not both")
+        if not Path(options.features).is_file():
+            raise FileNotFoundError(f"--features {options.features}: no such file")
+    elif not options.task or not options.model.model:
+        raise ValueError("no input: give --features FILE.npz, or --task TASK ... with --model MODEL")
+    out = Path(options.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise ValueError(f"--out {out}: not a writable folder ({error.strerror or error}); choose another --out") from error
+
+
+def experiment_cache(options: ModelOptions) -> ResultCache:
+    """The result cache of an experiment command: the feature cache's root, none with ``--no-cache``."""
+    return ResultCache(resolve_cache_dir(options.cache_dir) if options.use_cache else None)
+
+
 def run_experiment(options: ExperimentOptions, run: Callable[[ExperimentData, Any], dict[str, Any]], file_name: str,
                    with_markers: bool = False) -> int:  # fmt: skip
-    """Load the input, settle the minimum cycles, run the experiment and write its JSON (+ report)."""
+    """Check the configuration, load the input, settle the minimum cycles, run the experiment (or reuse
+    its cached result: same features, settings and code) and write its JSON (+ report)."""
+    check_configuration(options)
+    cache = experiment_cache(options.model)
     tasks = None if options.task is None else list(options.task)
     data = load_input(options.features, tasks, options.model, options.settings.seeds, with_markers=with_markers)
     settings = dataclasses.replace(options.settings, min_cycles=resolve_min_cycles(options.min_cycles, data))
-    return finish(run(data, settings), options.out, file_name, report=options.report)
+    record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings))
+    print(f"{'reused the cached' if reused else 'computed the'} {run.__name__} result (result cache: {cache.root or 'off'})")
+    return finish(record, options.out, file_name, report=options.report)
 
 
 def add_head_training_arguments(parser: argparse.ArgumentParser, rank: int | None) -> None:

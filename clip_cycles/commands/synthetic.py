@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from pydantic import Field
 
 from clip_cycles.commands.flags import seed_argument
+from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.experiments.synthetic import QUICK, SyntheticConfig, format_table, run_synthetic
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
+from clip_cycles.settings import resolve_cache_dir
 
 
 class SyntheticOptions(Options):
@@ -21,11 +24,16 @@ class SyntheticOptions(Options):
     seeds: tuple[int, ...] = Field((0, 1, 2), json_schema_extra={"flag": "--seeds"})
     quick: bool = Field(False, json_schema_extra={"flag": "--quick"})
     epochs: int | None = Field(None, ge=1, json_schema_extra={"flag": "--epochs"})
+    use_cache: bool = Field(True, json_schema_extra={"flag": "--no-cache"})
 
 
 def run(args: argparse.Namespace) -> int:
     """The namespace as :class:`SyntheticOptions`, then :func:`synthetic`."""
-    return synthetic(SyntheticOptions.make(out=args.out, seeds=tuple(args.seeds), quick=args.quick, epochs=args.epochs))
+    return synthetic(
+        SyntheticOptions.make(
+            out=args.out, seeds=tuple(args.seeds), quick=args.quick, epochs=args.epochs, use_cache=not args.no_cache
+        )
+    )
 
 
 def synthetic(options: SyntheticOptions) -> int:
@@ -34,9 +42,18 @@ def synthetic(options: SyntheticOptions) -> int:
     if options.epochs is not None:
         config = replace(config, epochs=options.epochs)
     seeds = tuple(options.seeds)
+    out = Path(options.out)
+    if out.is_dir():  # refused before minutes of fitting, not when the JSON is written
+        raise ValueError(f"--out {out} is a folder; give a JSON file path")
+    cache = ResultCache(resolve_cache_dir(None) if options.use_cache else None)
     start = time.perf_counter()
-    result = run_synthetic(config, seeds, quick=options.quick)
+    # Keyed by the configuration, the seeds and the code: a warm rerun reuses the controls.
+    result, reused = cache.get_or_compute(
+        "run_synthetic", (), (config, seeds, options.quick), lambda: run_synthetic(config, seeds, quick=options.quick)
+    )
     elapsed = time.perf_counter() - start
+    if reused:
+        print(f"reused the cached synthetic controls (result cache: {cache.root})")
     print(format_table(result), flush=True)
     write_json(result, options.out)
     print(f"wrote {options.out} in {elapsed:.1f} s")
@@ -49,4 +66,5 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=seed_argument, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
     parser.add_argument("--quick", action="store_true", help="reduced sizes and epochs (tests, smoke runs)")
     parser.add_argument("--epochs", type=int, default=None, help="override the number of training epochs")
+    parser.add_argument("--no-cache", action="store_true", help="recompute, and store nothing in the result cache")
     parser.set_defaults(func=run)

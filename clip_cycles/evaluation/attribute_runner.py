@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,8 +35,10 @@ from clip_cycles.attributes.paper2_protocol import (
     paper2_cs_inputs,
 )
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
+from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.zero_shot import checked_record
+from clip_cycles.fingerprints import file_sha256
 from clip_cycles.results import clean, mean_sd
 from clip_cycles.settings import split_embeddings_override
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec
@@ -158,6 +161,24 @@ def _split_embeddings(task: AttributeTaskSpec, data: ConceptAttributeData, root:
     return matrix[[row[c] for c in data.concepts]], str(path)
 
 
+def task_files(task: AttributeTaskSpec, root: Path) -> dict[str, str | None]:
+    """sha256 of every file :func:`attribute_metrics` reads beside the embeddings (None: absent).
+
+    Part of the result cache's key, so an edited groups, split-embedding, category or
+    concept-set file recomputes the task's result.
+    """
+    names: dict[str, Path | None] = {
+        "groups": _in_root(root, task.groups) if task.groups else None,
+        "split_embeddings": _in_root(root, n) if (n := split_embeddings_override() or task.split_embeddings) else None,
+        "concept_sets": _in_root(root, task.concept_sets) if task.concept_sets else None,
+    }
+    try:
+        names["categories"] = _find_file(root, task.categories, CATEGORY_TSV_NAMES, "supercategory TSV")
+    except FileNotFoundError:
+        names["categories"] = None
+    return {k: (str(p) + ":" + file_sha256(p)) if p is not None and p.is_file() else None for k, p in names.items()}
+
+
 @dataclass
 class _Embedded:
     data: ConceptAttributeData
@@ -178,6 +199,7 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
         raise FileNotFoundError(f"THINGS root {root} does not exist")
     embedded: dict[tuple[Any, ...], _Embedded] = {}
     records = []
+    cache = ResultCache(context.cache_dir)
     for task in tasks:
         assert isinstance(task, AttributeTaskSpec)
         key = (task.pairs, task.concept_list, task.categories, task.min_concepts, task.embedding, task.attributes)
@@ -217,7 +239,11 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
             task.strategy,
             seeds,
         )
-        metrics = attribute_metrics(task, prepared.data, prepared.X, root, seeds)
+        # Keyed by the embeddings' and labels' content, the task, its files, the seeds and the code.
+        inputs = (task, prepared.data, prepared.X, task_files(task, root))
+        metrics, _ = cache.get_or_compute(
+            "attribute_splits", inputs, list(seeds), partial(attribute_metrics, task, prepared.data, prepared.X, root, seeds)
+        )
         metrics["concept_embedding"] = prepared.info
         records.append(checked_record(task, context.spec, clean(metrics)))
     return RunOutcome(records)

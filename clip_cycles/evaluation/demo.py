@@ -42,6 +42,7 @@ from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.benchmark_audit.shapes_benchmark import FORMAT, NAME, demo_subset_rows, write_shapes_sugarcrepe
 from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
+from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint, register_tiny_model
 from clip_cycles.evaluation.page import build_page
@@ -175,8 +176,12 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
     }
 
 
-def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
-    """The five split strategies on the rendered shape-concept world, embedded with the run's model."""
+def attribute_splits(run: RunContext, settings: DemoSettings, cache_results: ResultCache | None = None) -> dict[str, Any]:
+    """The five split strategies on the rendered shape-concept world, embedded with the run's model.
+
+    ``cache_results``: where the strategies' scores are reused from when the embeddings, labels,
+    groups, parameters, seeds and code are the same (None: computed every time).
+    """
     spec, cache = run.spec, run.cache_dir
     assert cache is not None  # the demo always caches: its concept world lives there too
     root = cache / "demo" / f"shape_concepts-{settings.images_per_concept}"
@@ -197,18 +202,26 @@ def attribute_splits(run: RunContext, settings: DemoSettings) -> dict[str, Any]:
     )
     # k-means with k ~ concepts / 7 keeps clusters about the size of a supercategory, as k=100 does on THINGS.
     params = {"clustering": {"n_clusters": max(2, len(world.data.concepts) // 7)}}
-    strategies: dict[str, Any] = {}
-    for name in STRATEGIES:
-        runs = [
-            attribute_task_metrics(X, world.data, name, seed, context=context, split_params=params.get(name))
-            for seed in settings.attribute_seeds
-        ]
-        strategies[name] = {
-            "f1_selectivity": mean_sd([r["f1_selectivity"] for r in runs]),
-            "cs": mean_sd([r["cs"] for r in runs]) if all(r["cs"] is not None for r in runs) else None,
-            "n_attributes_scored": runs[0]["n_attributes_scored"],
-            "per_seed": {str(r["seed"]): {"f1_selectivity": r["f1_selectivity"], "cs": r["cs"]} for r in runs},
-        }
+
+    def score_strategies() -> dict[str, Any]:
+        strategies: dict[str, Any] = {}
+        for name in STRATEGIES:
+            runs = [
+                attribute_task_metrics(X, world.data, name, seed, context=context, split_params=params.get(name))
+                for seed in settings.attribute_seeds
+            ]
+            strategies[name] = {
+                "f1_selectivity": mean_sd([r["f1_selectivity"] for r in runs]),
+                "cs": mean_sd([r["cs"] for r in runs]) if all(r["cs"] is not None for r in runs) else None,
+                "n_attributes_scored": runs[0]["n_attributes_scored"],
+                "per_seed": {str(r["seed"]): {"f1_selectivity": r["f1_selectivity"], "cs": r["cs"]} for r in runs},
+            }
+        return strategies
+
+    inputs = (X, world.data, world.concept_groups, list(STRATEGIES), params)
+    strategies, _ = (cache_results or ResultCache(None)).get_or_compute(
+        "demo_attribute_splits", inputs, list(settings.attribute_seeds), score_strategies
+    )
     return {
         "experiment": "attributes",
         "model": spec.model,
@@ -422,21 +435,34 @@ def run_demo(
         context.num_workers,
         context.skip_bad_images,
     )
-    results["probe"] = run_probes(
-        features, ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks, seeds=settings.seeds)
+    # Each experiment keyed by its features' content, its settings and the code: a warm rerun reuses it,
+    # and a changed option recomputes only the experiment that reads it.
+    reuse = ResultCache(cache)
+    probe_settings = ProbeSettings(epochs=settings.probe_epochs, ranks=settings.ranks, seeds=settings.seeds)
+    results["probe"], _ = reuse.get_or_compute(
+        "run_probes", features, probe_settings, lambda: run_probes(features, probe_settings)
     )
     lap("probe rank sweep")
-    results["transfer"] = run_transfer(features, TransferSettings(epochs=settings.transfer_epochs, seeds=settings.seeds))
+    transfer_settings = TransferSettings(epochs=settings.transfer_epochs, seeds=settings.seeds)
+    results["transfer"], _ = reuse.get_or_compute(
+        "run_transfer", features, transfer_settings, lambda: run_transfer(features, transfer_settings)
+    )
     lap("transfer grid")
     oe_data = dataclasses.replace(
         features,
         families={k: v for k, v in features.families.items() if k == OE_FAMILY},
         unavailable={k: v for k, v in features.unavailable.items() if k == OE_FAMILY},
     )
-    results["oe"] = run_oe(oe_data, OESettings(epochs=settings.oe_epochs, seeds=settings.seeds))
+    oe_settings = OESettings(epochs=settings.oe_epochs, seeds=settings.seeds)
+    results["oe"], _ = reuse.get_or_compute("run_oe", oe_data, oe_settings, lambda: run_oe(oe_data, oe_settings))
     lap("OE experiment")
-    results["attributes"] = attribute_splits(context, settings)
+    results["attributes"] = attribute_splits(context, settings, reuse)
     lap("attribute splits")
+    logger.info(
+        "demo: reused from the result cache: %s; computed: %s",
+        ", ".join(reuse.stats.reused) or "nothing",
+        ", ".join(reuse.stats.computed) or "nothing",
+    )
     audit_shapes_benchmark(context, out)  # audit_<name>.json beside the results, read by the report and the page
     lap("benchmark audit")
     for name, record in results.items():

@@ -8,8 +8,10 @@ dataset roots and feature cache as zero-shot evaluation); settings from each tas
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any, Callable, Sequence
 
+from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.zero_shot import checked_record
 from clip_cycles.experiments.experiment_data import load_from_tasks, resolve_min_cycles
@@ -59,6 +61,11 @@ def _run_experiment(
     with_markers: bool = False,
 ) -> RunOutcome:
     records = []
+    # Every task's settings first: a bad experiment_kwargs fails before any encoding or fitting.
+    for task in tasks:
+        assert isinstance(task, TaskSpec)
+        experiment_settings(settings_class, task, list(context.seeds) if context.seeds else list(task.seeds))
+    cache = ResultCache(context.cache_dir)
     for task in tasks:
         assert isinstance(task, TaskSpec)
         seeds = list(context.seeds) if context.seeds else list(task.seeds)
@@ -66,7 +73,9 @@ def _run_experiment(
         data = _experiment_data(task, context, seeds, with_markers)
         # The folder's own minimum-cycle rule (or $CLIP_CYCLES_MIN_CYCLES) unless the task sets one.
         settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(task.experiment_kwargs.get("min_cycles"), data))
-        records.append(checked_record(task, context.spec, metrics(data, settings)))
+        # Keyed by the features' content, the settings and the code: a warm rerun reuses the record.
+        result, _ = cache.get_or_compute(metrics.__name__, data, settings, partial(metrics, data, settings))
+        records.append(checked_record(task, context.spec, result))
     return RunOutcome(records)
 
 
