@@ -1,8 +1,12 @@
 """Per-attribute linear probes, F1 selectivity, supercategory dominance, CS and a label-free leakage score.
 
-The probe is paper 2's: one binary ``LogisticRegression(penalty=None,
-class_weight='balanced', max_iter=1000)`` per attribute per fold (lbfgs). The default
-solver (``"sklearn"``) fits exactly that, one column at a time. ``"lockstep"`` (opt-in)
+The project protocol's probe (default solver ``"batched"``) is L2-penalised
+(:data:`PROBE_L2`), so each (attribute, fold) column has one optimum; all columns are solved
+together and each column's convergence is checked and reported (:func:`fit_logistic_batched`;
+``"sklearn_l2"`` is its one-fit-per-column scikit-learn reference). Paper 2's probe
+(``--protocol paper2``, solver ``"sklearn"``) is one binary ``LogisticRegression(penalty=None,
+class_weight='balanced', max_iter=1000)`` per attribute per fold (lbfgs), fitted exactly, in
+processes with one BLAS thread each (:func:`fit_logistic_sklearn`). ``"lockstep"`` (opt-in)
 runs scipy's own L-BFGS-B routine for every (attribute, fold) column *in lockstep*: each
 column keeps its own optimiser state, as scikit-learn would drive it (same loss scaling,
 start at zero, ``m=10``, ``maxls=50``, ``gtol=tol``, ``ftol=64 eps``), and all columns
