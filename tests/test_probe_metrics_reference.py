@@ -131,7 +131,8 @@ def summary_of(selectivity: list[float], dominance: list[float]) -> dict:
 def test_summary_averages_over_every_attribute():
     summary = summary_of([10.0, -5.0, 4.0, 3.0], [1.0, np.nan, 0.5, 0.25])
     assert set(summary) == {"f1_selectivity", "mean_f1", "cs", "n_attributes", "n_attributes_scored",
-                            "n_attributes_cs", "averaged_over", "coverage"}  # fmt: skip
+                            "n_attributes_cs", "averaged_over", "coverage",
+                            "n_probes_not_converged", "probes_not_converged"}  # fmt: skip
     assert summary["f1_selectivity"] == 3.0 and summary["mean_f1"] == pytest.approx(30.0)
     # CS over the three attributes with a finite dominance.
     assert summary["cs"] == pytest.approx(np.corrcoef([1.0, 0.5, 0.25], [10.0, 4.0, 3.0])[0, 1], abs=1e-12)
@@ -147,7 +148,7 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers(monkeypatch: pytest.Mon
                                 ("x", "x", "y", "y"))  # fmt: skip
     with pytest.raises(ValueError, match="embeddings have 3 rows for 4 concepts"):
         probe_attributes(np.zeros((3, 2)), data, [[]])
-    with pytest.raises(ValueError, match=r"^unknown probe solver 'newton'; registered: lockstep, sklearn$"):
+    with pytest.raises(ValueError, match=r"^unknown probe solver 'newton'; registered: batched, lockstep, sklearn, sklearn_l2$"):
         probe_attributes(np.zeros((4, 2)), data, [[]], solver="newton")
     names = tuple(f"z{i}" for i in range(11)) + ("one",)
     labels = np.zeros((4, 12), dtype=bool)
@@ -164,7 +165,7 @@ def test_probe_attributes_rejects_bad_shapes_and_solvers(monkeypatch: pytest.Mon
         raise AssertionError("a probe was fitted before the dominance was checked")
 
     solvers: Registry = Registry("probe solver")
-    for name in ("lockstep", "sklearn"):
+    for name in ("batched", "lockstep", "sklearn"):
         solvers.register(name, no_fits)
     monkeypatch.setattr(attribute_probes, "PROBE_SOLVERS", solvers)
     with pytest.raises(ValueError, match=r"^dominance has shape \(2,\) for 1 attributes$"):
@@ -189,7 +190,7 @@ def test_probe_attributes_fits_train_rows_and_scores_test_rows_like_sklearn():
     supers = tuple(["s0"] * 8 + ["s1"] * 8 + [None] * 8)
     data = ConceptAttributeData(tuple(f"c{i}" for i in range(n)), ("a0", "a1", "a2"), labels, supers)
     folds = [[(np.setdiff1d(np.arange(n), np.arange(k, n, 3)), np.arange(k, n, 3)) for k in range(3)]] * 3
-    result = probe_attributes(X, data, folds, progress=False)
+    result = probe_attributes(X, data, folds, solver="sklearn", progress=False)
     expected = np.zeros((3, 3))
     for a in range(3):
         y = labels[:, a].astype(int)
@@ -208,7 +209,7 @@ def test_probe_attributes_fits_train_rows_and_scores_test_rows_like_sklearn():
     assert (result.n_iter[:2] > 0).all() and (result.n_iter[2] == 0).all()
     assert result.attributes == ("a0", "a1", "a2") and result.coverage.fitted.sum() == 6
     # max_iter reaches the solver: one L-BFGS iteration per fitted column.
-    assert (probe_attributes(X, data, folds, max_iter=1, progress=False).n_iter[:2] == 1).all()
+    assert (probe_attributes(X, data, folds, solver="sklearn", max_iter=1, progress=False).n_iter[:2] == 1).all()
 
 
 def test_empty_columns_give_their_documented_values_without_a_numpy_warning():

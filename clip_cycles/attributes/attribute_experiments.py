@@ -28,7 +28,7 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_probes import DEFAULT_SOLVER, attribute_task_metrics
+from clip_cycles.attributes.attribute_probes import attribute_task_metrics
 from clip_cycles.attributes.concept_features import embed_concepts
 from clip_cycles.attributes.concept_world import ConceptWorldConfig, make_concept_world
 from clip_cycles.attributes.concepts import (
@@ -73,11 +73,12 @@ def run_grid(
     context: SplitContext,
     strategies: Sequence[str],
     seeds: Sequence[int],
-    solver: str = DEFAULT_SOLVER,
+    solver: str | None = None,
     cluster_k: int | None = None,
     fold_assignment: str = "per_attribute",
     protocol: str = DEFAULT_PROTOCOL,
     dominance: np.ndarray | None = None,
+    num_proc: int | None = None,
 ) -> dict[str, object]:
     """Metrics for every model x strategy x seed, the table means, and unavailable strategies.
 
@@ -102,7 +103,7 @@ def run_grid(
                 for seed in seeds:
                     metrics = attribute_task_metrics(
                         X, data, strategy, seed, split_params=params, context=context, solver=solver,
-                        protocol=protocol, dominance=dominance,
+                        protocol=protocol, dominance=dominance, num_proc=num_proc,
                     )  # fmt: skip
                     per_seed[str(metrics["seed"])] = metrics
             except StrategyUnavailable as reason:
@@ -150,10 +151,11 @@ def run_k_ablation(
     context: SplitContext,
     k_values: Sequence[int],
     seeds: Sequence[int],
-    solver: str = DEFAULT_SOLVER,
+    solver: str | None = None,
     fold_assignment: str = "per_attribute",
     protocol: str = DEFAULT_PROTOCOL,
     dominance: np.ndarray | None = None,
+    num_proc: int | None = None,
 ) -> dict[str, object]:
     """Clustering split over k: F1 selectivity and CS per model and k; k > n_concepts is skipped and named."""
     results: dict[str, dict[str, object]] = {}
@@ -176,6 +178,7 @@ def run_k_ablation(
                     solver=solver,
                     protocol=protocol,
                     dominance=dominance,
+                    num_proc=num_proc,
                 )
                 for seed in seeds
             ]
@@ -468,7 +471,7 @@ def _embed_with_model(inputs: SplitInputs, data: ConceptAttributeData) -> tuple[
 
 
 def check_paper2_flags(
-    *, synthetic: str | None, attributes: str | None, seeds: Sequence[int], fold_assignment: str, solver: str
+    *, synthetic: str | None, attributes: str | None, seeds: Sequence[int], fold_assignment: str, solver: str | None
 ) -> None:
     """Refuse, with a sentence, the flags ``--protocol paper2`` cannot honour (its choices are fixed)."""
     if synthetic:
@@ -483,8 +486,44 @@ def check_paper2_flags(
         )
     if fold_assignment != "per_attribute":
         raise ValueError("--protocol paper2 fixes its folds per strategy; --fold-assignment applies to --protocol project only")
-    if solver != PAPER2_SOLVER:
+    if solver is not None and solver != PAPER2_SOLVER:
         raise ValueError(f"--protocol paper2 fits paper 2's exact probe (--solver {PAPER2_SOLVER}); drop --solver {solver}")
+
+
+#: Strategies that paper 2 makes on ONE embedding shared by every model (--split-embeddings or --split-model).
+PAPER2_SHARED_EMBEDDING_STRATEGIES: tuple[str, ...] = ("similarity", "clustering")
+
+
+def check_split_config(
+    *,
+    protocol: str,
+    strategies: Sequence[str],
+    k_values: Sequence[int],
+    split_embeddings: str | None,
+    split_model: bool,
+    published_names: Sequence[str] = (),
+    num_proc: int | None = None,
+) -> None:
+    """Refuse, before any data is read or probe fitted, a ``splits`` configuration that would fail later.
+
+    Under ``--protocol paper2`` the similarity and clustering splits (and the k ablation, a
+    clustering split) need one shared split embedding; an unknown strategy is refused here too.
+    """
+    if num_proc is not None and num_proc < 1:
+        raise ValueError(f"--num-proc must be >= 1, got {num_proc}")
+    unknown = [s for s in strategies if s not in STRATEGIES and s not in published_names]
+    if unknown:
+        raise ValueError(f"{STRATEGIES.unknown_message(unknown[0])}; or name a published split with --published-split NAME=FILE")
+    if protocol != "paper2" or split_embeddings or split_model:
+        return
+    needs = [s for s in strategies if s in PAPER2_SHARED_EMBEDDING_STRATEGIES and s not in published_names]
+    if k_values:
+        needs.append("the k ablation (--k-values)")
+    if needs:
+        raise ValueError(
+            f"--protocol paper2 makes {', '.join(needs)} on ONE embedding shared by every model; give "
+            "--split-embeddings NAME_OR_FILE or --split-model, or drop them (--strategies, --k-values with no value)"
+        )
 
 
 def protocol_cs(inputs: SplitInputs, data: ConceptAttributeData) -> Paper2CS:

@@ -19,6 +19,7 @@ from clip_cycles.attributes.attribute_experiments import (
     PAPER_STRATEGY_ORDER,
     SplitInputs,
     check_paper2_flags,
+    check_split_config,
     load_inputs,
     markdown_report,
     protocol_cs,
@@ -89,7 +90,8 @@ class SplitsOptions(Options):
     seeds: tuple[int, ...] = Field((0,), json_schema_extra={"flag": "--seeds"})
     k: int | None = Field(None, ge=2, json_schema_extra={"flag": "--k"})
     k_values: tuple[int, ...] = Field(DEFAULT_K_VALUES, json_schema_extra={"flag": "--k-values"})
-    solver: str = Field(DEFAULT_SOLVER, json_schema_extra={"flag": "--solver"})
+    solver: str | None = Field(None, json_schema_extra={"flag": "--solver"})
+    num_proc: int | None = Field(None, ge=1, json_schema_extra={"flag": "--num-proc"})
     fold_assignment: str = Field("per_attribute", json_schema_extra={"flag": "--fold-assignment"})
     out: str = Field(json_schema_extra={"flag": "--out"})
 
@@ -103,6 +105,7 @@ def splits_options(args: argparse.Namespace) -> SplitsOptions:
         k=args.k,
         k_values=tuple(args.k_values),
         solver=args.solver,
+        num_proc=getattr(args, "num_proc", None),
         fold_assignment=args.fold_assignment,
         out=args.out,
     )
@@ -117,6 +120,16 @@ def run_splits(options: SplitsOptions) -> int:
     """Run the grid (and the k ablation unless ``--no-k-ablation``) and write the results folder."""
     inputs = options.inputs
     protocol = check_protocol(inputs.protocol)
+    # The whole configuration is checked before any data is read or probe fitted.
+    check_split_config(
+        protocol=protocol,
+        strategies=options.strategies,
+        k_values=options.k_values,
+        split_embeddings=inputs.split_embeddings,
+        split_model=inputs.split_model is not None,
+        published_names=[spec.partition("=")[0] for spec in inputs.published_split],
+        num_proc=options.num_proc,
+    )
     if protocol == "paper2":
         check_paper2_flags(
             synthetic=inputs.synthetic,
@@ -147,12 +160,14 @@ def run_splits(options: SplitsOptions) -> int:
         # The paper's k=100 is for 1,854 concepts; keep the same cluster size on the small world.
         cluster_k = max(2, round(100 * len(data.concepts) / 1854))
     results["grid"] = run_grid(
-        models, data, context, strategies, seeds, options.solver, cluster_k, options.fold_assignment, protocol, dominance
-    )
+        models, data, context, strategies, seeds, options.solver, cluster_k, options.fold_assignment, protocol, dominance,
+        options.num_proc,
+    )  # fmt: skip
     if options.k_values:
         results["k_ablation"] = run_k_ablation(
-            models, data, context, list(options.k_values), seeds, options.solver, options.fold_assignment, protocol, dominance
-        )
+            models, data, context, list(options.k_values), seeds, options.solver, options.fold_assignment, protocol, dominance,
+            options.num_proc,
+        )  # fmt: skip
     results = clean(results)  # type: ignore[assignment]
     written = _write_results(results, out)
     print(markdown_report(results))
@@ -250,10 +265,17 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--solver",
-        default=DEFAULT_SOLVER,
+        default=None,
         choices=sorted(PROBE_SOLVERS),
-        help="probe solver: sklearn (default, exact: one LogisticRegression per attribute and fold) or lockstep "
-        "(batched L-BFGS, much faster; F1 can drift from sklearn's on near-separable columns, see README)",
+        help=f"probe solver (default: the protocol's): {DEFAULT_SOLVER} (project: the L2-penalised probe, every "
+        "attribute and fold solved together), sklearn_l2 (the same probe, one scikit-learn fit each), sklearn "
+        "(paper2: the unpenalised probe, one scikit-learn fit each) or lockstep (unpenalised, batched; see README)",
+    )
+    parser.add_argument(
+        "--num-proc",
+        type=int,
+        default=None,
+        help="processes for the sklearn solver (--protocol paper2), one BLAS thread each (default: the usable cores)",
     )
     parser.add_argument(
         "--fold-assignment",

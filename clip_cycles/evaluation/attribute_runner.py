@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from clip_cycles.attributes.attribute_probes import DEFAULT_SOLVER, attribute_task_metrics
+from clip_cycles.attributes.attribute_probes import attribute_task_metrics, protocol_solver
 from clip_cycles.attributes.concept_features import _in_root, embed_concepts
 from clip_cycles.attributes.concepts import (
     CATEGORY_TSV_NAMES,
@@ -87,11 +87,11 @@ def attribute_metrics(
     if split_name is not None:
         base["split_embeddings"] = split_name
     context = SplitContext(data.concepts, data.supercategories, groups, split_embeddings, split_embedding_name=split_name)
-    solver = task.experiment_kwargs.get("solver", DEFAULT_SOLVER)
     threshold = task.experiment_kwargs.get("leakage_threshold")
     protocol = check_protocol(
         task.experiment_kwargs.get("protocol", DEFAULT_PROTOCOL), f"{task.path}: field 'experiment_kwargs.protocol'"
     )
+    solver = protocol_solver(protocol, task.experiment_kwargs.get("solver"))
     dominance = None
     if protocol == "paper2":
         if solver != PAPER2_SOLVER:

@@ -204,8 +204,12 @@ class MultiFamilyKwargs(Declared):
 class AttributeSettings(Declared):
     """``experiment_kwargs`` of an attribute task."""
 
-    # The default is attribute_probes.DEFAULT_SOLVER (the exact scikit-learn path), restated here: this layer is below it.
-    solver: str = Field("sklearn", description="the probe solver (clip_cycles.attributes.attribute_probes.PROBE_SOLVERS)")
+    # None: the protocol's solver (attribute_probes.protocol_solver; this layer is below it).
+    solver: str | None = Field(
+        None,
+        description="the probe solver (clip_cycles.attributes.attribute_probes.PROBE_SOLVERS); "
+        "null: the protocol's (project: batched, the L2-penalised probe; paper2: sklearn, paper 2's unpenalised probe)",
+    )
     leakage_threshold: float | None = Field(None, description="the leakage threshold; null: the default for the features")
     protocol: Literal[ATTRIBUTE_PROTOCOLS] = Field(  # type: ignore[valid-type]
         "project", description="this project's split protocol or paper 2's"
