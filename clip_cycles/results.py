@@ -154,6 +154,8 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
 #: source and the build thresholds: :func:`clip_cycles.evaluation.item_set.item_set_digest`) and ``source``
 #: (one human line naming the world or raw root). ``clip_benchmark build`` turns each into a CSV column.
 IDENTITY_FIELDS: tuple[str, ...] = ("split", "items_sha256", "source")
+#: Where the model's weights came from (:meth:`clip_cycles.encoding.encoder.ModelSpec.source`), top-level too.
+MODEL_SOURCE_FIELDS: tuple[str, ...] = ("backend", "weights_sha256")
 #: What :func:`items_sha256_of` gives for a record written before item sets were recorded (or by another tool).
 ITEM_SET_NOT_RECORDED = "not recorded"
 #: The split a result name leaves implicit: any other split enters the file name (:func:`output_path`).
@@ -168,10 +170,12 @@ def benchmark_record(
     task: str = RESULT_TASK,
     language: str = "en",
     identity: Mapping[str, Any] | None = None,
+    model_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """clip_benchmark's result JSON: ``{dataset, model, pretrained, task, metrics, language}``.
 
-    ``identity``: the item-set fields (:data:`IDENTITY_FIELDS`), added at the top level when given.
+    ``identity``: the item-set fields (:data:`IDENTITY_FIELDS`), added at the top level when given;
+    ``model_source``: where the weights came from (:data:`MODEL_SOURCE_FIELDS`), likewise.
     Declared in :class:`clip_cycles.schemas.result.ResultRecord` (``clip-cycles schema result``).
     """
     record = {
@@ -187,6 +191,11 @@ def benchmark_record(
         if unknown:
             raise ValueError(f"result of {dataset}: identity fields {unknown} are not among {list(IDENTITY_FIELDS)}")
         record.update({key: identity[key] for key in IDENTITY_FIELDS if key in identity})
+    if model_source is not None:
+        unknown = sorted(set(model_source) - set(MODEL_SOURCE_FIELDS))
+        if unknown:
+            raise ValueError(f"result of {dataset}: model source fields {unknown} are not among {list(MODEL_SOURCE_FIELDS)}")
+        record.update({key: model_source[key] for key in MODEL_SOURCE_FIELDS if key in model_source})
     return record
 
 

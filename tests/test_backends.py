@@ -229,3 +229,23 @@ def test_features_npz_with_object_arrays_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="pickle"):
         backends.read_features_file(path)
+
+
+def test_a_registered_backend_without_a_tag_is_named_by_its_identity_not_random_init() -> None:
+    from clip_cycles.encoding.encoder import ModelSpec
+    from clip_cycles.evaluation.page_data import model_name
+
+    def loader(model_name, pretrained, cache_dir, device):
+        return ("model", model_name, pretrained)
+
+    backends.register_backend("unit_test_source", loader)
+    try:
+        source = ModelSpec("unit_test_source", "m", None).source()
+        assert source["backend"] == "unit_test_source" and len(source["weights_sha256"]) == 64
+        assert model_name("m", "", source["backend"], source["weights_sha256"]) == f"m (weights {source['weights_sha256'][:12]})"
+        # A random-init OpenCLIP model names no weights, and is the only one labelled so.
+        plain = ModelSpec("open_clip", "ViT-B-32", None).source()
+        assert plain == {"backend": "open_clip"}
+        assert model_name("ViT-B-32", "", plain["backend"], None) == "ViT-B-32 (random init)"
+    finally:
+        backends.BACKENDS.unregister("unit_test_source")

@@ -384,3 +384,32 @@ def test_default_decoding_workers_leave_one_cpu_to_the_model() -> None:
     assert default_num_workers(10_000, 64, cpus=16) == 4
     assert default_num_workers(128, 64, cpus=16) == 0  # two batches: no workers to start
     assert default_num_workers(129, 64, cpus=16) == 4
+
+
+def test_records_name_the_backend_and_weights_and_the_page_labels_from_them(
+    shapes_cycles: Path, features_file: Path, tmp_path: Path
+) -> None:
+    import hashlib
+
+    from clip_cycles.evaluation.page_data import collect
+    from clip_cycles.results import write_result
+
+    spec = ModelSpec("features", str(features_file), None)
+    records, _ = evaluate(TASKS[:1], spec, shapes_cycles, tmp_path / "cache", seeds=[0])
+    record = records[0]
+    assert record["backend"] == "features" and record["pretrained"] == ""
+    # The digest follows the file's bytes (hashed here, not by the helper): a copy elsewhere keeps it,
+    # one changed byte does not.
+    copy = tmp_path / "elsewhere" / features_file.name
+    copy.parent.mkdir()
+    shutil.copyfile(features_file, copy)
+    again, _ = evaluate(TASKS[:1], ModelSpec("features", str(copy), None), shapes_cycles, tmp_path / "cache", seeds=[0])
+    assert again[0]["weights_sha256"] == record["weights_sha256"]
+    assert hashlib.sha256(copy.read_bytes()).hexdigest() == hashlib.sha256(features_file.read_bytes()).hexdigest()
+    copy.write_bytes(copy.read_bytes() + b"\0")  # one more byte: other content, so another digest
+    assert ModelSpec("features", str(copy), None).source()["weights_sha256"] != record["weights_sha256"]
+    # An OpenCLIP tag names its weights itself: no digest, and the label keeps the tag.
+    assert ModelSpec("open_clip", "ViT-B-32", "laion2b_s34b_b79k").source() == {"backend": "open_clip"}
+    # The page's label comes from the record: not "random init" for features without a tag.
+    write_result(record, tmp_path / "results" / "r.json")
+    assert collect([tmp_path / "results"]).models == [f"{features_file} (weights {record['weights_sha256'][:12]})"]

@@ -18,6 +18,7 @@ Under ``torchrun`` the CLI shards the work across ranks (:mod:`clip_cycles.encod
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from contextlib import nullcontext
@@ -34,7 +35,14 @@ from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.encode_options import DEFAULT_BATCH_SIZE, EncodeOptions
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
 from clip_cycles.encoding.hub_access import offline_hub, require_weights
-from clip_cycles.fingerprints import content_hash, local_weights_path, stable_repr, text_hash, weights_fingerprint
+from clip_cycles.fingerprints import (
+    content_hash,
+    file_sha256,
+    local_weights_path,
+    stable_repr,
+    text_hash,
+    weights_fingerprint,
+)
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
 from clip_cycles.verbosity import progress_disable
 
@@ -65,6 +73,19 @@ def default_num_workers(n_images: int, batch_size: int = DEFAULT_BATCH_SIZE, cpu
     if n_images <= 2 * batch_size:
         return 0
     return max(0, min(MAX_WORKERS, cpus - 1))
+
+
+#: ModelSpec.source by (backend, model, pretrained, stat of each local weights path): hashed once per run.
+_SOURCE_MEMO: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+
+def _weights_stat(name: str | None) -> tuple[Any, ...] | None:
+    """(size, mtime_ns) of the file or of every file under the folder ``name`` points at; None if not local."""
+    path = local_weights_path(name)
+    if path is None:
+        return None
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    return tuple((p.as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
 
 class InjectedFault(RuntimeError):
@@ -125,6 +146,35 @@ class ModelSpec:
         desc["image_decoding"] = IMAGE_DECODING
         desc["versions"] = {name: _version(name) for name in ("open_clip_torch", "transformers", "clip_benchmark")}
         return desc
+
+    def source(self, hash_cache: str | Path | None = None) -> dict[str, Any]:
+        """Where this model's weights come from, for a result record: ``backend`` and ``weights_sha256``.
+
+        ``weights_sha256`` digests the content (sha256 of every file) of the local weights named by
+        ``--model``/``--pretrained`` and a third-party backend's identity (distribution, version,
+        code); absent when neither exists (an OpenCLIP tag names its weights itself, or none:
+        random init). Sizes and mtimes stay out, so a copied checkpoint keeps its digest.
+        """
+        key = (self.backend, self.model, self.pretrained, _weights_stat(self.model), _weights_stat(self.pretrained))
+        cached = _SOURCE_MEMO.get(key)
+        if cached is not None:
+            return dict(cached)
+        content: dict[str, Any] = {}
+        for role, name in (("model", self.model), ("pretrained", None if is_random_init(self.pretrained) else self.pretrained)):
+            path = local_weights_path(name)
+            if path is None or (role == "model" and self.backend == "open_clip" and not self.model.startswith("local-dir:")):
+                continue
+            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and ".tmp-" not in p.name)
+            base = path.parent if path.is_file() else path
+            content[role] = {p.relative_to(base).as_posix(): file_sha256(p, hash_cache) for p in files}
+        identity = backend_identity(self.backend, self.model, self.pretrained)
+        if identity is not None:
+            content["backend_identity"] = identity
+        source: dict[str, Any] = {"backend": self.backend}
+        if content:
+            source["weights_sha256"] = hashlib.sha256(stable_repr(content).encode("utf-8")).hexdigest()
+        _SOURCE_MEMO[key] = source
+        return dict(source)
 
     def load(self) -> tuple[Any, Any, Any]:
         """Seed torch (random-init models are then reproducible) and load the model.

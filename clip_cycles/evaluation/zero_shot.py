@@ -466,12 +466,16 @@ def result_record(
     metrics: dict[str, Any],
     language: str = "en",
     identity: Mapping[str, Any] | None = None,
+    model_source: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``.
 
-    ``identity``: the item set scored (:func:`clip_cycles.evaluation.item_set.item_identity`), top-level fields.
+    ``identity``: the item set scored (:func:`clip_cycles.evaluation.item_set.item_identity`), top-level fields;
+    ``model_source``: where the weights came from (:meth:`ModelSpec.source`), likewise.
     """
-    return benchmark_record(task.name, model, pretrained, metrics, language=language, identity=identity)
+    return benchmark_record(
+        task.name, model, pretrained, metrics, language=language, identity=identity, model_source=model_source
+    )
 
 
 def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
@@ -483,7 +487,7 @@ def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> d
     missing = [m for m in task.metric_names if m not in metrics] if metrics.get("available", True) else []
     if missing:
         raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
-    record = result_record(task, spec.model, spec.pretrained, metrics)  # type: ignore[arg-type]
+    record = result_record(task, spec.model, spec.pretrained, metrics, model_source=spec.source())  # type: ignore[arg-type]
     check_result_record(clean(record), f"{task.path}: the result record of {task.name}")  # what `schema result` promises
     return record
 
@@ -559,7 +563,8 @@ def evaluate_tasks(
         task_samples: list[dict[str, Any]] | None = [] if samples is not None else None
         metrics = score_task(data, encoded, cache, task_samples)
         identity = item_identity(data, encoded)
-        records.append(result_record(data.task, spec.model, spec.pretrained, metrics, identity=identity))
+        source = spec.source(None if cache is None else cache / "fingerprints")
+        records.append(result_record(data.task, spec.model, spec.pretrained, metrics, identity=identity, model_source=source))
         if samples is not None and task_samples is not None:
             # Each line names the item set it belongs to, so a samples file read alone says what was scored.
             samples.extend({**sample, **identity} for sample in task_samples)

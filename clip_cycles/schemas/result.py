@@ -52,6 +52,12 @@ class ResultRecord(Open):
         None, description="a sha256 hex digest (64 lowercase hex digits) of the items scored, or null when nothing was"
     )
     source: str | None = Field(None, min_length=1, description="a non-empty string: the world or raw root the items came from")
+    backend: str | None = Field(None, min_length=1, description="a non-empty string: the backend that loaded the model")
+    weights_sha256: Annotated[str, StringConstraints(pattern=SHA256)] | None = Field(
+        None,
+        description="a sha256 hex digest of the local weights' file contents and a third-party backend's identity; "
+        "absent when a pretrained tag (or nothing: random init) names the weights",
+    )
 
 
 def check_result_record(record: Any, where: str) -> None:
