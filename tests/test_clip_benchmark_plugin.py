@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from tiny_models import TINY_OPEN_CLIP
 
-from clip_cycles.results import IDENTITY_FIELDS, read_result
+from clip_cycles.results import IDENTITY_FIELDS, MODEL_SOURCE_FIELDS, read_result
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = "cycles/shapes_strict_left_right"
@@ -77,8 +77,9 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
     ours_path = tmp_path / "cycles_shapes_strict_left_right_none_en_cycles.json"
     ours = read_result(ours_path)  # the nested record, from the detail beside the flat file
     theirs = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_image_caption_selection.json").read_text())
-    # clip_benchmark's keys, and the item set it scored (split, items_sha256, source) beside them.
-    assert set(ours) == {"dataset", "model", "pretrained", "task", "metrics", "language", *IDENTITY_FIELDS}
+    # clip_benchmark's keys, the item set it scored (split, items_sha256, source) and where the
+    # weights came from (backend; weights_sha256 for the local tiny checkpoint) beside them.
+    assert set(ours) == {"dataset", "model", "pretrained", "task", "metrics", "language", *IDENTITY_FIELDS, *MODEL_SOURCE_FIELDS}
     assert (ours["dataset"], ours["task"], ours["pretrained"]) == (TASK, "cycles", "none")
     per_seed = ours["metrics"]["per_seed"]
     n = sum(v["n_cycles"] for v in per_seed.values())
@@ -109,7 +110,7 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
     assert float(row["seed2_cycle_acc"]) == per_seed["2"]["cycle_acc"]
     assert float(row["cycle_acc_ci_low"]) <= float(row["acc"]) <= float(row["cycle_acc_ci_high"])
     assert float(row["additive_audit_passed"]) == 1.0
-    text = {"dataset", "model", "pretrained", "task", "language", "model_fullname", *IDENTITY_FIELDS}
+    text = {"dataset", "model", "pretrained", "task", "language", "model_fullname", *IDENTITY_FIELDS, *MODEL_SOURCE_FIELDS}
     for column, cell in row.items():
         if column not in text and cell != "":  # cells of image_caption_selection's own columns are empty here
             assert math.isfinite(float(cell)), (column, cell)  # a number, never a Python-repr dict

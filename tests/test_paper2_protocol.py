@@ -253,4 +253,4 @@ def test_a_paper2_task_without_its_attribute_list_is_refused_before_any_encoding
     _task_file(tmp_path, "no_list", "{strategy: random}")
     task = TaskRegistry([tmp_path]).get("attributes/no_list")
     with pytest.raises(ValueError, match=r"no_list\.yaml: field 'dataset_kwargs\.attributes': protocol paper2 scores only"):
-        run_attributes([task], SimpleNamespace(dataset_root=root, seeds=()))  # type: ignore[arg-type]
+        run_attributes([task], SimpleNamespace(dataset_root=root, seeds=(), cache_dir=None))  # type: ignore[arg-type]
