@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -64,6 +63,7 @@ from clip_cycles.attributes.splitters import (
     make_splitter,
     nearest_neighbours,
 )
+from clip_cycles.processes import usable_cores
 from clip_cycles.registry import Registry
 from clip_cycles.verbosity import progress_disable
 
@@ -284,14 +284,6 @@ def _lockstep_loop(
             loss, grad = _loss_gradient(X, target[:, cols], weight[:, cols], point)
             f[cols] = loss
             G[:, cols] = grad
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (its affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _sklearn_columns(

@@ -32,6 +32,7 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
+from clip_cycles.processes import check_num_proc
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
 from clip_cycles.settings import MIN_CYCLES_ENV, resolve_cache_dir
@@ -188,16 +189,21 @@ def experiment_cache(options: ModelOptions) -> ResultCache:
     return ResultCache(resolve_cache_dir(options.cache_dir) if options.use_cache else None)
 
 
-def run_experiment(options: ExperimentOptions, run: Callable[[ExperimentData, Any], dict[str, Any]], file_name: str,
-                   with_markers: bool = False) -> int:  # fmt: skip
+def run_experiment(options: ExperimentOptions, run: Callable[..., dict[str, Any]], file_name: str,
+                   with_markers: bool = False, num_proc: int | None = None) -> int:  # fmt: skip
     """Check the configuration, load the input, settle the minimum cycles, run the experiment (or reuse
-    its cached result: same features, settings and code) and write its JSON (+ report)."""
+    its cached result: same features, settings and code) and write its JSON (+ report).
+
+    ``num_proc`` (probe, transfer): processes for the heads; the result is the same for any count, so
+    it is neither in the record nor in the cache key.
+    """
     check_configuration(options)
+    extra = {} if num_proc is None else {"num_proc": check_num_proc(num_proc)}
     cache = experiment_cache(options.model)
     tasks = None if options.task is None else list(options.task)
     data = load_input(options.features, tasks, options.model, options.settings.seeds, with_markers=with_markers)
     settings = dataclasses.replace(options.settings, min_cycles=resolve_min_cycles(options.min_cycles, data))
-    record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings))
+    record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings, **extra))
     print(f"{'reused the cached' if reused else 'computed the'} {run.__name__} result (result cache: {cache.root or 'off'})")
     return finish(record, options.out, file_name, report=options.report)
 
@@ -218,7 +224,18 @@ def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
     add_head_training_arguments(parser, rank=None)
     parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
+    add_num_proc_argument(parser)
     parser.set_defaults(func=probe_command)
+
+
+def add_num_proc_argument(parser: argparse.ArgumentParser) -> None:
+    """``--num-proc``: processes that train the heads (the record is the same for any count)."""
+    parser.add_argument(
+        "--num-proc",
+        type=int,
+        default=None,
+        help="processes training the heads, one thread each (default: the usable cores); the result is the same for any count",
+    )
 
 
 def probe_command(args: argparse.Namespace) -> int:
@@ -233,13 +250,15 @@ def probe_command(args: argparse.Namespace) -> int:
         seeds=tuple(args.seeds),
         audit=not args.no_audit,
     )
-    return run_experiment(experiment_options(args, settings), run_probes, probes.RESULT_FILE)
+    check_num_proc(args.num_proc)  # before any loading or fitting
+    return run_experiment(experiment_options(args, settings), run_probes, probes.RESULT_FILE, num_proc=args.num_proc)
 
 
 def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles transfer``: the transfer grid and alignment."""
     add_experiment_arguments(parser, epochs=30)
     add_head_training_arguments(parser, rank=REFERENCE_RANK)
+    add_num_proc_argument(parser)
     parser.set_defaults(func=transfer_command)
 
 
@@ -253,7 +272,8 @@ def transfer_command(args: argparse.Namespace) -> int:
         batch_size=args.train_batch_size,
         seeds=tuple(args.seeds),
     )
-    return run_experiment(experiment_options(args, settings), transfer.run_transfer, transfer.RESULT_FILE)
+    check_num_proc(args.num_proc)  # before any loading or fitting
+    return run_experiment(experiment_options(args, settings), transfer.run_transfer, transfer.RESULT_FILE, num_proc=args.num_proc)
 
 
 def configure_oe_parser(parser: argparse.ArgumentParser) -> None:

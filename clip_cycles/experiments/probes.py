@@ -36,6 +36,7 @@ from clip_cycles.experiments.experiment_data import (
 )
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.heads.training import TrainConfig, Validation, cycle_batch_loss, fit_head, loss_of_kind
+from clip_cycles.processes import run_jobs
 from clip_cycles.results import mean_sd
 from clip_cycles.verbosity import progress_disable
 
@@ -261,8 +262,49 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
     return specs + [_ProbeSpec("low_rank", r) for r in settings.ranks]
 
 
-def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tolerance: float = DEFAULT_TIE_TOLERANCE) -> dict[str, Any]:
-    """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit."""
+def _train_and_score(
+    family: FamilyFeatures, seed: int, spec: _ProbeSpec, settings: ProbeSettings, tie_tolerance: float
+) -> dict[str, Any]:
+    """One probe of the sweep on one seed: trained, then its exact test CycleAcc (plain values only)."""
+    result = train_probe(
+        family,
+        seed,
+        spec.head,
+        spec.rank,
+        settings.epochs,
+        settings.lr,
+        settings.weight_decay,
+        settings.batch_size,
+        tie_tolerance=tie_tolerance,
+        threads=settings.threads,
+    )
+    return {
+        "test_cycle_acc": score_head(result.head, family, seed, tie_tolerance=tie_tolerance),
+        "best_val_cycle_acc": result.best_val,
+        "val_history": result.val_history,
+        "best_epoch": result.best_epoch,
+    }
+
+
+def _probe_job(shared: tuple[dict[str, FamilyFeatures], ProbeSettings, float], job: tuple[str, int, int]) -> dict[str, Any]:
+    families, settings, tie_tolerance = shared
+    name, seed, index = job
+    family = families[name]
+    spec = _probe_specs(settings, family.image_dim == family.caption_dim)[index]
+    return _train_and_score(family, seed, spec, settings, tie_tolerance)
+
+
+def probe_family(
+    family: FamilyFeatures,
+    settings: ProbeSettings,
+    tie_tolerance: float = DEFAULT_TIE_TOLERANCE,
+    trained: dict[tuple[int, str], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Every probe of the sweep on one family, per seed, plus zero-shot and the additive audit.
+
+    ``trained``: the probes already trained (``(seed, probe key) -> run``, as :func:`run_probes`
+    trains them in processes); the others are trained here.
+    """
     from tqdm.auto import tqdm
 
     diagonal_ok = family.image_dim == family.caption_dim
@@ -271,27 +313,14 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tolerance:
     per_seed: dict[str, dict[str, dict[str, Any]]] = {s.key: {} for s in specs}
     zero_shot: dict[str, float] = {}
     audits: dict[str, Any] = {}
+    trained = trained or {}
     for seed in settings.seeds:
         zero_shot[str(seed)] = zero_shot_cycle_acc(family, seed, tie_tolerance=tie_tolerance)
         for spec in tqdm(specs, desc=f"{family.name} seed {seed}", disable=progress_disable(), leave=False):
-            result = train_probe(
-                family,
-                seed,
-                spec.head,
-                spec.rank,
-                settings.epochs,
-                settings.lr,
-                settings.weight_decay,
-                settings.batch_size,
-                tie_tolerance=tie_tolerance,
-                threads=settings.threads,
-            )
-            per_seed[spec.key][str(seed)] = {
-                "test_cycle_acc": score_head(result.head, family, seed, tie_tolerance=tie_tolerance),
-                "best_val_cycle_acc": result.best_val,
-                "val_history": result.val_history,
-                "best_epoch": result.best_epoch,
-            }
+            run = trained.get((seed, spec.key))
+            if run is None:
+                run = _train_and_score(family, seed, spec, settings, tie_tolerance)
+            per_seed[spec.key][str(seed)] = run
         if settings.audit:
             phi, psi, sets = subset_tables(family, {k: family.split(seed, k) for k in ("train", "validation", "test")})
             report = additive_audit(
@@ -331,15 +360,32 @@ def probe_family(family: FamilyFeatures, settings: ProbeSettings, tie_tolerance:
     return out
 
 
-def run_probes(data: ExperimentData, settings: ProbeSettings | None = None) -> dict[str, Any]:
-    """The whole probe experiment as one JSON-ready record (model identity, settings, per-family results)."""
+def run_probes(data: ExperimentData, settings: ProbeSettings | None = None, num_proc: int | None = None) -> dict[str, Any]:
+    """The whole probe experiment as one JSON-ready record (model identity, settings, per-family results).
+
+    Every (family, seed, probe) is trained in up to ``num_proc`` processes (None: the usable cores;
+    :func:`clip_cycles.processes.run_jobs`), each single-threaded and seeded as alone: the record is
+    the same for any ``num_proc``, which is why it is not part of the record.
+    """
     from tqdm.auto import tqdm
 
     settings = settings or ProbeSettings()
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
+    tie_tolerance = data.tie_tolerance
+    jobs = [
+        (name, seed, index)
+        for name in usable
+        for seed in settings.seeds
+        for index in range(len(_probe_specs(settings, usable[name].image_dim == usable[name].caption_dim)))
+    ]
+    runs = run_jobs(_probe_job, (usable, settings, tie_tolerance), jobs, num_proc, desc="probes")
+    trained: dict[str, dict[tuple[int, str], dict[str, Any]]] = {name: {} for name in usable}
+    for (name, seed, index), run in zip(jobs, runs):
+        spec = _probe_specs(settings, usable[name].image_dim == usable[name].caption_dim)[index]
+        trained[name][(seed, spec.key)] = run
     families: dict[str, Any] = {}
     for name in tqdm(list(usable), desc="probe families", disable=progress_disable()):
-        families[name] = probe_family(usable[name], settings, data.tie_tolerance)
+        families[name] = probe_family(usable[name], settings, data.tie_tolerance, trained[name])
     for name, reason in unavailable.items():
         families[name] = {"available": False, "unavailable_reason": reason}
     return {

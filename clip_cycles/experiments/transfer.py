@@ -22,8 +22,8 @@ import numpy as np
 from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOLERANCE
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_probe
+from clip_cycles.processes import run_jobs
 from clip_cycles.results import mean_sd
-from clip_cycles.verbosity import progress_disable
 
 RESULT_FILE = "transfer.json"
 
@@ -117,10 +117,34 @@ def _correlation_summary(per_seed: dict[str, float | None]) -> dict[str, Any]:
     return {"per_seed": per_seed, "n_seeds_defined": summary.pop("n"), **summary}
 
 
-def run_transfer(data: ExperimentData, settings: TransferSettings | None = None) -> dict[str, Any]:
-    """The full transfer grid and alignment for every seed, as one JSON-ready record."""
-    from tqdm.auto import tqdm
+def _transfer_row(
+    shared: tuple[dict[str, FamilyFeatures], list[str], TransferSettings, float], job: tuple[int, str]
+) -> tuple[float, list[float]]:
+    """One probe of the grid (family ``job[1]``, seed ``job[0]``): its best validation CycleAcc and its test
+    CycleAcc on every family, in ``names`` order."""
+    usable, names, settings, tie_tolerance = shared
+    seed, name = job
+    run = train_probe(
+        usable[name],
+        seed,
+        "low_rank",
+        settings.rank,
+        settings.epochs,
+        settings.lr,
+        settings.weight_decay,
+        settings.batch_size,
+        tie_tolerance=tie_tolerance,
+        threads=settings.threads,
+    )
+    return run.best_val, [score_head(run.head, usable[target], seed, "test", tie_tolerance) for target in names]
 
+
+def run_transfer(data: ExperimentData, settings: TransferSettings | None = None, num_proc: int | None = None) -> dict[str, Any]:
+    """The full transfer grid and alignment for every seed, as one JSON-ready record.
+
+    The grid's probes train in up to ``num_proc`` processes (None: the usable cores), each as it
+    would alone: the record is the same for any ``num_proc``.
+    """
     settings = settings or TransferSettings()
     usable, unavailable = usable_families(data, settings.seeds, settings.min_cycles)
     names = list(usable)
@@ -130,25 +154,15 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None)
     transfers, alignments = [], []
     pearsons: dict[str, float | None] = {}
     spearmans: dict[str, float | None] = {}
+    jobs = [(seed, name) for seed in settings.seeds for name in names]
+    rows = dict(zip(jobs, run_jobs(_transfer_row, (usable, names, settings, tie_tolerance), jobs, num_proc, "transfer probes")))
     for seed in settings.seeds:
         transfer = np.zeros((k, k))
         best_val = []
-        for i, name in enumerate(tqdm(names, desc=f"transfer seed {seed}", disable=progress_disable())):
-            run = train_probe(
-                usable[name],
-                seed,
-                "low_rank",
-                settings.rank,
-                settings.epochs,
-                settings.lr,
-                settings.weight_decay,
-                settings.batch_size,
-                tie_tolerance=tie_tolerance,
-                threads=settings.threads,
-            )
-            best_val.append(run.best_val)
-            for j, target in enumerate(names):
-                transfer[i, j] = score_head(run.head, usable[target], seed, "test", tie_tolerance)
+        for i, name in enumerate(names):
+            row_best_val, row = rows[(seed, name)]
+            best_val.append(row_best_val)
+            transfer[i, :] = row
         matrices = [cycle_difference_matrix(usable[n], usable[n].split(seed, "validation")) for n in names]
         alignment = alignment_matrix(matrices, names)
         x, y = off_diagonal(alignment), off_diagonal(transfer)

@@ -1,0 +1,79 @@
+"""Independent jobs in forked worker processes, results in job order: more cores, never other numbers.
+
+Each job runs ``fn(shared, job)``; ``shared`` (features, folds) reaches the workers by ``fork``
+(copied on write, never serialised), jobs and results are small plain values. Workers compute
+what the parent would (each job seeds itself and runs single-threaded torch/BLAS), so one
+process and many give the same results, in the same order.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from typing import Any, Callable, Sequence, TypeVar
+
+from clip_cycles.verbosity import progress_disable
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+#: What the forked workers read: set by :func:`run_jobs` just before the pool starts.
+_SHARED: tuple[Callable[[Any, Any], Any], Any] | None = None
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def check_num_proc(num_proc: int | None, flag: str = "--num-proc") -> int:
+    """``num_proc`` as a count of processes (None: :func:`usable_cores`); ValueError naming ``flag`` below 1."""
+    if num_proc is None:
+        return usable_cores()
+    if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
+        raise ValueError(f"{flag} must be a whole number of processes, 1 or more, not {num_proc!r}")
+    return num_proc
+
+
+def _run_one(job: Any) -> Any:
+    assert _SHARED is not None
+    fn, shared = _SHARED
+    return fn(shared, job)
+
+
+def run_jobs(
+    fn: Callable[[Any, J], R], shared: Any, jobs: Sequence[J], num_proc: int | None = None, desc: str = "jobs"
+) -> list[R]:
+    """``[fn(shared, job) for job in jobs]``, in up to ``num_proc`` forked processes (None: the usable cores).
+
+    One process, one job or a platform without ``fork`` runs them here, in order. A progress bar
+    counts finished jobs.
+    """
+    from tqdm.auto import tqdm
+
+    global _SHARED
+    workers = min(check_num_proc(num_proc), len(jobs))
+    bar = tqdm(total=len(jobs), desc=desc, disable=progress_disable(), leave=False)
+    try:
+        if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+            results = []
+            for job in jobs:
+                results.append(fn(shared, job))
+                bar.update(1)
+            return results
+        _SHARED = (fn, shared)
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = []
+                # chunksize 1, in order: a long job never holds the ones behind it in another worker.
+                for result in pool.imap(_run_one, jobs, chunksize=1):
+                    results.append(result)
+                    bar.update(1)
+                return results
+        finally:
+            _SHARED = None
+    finally:
+        bar.close()
