@@ -2,14 +2,16 @@
 
 Each job runs ``fn(shared, job)``; ``shared`` (features, folds) reaches the workers by ``fork``
 (copied on write, never serialised), jobs and results are small plain values. Workers compute
-what the parent would (each job seeds itself and runs single-threaded torch/BLAS), so one
-process and many give the same results, in the same order.
+what the parent would (each job seeds itself; each worker runs torch on one thread, which is
+also what keeps a forked child out of the parent's OpenMP pool), so one process and many give
+the same results, in the same order.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from typing import Any, Callable, Sequence, TypeVar
 
 from clip_cycles.verbosity import progress_disable
@@ -36,6 +38,17 @@ def check_num_proc(num_proc: int | None, flag: str = "--num-proc") -> int:
     if isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1:
         raise ValueError(f"{flag} must be a whole number of processes, 1 or more, not {num_proc!r}")
     return num_proc
+
+
+def _single_threaded() -> None:
+    """Start of each worker: one intra-op thread for torch (if the parent imported it).
+
+    A forked child must not enter an OpenMP parallel region the parent's thread pool owned (it
+    would wait for threads that were not copied); with one thread torch runs every kernel inline.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
 
 
 def _run_one(job: Any) -> Any:
@@ -66,7 +79,7 @@ def run_jobs(
             return results
         _SHARED = (fn, shared)
         try:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, initializer=_single_threaded) as pool:
                 results = []
                 # chunksize 1, in order: a long job never holds the ones behind it in another worker.
                 for result in pool.imap(_run_one, jobs, chunksize=1):

@@ -70,3 +70,26 @@ def test_a_bad_num_proc_is_refused_before_any_work(command: str, tmp_path, capsy
     assert main([command, "--num-proc", "0", "--features", str(features), "--out", str(out)]) == 2
     assert "--num-proc must be a whole number of processes, 1 or more, not 0" in capsys.readouterr().err
     assert not out.exists()
+
+
+HANG_SCRIPT = """
+import torch
+from clip_cycles.processes import run_jobs
+torch.set_num_threads(2)
+big = torch.randn(4000, 512)
+(big[torch.randperm(4000)] - big).sum()  # the parent's OpenMP pool is started
+
+def job(shared, k):
+    x = shared[torch.randperm(shared.shape[0])] - shared  # a kernel torch would split over threads
+    return float(x.abs().sum()) + k
+
+print(len(run_jobs(job, big, list(range(6)), num_proc=2)))
+"""
+
+
+def test_workers_forked_after_torch_used_its_threads_do_not_hang(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", HANG_SCRIPT], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.strip() == "6", done.stderr[-2000:]

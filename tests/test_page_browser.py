@@ -176,14 +176,18 @@ def _check_benchmark_table(chromium: Browser, record: dict[str, Any], benchmark:
         sub = expected[row["subset"]]
         cycles = sub if row["subset"] == "all" else sub["cycles"]
         values, texts = row["values"], row["texts"]
-        assert float(values[3]) == sub["model_acc"] and texts[3] == f"{sub['model_acc']:.3f}", row["subset"]
-        assert texts[4] == sub["best_blind"], row["subset"]
-        assert float(values[5]) == sub["best_blind_acc"] and texts[5] == f"{sub['best_blind_acc']:.3f}", row["subset"]
-        assert int(values[6]) == cycles["n_cycles"], row["subset"]
+        assert int(values[2]) == sub["n_comparisons"], row["subset"]
+        assert float(values[4]) == sub["model_acc"] and texts[4] == f"{sub['model_acc']:.3f}", row["subset"]
+        assert texts[5] == sub["best_blind"], row["subset"]
+        assert float(values[6]) == sub["best_blind_acc"] and texts[6] == f"{sub['best_blind_acc']:.3f}", row["subset"]
+        # The exact ceilings beside the floors, as the record holds them.
+        assert float(values[7]) == sub["ceilings"]["bag_of_words_ceiling"], row["subset"]
+        assert float(values[8]) == sub["ceilings"]["length_ceiling"], row["subset"]
+        assert int(values[9]) == cycles["n_cycles"], row["subset"]
         if cycles.get("cycle_acc") is None:
-            assert values[7] == "", row["subset"]
+            assert values[10] == "", row["subset"]
         else:
-            assert float(values[7]) == cycles["cycle_acc"] and texts[7] == f"{cycles['cycle_acc']:.3f}", row["subset"]
+            assert float(values[10]) == cycles["cycle_acc"] and texts[10] == f"{cycles['cycle_acc']:.3f}", row["subset"]
         # "blind wins" only where the paired interval (blind minus model) excludes 0 above it.
         paired = sub["best_blind_vs_model"]
         assert row["wins"] == (paired["verdict"] == "blind beats model"), row["subset"]

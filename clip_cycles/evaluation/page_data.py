@@ -105,6 +105,9 @@ class BenchmarkRow:
     source_file: str
     #: The paired verdict (``best_blind_vs_model``) where the record has one.
     blind_verdict: str | None = None
+    #: Exact ceilings of order-blind and length-only text scorers (``ceilings``), where recorded.
+    bag_of_words_ceiling: float | None = None
+    length_ceiling: float | None = None
 
     @property
     def blind_beats_model(self) -> bool:
@@ -374,7 +377,15 @@ def _benchmark_row(
         values.get("n_comparisons"),
         source_file,
         _paired_verdict(values),
+        _ceiling(values, "bag_of_words_ceiling"),
+        _ceiling(values, "length_ceiling"),
     )
+
+
+def _ceiling(values: dict[str, Any], name: str) -> float | None:
+    """Ceiling ``name`` of a subset's (or the whole benchmark's) ``ceilings`` record, else None."""
+    ceilings = values.get("ceilings")
+    return _number(ceilings.get(name)) if isinstance(ceilings, dict) else None
 
 
 def _paired_verdict(values: dict[str, Any]) -> str | None:

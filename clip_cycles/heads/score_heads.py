@@ -77,6 +77,17 @@ class ScoreHead(nn.Module):
         """Delta = s(u1,v1) + s(u2,v2) - s(u1,v2) - s(u2,v1) for a batch of blocks, shape (B,)."""
         return (self(phi1, psi1) - self(phi1, psi2)) + (self(phi2, psi2) - self(phi2, psi1))
 
+    #: Whether Delta is computed from the differences alone (:meth:`difference_delta`): bilinear heads.
+    difference_only: ClassVar[bool] = False
+
+    def difference_delta(self, dphi: torch.Tensor, dpsi: torch.Tensor) -> torch.Tensor:
+        """Delta from ``dphi = phi1 - phi2`` and ``dpsi = psi1 - psi2`` (heads with :attr:`difference_only`).
+
+        ``cycle_delta`` of those heads is exactly this on the differences it forms first, so a
+        trainer may form every cycle's differences once and gather them per batch: same bits.
+        """
+        raise NotImplementedError(f"head {self.name!r} does not score from differences alone")
+
     def bilinear_export(self) -> dict[str, Any]:
         """The interaction part as numpy float64, ready for ``contrast.bilinear_deltas(..., **export)``.
 
@@ -151,12 +162,6 @@ class AdditiveHead(_AdditiveHead):
         return phi @ self.image_weight + psi @ self.caption_weight + self.bias
 
 
-def _factor_delta(
-    phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor, a: torch.Tensor, b: torch.Tensor
-) -> torch.Tensor:
-    return (((phi1 - phi2) @ a) * ((psi1 - psi2) @ b)).sum(dim=-1)
-
-
 @register_head("diagonal")
 class DiagonalHead(ScoreHead):
     """s(u, v) = sum_k m_k phi_k psi_k, i.e. M = diag(m); needs equal feature widths."""
@@ -172,8 +177,13 @@ class DiagonalHead(ScoreHead):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
         return (phi * self.diag * psi).sum(dim=-1)
 
+    difference_only = True
+
     def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
-        return ((phi1 - phi2) * self.diag * (psi1 - psi2)).sum(dim=-1)
+        return self.difference_delta(phi1 - phi2, psi1 - psi2)
+
+    def difference_delta(self, dphi: torch.Tensor, dpsi: torch.Tensor) -> torch.Tensor:
+        return (dphi * self.diag * dpsi).sum(dim=-1)
 
     def bilinear_export(self) -> dict[str, Any]:
         return {"matrix": np.diag(self.diag.detach().double().cpu().numpy())}
@@ -191,8 +201,13 @@ class BilinearHead(ScoreHead):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
         return ((phi @ self.matrix) * psi).sum(dim=-1)
 
+    difference_only = True
+
     def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
-        return (((phi1 - phi2) @ self.matrix) * (psi1 - psi2)).sum(dim=-1)
+        return self.difference_delta(phi1 - phi2, psi1 - psi2)
+
+    def difference_delta(self, dphi: torch.Tensor, dpsi: torch.Tensor) -> torch.Tensor:
+        return ((dphi @ self.matrix) * dpsi).sum(dim=-1)
 
     def bilinear_export(self) -> dict[str, Any]:
         return {"matrix": self.matrix.detach().double().cpu().numpy().copy()}
@@ -214,8 +229,13 @@ class LowRankHead(ScoreHead):
     def forward(self, phi: torch.Tensor, psi: torch.Tensor) -> torch.Tensor:
         return ((phi @ self.image_factor) * (psi @ self.caption_factor)).sum(dim=-1)
 
+    difference_only = True
+
     def cycle_delta(self, phi1: torch.Tensor, phi2: torch.Tensor, psi1: torch.Tensor, psi2: torch.Tensor) -> torch.Tensor:
-        return _factor_delta(phi1, phi2, psi1, psi2, self.image_factor, self.caption_factor)
+        return self.difference_delta(phi1 - phi2, psi1 - psi2)
+
+    def difference_delta(self, dphi: torch.Tensor, dpsi: torch.Tensor) -> torch.Tensor:
+        return ((dphi @ self.image_factor) * (dpsi @ self.caption_factor)).sum(dim=-1)
 
     def bilinear_export(self) -> dict[str, Any]:
         return {
