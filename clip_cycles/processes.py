@@ -41,7 +41,7 @@ def check_num_proc(num_proc: int | None, flag: str = "--num-proc") -> int:
 
 
 def _single_threaded() -> None:
-    """Start of each worker: one intra-op thread for torch (if the parent imported it).
+    """Start of each worker: one intra-op thread for torch (if the parent imported it) and for BLAS.
 
     A forked child must not enter an OpenMP parallel region the parent's thread pool owned (it
     would wait for threads that were not copied); with one thread torch runs every kernel inline.
@@ -49,6 +49,11 @@ def _single_threaded() -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+    # numpy's BLAS too (the exact float64 scoring): two workers of two BLAS threads each on two
+    # cores spin against each other and run slower than one process.
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
 
 
 def _run_one(job: Any) -> Any:
