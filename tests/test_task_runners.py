@@ -26,7 +26,7 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.evaluation.zero_shot import checked_record
-from clip_cycles.results import read_result
+from clip_cycles.results import MODEL_SOURCE_FIELDS, read_result
 from clip_cycles.settings import TASKS_PATH_ENV
 from clip_cycles.tasks.registry import AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, get_task, shipped_tasks_dir
 
@@ -42,7 +42,8 @@ CATEGORIES = {
 NAMES = (
     "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec romeo sierra tango"
 ).split()
-RESULT_KEYS = {"dataset", "model", "pretrained", "task", "metrics", "language"}
+# clip_benchmark's keys and where the weights came from (these runs use local weights or features).
+RESULT_KEYS = {"dataset", "model", "pretrained", "task", "metrics", "language", *MODEL_SOURCE_FIELDS}
 
 
 def write_things_root(root: Path) -> dict[str, Any]:
