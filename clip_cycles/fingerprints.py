@@ -122,6 +122,14 @@ def _files_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file() and ".tmp-" not in p.name)
 
 
+def weights_content(path: str | Path, hash_cache: str | Path | None = None) -> dict[str, str]:
+    """Relative name -> sha256 of a checkpoint file, or of every file of a model folder (no sizes or mtimes)."""
+    path = Path(path)
+    if path.is_file():
+        return {path.name: file_sha256(path, hash_cache)}
+    return {p.relative_to(path).as_posix(): file_sha256(p, hash_cache) for p in _files_under(path)}
+
+
 def weights_fingerprint(path: str | Path, hash_cache: str | Path | None = None) -> dict[str, Any]:
     """Content fingerprint of local weights: a checkpoint file, or every file of a model folder.
 

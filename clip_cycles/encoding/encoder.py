@@ -37,10 +37,10 @@ from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, nam
 from clip_cycles.encoding.hub_access import offline_hub, require_weights
 from clip_cycles.fingerprints import (
     content_hash,
-    file_sha256,
     local_weights_path,
     stable_repr,
     text_hash,
+    weights_content,
     weights_fingerprint,
 )
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
@@ -73,19 +73,6 @@ def default_num_workers(n_images: int, batch_size: int = DEFAULT_BATCH_SIZE, cpu
     if n_images <= 2 * batch_size:
         return 0
     return max(0, min(MAX_WORKERS, cpus - 1))
-
-
-#: ModelSpec.source by (backend, model, pretrained, stat of each local weights path): hashed once per run.
-_SOURCE_MEMO: dict[tuple[Any, ...], dict[str, Any]] = {}
-
-
-def _weights_stat(name: str | None) -> tuple[Any, ...] | None:
-    """(size, mtime_ns) of the file or of every file under the folder ``name`` points at; None if not local."""
-    path = local_weights_path(name)
-    if path is None:
-        return None
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    return tuple((p.as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
 
 
 class InjectedFault(RuntimeError):
@@ -153,28 +140,22 @@ class ModelSpec:
         ``weights_sha256`` digests the content (sha256 of every file) of the local weights named by
         ``--model``/``--pretrained`` and a third-party backend's identity (distribution, version,
         code); absent when neither exists (an OpenCLIP tag names its weights itself, or none:
-        random init). Sizes and mtimes stay out, so a copied checkpoint keeps its digest.
+        random init). Sizes and mtimes stay out, so a copied checkpoint keeps its digest; each file's
+        hash is remembered (``file_sha256``), so records of one run hash the weights once.
         """
-        key = (self.backend, self.model, self.pretrained, _weights_stat(self.model), _weights_stat(self.pretrained))
-        cached = _SOURCE_MEMO.get(key)
-        if cached is not None:
-            return dict(cached)
         content: dict[str, Any] = {}
         for role, name in (("model", self.model), ("pretrained", None if is_random_init(self.pretrained) else self.pretrained)):
             path = local_weights_path(name)
             if path is None or (role == "model" and self.backend == "open_clip" and not self.model.startswith("local-dir:")):
                 continue
-            files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and ".tmp-" not in p.name)
-            base = path.parent if path.is_file() else path
-            content[role] = {p.relative_to(base).as_posix(): file_sha256(p, hash_cache) for p in files}
+            content[role] = weights_content(path, hash_cache)
         identity = backend_identity(self.backend, self.model, self.pretrained)
         if identity is not None:
             content["backend_identity"] = identity
         source: dict[str, Any] = {"backend": self.backend}
         if content:
             source["weights_sha256"] = hashlib.sha256(stable_repr(content).encode("utf-8")).hexdigest()
-        _SOURCE_MEMO[key] = source
-        return dict(source)
+        return source
 
     def load(self) -> tuple[Any, Any, Any]:
         """Seed torch (random-init models are then reproducible) and load the model.

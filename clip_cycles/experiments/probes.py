@@ -262,15 +262,14 @@ def _probe_specs(settings: ProbeSettings, diagonal_ok: bool) -> list[_ProbeSpec]
     return specs + [_ProbeSpec("low_rank", r) for r in settings.ranks]
 
 
-def _train_and_score(
-    family: FamilyFeatures, seed: int, spec: _ProbeSpec, settings: ProbeSettings, tie_tolerance: float
-) -> dict[str, Any]:
-    """One probe of the sweep on one seed: trained, then its exact test CycleAcc (plain values only)."""
-    result = train_probe(
+def train_with(settings: Any, family: FamilyFeatures, seed: int, head: str, rank: int | None, tie_tolerance: float) -> ProbeRun:
+    """:func:`train_probe` with an experiment's optimiser settings (``epochs``, ``lr``, ``weight_decay``,
+    ``batch_size``, ``threads``: the probe's and the transfer grid's settings both carry them)."""
+    return train_probe(
         family,
         seed,
-        spec.head,
-        spec.rank,
+        head,
+        rank,
         settings.epochs,
         settings.lr,
         settings.weight_decay,
@@ -278,6 +277,13 @@ def _train_and_score(
         tie_tolerance=tie_tolerance,
         threads=settings.threads,
     )
+
+
+def _train_and_score(
+    family: FamilyFeatures, seed: int, spec: _ProbeSpec, settings: ProbeSettings, tie_tolerance: float
+) -> dict[str, Any]:
+    """One probe of the sweep on one seed: trained, then its exact test CycleAcc (plain values only)."""
+    result = train_with(settings, family, seed, spec.head, spec.rank, tie_tolerance)
     return {
         "test_cycle_acc": score_head(result.head, family, seed, tie_tolerance=tie_tolerance),
         "best_val_cycle_acc": result.best_val,

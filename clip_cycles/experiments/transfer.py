@@ -21,7 +21,7 @@ import numpy as np
 
 from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOLERANCE
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
-from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_probe
+from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_with
 from clip_cycles.processes import run_jobs
 from clip_cycles.results import mean_sd
 
@@ -124,18 +124,7 @@ def _transfer_row(
     CycleAcc on every family, in ``names`` order."""
     usable, names, settings, tie_tolerance = shared
     seed, name = job
-    run = train_probe(
-        usable[name],
-        seed,
-        "low_rank",
-        settings.rank,
-        settings.epochs,
-        settings.lr,
-        settings.weight_decay,
-        settings.batch_size,
-        tie_tolerance=tie_tolerance,
-        threads=settings.threads,
-    )
+    run = train_with(settings, usable[name], seed, "low_rank", settings.rank, tie_tolerance)
     return run.best_val, [score_head(run.head, usable[target], seed, "test", tie_tolerance) for target in names]
 
 

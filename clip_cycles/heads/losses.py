@@ -33,23 +33,26 @@ class LossSpec:
 
     ``cycle`` losses: ``fn(head, phi1, phi2, psi1, psi2) -> scalar``.
     ``pairwise`` losses: ``fn(head, phi, psi, labels) -> scalar``.
+    ``difference_fn(head, dphi, dpsi)``: the same loss from each cycle's feature differences, for
+    heads that score from them alone (``difference_only``); a trainer may form them once.
     """
 
     name: str
     kind: str
     fn: Callable[..., torch.Tensor]
+    difference_fn: Callable[..., torch.Tensor] | None = None
 
 
 LOSSES: Registry[LossSpec] = Registry("loss")
 
 
-def register_loss(name: str, kind: str):
-    """Decorator registering ``fn`` as loss ``name`` of kind ``"cycle"`` or ``"pairwise"``."""
+def register_loss(name: str, kind: str, difference_fn: Callable[..., torch.Tensor] | None = None):
+    """Decorator registering ``fn`` as loss ``name`` of kind ``"cycle"`` or ``"pairwise"`` (and its difference form)."""
     if kind not in LOSS_KINDS:
         raise ValueError(f"loss kind must be one of {LOSS_KINDS}, got {kind!r}")
 
     def decorate(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-        LOSSES.register(name, LossSpec(name=name, kind=kind, fn=fn))
+        LOSSES.register(name, LossSpec(name=name, kind=kind, fn=fn, difference_fn=difference_fn))
         return fn
 
     return decorate
@@ -87,7 +90,11 @@ def pairwise_bce(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(scores, labels.to(scores.dtype))
 
 
-@register_loss("cycle", kind="cycle")
+def _cycle_from_differences(head: ScoreHead, dphi, dpsi) -> torch.Tensor:
+    return cycle_loss(head.difference_delta(dphi, dpsi))
+
+
+@register_loss("cycle", kind="cycle", difference_fn=_cycle_from_differences)
 def _cycle_objective(head: ScoreHead, phi1, phi2, psi1, psi2) -> torch.Tensor:
     return cycle_loss(head.cycle_delta(phi1, phi2, psi1, psi2))
 

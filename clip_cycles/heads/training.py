@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, validate_cycles, validate_features
-from clip_cycles.heads.losses import LossSpec, cycle_loss, get_loss
+from clip_cycles.heads.losses import LossSpec, get_loss
 from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.verbosity import progress_disable
 
@@ -428,19 +428,20 @@ def cycle_batch_loss(
 ) -> Callable[[torch.Tensor], torch.Tensor]:
     """``batch_loss(batch)`` of a cycle-kind loss: rows ``cycles[batch]`` index the float32 tables.
 
-    The plain cycle loss of a head that scores from differences alone (``difference_only``) forms
-    every cycle's ``phi1 - phi2`` and ``psi1 - psi2`` once and gathers them per batch: the same
+    A loss with a difference form (``LossSpec.difference_fn``) on a head that scores from differences
+    alone (``difference_only``) forms every cycle's ``phi1 - phi2`` and ``psi1 - psi2`` once and gathers them per batch: the same
     float32 values its ``cycle_delta`` would form per batch, so the same loss and gradients, bit for
     bit, without two of the four gathers and the subtractions of every step. Tables above
     :data:`MAX_DIFFERENCE_BYTES` keep the per-batch path.
     """
     n_bytes = int(cycles.shape[0]) * (int(phi.shape[1]) + int(psi.shape[1])) * phi.element_size()
-    if spec.name == "cycle" and getattr(head, "difference_only", False) and n_bytes <= MAX_DIFFERENCE_BYTES:
+    difference_fn = spec.difference_fn
+    if difference_fn is not None and head.difference_only and n_bytes <= MAX_DIFFERENCE_BYTES:
         dphi = phi[cycles[:, 0]] - phi[cycles[:, 1]]
         dpsi = psi[cycles[:, 2]] - psi[cycles[:, 3]]
 
         def difference_loss(batch: torch.Tensor) -> torch.Tensor:
-            return cycle_loss(head.difference_delta(dphi[batch], dpsi[batch]))
+            return difference_fn(head, dphi[batch], dpsi[batch])
 
         return difference_loss
 
