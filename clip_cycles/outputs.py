@@ -196,6 +196,19 @@ def _temporary_name(path: Path) -> Path:
     return path.with_name(name + suffix)
 
 
+def _write_new_file(path: Path, data: bytes, durable: bool = True) -> None:
+    """Create ``path`` (never an existing name, never through a link), write all of ``data``, sync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic_raw(path: Path, data: bytes, *, durable: bool = True, sweep: bool = True) -> None:
     """The policy without sentences: a FIFO or character device is streamed into, anything else is written
     through a temporary sibling and ``os.replace``; OS errors are raised as they are (callers name them)."""
@@ -208,15 +221,7 @@ def write_atomic_raw(path: Path, data: bytes, *, durable: bool = True, sweep: bo
         remove_stale_temporaries(path)
     tmp = _temporary_name(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_new_file(tmp, data, durable)
         os.replace(tmp, path)
     finally:
         try:
@@ -275,14 +280,7 @@ def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = 
             remove_stale_temporaries(path)
             tmp = _temporary_name(path)
             staged.append((tmp, path))
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_new_file(tmp, data)
         for tmp, path in staged:
             current = path
             os.replace(tmp, path)
@@ -407,14 +405,7 @@ def write_file_set(
         for name, data in sorted(files.items()):
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            _write_new_file(path, data)
         if not target.exists():
             os.replace(staging, target)
         elif not exchange_paths(staging, target):
