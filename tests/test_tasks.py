@@ -36,7 +36,8 @@ def test_shipped_tasks_cover_every_registered_family() -> None:
     attributes = {f"attributes/things_{s}" for s in ("random", "llm", "similarity", "clustering", "supercategory")}
     # Every shipped benchmark format has its audit task.
     formats = sorted(ADAPTERS.names(entry_points=False))
-    assert len(formats) == 12 and {"winoground", "sugarcrepe", "aro", "comparison_table", "valse", "colorswap"} <= set(formats)
+    expected_some = {"winoground", "sugarcrepe", "aro", "comparison_table", "valse", "valse_all", "colorswap"}
+    assert len(formats) == 13 and expected_some <= set(formats)
     benchmarks = {"cycles/winoground", *(f"audit/{f}" for f in formats)}
     assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes | benchmarks
     assert registry.group_names(derived=False) == [

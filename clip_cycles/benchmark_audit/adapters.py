@@ -41,6 +41,7 @@ from clip_cycles.benchmark_audit.input_formats import (
     checked_row,
 )
 from clip_cycles.data.images import ImageItem
+from clip_cycles.data.text_normalize import caption_key
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
 
@@ -295,7 +296,8 @@ def hard_negative_subset(
     for reason, count in (skipped or {}).items():
         builder.skip(reason, count)
     for item_id, image, positive, negative, tags in items:
-        if positive == negative:
+        if caption_key(positive) == caption_key(negative):
+            # One caption vertex (equal up to whitespace runs and case): every score ties, the model's too.
             builder.skip("negative_equal_to_caption")
             continue
         image_keys, captions, weights = hard_negative_edges([(image.key, positive, negative)])
@@ -385,8 +387,8 @@ def _aro_order(subset: str, path: Path, root: Path) -> ComparisonSet:
         options = case.caption_options
         true = options[0]
         for k, perturbed in enumerate(options[1:], 1):
-            if perturbed == true:
-                # A shuffle that changed nothing: every score ties, so it says nothing.
+            if caption_key(perturbed) == caption_key(true):
+                # A shuffle that changed nothing (beyond whitespace and case, one caption vertex): every score ties.
                 builder.skip("perturbation_equal_to_caption")
                 continue
             image_keys, captions, weights = hard_negative_edges([(image.key, true, perturbed)])
@@ -484,9 +486,11 @@ def read_comparison_table(root: Path) -> list[ComparisonSet]:
 
 # --------------------------------------------------------------------------- formats in their own modules
 
-#: Formats declared in ``clip_cycles.benchmark_audit.formats.<module>`` (each an ``ADAPTER``), loaded on first use.
+#: Formats declared in ``clip_cycles.benchmark_audit.formats.<module>`` (each an ``ADAPTER``, or the attribute
+#: after ``:``), loaded on first use.
 FORMAT_MODULES: dict[str, tuple[str, str]] = {
-    "valse": ("valse", "VALSE: one JSON per piece, image_file, caption and foils"),
+    "valse": ("valse", "VALSE: one JSON per piece, caption and foil; the paper's valid set (mturk caption >= 2)"),
+    "valse_all": ("valse:ADAPTER_ALL", "VALSE: one JSON per piece, caption and foil; every instance, validated or not"),
     "vl_checklist": ("vl_checklist", "VL-CheckList: [[image, {POS: [...], NEG: [...]}], ...] per file, many folders"),
     "sugarcrepe_pp": ("sugarcrepe_pp", "SugarCrepe++: one image, two positive captions and one negative"),
     "crepe": ("crepe", "CREPE: productivity / systematicity CSVs, a caption and its hard negatives"),
@@ -496,4 +500,5 @@ FORMAT_MODULES: dict[str, tuple[str, str]] = {
     "colorswap": ("colorswap", "ColorSwap: image_1, image_2, caption_1, caption_2 blocks"),
 }
 for _name, (_module, _description) in FORMAT_MODULES.items():
-    ADAPTERS.register(_name, f"clip_cycles.benchmark_audit.formats.{_module}:ADAPTER", origin="builtin", description=_description)
+    _target = _module if ":" in _module else f"{_module}:ADAPTER"
+    ADAPTERS.register(_name, f"clip_cycles.benchmark_audit.formats.{_target}", origin="builtin", description=_description)
