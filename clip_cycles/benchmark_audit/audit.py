@@ -6,7 +6,7 @@ Every accuracy here is the mean credit (1 win / 0.5 tie / 0 loss, one absolute
 - ``witness``: Theorem 1's witness summed over the design, s(u, v) = d(u) + d(v) with d
   the signed degrees of the whole subset (it reads the labels, so it shows what the
   design lets an additive score reach; on a balanced design it is exactly 0.5);
-- ``shortest_caption`` / ``longest_caption``: b(v) = -len(v) / +len(v) (characters);
+- ``shortest_caption`` / ``longest_caption``: b(v) = -len(v) / +len(v), characters of the caption as published;
 - ``caption_probe``: b(v) = w . psi(v) on the model's text embeddings, w a logistic
   regression on the comparisons' caption degree vectors D_cap[c] @ Psi (mirrored, no
   intercept), cross-validated with folds by item; ``image_probe`` likewise on images;
@@ -250,9 +250,10 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settin
     values: dict[str, np.ndarray] = {
         "witness": additive_values(d_img, d_cap, image_degree, caption_degree),
     }
-    lengths = np.array([len(c) for c in cs.captions], dtype=np.float64)
-    values["shortest_caption"] = additive_values(d_img, d_cap, None, -lengths)
-    values["longest_caption"] = additive_values(d_img, d_cap, None, lengths)
+    # Each edge reads its caption's length as published (a merged spelling keeps its own length).
+    lengths = np.bincount(cs.edge_comparison, weights=cs.edge_weight * cs.caption_lengths(), minlength=cs.n_comparisons)
+    values["shortest_caption"] = -lengths
+    values["longest_caption"] = lengths
     metrics: dict[str, Any] = {
         "kind": cs.kind,
         "n_comparisons": cs.n_comparisons,

@@ -46,22 +46,36 @@ def bag_of_words(text: str) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(Counter(WORD.findall(text.lower())).items()))
 
 
-def forced_ties(cs: ComparisonSet, view: Callable[[str], Hashable]) -> np.ndarray:
-    """Per comparison: True when its edges cancel once each caption is replaced by ``view(caption)``."""
-    views: dict[Hashable, int] = {}
-    caption_view = np.array([views.setdefault(view(text), len(views)) for text in cs.captions], dtype=np.int64)
-    keys = (cs.edge_comparison * (len(cs.images) + 1) + cs.edge_image) * (len(views) + 1) + caption_view[cs.edge_caption]
+def forced_ties_by_edge(cs: ComparisonSet, edge_view: np.ndarray) -> np.ndarray:
+    """Per comparison: True when its edges cancel once each edge's caption is replaced by ``edge_view[e]`` (an id)."""
+    n_views = int(edge_view.max()) + 1 if edge_view.size else 0
+    keys = (cs.edge_comparison * (len(cs.images) + 1) + cs.edge_image) * (n_views + 1) + edge_view
     unique, inverse = np.unique(keys, return_inverse=True)
     totals = np.bincount(inverse, weights=cs.edge_weight, minlength=len(unique))
-    comparison_of_key = unique // ((len(cs.images) + 1) * (len(views) + 1))
+    comparison_of_key = unique // ((len(cs.images) + 1) * (n_views + 1))
     open_ = np.zeros(cs.n_comparisons, dtype=bool)
     open_[comparison_of_key[np.abs(totals) > DEGREE_TOL]] = True
     return ~open_
 
 
-VIEWS: dict[str, Callable[[str], Hashable]] = {
-    "bag_of_words": bag_of_words,
-    "length": len,
+def forced_ties(cs: ComparisonSet, view: Callable[[str], Hashable]) -> np.ndarray:
+    """Per comparison: True when its edges cancel once each caption vertex is replaced by ``view(caption)``."""
+    views: dict[Hashable, int] = {}
+    caption_view = np.array([views.setdefault(view(text), len(views)) for text in cs.captions], dtype=np.int64)
+    return forced_ties_by_edge(cs, caption_view[cs.edge_caption])
+
+
+def length_forced_ties(cs: ComparisonSet) -> np.ndarray:
+    """Forced ties of the length view, each edge reading its caption's length as published."""
+    _, edge_view = np.unique(cs.caption_lengths(), return_inverse=True)
+    return forced_ties_by_edge(cs, edge_view.astype(np.int64).ravel())
+
+
+#: The views of a caption whose forced ties give a ceiling, each as ``comparison set -> forced-tie mask``.
+VIEWS: dict[str, Callable[[ComparisonSet], np.ndarray]] = {
+    # Bag of words is a function of the caption vertex (whitespace and case are not words).
+    "bag_of_words": lambda cs: forced_ties(cs, bag_of_words),
+    "length": length_forced_ties,
 }
 
 
@@ -69,7 +83,7 @@ def subset_ceilings(cs: ComparisonSet, metrics: dict[str, Any]) -> dict[str, Any
     """Ceilings (and the share of comparisons each view forces to a tie) of one subset; floors from ``metrics``."""
     _, d_cap = cs.degree_matrices()
     per_caption = np.asarray((d_cap != 0).sum(axis=1)).ravel()
-    forced = {name: forced_ties(cs, view) for name, view in VIEWS.items()}
+    forced = {name: view(cs) for name, view in VIEWS.items()}
     forced["caption_only"] = per_caption == 0
     n = cs.n_comparisons
     out: dict[str, Any] = {"normalisation": dict(NORMALISATION)}

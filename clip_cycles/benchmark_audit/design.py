@@ -80,6 +80,9 @@ class ComparisonSet:
     skipped: dict[str, int] = field(default_factory=dict)
     #: Caption occurrences whose text differed from their vertex's only in whitespace or case.
     caption_variants_merged: int = 0
+    #: Per edge, the length in characters of the caption as published at that edge (a merged spelling
+    #: keeps its own length); None: the vertex's text.
+    edge_length: np.ndarray | None = None
 
     @property
     def n_comparisons(self) -> int:
@@ -138,7 +141,14 @@ class ComparisonSet:
             cycle_tags=cycle_tags,
             skipped=skipped,
             caption_variants_merged=self.caption_variants_merged,
+            edge_length=None if self.edge_length is None else self.edge_length[edge_keep],
         )
+
+    def caption_lengths(self) -> np.ndarray:
+        """Per edge, the caption's length in characters as published (the vertex's text where not recorded)."""
+        if self.edge_length is not None:
+            return self.edge_length
+        return np.array([len(c) for c in self.captions], dtype=np.float64)[self.edge_caption]
 
 
 class ComparisonSetBuilder:
@@ -154,7 +164,7 @@ class ComparisonSetBuilder:
         self.comparison_ids: list[str] = []
         self.item_ids: list[str] = []
         self.tags: list[tuple[str, ...]] = []
-        self._edges: list[tuple[int, int, int, float]] = []
+        self._edges: list[tuple[int, int, int, float, float]] = []
         self.cycles: list[tuple[int, int, int, int]] = []
         self.cycle_tags: list[tuple[str, ...]] = []
         self.declares_cycles = False
@@ -198,7 +208,7 @@ class ComparisonSetBuilder:
         self.item_ids.append(item_id)
         self.tags.append(tuple(tags))
         for item, text, weight in zip(images, captions, weights):
-            self._edges.append((c, self.image(item), self.caption(text), float(weight)))
+            self._edges.append((c, self.image(item), self.caption(text), float(weight), float(len(text))))
 
     def add_cycle(self, image_1: ImageItem, image_2: ImageItem, caption_1: str, caption_2: str, tags: Sequence[str] = ()) -> None:
         """Declare an exact cycle of the format (Winoground block); its comparisons are added separately."""
@@ -211,7 +221,7 @@ class ComparisonSetBuilder:
             raise ValueError(
                 f"benchmark subset {self.name!r} has no comparisons" + (f" (skipped: {self.skipped})" if self.skipped else "")
             )
-        edges = np.asarray(self._edges, dtype=np.float64).reshape(-1, 4)
+        edges = np.asarray(self._edges, dtype=np.float64).reshape(-1, 5)
         cycles = np.asarray(self.cycles, dtype=np.int64).reshape(-1, 4) if self.declares_cycles else None
         return ComparisonSet(
             name=self.name,
@@ -229,6 +239,7 @@ class ComparisonSetBuilder:
             cycle_tags=list(self.cycle_tags) if self.declares_cycles else None,
             skipped=dict(self.skipped),
             caption_variants_merged=self.caption_variants_merged,
+            edge_length=edges[:, 4].copy(),
         )
 
 
