@@ -19,80 +19,75 @@ Pairs = dict[str, list[tuple[str, str, str]]]
 Blocks = dict[str, list[tuple[str, str, str, str]]]
 
 
+def _valse_instance(image: str, caption: str, foil, votes: int, dataset: str = "SWiG", piece: str = "actions") -> dict:
+    """One instance laid out as VALSE's README shows it (``foil`` a string; a list is read as several foils)."""
+    return {
+        "dataset": dataset,
+        "original_split": "test",
+        "dataset_idx": image,
+        "linguistic_phenomena": piece,
+        "image_file": image,
+        "caption": caption,
+        "classes": None,
+        "classes_foil": None,
+        "mturk": {"foil": 3 - votes, "caption": votes, "other": 0},
+        ("foil" if isinstance(foil, str) else "foils"): foil,
+    }
+
+
 def write_valse(root: Path) -> Pairs:
-    """Two pieces: ``existence`` (one foil each) and ``actant-swap`` (same words swapped; a crossing pair
-    on two images, which is one exact cycle); one foil equal to its caption is dropped."""
+    """Two pieces: ``existence`` and ``actant-swap`` (same words swapped; a crossing pair on two images,
+    which is one exact cycle); one foil equal to its caption and two instances outside the valid set
+    (``mturk.caption`` < 2) are dropped. Returns the valid set's comparisons (format ``valse``)."""
     existence = {
-        "0": {
-            "dataset": "visual7w",
-            "original_split": "test",
-            "dataset_idx": "v7w_2353",
-            "linguistic_phenomena": "existence",
-            "image_file": "v7w_2353.jpg",
-            "caption": "There are no animals.",
-            "foils": ["There are animals."],
-            "classes": None,
-            "classes_foil": None,
-            "mturk": {"foil": 0, "caption": 3, "other": 0},
-        },
-        "1": {
-            "dataset": "visual7w",
-            "original_split": "test",
-            "dataset_idx": "v7w_2354",
-            "linguistic_phenomena": "existence",
-            "image_file": "v7w_2354.jpg",
-            "caption": "There is a dog.",
-            "foils": ["There is no dog in the picture."],
-            "mturk": {"foil": 0, "caption": 3, "other": 0},
-        },
+        "existence_0": _valse_instance("v7w_2353.jpg", "There are no animals.", "There are animals.", 3, "visual7w", "existence"),
+        "existence_1": _valse_instance(
+            "v7w_2354.jpg", "There is a dog.", "There is no dog in the picture.", 2, "visual7w", "existence"
+        ),
+        "existence_2": _valse_instance("v7w_2355.jpg", "There are no cars.", "There are cars.", 1, "visual7w", "existence"),
     }
     swap = {
-        "a": {
-            "dataset": "SWiG",
-            "image_file": "pushing_1.jpg",
-            "caption": "A man pushes a woman.",
-            "foils": ["A woman pushes a man.", "A man pulls a woman."],
-        },
-        "b": {
-            "dataset": "SWiG",
-            "image_file": "pushing_2.jpg",
-            "caption": "A woman pushes a man.",
-            "foils": ["A man pushes a woman."],
-        },
-        "c": {
-            "dataset": "SWiG",
-            "image_file": "riding_1.jpg",
-            "caption": "A child rides a horse.",
-            "foils": ["A child rides a horse."],
-        },
+        "a": _valse_instance("pushing_1.jpg", "A man pushes a woman.", ["A woman pushes a man.", "A man pulls a woman."], 3),
+        "b": _valse_instance("pushing_2.jpg", "A woman pushes a man.", "A man pushes a woman.", 2),
+        "c": _valse_instance("riding_1.jpg", "A child rides a horse.", "A child rides a horse.", 3),
+        "d": _valse_instance("riding_2.jpg", "A horse rides a child.", "A child rides a horse.", 0),
     }
     root.mkdir(parents=True, exist_ok=True)
-    (root / "existence.json").write_text(json.dumps(existence, indent=2))
-    (root / "actant-swap.json").write_text(json.dumps(swap, indent=2))
+    (root / "existence.json").write_text(json.dumps(existence, indent=4))
+    (root / "actant-swap.json").write_text(json.dumps(swap, indent=4))
     out: Pairs = {}
     for name, data in (("existence", existence), ("actant-swap", swap)):
         out[name] = [
-            (row["image_file"], row["caption"], foil) for row in data.values() for foil in row["foils"] if foil != row["caption"]
+            (row["image_file"], row["caption"], foil)
+            for row in data.values()
+            if row["mturk"]["caption"] >= 2
+            for foil in ([row["foil"]] if "foil" in row else row["foils"])
+            if foil != row["caption"]
         ]
     return out
 
 
 def write_vl_checklist(root: Path) -> Pairs:
-    """``Attribute/vaw/color.json`` and ``Relation/swig/action.json`` (one entry with two negatives)."""
+    """``Attribute/vg/color.json`` and ``Relation/swig/action.json`` (one entry with two negatives), laid out
+    as the published files are: Visual Genome paths ``VG_100K[_2]/<id>.jpg``, an entry repeated, and an
+    entry whose negative equals its positive (the published color file holds one; it is dropped)."""
     color = [
-        ["vg/VG_100K/2.jpg", {"POS": ["a red car parked"], "NEG": ["a blue car parked"]}],
-        ["vg/VG_100K/3.jpg", {"POS": ["white clouds"], "NEG": ["grey clouds"]}],
+        ["VG_100K/2376832.jpg", {"POS": ["brown knob"], "NEG": ["teal knob"]}],
+        ["VG_100K_2/2417425.jpg", {"POS": ["man WEARING white shoe"], "NEG": ["man WEARING beige shoe"]}],
+        ["VG_100K/498318.jpg", {"POS": ["yellow dress"], "NEG": ["blue dress"]}],
+        ["VG_100K/498318.jpg", {"POS": ["yellow dress"], "NEG": ["blue dress"]}],
+        ["VG_100K_2/2409589.jpg", {"POS": ["white stripes"], "NEG": ["white stripes"]}],
     ]
     action = [
-        ["swig/riding_10.jpg", {"POS": ["man ride horse"], "NEG": ["horse ride man", "man feed horse"]}],
-        ["swig/cutting_3.jpg", {"POS": ["woman cut bread"], "NEG": ["bread cut woman"]}],
+        ["riding_10.jpg", {"POS": ["man ride horse"], "NEG": ["horse ride man", "man feed horse"]}],
+        ["cutting_3.jpg", {"POS": ["woman cut bread"], "NEG": ["bread cut woman"]}],
     ]
     out: Pairs = {}
-    for name, data in (("Attribute/vaw/color", color), ("Relation/swig/action", action)):
+    for name, data in (("Attribute/vg/color", color), ("Relation/swig/action", action)):
         path = root / f"{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data))
-        out[name] = [(image, p, n) for image, texts in data for p in texts["POS"] for n in texts["NEG"]]
+        out[name] = [(image, p, n) for image, texts in data for p in texts["POS"] for n in texts["NEG"] if p != n]
     return out
 
 
@@ -265,3 +260,32 @@ def write_colorswap(root: Path) -> Blocks:
     (root / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     kept = [r for r in rows if r["caption_1"] != r["caption_2"]]
     return {"colorswap": [(r["image_1"], r["image_2"], r["caption_1"], r["caption_2"]) for r in kept]}
+
+
+#: SugarCrepe's published subset sizes (7,511 in all), and how many of swap_att's and swap_obj's reorder the
+#: same words (572 in all, sugar-crepe#10): what the quoted ceilings 0.694, 0.665 and 0.9619 imply.
+SUGARCREPE_SIZES = {
+    "add_att": 692,
+    "add_obj": 2062,
+    "replace_att": 788,
+    "replace_obj": 1652,
+    "replace_rel": 1406,
+    "swap_att": 666,
+    "swap_obj": 245,
+}
+SUGARCREPE_SAME_WORDS = {"swap_att": 408, "swap_obj": 164}
+
+
+def write_sugarcrepe_published_sizes(root: Path) -> None:
+    """SugarCrepe's seven files at the published sizes, with as many same-word negatives as the quoted ceilings imply."""
+    root.mkdir(parents=True, exist_ok=True)
+    for subset, n in SUGARCREPE_SIZES.items():
+        items = {}
+        for i in range(n):
+            caption = f"A white{i} Cat, on a black{i} sofa."
+            if i < SUGARCREPE_SAME_WORDS.get(subset, 0):
+                negative = f"a black{i} cat on a white{i} sofa"  # same lowercase words, other order and case
+            else:
+                negative = f"a white{i} dog on a black{i} sofa"
+            items[str(i)] = {"filename": f"{i:012d}.jpg", "caption": caption, "negative_caption": negative}
+        (root / f"{subset}.json").write_text(json.dumps(items))

@@ -33,6 +33,7 @@ from benchmark_formats_published import (
     write_eqben,
     write_mmvp_vlm,
     write_sugarcrepe_pp,
+    write_sugarcrepe_published_sizes,
     write_valse,
     write_vl_checklist,
 )
@@ -140,13 +141,39 @@ def test_valse_pieces_items_cycle_and_dropped_foil(tmp_path: Path) -> None:
     write_valse(tmp_path)
     metrics = {a.name: a for a in audit_benchmark("valse", tmp_path).audits}
     swap = metrics["actant-swap"]
-    # Item a has two foils: two comparisons, one item; item c's foil equals its caption.
+    # Item a has two foils: two comparisons, one item; item c's foil equals its caption; d is not in the valid set.
     assert swap.metrics["n_items"] == 2 and swap.metrics["n_comparisons"] == 3
-    assert swap.metrics["skipped"] == {"negative_equal_to_caption": 1}
+    assert swap.metrics["skipped"] == {"negative_equal_to_caption": 1, "not_valid_mturk_caption_lt_2": 1}
+    assert metrics["existence"].metrics["skipped"] == {"not_valid_mturk_caption_lt_2": 1}
     # a (man pushes woman > woman pushes man) and b (the reverse) on two images: one exact cycle.
     assert swap.metrics["cycles"]["n_cycles"] == 1 and swap.metrics["cycles"]["n_paired_items"] == 2
     assert metrics["existence"].metrics["cycles"]["n_cycles"] == 0
     assert {t for tags in load_benchmark("valse", tmp_path, ["existence"])[0].tags for t in tags} == {"dataset=visual7w"}
+
+
+def test_valse_all_reads_every_instance_and_valse_needs_the_votes(tmp_path: Path) -> None:
+    """valse_all keeps the instances outside the valid set; its figures come from the files read here."""
+    write_valse(tmp_path)
+    found = {a.name: a.metrics for a in audit_benchmark("valse_all", tmp_path).audits}
+    for piece in ("existence", "actant-swap"):
+        data = json.loads((tmp_path / f"{piece}.json").read_text())
+        rows = [
+            (r["image_file"], r["caption"], foil)
+            for r in data.values()
+            for foil in ([r["foil"]] if "foil" in r else r["foils"])
+            if foil != r["caption"]
+        ]
+        check(found[piece], expected_pairs(rows))
+        assert "not_valid_mturk_caption_lt_2" not in found[piece].get("skipped", {})
+    assert found["actant-swap"]["n_comparisons"] == 4 and found["existence"]["n_comparisons"] == 3
+    # Without the votes the valid set cannot be chosen: refused, naming the field and the way out.
+    _rewrite_json(tmp_path / "existence.json", lambda d: d["existence_0"].pop("mturk"))
+    with pytest.raises(ValueError, match=r"existence.json: item existence_0: field 'mturk' .*use format valse_all"):
+        load_benchmark("valse", tmp_path)
+    _rewrite_json(tmp_path / "existence.json", lambda d: d["existence_0"].update(mturk={"caption": "three"}))
+    with pytest.raises(ValueError, match=r"existence.json: item existence_0: mturk: field 'caption'"):
+        load_benchmark("valse", tmp_path)
+    assert len(load_benchmark("valse_all", tmp_path)) == 2
 
 
 def test_block_cycles_cycle_acc_with_model_features(tmp_path: Path) -> None:
@@ -166,26 +193,7 @@ def test_block_cycles_cycle_acc_with_model_features(tmp_path: Path) -> None:
 def test_sugarcrepe_order_blind_ceilings_at_published_sizes(tmp_path: Path) -> None:
     """SugarCrepe's subset sizes (7,511 in all); 408 of swap_att's 666 and 164 of swap_obj's 245 reorder the
     same words (572 in all, sugar-crepe#10): the ceilings the issue quotes, 0.694, 0.665 and 0.9619."""
-    sizes = {
-        "add_att": 692,
-        "add_obj": 2062,
-        "replace_att": 788,
-        "replace_obj": 1652,
-        "replace_rel": 1406,
-        "swap_att": 666,
-        "swap_obj": 245,
-    }
-    same_words = {"swap_att": 408, "swap_obj": 164}
-    for subset, n in sizes.items():
-        items = {}
-        for i in range(n):
-            caption = f"A white{i} Cat, on a black{i} sofa."
-            if i < same_words.get(subset, 0):
-                negative = f"a black{i} cat on a white{i} sofa"  # same lowercase words, other order and case
-            else:
-                negative = f"a white{i} dog on a black{i} sofa"
-            items[str(i)] = {"filename": f"{i:012d}.jpg", "caption": caption, "negative_caption": negative}
-        (tmp_path / f"{subset}.json").write_text(json.dumps(items))
+    write_sugarcrepe_published_sizes(tmp_path)
     audit = audit_benchmark("sugarcrepe", tmp_path)
     found = {a.name: a.metrics["ceilings"] for a in audit.audits}
     assert round(found["swap_att"]["bag_of_words_ceiling"], 3) == 0.694
@@ -204,6 +212,27 @@ def test_existing_sugarcrepe_fixture_ceilings(tmp_path: Path) -> None:
         check(found[subset], expected_pairs(rows))
 
 
+def test_lengths_are_read_as_published_where_spellings_merge(tmp_path: Path) -> None:
+    """SugarCrepe captions carry trailing spaces: "X " and "X" are one caption vertex (they pair into a cycle),
+    but the length rules and the length ceiling read each occurrence's own characters, as the files hold them;
+    a negative equal to its caption up to whitespace and case is dropped (every score ties there)."""
+    rows = [
+        ("1.jpg", "A red cube left of a blue ball. ", "A blue cube left of a red ball."),
+        ("2.jpg", "a blue cube left of a red ball.", "A red cube left of a blue ball."),  # the first one's spellings
+        ("3.jpg", "Two dogs on a sofa.", "Two dogs  on a sofa. "),  # dropped: same caption vertex
+        ("4.jpg", "A cat. ", "A dog."),  # trailing space: 7 vs 6 characters
+        ("5.jpg", "A dog.", "A cat."),  # merged vertices, equal published lengths: a length tie
+    ]
+    items = {str(i): {"filename": f, "caption": p, "negative_caption": n} for i, (f, p, n) in enumerate(rows)}
+    (tmp_path / "swap_att.json").write_text(json.dumps(items))
+    (sub,) = audit_benchmark("sugarcrepe", tmp_path).audits
+    kept = [r for r in rows if " ".join(r[1].split()).lower() != " ".join(r[2].split()).lower()]
+    check(sub.metrics, expected_pairs(kept))
+    assert sub.metrics["skipped"] == {"negative_equal_to_caption": 1}
+    assert sub.metrics["caption_variants_merged"] >= 3
+    assert sub.metrics["cycles"]["n_cycles"] == 2  # items 0/1 and 3/4 cross on different images
+
+
 # --------------------------------------------------------------------------- refusals
 
 
@@ -215,15 +244,19 @@ def _rewrite_json(path: Path, change) -> None:
 
 def test_malformed_files_are_refused_naming_file_entry_and_field(tmp_path: Path) -> None:
     write_valse(tmp_path / "valse")
-    _rewrite_json(tmp_path / "valse" / "existence.json", lambda d: d["1"].pop("caption"))
-    with pytest.raises(ValueError, match=r"existence.json: item 1: field 'caption' is missing"):
+    _rewrite_json(tmp_path / "valse" / "existence.json", lambda d: d["existence_1"].pop("caption"))
+    with pytest.raises(ValueError, match=r"existence.json: item existence_1: field 'caption' is missing"):
         load_benchmark("valse", tmp_path / "valse")
+    write_valse(tmp_path / "valse")
+    _rewrite_json(tmp_path / "valse" / "existence.json", lambda d: d["existence_1"].update(foil=7))
+    with pytest.raises(ValueError, match=r"existence.json: item existence_1: field 'foil' must be a non-empty string"):
+        load_benchmark("valse_all", tmp_path / "valse")
 
     write_vl_checklist(tmp_path / "vl")
-    _rewrite_json(tmp_path / "vl" / "Attribute/vaw/color.json", lambda d: d[1][1].update(NEG=[]))
+    _rewrite_json(tmp_path / "vl" / "Attribute/vg/color.json", lambda d: d[1][1].update(NEG=[]))
     with pytest.raises(ValueError, match=r"color.json: entry 1: field 'NEG'"):
         load_benchmark("vl_checklist", tmp_path / "vl")
-    _rewrite_json(tmp_path / "vl" / "Attribute/vaw/color.json", lambda d: d.__setitem__(0, {"POS": ["x"]}))
+    _rewrite_json(tmp_path / "vl" / "Attribute/vg/color.json", lambda d: d.__setitem__(0, {"POS": ["x"]}))
     with pytest.raises(ValueError, match=r"color.json: entry 0 must be \[image path"):
         load_benchmark("vl_checklist", tmp_path / "vl")
 
@@ -270,6 +303,12 @@ def test_dropped_entries_are_counted_per_reason(tmp_path: Path) -> None:
     (sub,) = audit_benchmark("colorswap", tmp_path).audits
     assert sub.metrics["skipped"] == {"block_with_repeated_image_or_caption": 1}
     assert sub.metrics["n_comparisons"] == 8
+    # VL-CheckList's published color file holds an entry whose negative is its positive: counted, not scored;
+    # a repeated entry is two comparisons, as VL-CheckList's own loop scores it twice.
+    write_vl_checklist(tmp_path / "vl")
+    color = {a.name: a.metrics for a in audit_benchmark("vl_checklist", tmp_path / "vl").audits}["Attribute/vg/color"]
+    assert color["skipped"] == {"negative_equal_to_caption": 1}
+    assert color["n_comparisons"] == 4
 
 
 def test_missing_files_name_what_the_root_must_hold(tmp_path: Path) -> None:

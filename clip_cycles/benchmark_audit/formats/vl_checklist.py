@@ -4,7 +4,14 @@
   ``POS`` (true captions) and ``NEG`` (their negatives), each a non-empty list of strings.
 - subsets: one per file, named by its path under the root without ``.json``
   (``Attribute/vaw/color``, ``Object/Location/hake_center``, ``Relation/swig/action``, ...).
-- one comparison: (image, positive) over (image, negative), for every POS x NEG pair of an entry.
+- one comparison: (image, positive) over (image, negative), for every POS x NEG pair of an entry;
+  a negative equal to its positive (the published files hold a few) is dropped and counted.
+
+The paper's protocol and ours: VL-CheckList's own evaluation (``itc``) scores each entry's first
+positive against its first negative and counts a tie as wrong; where an entry holds one of each (as
+the published entries we have read do), the two readings give the same comparisons. Here every POS x NEG pair is a comparison
+and a tie earns half credit, as everywhere in the audit. A repeated entry is scored each time, as
+their loop does.
 """
 
 from __future__ import annotations
