@@ -31,22 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from clip_cycles.algebra.audits import hard_negative_edges, signed_degrees
-from clip_cycles.benchmark_audit.adapters import load_benchmark
+from clip_cycles.benchmark_audit.adapters import SUGARCREPE_PUBLISHED_SIZES, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, audit_subset
 from clip_cycles.benchmark_audit.report import markdown_table, write_figure
 from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
 from clip_cycles.encoding.encoder import ModelSpec
 
 #: SugarCrepe's published subset sizes.
-COUNTS = {
-    "add_att": 692,
-    "add_obj": 2062,
-    "replace_att": 788,
-    "replace_obj": 1652,
-    "replace_rel": 1406,
-    "swap_att": 666,
-    "swap_obj": 245,
-}
+COUNTS = SUGARCREPE_PUBLISHED_SIZES
 OBJECTS = (
     "dog cat horse man woman boy girl car bus truck bike boat kite plate cup bowl table chair bench sign "
     "tree clock pizza cake apple banana laptop phone book bag umbrella bed couch train plane bird cow "

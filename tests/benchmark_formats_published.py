@@ -15,6 +15,8 @@ import csv
 import json
 from pathlib import Path
 
+from clip_cycles.benchmark_audit.adapters import SUGARCREPE_PUBLISHED_SIZES
+
 Pairs = dict[str, list[tuple[str, str, str]]]
 Blocks = dict[str, list[tuple[str, str, str, str]]]
 
@@ -264,15 +266,7 @@ def write_colorswap(root: Path) -> Blocks:
 
 #: SugarCrepe's published subset sizes (7,511 in all), and how many of swap_att's and swap_obj's reorder the
 #: same words (572 in all, sugar-crepe#10): what the quoted ceilings 0.694, 0.665 and 0.9619 imply.
-SUGARCREPE_SIZES = {
-    "add_att": 692,
-    "add_obj": 2062,
-    "replace_att": 788,
-    "replace_obj": 1652,
-    "replace_rel": 1406,
-    "swap_att": 666,
-    "swap_obj": 245,
-}
+SUGARCREPE_SIZES = SUGARCREPE_PUBLISHED_SIZES
 SUGARCREPE_SAME_WORDS = {"swap_att": 408, "swap_obj": 164}
 
 

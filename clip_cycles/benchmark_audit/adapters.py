@@ -277,6 +277,16 @@ def first_dir(candidates: Iterable[Path]) -> Path | None:
 
 
 SUGARCREPE_SUBSETS = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
+#: SugarCrepe's published subset sizes (7,511 items in all).
+SUGARCREPE_PUBLISHED_SIZES = {
+    "add_att": 692,
+    "add_obj": 2062,
+    "replace_att": 788,
+    "replace_obj": 1652,
+    "replace_rel": 1406,
+    "swap_att": 666,
+    "swap_obj": 245,
+}
 
 
 def hard_negative_subset(
