@@ -296,7 +296,7 @@ def test_summary_weights_by_comparison_and_by_cycle() -> None:
     audits = [audit_subset(first, _embeddings(first)[0]), audit_subset(second, _embeddings(second, 1)[0])]
     summary = summarize(audits)
     assert (summary["n_subsets"], summary["n_comparisons"], summary["n_cycles"]) == (2, 7, 2)
-    for name in ("witness", "shortest_caption", "longest_caption", "caption_probe", "image_probe", "model"):
+    for name in ("witness", "shortest_caption", "longest_caption", "word_frequency", "caption_probe", "image_probe", "model"):
         pooled = [c for a in audits for c in a.credits[name].tolist()]
         assert summary[f"{name}_acc"] == pytest.approx(_mean(pooled), abs=1e-15), name
     # Comparison-weighted, not the mean of the two subset means (4 and 3 comparisons).
@@ -304,9 +304,9 @@ def test_summary_weights_by_comparison_and_by_cycle() -> None:
     assert summary["shortest_caption_acc"] == pytest.approx((4 * means[0] + 3 * means[1]) / 7)
     cycle_credits = [c for a in audits for c in a.credits["cycle"].tolist()]
     assert summary["cycle_acc"] == _mean(cycle_credits)
-    blind = {k: summary[f"{k}_acc"] for k in ("shortest_caption", "longest_caption", "caption_probe", "image_probe")}
+    order = ["shortest_caption", "longest_caption", "word_frequency", "caption_probe", "image_probe"]
+    blind = {k: summary[f"{k}_acc"] for k in order}
     best = max(blind.values())
-    order = ["shortest_caption", "longest_caption", "caption_probe", "image_probe"]
     assert summary["best_blind"] == next(k for k in order if blind[k] == best) and summary["best_blind_acc"] == best
     # A score missing from one subset is missing overall; no cycles anywhere is None, not 0.
     partial = summarize([audits[0], audit_subset(second)])

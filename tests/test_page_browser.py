@@ -180,14 +180,18 @@ def _check_benchmark_table(chromium: Browser, record: dict[str, Any], benchmark:
         assert float(values[4]) == sub["model_acc"] and texts[4] == f"{sub['model_acc']:.3f}", row["subset"]
         assert texts[5] == sub["best_blind"], row["subset"]
         assert float(values[6]) == sub["best_blind_acc"] and texts[6] == f"{sub['best_blind_acc']:.3f}", row["subset"]
+        # The floor's interval as the record holds it, and it holds the floor.
+        ci = sub["best_blind_acc_ci"]
+        assert float(values[7]) == ci["low"] and texts[7] == f"{ci['low']:.3f}–{ci['high']:.3f}", row["subset"]
+        assert ci["low"] <= sub["best_blind_acc"] <= ci["high"], row["subset"]
         # The exact ceilings beside the floors, as the record holds them.
-        assert float(values[7]) == sub["ceilings"]["bag_of_words_ceiling"], row["subset"]
-        assert float(values[8]) == sub["ceilings"]["length_ceiling"], row["subset"]
-        assert int(values[9]) == cycles["n_cycles"], row["subset"]
+        assert float(values[8]) == sub["ceilings"]["bag_of_words_ceiling"], row["subset"]
+        assert float(values[9]) == sub["ceilings"]["length_ceiling"], row["subset"]
+        assert int(values[10]) == cycles["n_cycles"], row["subset"]
         if cycles.get("cycle_acc") is None:
-            assert values[10] == "", row["subset"]
+            assert values[11] == "", row["subset"]
         else:
-            assert float(values[10]) == cycles["cycle_acc"] and texts[10] == f"{cycles['cycle_acc']:.3f}", row["subset"]
+            assert float(values[11]) == cycles["cycle_acc"] and texts[11] == f"{cycles['cycle_acc']:.3f}", row["subset"]
         # "blind wins" only where the paired interval (blind minus model) excludes 0 above it.
         paired = sub["best_blind_vs_model"]
         assert row["wins"] == (paired["verdict"] == "blind beats model"), row["subset"]

@@ -7,6 +7,10 @@ Every accuracy here is the mean credit (1 win / 0.5 tie / 0 loss, one absolute
   the signed degrees of the whole subset (it reads the labels, so it shows what the
   design lets an additive score reach; on a balanced design it is exactly 0.5);
 - ``shortest_caption`` / ``longest_caption``: b(v) = -len(v) / +len(v), characters of the caption as published;
+- ``word_frequency``: a grammar-free, order-blind text rule, b(v) = the mean over the caption's words
+  (the bag-of-words normalisation of :mod:`clip_cycles.benchmark_audit.ceilings`) of
+  log(1 + the number of the subset's other captions that hold the word): the caption made of the
+  subset's commoner words wins. It reads only the captions, never which one is true;
 - ``caption_probe``: b(v) = w . psi(v) on the model's text embeddings, w a logistic
   regression on the comparisons' caption degree vectors D_cap[c] @ Psi (mirrored, no
   intercept), cross-validated with folds by item; ``image_probe`` likewise on images;
@@ -15,6 +19,10 @@ Every accuracy here is the mean credit (1 win / 0.5 tie / 0 loss, one absolute
 Additive scores are evaluated through the per-comparison degree matrices, so a balanced
 comparison gives exactly T = 0 (a tie, 0.5) with no rounding: on a design made of
 cycles every blind score is 0.5 exactly.
+
+Every accuracy carries ``<name>_acc_ci``: a 95 % percentile bootstrap interval resampling items (the
+comparisons of an item move together; all scores read the same draws), so a floor is read with its
+uncertainty; ``best_blind_acc_ci`` is the best blind score's.
 """
 
 from __future__ import annotations
@@ -26,6 +34,13 @@ import numpy as np
 from pydantic import Field
 
 from clip_cycles.algebra.audits import DEGREE_TOL, Witness
+from clip_cycles.algebra.bootstrap import (
+    DEFAULT_BOOTSTRAP_SEED,
+    DEFAULT_LEVEL,
+    DEFAULT_N_RESAMPLES,
+    bootstrap_image_means,
+    percentile_intervals,
+)
 from clip_cycles.algebra.contrast import (
     DEFAULT_TIE_TOLERANCE,
     block_scores_from_embeddings,
@@ -35,12 +50,19 @@ from clip_cycles.algebra.contrast import (
 )
 from clip_cycles.algebra.paired import VERDICTS, paired_difference
 from clip_cycles.algebra.winoground import winoground_scores
-from clip_cycles.benchmark_audit.ceilings import VIEWS, subset_ceilings
+from clip_cycles.benchmark_audit.ceilings import VIEWS, bag_of_words, subset_ceilings
 from clip_cycles.benchmark_audit.design import ComparisonSet, pair_crossing_comparisons
 from clip_cycles.schemas.options import CheckedOptions
 
 #: Blind baselines, in table order.
-BLIND_SCORES: tuple[str, ...] = ("witness", "shortest_caption", "longest_caption", "caption_probe", "image_probe")
+BLIND_SCORES: tuple[str, ...] = (
+    "witness",
+    "shortest_caption",
+    "longest_caption",
+    "word_frequency",
+    "caption_probe",
+    "image_probe",
+)
 #: Verdicts of ``best_blind_vs_model``, one per :data:`clip_cycles.algebra.paired.VERDICTS` (A = the best blind
 #: score, B = the model): a blind score beats the model only when the paired interval lies above 0.
 BLIND_VS_MODEL_VERDICTS: tuple[str, ...] = ("blind beats model", "model above blind", "within noise", "too few comparisons")
@@ -138,6 +160,37 @@ def degree_witness(cs: ComparisonSet, image_degree: np.ndarray, caption_degree: 
     if image_value != 0.0:
         return Witness("image", cs.images[best_image].key, image_value)
     return None
+
+
+def word_frequency_scores(captions: Sequence[str]) -> np.ndarray:
+    """b(v) of the ``word_frequency`` rule for each caption: mean over its words of log(1 + other captions holding it)."""
+    bags = [bag_of_words(text) for text in captions]
+    holding: dict[str, int] = {}
+    for bag in bags:
+        for word, _ in bag:
+            holding[word] = holding.get(word, 0) + 1
+    out = np.zeros(len(bags), dtype=np.float64)
+    for index, bag in enumerate(bags):
+        n_words = sum(count for _, count in bag)
+        if n_words:
+            # The caption itself holds each of its words: "other captions" is one fewer.
+            out[index] = sum(count * np.log1p(holding[word] - 1) for word, count in bag) / n_words
+    return out
+
+
+def accuracy_intervals(credits: dict[str, np.ndarray], item_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``{name: interval}`` of each score's mean credit, resampling items (one set of draws for all scores)."""
+    names = sorted(credits)
+    if not names:
+        return {}
+    values = np.column_stack([credits[name] for name in names])
+    means = bootstrap_image_means(values, np.asarray(item_ids, dtype=str), DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED)
+    found = percentile_intervals(means, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED)
+    # Percentiles of means of credits in [0, 1] lie in [0, 1]; clip the float dust of the weighted means.
+    return {
+        name: {**ci, "low": min(max(ci["low"], 0.0), 1.0), "high": min(max(ci["high"], 0.0), 1.0), "unit": "item"}
+        for name, ci in zip(names, found)
+    }
 
 
 def model_values(cs: ComparisonSet, embeddings: Embeddings) -> np.ndarray:
@@ -254,6 +307,7 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settin
     lengths = np.bincount(cs.edge_comparison, weights=cs.edge_weight * cs.caption_lengths(), minlength=cs.n_comparisons)
     values["shortest_caption"] = -lengths
     values["longest_caption"] = lengths
+    values["word_frequency"] = additive_values(d_img, d_cap, None, word_frequency_scores(cs.captions))
     metrics: dict[str, Any] = {
         "kind": cs.kind,
         "n_comparisons": cs.n_comparisons,
@@ -280,9 +334,13 @@ def audit_subset(cs: ComparisonSet, embeddings: Embeddings | None = None, settin
     credits = {name: cycle_credits(v, tie_tolerance) for name, v in values.items()}
     for name, credit in credits.items():
         metrics[f"{name}_acc"] = _mean(credit)
+    intervals = accuracy_intervals(credits, cs.item_ids)
+    for name, ci in intervals.items():
+        metrics[f"{name}_acc_ci"] = ci
     blind = {name: metrics[f"{name}_acc"] for name in BLIND_SCORES[1:] if f"{name}_acc" in metrics}
     best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
     metrics["best_blind"], metrics["best_blind_acc"] = best, blind[best]
+    metrics["best_blind_acc_ci"] = intervals[best]
     metrics["ceilings"] = subset_ceilings(cs, metrics)
     if "model" in credits:
         codes = np.unique(np.asarray(cs.item_ids), return_inverse=True)[1]
@@ -333,9 +391,14 @@ def summarize(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
     blind = {k: out[f"{k}_acc"] for k in BLIND_SCORES[1:] if out[f"{k}_acc"] is not None}
     best = max(blind, key=lambda k: (blind[k], -BLIND_SCORES.index(k)))
     out["best_blind"], out["best_blind_acc"] = best, blind[best]
+    # Items of different subsets are different units, even under one id.
+    items = [f"{a.name}/{i}" for a in audits for i in a.item_ids]
+    present = [name for name in (*BLIND_SCORES, "model") if out[f"{name}_acc"] is not None]
+    intervals = accuracy_intervals({name: np.concatenate([a.credits[name] for a in audits]) for name in present}, items)
+    for name, ci in intervals.items():
+        out[f"{name}_acc_ci"] = ci
+    out["best_blind_acc_ci"] = intervals[best]
     if out["model_acc"] is not None:
-        # Items of different subsets are different units, even under one id.
-        items = [f"{a.name}/{i}" for a in audits for i in a.item_ids]
         pooled = [np.concatenate([a.credits[name] for a in audits]) for name in (best, "model")]
         out["best_blind_vs_model"] = blind_vs_model(best, pooled[0], pooled[1], items)
     out["ceilings"] = pooled_ceilings(audits)

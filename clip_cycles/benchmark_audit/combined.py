@@ -3,8 +3,8 @@
 :func:`find_benchmarks` maps a root's subfolders to registered formats (a folder named like the
 format, ``-`` and ``_`` alike, any case); :func:`parse_benchmark_pairs` reads ``NAME=PATH`` items.
 :func:`combined_rows` gives one row per subset and one ``all`` row per benchmark: its size, the
-model, the best blind floor (with the paired verdict), the exact ceilings, the exact cycles and
-their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``.
+model, the best blind floor (with its 95 % item-bootstrap interval and the paired verdict), the exact
+ceilings, the exact cycles and their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ COMBINED_COLUMNS: tuple[str, ...] = (
     "model_acc",
     "best_blind",
     "best_blind_acc",
+    "best_blind_ci_low",
+    "best_blind_ci_high",
     "blind_vs_model",
     "length_floor",
     "length_ceiling",
@@ -83,6 +85,7 @@ def _row(benchmark: str, subset: str, metrics: dict[str, Any], model: str, n_ite
     ceilings = metrics["ceilings"]
     paired = metrics.get("best_blind_vs_model")
     cycles = metrics.get("cycles", {})
+    interval = metrics.get("best_blind_acc_ci") or {}
     return {
         "benchmark": benchmark,
         "subset": subset,
@@ -92,6 +95,8 @@ def _row(benchmark: str, subset: str, metrics: dict[str, Any], model: str, n_ite
         "model_acc": metrics.get("model_acc"),
         "best_blind": metrics["best_blind"],
         "best_blind_acc": metrics["best_blind_acc"],
+        "best_blind_ci_low": interval.get("low"),
+        "best_blind_ci_high": interval.get("high"),
         "blind_vs_model": paired["verdict"] if paired else None,
         "length_floor": ceilings.get("length_floor", max(metrics["shortest_caption_acc"], metrics["longest_caption_acc"])),
         "length_ceiling": ceilings["length_ceiling"],
@@ -143,7 +148,8 @@ def combined_markdown(rows: Sequence[dict[str, Any]]) -> str:
         "Floors are accuracies a blind rule reaches (mean credit: 1 win, 0.5 tie, 0 loss); ceilings are exact upper "
         "bounds of every rule reading only one view of the captions: 1 - (share of comparisons that view forces to a "
         "tie) / 2. Views: bag_of_words (lowercase words, order ignored), length (characters), caption_only (the "
-        "caption, not the image). blind_vs_model: the paired verdict of the best blind rule against the model. "
+        "caption, not the image). best_blind_ci_low / _high: the 95 % bootstrap interval (items resampled) of the "
+        "best blind floor. blind_vs_model: the paired verdict of the best blind rule against the model. "
         "n_cycles: exact cycles inside the benchmark (no additive score can pass them); cycle_acc: the model's "
         "CycleAcc on them. dropped: entries left out, per reason.",
     ]

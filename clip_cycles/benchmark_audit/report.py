@@ -19,6 +19,13 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def best_blind_cell(metrics: dict[str, Any]) -> str:
+    """The best blind floor: its rule, its accuracy and the 95 % item-bootstrap interval of that accuracy."""
+    ci = metrics.get("best_blind_acc_ci")
+    interval = f" [{ci['low']:.3f}, {ci['high']:.3f}]" if isinstance(ci, dict) else ""
+    return f"{metrics['best_blind']} {metrics['best_blind_acc']:.3f}{interval}"
+
+
 def blind_vs_model_cell(paired: dict[str, Any] | None) -> str:
     """The verdict of the best blind score against the model, with the paired difference and its interval."""
     if not paired:
@@ -38,9 +45,11 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("witness", lambda name, m: m.get("witness_acc")),
     ("shortest", lambda name, m: m.get("shortest_caption_acc")),
     ("longest", lambda name, m: m.get("longest_caption_acc")),
+    ("word freq", lambda name, m: m.get("word_frequency_acc")),
     ("caption probe", lambda name, m: m.get("caption_probe_acc")),
     ("image probe", lambda name, m: m.get("image_probe_acc")),
     ("model", lambda name, m: m.get("model_acc")),
+    ("best blind [95 % CI]", lambda name, m: best_blind_cell(m)),
     ("best blind - model", lambda name, m: blind_vs_model_cell(m.get("best_blind_vs_model"))),
     ("cycles (items paired)", lambda name, m: f"{m['cycles']['n_cycles']} ({m['cycles']['n_paired_items']})"),
     ("CycleAcc", lambda name, m: m["cycles"].get("cycle_acc")),
@@ -64,9 +73,11 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         s.get("witness_acc"),
         s.get("shortest_caption_acc"),
         s.get("longest_caption_acc"),
+        s.get("word_frequency_acc"),
         s.get("caption_probe_acc"),
         s.get("image_probe_acc"),
         s.get("model_acc"),
+        best_blind_cell(s),
         blind_vs_model_cell(s.get("best_blind_vs_model")),
         s["n_cycles"],
         s.get("cycle_acc"),
@@ -81,8 +92,10 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
         "Accuracies: mean credit (1 win, 0.5 tie, 0 loss) over the subset's comparisons; CycleAcc over its "
         "exact cycles. A blind column near the model's means the benchmark can be passed without "
-        "looking at the pairing. Ceilings: no rule reading only the caption's bag of lowercase words (or its length) "
-        "can exceed them (1 - half the share of comparisons that view forces to a tie). "
+        'looking at the pairing; "word freq": the caption made of the subset\'s commoner words wins (order-blind, '
+        'no grammar); "best blind": the best of the blind rules with a 95 % bootstrap interval over items. '
+        "Ceilings: no rule reading only the caption's bag of lowercase words (or its length) can exceed them "
+        "(1 - half the share of comparisons that view forces to a tie). "
         "\"best blind - model\": the best blind score's accuracy minus the model's on the same "
         'comparisons, with a 95 % paired bootstrap interval over items; "blind beats model" only when it lies above 0 '
         f'("within noise" when it holds 0; "too few comparisons" below {MIN_CYCLES} comparisons or {MIN_IMAGES} items).',
@@ -118,6 +131,7 @@ def figure_bytes(audit: BenchmarkAudit) -> bytes:
         "model": [a.metrics.get("model_acc") for a in audit.audits],
         "caption-only probe": [a.metrics.get("caption_probe_acc") for a in audit.audits],
         "best length rule": [max(a.metrics["shortest_caption_acc"], a.metrics["longest_caption_acc"]) for a in audit.audits],
+        "word-frequency rule": [a.metrics.get("word_frequency_acc") for a in audit.audits],
         "CycleAcc (paired cycles)": [a.metrics["cycles"].get("cycle_acc") for a in audit.audits],
     }
     series = {k: v for k, v in series.items() if any(x is not None for x in v)}

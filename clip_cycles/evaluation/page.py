@@ -305,6 +305,8 @@ def _benchmarks(data: PageData) -> list[dict[str, Any]]:
             "best_blind": str(b.best_blind or "n/a"),
             "blind_acc": _f(b.best_blind_acc),
             "blind_acc_value": _value(b.best_blind_acc),
+            "blind_ci": f"{_f(b.best_blind_ci[0])}–{_f(b.best_blind_ci[1])}" if b.best_blind_ci else "n/a",
+            "blind_ci_value": _value(b.best_blind_ci[0]) if b.best_blind_ci else "",
             "n": b.n_comparisons if isinstance(b.n_comparisons, int) else "n/a",
             "n_value": b.n_comparisons if isinstance(b.n_comparisons, int) else "",
             "bow": _f(b.bag_of_words_ceiling),

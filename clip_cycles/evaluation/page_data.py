@@ -108,6 +108,8 @@ class BenchmarkRow:
     #: Exact ceilings of order-blind and length-only text scorers (``ceilings``), where recorded.
     bag_of_words_ceiling: float | None = None
     length_ceiling: float | None = None
+    #: The best blind floor's 95 % interval (``best_blind_acc_ci``: low, high), where recorded.
+    best_blind_ci: tuple[float, float] | None = None
 
     @property
     def blind_beats_model(self) -> bool:
@@ -379,7 +381,16 @@ def _benchmark_row(
         _paired_verdict(values),
         _ceiling(values, "bag_of_words_ceiling"),
         _ceiling(values, "length_ceiling"),
+        _interval(values.get("best_blind_acc_ci")),
     )
+
+
+def _interval(record: Any) -> tuple[float, float] | None:
+    """``(low, high)`` of a recorded interval, else None (records written before intervals, or malformed)."""
+    if not isinstance(record, dict):
+        return None
+    low, high = _number(record.get("low")), _number(record.get("high"))
+    return (low, high) if low is not None and high is not None else None
 
 
 def _ceiling(values: dict[str, Any], name: str) -> float | None:
