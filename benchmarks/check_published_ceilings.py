@@ -84,9 +84,8 @@ def read_sugarcrepe(root: Path) -> dict[str, Pairs]:
 
 
 def read_valse(root: Path, valid_only: bool) -> dict[str, Pairs]:
-    folder = root if list(root.glob("*.json")) else root / "data"
     out = {}
-    for path in sorted(folder.glob("*.json")):
+    for path in sorted(root.rglob("*.json")):
         pairs = []
         for row in _load(path).values():
             if valid_only and row["mturk"]["caption"] < 2:

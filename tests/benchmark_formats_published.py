@@ -56,7 +56,8 @@ def write_valse(root: Path) -> Pairs:
     }
     root.mkdir(parents=True, exist_ok=True)
     (root / "existence.json").write_text(json.dumps(existence, indent=4))
-    (root / "actant-swap.json").write_text(json.dumps(swap, indent=4))
+    (root / "actions").mkdir(exist_ok=True)  # where VALSE publishes the actant-swap piece
+    (root / "actions" / "actant-swap.json").write_text(json.dumps(swap, indent=4))
     out: Pairs = {}
     for name, data in (("existence", existence), ("actant-swap", swap)):
         out[name] = [

@@ -155,8 +155,8 @@ def test_valse_all_reads_every_instance_and_valse_needs_the_votes(tmp_path: Path
     """valse_all keeps the instances outside the valid set; its figures come from the files read here."""
     write_valse(tmp_path)
     found = {a.name: a.metrics for a in audit_benchmark("valse_all", tmp_path).audits}
-    for piece in ("existence", "actant-swap"):
-        data = json.loads((tmp_path / f"{piece}.json").read_text())
+    for piece, file in (("existence", "existence.json"), ("actant-swap", "actions/actant-swap.json")):
+        data = json.loads((tmp_path / file).read_text())
         rows = [
             (r["image_file"], r["caption"], foil)
             for r in data.values()
@@ -174,6 +174,12 @@ def test_valse_all_reads_every_instance_and_valse_needs_the_votes(tmp_path: Path
     with pytest.raises(ValueError, match=r"existence.json: item existence_0: mturk: field 'caption'"):
         load_benchmark("valse", tmp_path)
     assert len(load_benchmark("valse_all", tmp_path)) == 2
+    # A piece is named by its stem: two files of one name (a copy beside the published one) are refused.
+    (tmp_path / "existence.json").rename(tmp_path / "actions" / "existence.json")
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "existence.json").write_text((tmp_path / "actions" / "existence.json").read_text())
+    with pytest.raises(ValueError, match=r"two VALSE piece files named 'existence'"):
+        load_benchmark("valse_all", tmp_path)
 
 
 def test_block_cycles_cycle_acc_with_model_features(tmp_path: Path) -> None:

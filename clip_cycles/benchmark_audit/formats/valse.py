@@ -5,8 +5,9 @@
   a list ``foils`` is read too, one comparison per foil), ``mturk`` (the three annotators' votes:
   ``caption`` counts those who chose the caption and not the foil); ``dataset`` becomes a tag; other
   keys (``classes``, ``classes_foil``, ...) are kept but not read.
-- subsets: one per JSON file (its stem: ``existence``, ``plurals``, ``counting-hard``, ``relations``,
-  ``actant-swap``, ``coreference-standard``, ``foil-it``, ...), in the root or ``data/``.
+- subsets: one per JSON file under the root, subfolders included (its stem: ``existence``, ``plurals``,
+  ``counting_hard``, ``relation``, ``actant-swap`` (published under ``data/actions/``),
+  ``coreference-standard``, ``foil-it``, ...); two files with one stem are refused.
 - one comparison: (image, caption) over (image, foil), one per foil.
 
 Which instances, the paper's and ours: the published files hold validated and unvalidated
@@ -27,8 +28,8 @@ from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.input_formats import TEXT, Open, Text, checked_row
 
 EXPECTS = (
-    "VALSE's piece files (existence.json, plurals.json, counting-*.json, relations.json, ...) in the root or data/; "
-    "images optional (images/)"
+    "VALSE's piece files (existence.json, plurals.json, counting_hard.json, relation.json, actions/actant-swap.json, ...) "
+    "anywhere under the root; images optional (images/)"
 )
 #: VALSE's valid set: at least two of the three annotators chose the caption and not the foil.
 VALID_MIN_VOTES = 2
@@ -70,15 +71,27 @@ def _is_valid(row: dict, path: Path, where: str) -> bool:
     return checked_row(ValseVotes, votes, path, f"{where}: mturk").caption >= VALID_MIN_VOTES
 
 
+def _check_unique_pieces(files: list[Path]) -> None:
+    """A piece is named by its file's stem; two files with one stem are refused, naming both."""
+    seen: dict[str, Path] = {}
+    for path in files:
+        if path.stem in seen:
+            raise ValueError(
+                f"{seen[path.stem]} and {path}: two VALSE piece files named {path.stem!r}; "
+                "point --root at the folder of the published pieces (VALSE's data/), not at a folder holding copies"
+            )
+        seen[path.stem] = path
+
+
 def _reader(valid_only: bool):
     def read_valse(root: Path) -> list[ComparisonSet]:
-        """Every piece file under ``root`` (or ``root/data``) as a subset of caption-vs-foil comparisons."""
-        folder = root if any(root.glob("*.json")) else root / "data"
-        files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-        if root.is_file():
-            files, folder = [root], root.parent
+        """Every piece file under ``root`` (subfolders included) as a subset of caption-vs-foil comparisons."""
+        folder = root.parent if root.is_file() else root
+        # Pieces may sit in subfolders (VALSE ships actant-swap.json under data/actions/): every JSON below the root.
+        files = [root] if root.is_file() else sorted(folder.rglob("*.json"))
         if not files:
             raise FileNotFoundError(f"{root}: no VALSE piece file; expected {EXPECTS}")
+        _check_unique_pieces(files)
         images_dir = first_dir([root / "images", folder / "images"]) or folder
         out = []
         for path in files:
