@@ -122,6 +122,20 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
     assert all(low <= value <= high for low, value, high in intervals)
     browser.screenshot(shots / "leaderboard.png")
 
+    # The board's group row: runs of neighbouring family columns of one group, as the family table names them.
+    group_of = {row["cells"][1]["value"]: row["cells"][_column(board, "group")]["text"] for row in board["rows"]}
+    families = browser.evaluate("[...document.querySelectorAll('#models-board thead th.fam')].map(t => t.dataset.family)")
+    runs: list[list[Any]] = []
+    for family in families:
+        if runs and runs[-1][0] == group_of[family]:
+            runs[-1][1] += 1
+        else:
+            runs.append([group_of[family], 1])
+    shown_groups = browser.evaluate(
+        "[...document.querySelectorAll('#models-board thead tr.groups th')].map(t => [t.textContent.trim(), t.colSpan])"
+    )
+    assert shown_groups == runs and len(runs) >= 2, shown_groups  # the demo has COCO-built and GQA-built families
+
     # Sorting by the model's column reorders the rows by its numbers; a second click reverses them.
     before = [row["key"] for row in board["rows"]]
     browser.evaluate(f"document.getElementById('leaderboard').tHead.rows[0].cells[{column}].querySelector('button').click()")
@@ -452,6 +466,15 @@ def test_twelve_models_by_twenty_one_families_fit_1280_px_and_sort_by_overall(
     descending = [row["model"] for row in browser.evaluate(BOARD_JS)]
     assert descending == ascending[::-1]
     browser.screenshot(shots / "leaderboard_12x21_by_overall.png")
+    # Under the group row a family column still sorts by its own numbers.
+    groups = browser.evaluate(
+        "[...document.querySelectorAll('#models-board thead tr.groups th')].map(t => [t.textContent.trim(), t.colSpan])"
+    )
+    assert sum(span for _, span in groups) == N_FAMILIES and all(label for label, _ in groups), groups
+    browser.evaluate("document.querySelector('#models-board thead th.fam[data-family=\"fam_03\"] button').click()")
+    by_family = [float(row["cells"][3]) for row in browser.evaluate(BOARD_JS)]
+    assert by_family == sorted(by_family)
+    _no_overflow(browser)
 
     # A family column leads to the per-family view; each model row to its page; neither overflows.
     link = browser.evaluate("document.querySelector('#models-board thead th.fam a').getAttribute('href')")

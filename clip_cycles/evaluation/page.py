@@ -246,13 +246,32 @@ def _item_view(data: PageData, row: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- index page
 
 
+def _family_group(key: str, info: Any) -> str:
+    """The group a family's column or row sits in: its builder and source, or an audited benchmark."""
+    if key.startswith("audit/"):
+        return "benchmark (exact cycles found)"
+    return provenance_label(info.builder, info.source) if info else "unregistered family"
+
+
 def _columns(data: PageData) -> list[dict[str, Any]]:
     columns = []
     for row in data.family_rows():
         key = data.family_of(row)
         info = data.families.get(key)
-        columns.append({"row": row, "key": key, "label": row, "paper": bool(info and info.paper)})
+        paper = bool(info and info.paper)
+        columns.append({"row": row, "key": key, "label": row, "paper": paper, "group": _family_group(key, info)})
     return columns
+
+
+def _column_groups(columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Runs of neighbouring board columns of one group, ``{"label", "span"}``, for the header row above them."""
+    groups: list[dict[str, Any]] = []
+    for column in columns:
+        if groups and groups[-1]["label"] == column["group"]:
+            groups[-1]["span"] += 1
+        else:
+            groups.append({"label": column["group"], "span": 1})
+    return groups
 
 
 def _board(data: PageData) -> list[dict[str, Any]]:
@@ -273,10 +292,10 @@ def _family_table_rows(data: PageData) -> list[dict[str, Any]]:
     for row in data.family_rows() + data.benchmark_rows():
         key = data.family_of(row)
         info = data.families.get(key)
+        group = _family_group(key, info)
         if key.startswith("audit/"):
-            group, provenance = "benchmark (exact cycles found)", "audited benchmark"
+            provenance = "audited benchmark"
         else:
-            group = provenance_label(info.builder, info.source) if info else "unregistered family"
             provenance = info.provenance if info else "unknown"
         cells = [data.cells.get((row, model)) for model in data.models]
         out.append(
@@ -358,6 +377,7 @@ def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
         {"a": a, "b": b, "file": _pair_file(a, b), "samples": a in samples and b in samples}
         for a, b in itertools.combinations(data.models, 2)
     ]
+    columns = _columns(data)
     return render(
         "index.html",
         title="clip_cycles results",
@@ -366,7 +386,8 @@ def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
         n_models=len(data.models),
         n_families=len(data.family_keys()),
         n_benchmarks=len(data.benchmark_rows()),
-        columns=_columns(data),
+        columns=columns,
+        column_groups=_column_groups(columns),
         board=_board(data),
         models=data.models,
         rows=_family_table_rows(data),

@@ -1,7 +1,8 @@
 // clip_cycles results page: sortable tables, no network, no libraries.
 // Every <table class="sortable"> gets a button in each column header; a click sorts the
 // body rows by that column (numbers by data-value, text otherwise; empty cells last) and
-// a second click reverses the order. aria-sort tells assistive technology the state.
+// a second click reverses the order. aria-sort tells assistive technology the state. The buttons
+// sit in the header's last row (a row of column groups may stand above it).
 "use strict";
 (function () {
   function cellValue(row, column, numeric) {
@@ -14,6 +15,10 @@
       return isNaN(number) ? null : number;
     }
     return raw.toLowerCase();
+  }
+
+  function headerRow(table) {
+    return table.tHead.rows[table.tHead.rows.length - 1];
   }
 
   function sortTable(table, column, header) {
@@ -32,13 +37,13 @@
       return ascending ? order : -order;
     });
     rows.forEach(function (row) { body.appendChild(row); });
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th) { th.removeAttribute("aria-sort"); });
+    Array.prototype.forEach.call(headerRow(table).cells, function (th) { th.removeAttribute("aria-sort"); });
     header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
   }
 
   function makeSortable(table) {
     if (!table.tHead || !table.tBodies.length) { return; }
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (header, column) {
+    Array.prototype.forEach.call(headerRow(table).cells, function (header, column) {
       var button = header.querySelector("button.sort");
       if (!button) { return; }
       button.addEventListener("click", function () { sortTable(table, column, header); });
