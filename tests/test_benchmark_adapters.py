@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import stat
 import string
 from collections import Counter
 from pathlib import Path
@@ -445,3 +447,62 @@ def test_audit_benchmark_all_with_a_model_reports_model_and_cycle_acc(tmp_path: 
             assert row["model_acc"] == pytest.approx(np.mean([credit(v) for v in comparisons]), abs=1e-12)
             assert row["model"] == str(tmp_path / "f.npz")
             assert row["blind_vs_model"] == "too few comparisons"  # 8 or 12 comparisons: below the declared minimum
+
+
+# --------------------------------------------------------------------------- regular files only
+
+
+def _load_within(seconds: float, name: str, root: Path) -> BaseException | None:
+    """load_benchmark in a thread: what it raised, or a failure if it is still reading after ``seconds``."""
+    import threading
+
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            load_benchmark(name, root)
+        except BaseException as error:  # noqa: BLE001 - handed to the test
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{name}: reading {root} hangs on a FIFO"
+    return raised[0] if raised else None
+
+
+@pytest.mark.parametrize(
+    ("name", "writer", "replace"),
+    [
+        ("valse", write_valse, "actions/actant-swap.json"),  # found by the recursive search
+        ("vl_checklist", write_vl_checklist, "Relation/swig/action.json"),
+        ("crepe", write_crepe, "syst_hard_negatives/syst_vg_hard_negs_seen_compounds_in_laion.csv"),
+        ("mmvp_vlm", write_mmvp_vlm, "MMVP_VLM/Questions.csv"),
+        ("winoground", write_winoground, "examples.jsonl"),
+    ],
+)
+def test_a_fifo_among_the_files_is_refused_not_read(tmp_path: Path, name: str, writer, replace: str) -> None:
+    """JSON, CSV and JSON-lines readers take regular files only: a FIFO in a file's place is one sentence, no hang."""
+    writer(tmp_path)
+    target = tmp_path / replace
+    assert target.is_file(), "the fixture writes this file"
+    assert _load_within(60, name, tmp_path) is None  # the published layout reads
+    target.unlink()
+    os.mkfifo(target)
+    error = _load_within(20, name, tmp_path)
+    assert isinstance(error, ValueError) and "FIFO" in str(error) and str(target) in str(error)
+    assert target.exists() and stat.S_ISFIFO(target.stat().st_mode)  # left as it was
+
+
+def test_a_parquet_benchmark_file_is_read_through_the_bounded_reader(tmp_path: Path, monkeypatch) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from clip_cycles.benchmark_audit import adapters
+
+    rows = [{"filename": "1.jpg", "caption": "a red cube", "negative_caption": "a blue cube"}]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "t.parquet")
+    assert adapters.read_records(tmp_path / "t.parquet") == rows
+    monkeypatch.setattr(adapters, "MAX_BENCHMARK_FILE_BYTES", 10)
+    with pytest.raises(ValueError, match=r"t.parquet has \d+ bytes, more than the 10 allowed"):
+        adapters.read_records(tmp_path / "t.parquet")

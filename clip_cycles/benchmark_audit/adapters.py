@@ -25,6 +25,7 @@ Shipped adapters:
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ from clip_cycles.benchmark_audit.input_formats import (
 from clip_cycles.data.images import ImageItem
 from clip_cycles.data.text_normalize import caption_key
 from clip_cycles.registry import Registry
-from clip_cycles.regular_files import load_json_text
+from clip_cycles.regular_files import load_json_text, read_regular_file
 
 Reader = Callable[[Path], list[ComparisonSet]]
 
@@ -95,33 +96,54 @@ def load_benchmark(name: str, root: str | Path, subsets: Sequence[str] | None = 
 # --------------------------------------------------------------------------- shared readers
 
 
+#: The largest benchmark file read (a Parquet file with its images included; every published JSON or CSV is far smaller).
+MAX_BENCHMARK_FILE_BYTES = 4 << 30
+
+
+def read_text(path: Path) -> str:
+    """A benchmark file's text: a regular file of at most :data:`MAX_BENCHMARK_FILE_BYTES` (a FIFO or device is
+    refused before a byte is read), UTF-8 with or without a byte-order mark; a ValueError naming the file otherwise."""
+    raw = read_regular_file(path, MAX_BENCHMARK_FILE_BYTES, "benchmark file")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise ValueError(f"benchmark file {path} is not UTF-8 text: {error}") from None
+
+
+def read_csv_rows(path: Path) -> csv.DictReader:
+    """A CSV benchmark file's rows (:func:`read_text`: regular and bounded)."""
+    return csv.DictReader(io.StringIO(read_text(path), newline=""))
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return load_json_text(path.read_text(encoding="utf-8-sig"), str(path), allow_non_finite=True)
+        return load_json_text(read_text(path), str(path), allow_non_finite=True)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON: {error}") from error
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with open(path, encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue  # trailing blank lines are common in exported JSON-lines files
-            try:
-                row = load_json_text(line, f"{path}: line {number}", allow_non_finite=True)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}: line {number} must be a JSON object, got {type(row).__name__}")
-            rows.append(row)
+    # Lines as open() gives them (universal newlines): str.splitlines would also cut at U+2028 inside a string.
+    for number, line in enumerate(io.StringIO(read_text(path), newline=None), 1):
+        if not line.strip():
+            continue  # trailing blank lines are common in exported JSON-lines files
+        try:
+            row = load_json_text(line, f"{path}: line {number}", allow_non_finite=True)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}: line {number} must be a JSON object, got {type(row).__name__}")
+        rows.append(row)
     return rows
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pylist()
+    raw = read_regular_file(path, MAX_BENCHMARK_FILE_BYTES, "benchmark file")
+    return pq.read_table(pa.BufferReader(raw)).to_pylist()
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -138,8 +160,14 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return data
 
 
+def present(path: Path) -> bool:
+    """A benchmark file is there: anything but a folder (a FIFO or device is then refused by :func:`read_text`
+    with a sentence, never skipped as if absent)."""
+    return path.exists() and not path.is_dir()
+
+
 def _first_file(candidates: Iterable[Path]) -> Path | None:
-    return next((p for p in candidates if p.is_file()), None)
+    return next((p for p in candidates if present(p)), None)
 
 
 def _first_dir(candidates: Iterable[Path]) -> Path | None:
@@ -326,12 +354,12 @@ def hard_negative_subset(
     "val2017 images (val2017/ or images/)",
 )
 def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
-    folder = root if any((root / f"{s}.json").is_file() for s in SUGARCREPE_SUBSETS) else root / "data"
+    folder = root if any(present(root / f"{s}.json") for s in SUGARCREPE_SUBSETS) else root / "data"
     images_dir = _first_dir([root / "val2017", root / "images", root / "coco" / "val2017"]) or root
     out = []
     for subset in SUGARCREPE_SUBSETS:
         path = folder / f"{subset}.json"
-        if not path.is_file():
+        if not present(path):
             continue
         items = []
         for number, row in enumerate(_records(path)):
@@ -444,16 +472,13 @@ def _table_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         return list(enumerate(_read_jsonl(path), 1))
     if path.suffix != ".csv":
         raise ValueError(f"{path}: a comparison table must be .csv or .jsonl")
-    with open(path, newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle)
-        header = [h.strip() for h in reader.fieldnames or []]
-        reader.fieldnames = header
-        rows = [
-            (number, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()})
-            for number, row in enumerate(reader, 2)
-            if any((v or "").strip() for v in row.values() if isinstance(v, str))
-        ]
-    return rows
+    reader = read_csv_rows(path)
+    reader.fieldnames = [h.strip() for h in reader.fieldnames or []]
+    return [
+        (number, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()})
+        for number, row in enumerate(reader, 2)
+        if any((v or "").strip() for v in row.values() if isinstance(v, str))
+    ]
 
 
 @register_adapter(

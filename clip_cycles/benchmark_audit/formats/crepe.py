@@ -13,13 +13,12 @@
 from __future__ import annotations
 
 import ast
-import csv
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from clip_cycles.benchmark_audit.adapters import Adapter, hard_negative_subset
+from clip_cycles.benchmark_audit.adapters import Adapter, hard_negative_subset, read_csv_rows
 from clip_cycles.benchmark_audit.design import ComparisonSet, CroppedImageItem
 from clip_cycles.benchmark_audit.input_formats import TEXT, Open, Text, checked_row
 from clip_cycles.data.images import ImageItem
@@ -76,13 +75,12 @@ def read_crepe(root: Path) -> list[ComparisonSet]:
     out = []
     for path in files:
         items = []
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            for number, row in enumerate(csv.DictReader(handle), 2):
-                where = f"line {number}"
-                item = checked_row(CrepeRow, _parsed(row, path, where), path, where)
-                image = _image(row, item.image_id, folders, path, where)
-                for k, negative in enumerate(item.hard_negs):
-                    items.append(((f"{number}/{k}", str(number)), image, item.caption, negative, ()))
+        for number, row in enumerate(read_csv_rows(path), 2):
+            where = f"line {number}"
+            item = checked_row(CrepeRow, _parsed(row, path, where), path, where)
+            image = _image(row, item.image_id, folders, path, where)
+            for k, negative in enumerate(item.hard_negs):
+                items.append(((f"{number}/{k}", str(number)), image, item.caption, negative, ()))
         out.append(hard_negative_subset(path.stem, path, items))
     return out
 

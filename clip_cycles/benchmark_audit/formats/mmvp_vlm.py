@@ -9,12 +9,11 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from pydantic import Field
 
-from clip_cycles.benchmark_audit.adapters import Adapter, block_subset, first_dir, image_item
+from clip_cycles.benchmark_audit.adapters import Adapter, block_subset, first_dir, image_item, present, read_csv_rows
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.input_formats import TEXT, Open, Text, checked_row
 
@@ -38,13 +37,12 @@ def read_mmvp_vlm(root: Path) -> list[ComparisonSet]:
     table = (
         root
         if root.is_file()
-        else next((p for p in (root / "Questions.csv", root / "MMVP_VLM" / "Questions.csv") if p.is_file()), None)
+        else next((p for p in (root / "Questions.csv", root / "MMVP_VLM" / "Questions.csv") if present(p)), None)
     )
     if table is None:
         raise FileNotFoundError(f"{root}: no MMVP-VLM table; expected {EXPECTS}")
     images_dir = first_dir([table.parent / "images", table.parent / "MLLM_VLM Images"]) or table.parent
-    with open(table, newline="", encoding="utf-8-sig") as handle:
-        rows = [(number, row) for number, row in enumerate(csv.DictReader(handle), 2)]
+    rows = list(enumerate(read_csv_rows(table), 2))
     if len(rows) % 2:
         raise ValueError(f"{table}: line {rows[-1][0]}: rows come in pairs (one per image), the last row has no partner")
     checked = [(number, checked_row(MmvpRow, row, table, f"line {number}")) for number, row in rows]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from clip_cycles.benchmark_audit.adapters import Adapter, first_dir, hard_negative_subset, image_item, read_records
+from clip_cycles.benchmark_audit.adapters import Adapter, first_dir, hard_negative_subset, image_item, present, read_records
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.input_formats import TEXT, Open, Text, checked_row
 
@@ -35,12 +35,12 @@ class SugarCrepePPItem(Open):
 
 def read_sugarcrepe_pp(root: Path) -> list[ComparisonSet]:
     """Each subset file: two comparisons per item (caption vs negative, caption2 vs negative)."""
-    folder = root if any((root / f"{s}.json").is_file() for s in SUBSETS) else root / "data"
+    folder = root if any(present(root / f"{s}.json") for s in SUBSETS) else root / "data"
     images_dir = first_dir([root / "val2017", root / "images"]) or root
     out = []
     for subset in SUBSETS:
         path = folder / f"{subset}.json"
-        if not path.is_file():
+        if not present(path):
             continue
         items = []
         for number, row in enumerate(read_records(path)):
