@@ -35,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from clip_cycles.benchmark_audit.adapters import read_json
 from clip_cycles.benchmark_audit.run import audit_benchmark
 
 #: The formats this script reads itself.
@@ -42,6 +43,7 @@ FORMATS = ("sugarcrepe", "valse", "valse_all", "vl_checklist")
 #: SugarCrepe's order-blind ceilings as the issue quotes them, and the rounding they are quoted at.
 QUOTED = {"swap_att": (0.694, 3), "swap_obj": (0.665, 3), "all": (0.9619, 4)}
 QUOTED_N = 7511
+#: Named here, not imported: a subset the package forgot would then show as missing from ``ours``.
 SUGARCREPE_FILES = ("add_att", "add_obj", "replace_att", "replace_obj", "replace_rel", "swap_att", "swap_obj")
 
 Pairs = list[tuple[str, str]]
@@ -65,8 +67,8 @@ def _words(text: str) -> Counter:
 
 
 def _load(path: Path) -> Any:
-    with path.open(encoding="utf-8") as handle:
-        return json.load(handle)
+    # Parsing is not what is checked: the project's bounded, regular-file-only reader parses; the rules below are ours.
+    return read_json(path)
 
 
 def _folder(root: Path, names: list[str]) -> Path:

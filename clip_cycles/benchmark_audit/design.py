@@ -73,6 +73,9 @@ class ComparisonSet:
     edge_image: np.ndarray
     edge_caption: np.ndarray
     edge_weight: np.ndarray
+    #: Per edge, the length in characters of the caption as published at that edge (a merged spelling
+    #: keeps its own length, where the vertex keeps the first spelling).
+    edge_length: np.ndarray
     tags: list[tuple[str, ...]]
     kind: str = "comparisons"
     cycles: np.ndarray | None = None
@@ -80,9 +83,6 @@ class ComparisonSet:
     skipped: dict[str, int] = field(default_factory=dict)
     #: Caption occurrences whose text differed from their vertex's only in whitespace or case.
     caption_variants_merged: int = 0
-    #: Per edge, the length in characters of the caption as published at that edge (a merged spelling
-    #: keeps its own length); None: the vertex's text.
-    edge_length: np.ndarray | None = None
 
     @property
     def n_comparisons(self) -> int:
@@ -141,14 +141,12 @@ class ComparisonSet:
             cycle_tags=cycle_tags,
             skipped=skipped,
             caption_variants_merged=self.caption_variants_merged,
-            edge_length=None if self.edge_length is None else self.edge_length[edge_keep],
+            edge_length=self.edge_length[edge_keep],
         )
 
     def caption_lengths(self) -> np.ndarray:
-        """Per edge, the caption's length in characters as published (the vertex's text where not recorded)."""
-        if self.edge_length is not None:
-            return self.edge_length
-        return np.array([len(c) for c in self.captions], dtype=np.float64)[self.edge_caption]
+        """Per edge, the caption's length in characters as published (what the length rules and ceiling read)."""
+        return self.edge_length
 
 
 class ComparisonSetBuilder:
