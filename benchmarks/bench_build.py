@@ -8,7 +8,7 @@ template captions per image naming present objects), then measures, each in a fr
 
 - ``load_s``: ``pycocotools.coco.COCO`` on the four JSON files (instances and captions of
   train2017 and val2017): the reference.
-- ``build_s``: ``clip_cycles.data.build.build_coco_folder`` with all 14 families, seeds 0 1 2,
+- ``build_s``: ``clip_cycles.data.folder.build.build_coco_folder`` with all 14 families, seeds 0 1 2,
   the default pools (10000 / 2744), reference mode: everything from reading the JSON
   (validated, via pycocotools) to the written folder; ``--num-proc N`` passes the build's own
   ``--num-proc`` (worker processes: the families are built one per worker; the output is the
@@ -140,7 +140,7 @@ print(json.dumps({"seconds": seconds, "cpu_s": cpu, "peak_rss_gb": resource.getr
 BUILD = """
 import hashlib, json, resource, sys, time
 from pathlib import Path
-from clip_cycles.data.build import build_coco_folder
+from clip_cycles.data.folder.build import build_coco_folder
 root, out, num_proc = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def children_cpu():  # the --num-proc workers' CPU seconds (waited for when their pool closes)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args(argv)
 
-    from clip_cycles.data.build import build_coco_folder
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.folder.build import build_coco_folder
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
 
     load_before = os.getloadavg()
     runs: dict[str, dict[str, Any]] = {}

@@ -62,8 +62,8 @@ def main() -> None:
     from clip_benchmark.datasets.builder import image_captions_collate_fn
     from clip_benchmark.metrics import image_caption_selection
 
-    from clip_cycles.data.build import build_coco_folder
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.folder.build import build_coco_folder
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
     from clip_cycles.encoding.backends import load_open_clip
     from clip_cycles.encoding.encoder import ModelSpec
     from clip_cycles.evaluation.zero_shot import evaluate

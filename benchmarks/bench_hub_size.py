@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from clip_cycles.data.build import build_coco_folder
-from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.data.folder.build import build_coco_folder
+from clip_cycles.data.sources.shapes_world import write_shapes_world
 
 
 def folder_bytes(folder: Path) -> int:

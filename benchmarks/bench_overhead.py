@@ -231,9 +231,9 @@ def run_measured(command: list[str], env: dict[str, str] | None = None) -> tuple
 
 def build(work: Path, n_images: int) -> tuple[Path, list[str]]:
     """The shapes world and all its COCO-builder families (reused when ``work`` already holds them)."""
-    from clip_cycles.data.build import build_coco_folder
-    from clip_cycles.data.families import list_families
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.families.registry import list_families
+    from clip_cycles.data.folder.build import build_coco_folder
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
 
     world, folder = work / f"world{n_images}", work / f"built{n_images}"
     if not (world / "shapes_world.json").is_file():

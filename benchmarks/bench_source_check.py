@@ -1,7 +1,7 @@
 """Benchmark: what the pre-scoring source check of a reference-mode folder costs (issue 23).
 
 Builds a shapes world (default 3,000 images, 96 px) and one COCO family from it, then
-times :func:`clip_cycles.data.dataset_folder.source_problems` in fresh processes: first
+times :func:`clip_cycles.data.folder.writer.source_problems` in fresh processes: first
 with an empty hash memo (every annotation file is hashed), then with the memo that run
 left under ``fingerprints/`` (what every later evaluation pays). The Parquet verification
 that evaluation already ran before this check is timed beside it for scale.
@@ -25,7 +25,7 @@ from pathlib import Path
 PROBE = r"""
 import json, sys, time
 from pathlib import Path
-from clip_cycles.data.dataset_folder import read_build_info, source_problems, verify_folder_files
+from clip_cycles.data.folder.writer import read_build_info, source_problems, verify_folder_files
 folder, memo = Path(sys.argv[1]), Path(sys.argv[2])
 info = read_build_info(folder)
 start = time.perf_counter()
@@ -52,8 +52,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="warm runs (fresh processes)")
     args = parser.parse_args()
 
-    from clip_cycles.data.build import build_coco_folder
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.folder.build import build_coco_folder
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
 
     with tempfile.TemporaryDirectory() as scratch:
         work = args.work or Path(scratch)

@@ -1,7 +1,7 @@
 """Benchmark: hf_vlm pair scoring (dedup + batches) vs a straightforward loop, same tiny model and blocks.
 
 A shapes world (cycles of one family, seeds 0, 1, 2), the tiny random-init LLaVA of
-``tests/tiny_vision_models.py`` on CPU. The loop scores the four pairs of every block
+``tests/support/tiny_vision_models.py`` on CPU. The loop scores the four pairs of every block
 with one forward pass each (no batching, no dedup); the VLM path
 (:func:`clip_cycles.encoding.vlm_scores.score_tasks`, no cache) scores each unique pair once in
 batches. Prints one JSON object: wall times, the speed ratio (target >= 3), forward
@@ -34,9 +34,9 @@ def main() -> None:
     import torch
     from tiny_vision_models import write_tiny_vlm
 
-    from clip_cycles.data.build import build_coco_folder
-    from clip_cycles.data.folder_reader import open_built_folder
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.folder.build import build_coco_folder
+    from clip_cycles.data.folder.reader import open_built_folder
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
     from clip_cycles.encoding.encoder import ModelSpec
     from clip_cycles.encoding.task_encoding import cycle_index
     from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, score_tasks

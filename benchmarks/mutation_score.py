@@ -7,7 +7,7 @@ process mutmut forks per mutant. A module argument is a module file name (``cont
 restricted to some functions (``zero_shot:score_blocks,score_task``; glob patterns allowed;
 a method as ``Class.method``; ``name:all`` for the whole module where ``DEFAULT_FUNCTIONS``
 restricts it by default) and optionally given its own test files
-(``zero_shot=tests/test_evaluate.py+tests/test_contrast.py``)::
+(``zero_shot=tests/evaluation/test_evaluate.py+tests/algebra/test_contrast.py``)::
 
     python benchmarks/mutation_score.py contrast winoground audits zero_shot:score_*
     python benchmarks/mutation_score.py --show-survivors contrast   # diffs on stderr
@@ -37,48 +37,69 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Module -> its fast matching test files (each mutant runs only these).
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
-    "contrast": ("tests/test_contrast.py",),
+    "contrast": ("tests/algebra/test_contrast.py",),
     # The pattern counts and the interval cache helpers are pinned against plain loops in test_warm_fast_paths.py.
-    "bootstrap": ("tests/test_bootstrap.py", "tests/test_warm_fast_paths.py"),
-    "winoground": ("tests/test_winoground.py",),
-    "audits": ("tests/test_audits.py", "tests/test_audit_reports.py", "tests/test_pass_clauses.py"),
-    # Not tests/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
+    "bootstrap": ("tests/algebra/test_bootstrap.py", "tests/evaluation/test_warm_fast_paths.py"),
+    "winoground": ("tests/algebra/test_winoground.py",),
+    "audits": ("tests/algebra/test_audits.py", "tests/algebra/test_audit_reports.py", "tests/algebra/test_pass_clauses.py"),
+    # Not tests/evaluation/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": (
-        "tests/test_zero_shot_mutants.py",
-        "tests/test_zero_shot_scoring.py",
-        "tests/test_pass_clauses.py",
-        "tests/test_warm_fast_paths.py",  # the interval cache: served only while its key, checksum and form hold
+        "tests/evaluation/test_zero_shot_mutants.py",
+        "tests/evaluation/test_zero_shot_scoring.py",
+        "tests/algebra/test_pass_clauses.py",
+        "tests/evaluation/test_warm_fast_paths.py",  # the interval cache: served only while its key, checksum and form hold
     ),
-    # Not tests/test_folder_audit.py: its module fixtures build folders from the shapes world for every mutant.
-    "folder_audit": ("tests/test_folder_audit_mutants.py",),
+    # Not tests/data/folder/test_folder_audit.py: its module fixtures build folders from the shapes world for every mutant.
+    "folder_audit": ("tests/data/folder/test_folder_audit_mutants.py",),
     # Not test_coco_families.py / test_gqa_families.py: their world builds and folder round trips (5-35 s) would
     # run for every mutant of the caption semantics, which the files below read by hand on small fixtures.
     "coco_families": (
-        "tests/test_caption_oracles.py",
-        "tests/test_swap_rule.py",
-        "tests/test_coco_predicates.py",
-        "tests/test_coco_families_mutants.py",
+        "tests/data/families/test_caption_oracles.py",
+        "tests/data/families/test_swap_rule.py",
+        "tests/data/families/test_coco_predicates.py",
+        "tests/data/families/test_coco_families_mutants.py",
     ),
     "gqa_families": (
-        "tests/test_caption_oracles.py",
-        "tests/test_gqa_swap_rule.py",
-        "tests/test_gqa_statements.py",
-        "tests/test_gqa_families_mutants.py",
+        "tests/data/families/test_caption_oracles.py",
+        "tests/data/families/test_gqa_swap_rule.py",
+        "tests/data/families/test_gqa_statements.py",
+        "tests/data/families/test_gqa_families_mutants.py",
     ),
-    "splitters": ("tests/test_splitters.py", "tests/test_splitter_reference.py", "tests/test_fold_balance.py"),
+    "splitters": (
+        "tests/attributes/test_splitters.py",
+        "tests/attributes/test_splitter_reference.py",
+        "tests/attributes/test_fold_balance.py",
+    ),
     # Not test_attribute_probes.py: its world tests fit probes for minutes, per mutant.
-    "attribute_probes": ("tests/test_probe_metrics_reference.py", "tests/test_attribute_probes_mutants.py"),
-    "interaction": ("tests/test_interaction.py",),
-    "fingerprints": ("tests/test_fingerprints.py", "tests/test_feature_cache.py"),  # test_key_fields: world builds, slow
-    "feature_cache": ("tests/test_feature_cache.py", "tests/test_feature_cache_mutants.py", "tests/test_key_fields.py"),
-    "sources": ("tests/test_sources.py", "tests/test_sources_mutants.py"),  # test_key_fields: a world build per mutant
-    "additive_audit": ("tests/test_additive_audit_mutants.py", "tests/test_additive_audit.py", "tests/test_pass_clauses.py"),
+    "attribute_probes": ("tests/attributes/test_probe_metrics_reference.py", "tests/attributes/test_attribute_probes_mutants.py"),
+    "interaction": ("tests/algebra/test_interaction.py",),
+    "fingerprints": (
+        "tests/core/test_fingerprints.py",
+        "tests/encoding/test_feature_cache.py",
+    ),  # test_key_fields: world builds, slow
+    "feature_cache": (
+        "tests/encoding/test_feature_cache.py",
+        "tests/encoding/test_feature_cache_mutants.py",
+        "tests/tasks/test_key_fields.py",
+    ),
+    "sources": (
+        "tests/data/sources/test_sources.py",
+        "tests/data/sources/test_sources_mutants.py",
+    ),  # test_key_fields: a world build per mutant
+    "additive_audit": (
+        "tests/heads/test_additive_audit_mutants.py",
+        "tests/heads/test_additive_audit.py",
+        "tests/algebra/test_pass_clauses.py",
+    ),
     # Not test_training.py: its planted-task trainings take minutes a mutant; the loop and mutants files cover the core.
-    "training": ("tests/test_training_loop.py", "tests/test_training_mutants.py"),
+    "training": ("tests/heads/test_training_loop.py", "tests/heads/test_training_mutants.py"),
     # Not test_benchmark_audit.py: it runs the features backend through audit_benchmark (over 10 s of CPU per
     # mutant, hours on shared cores); the mutants file audits hand-built designs directly, number by number.
-    "audit": ("tests/test_benchmark_audit_mutants.py",),
-    "vlm_scores": ("tests/test_vlm_scores_mutants.py", "tests/test_key_fields.py"),  # test_vlm_scores.py: a model per mutant
+    "audit": ("tests/benchmark_audit/test_benchmark_audit_mutants.py",),
+    "vlm_scores": (
+        "tests/encoding/test_vlm_scores_mutants.py",
+        "tests/tasks/test_key_fields.py",
+    ),  # test_vlm_scores.py: a model per mutant
 }
 
 #: Module -> the functions mutated when the command line names none (``name:all`` mutates the whole module):
@@ -220,7 +241,7 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "additive_audit",
     ),
     # The scores, their summary over seeds, the audit's inputs and its cache (not the samples file, evaluate's
-    # orchestration of encoding, or the record helpers, whose fields tests/test_schemas.py pins).
+    # orchestration of encoding, or the record helpers, whose fields tests/schemas/test_schemas.py pins).
     "zero_shot": (
         "per_cycle_scores",
         "score_blocks",
@@ -252,8 +273,12 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
 
 #: Helper files every test run needs besides the matching test files.
 TEST_HELPERS: tuple[str, ...] = tuple(
-    sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tests").glob("*.py") if not p.name.startswith("test_"))
-)  # conftest.py, tiny_models.py, record_vocabulary.py, ...: what the test files import besides the package
+    sorted(
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "tests").rglob("*.py")
+        if not p.name.startswith("test_") and "__pycache__" not in p.parts
+    )
+)  # conftest.py files and tests/support/ (tiny_models.py, record_vocabulary.py, ...): what the test files import
 
 #: Repository folders the tests read besides the package (copied to the scratch copy and mutmut's mutants/).
 SCRATCH_EXTRAS: tuple[str, ...] = ("tasks", "hf_datasets")
@@ -282,9 +307,24 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     return name, [f for f in functions.split(",") if f] or list(DEFAULT_FUNCTIONS.get(name, ())), test_files
 
 
+#: Names kept from before data/ had rooms (and names a file name alone no longer picks out) -> the module's path.
+MODULE_ALIASES: dict[str, str] = {
+    "coco_families": "data/families/coco",
+    "gqa_families": "data/families/gqa",
+    "folder_audit": "data/folder/audit",
+    "sources": "data/sources/registry",
+    "audit": "benchmark_audit/audit",
+}
+
+
 def module_file(name: str) -> str:
-    """``clip_cycles/<layer>/<name>.py`` of a module file name; exits when none or several match."""
-    found = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "clip_cycles").rglob(f"{name}.py"))
+    """``clip_cycles/<room>/<name>.py`` of a module file name (or of a path under clip_cycles/, ``data/folder/audit``,
+    or a name of :data:`MODULE_ALIASES`); exits when none or several match."""
+    path = MODULE_ALIASES.get(name, name).replace(".", "/")
+    if "/" in path:
+        found = [f"clip_cycles/{path}.py"] if (REPO / "clip_cycles" / f"{path}.py").is_file() else []
+    else:
+        found = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "clip_cycles").rglob(f"{path}.py"))
     if len(found) != 1:
         raise SystemExit(f"mutation_score: {len(found)} modules named {name}.py under clip_cycles/: {found}")
     return found[0]

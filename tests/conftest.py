@@ -22,7 +22,7 @@ import pytest
 #: Where each library would write under ``~`` (``~/.cache/huggingface``, ``~/.cache/matplotlib`` and
 #: ``~/.config/matplotlib``, ``~/.cache/torch``, ``~/.cache/clip_cycles``, ...), pointed into one
 #: folder per session: a session neither reads a user's caches nor leaves anything in them, and
-#: subprocesses inherit the variables. ``tests/test_test_hygiene.py`` checks it with a temporary HOME.
+#: subprocesses inherit the variables. ``tests/project/test_test_hygiene.py`` checks it with a temporary HOME.
 CACHE_ENV_FOLDERS: dict[str, str] = {
     "HF_HOME": "huggingface",
     "HF_DATASETS_CACHE": "huggingface/datasets",
@@ -65,7 +65,7 @@ SHAPES_CYCLES_MIN_CYCLES = 5
 @pytest.fixture(scope="session")
 def shapes_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A shapes world of 300 images at 64 px (seed 0), shared by the whole session."""
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
 
     return write_shapes_world(tmp_path_factory.mktemp("shapes_world"), progress=False, **SHAPES_WORLD_PARAMS)
 
@@ -73,7 +73,7 @@ def shapes_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def shapes_cycles(shapes_world: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """All COCO families built from ``shapes_world`` (seeds 0, 1, 2; min 5 cycles per split)."""
-    from clip_cycles.data.build import build_coco_folder
+    from clip_cycles.data.folder.build import build_coco_folder
 
     out = tmp_path_factory.mktemp("shapes_cycles") / "shapes_cycles"
     folder, _ = build_coco_folder(shapes_world, out, min_cycles=SHAPES_CYCLES_MIN_CYCLES)

@@ -25,7 +25,7 @@ from clip_cycles.attributes.concepts import (
     find_concept_images,
     load_supercategory_tsv,
 )
-from clip_cycles.data.images import ImageItem
+from clip_cycles.data.sources.images import ImageItem
 from clip_cycles.encoding.encoder import ModelSpec, encode
 
 

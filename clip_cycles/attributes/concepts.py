@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 from pydantic import Field
 
-from clip_cycles.data.text_normalize import concept_key
+from clip_cycles.data.sources.text_normalize import concept_key
 from clip_cycles.outputs import write_output
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
@@ -474,7 +474,7 @@ def assign_supercategories(
 
     Matching rule: a row's ``Word`` is turned into an id (lower case, spaces as
     underscores); an id that is not a concept matches the concept with the same
-    :func:`clip_cycles.data.text_normalize.concept_key` (``flip-flop`` -> ``flip_flop``).
+    :func:`clip_cycles.data.sources.text_normalize.concept_key` (``flip-flop`` -> ``flip_flop``).
     The k-th row with a word that several rows share (THINGS homonyms, ``bat``) matches
     ``<word>k`` (``bat1``, ``bat2``) when that id exists; otherwise a row matches the id
     equal to its word. Concepts without a row get None and are listed; rows matching no

@@ -17,8 +17,8 @@ import numpy as np
 from pydantic import Field
 
 from clip_cycles.attributes.concepts import ConceptAttributeData
-from clip_cycles.data.shape_vocabulary import CATEGORIES
-from clip_cycles.data.shapes_world import _BACKGROUNDS, COLOURS, SIZE_RANGES, Shape, render
+from clip_cycles.data.sources.shape_vocabulary import CATEGORIES
+from clip_cycles.data.sources.shapes_world import _BACKGROUNDS, COLOURS, SIZE_RANGES, Shape, render
 from clip_cycles.schemas.options import Options
 
 

@@ -41,8 +41,8 @@ from clip_cycles.benchmark_audit.input_formats import (
     WinogroundBlock,
     checked_row,
 )
-from clip_cycles.data.images import ImageItem
-from clip_cycles.data.text_normalize import caption_key
+from clip_cycles.data.sources.images import ImageItem
+from clip_cycles.data.sources.text_normalize import caption_key
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text, read_regular_file
 

@@ -24,8 +24,8 @@ import numpy as np
 from scipy import sparse
 
 from clip_cycles.algebra.audits import DEGREE_TOL
-from clip_cycles.data.images import ImageItem, decode_rgb
-from clip_cycles.data.text_normalize import caption_key
+from clip_cycles.data.sources.images import ImageItem, decode_rgb
+from clip_cycles.data.sources.text_normalize import caption_key
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def pair_crossing_comparisons(cs: ComparisonSet) -> CyclePairing:
 
     Comparison (u1, v1 > v2) pairs with the first unpaired (u2, v2 > v1), u2 != u1, in
     comparison order (deterministic); captions match by vertex, and caption vertices are
-    interned under :func:`clip_cycles.data.text_normalize.caption_key` (whitespace and case).
+    interned under :func:`clip_cycles.data.sources.text_normalize.caption_key` (whitespace and case).
     Each comparison joins at most one cycle.
     """
     if cs.cycles is not None:

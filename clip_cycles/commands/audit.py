@@ -1,4 +1,4 @@
-"""``clip-cycles audit``: re-check a built dataset folder (:func:`clip_cycles.data.folder_audit.audit_folder`)."""
+"""``clip-cycles audit``: re-check a built dataset folder (:func:`clip_cycles.data.folder.audit.audit_folder`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 from pydantic import Field
 
-from clip_cycles.data.folder_audit import audit_folder
+from clip_cycles.data.folder.audit import audit_folder
 from clip_cycles.schemas.options import Options
 
 

@@ -1,9 +1,9 @@
 """``clip-cycles build``: the shapes world, and COCO or GQA cycle families into a dataset folder.
 
-The sub-commands are derived from the source registry (:mod:`clip_cycles.data.sources`):
+The sub-commands are derived from the source registry (:mod:`clip_cycles.data.sources.registry`):
 one per registered source, with its raw-root flag, its flags (``build_flags``) and its
 function (``build``); the shipped sources name the functions of this module. The builders
-themselves are :mod:`clip_cycles.data.build` and :mod:`clip_cycles.data.shapes_world`.
+themselves are :mod:`clip_cycles.data.folder.build` and :mod:`clip_cycles.data.sources.shapes_world`.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from clip_cycles.commands.flags import finite_float, seed_argument
-from clip_cycles.data import gqa_families
-from clip_cycles.data.build import build_coco_folder, build_gqa_folder
-from clip_cycles.data.build_config import (
+from clip_cycles.data.families import gqa as gqa_families
+from clip_cycles.data.families.build_config import (
     DEFAULT_MIN_CYCLES,
     DEFAULT_POOL_TRAIN,
     DEFAULT_POOL_VAL,
     DEFAULT_VALIDATION_FRACTION,
     BuildConfig,
 )
-from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, write_shapes_world
-from clip_cycles.data.sources import get_source, resolve_hook, source_names
+from clip_cycles.data.folder.build import build_coco_folder, build_gqa_folder
+from clip_cycles.data.sources.registry import get_source, resolve_hook, source_names
+from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, write_shapes_world
 
 
 def add_shapes_flags(parser: argparse.ArgumentParser) -> None:
@@ -184,7 +184,7 @@ def _summary(out: Path, builds: Sequence[Any]) -> None:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles build``: one sub-command per registered source (:mod:`clip_cycles.data.sources`)."""
+    """Arguments of ``clip-cycles build``: one sub-command per registered source (:mod:`clip_cycles.data.sources.registry`)."""
     names = source_names()
     sub = parser.add_subparsers(dest="source", required=True, metavar="{" + ",".join(names) + "}")
     for name in names:

@@ -18,8 +18,8 @@ from pydantic import Field
 from clip_cycles.commands.flags import finite_float
 from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
 from clip_cycles.encoding.backends_vision import require_embeddings
-from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.experiments import oe, probes, transfer
 from clip_cycles.experiments.experiment_data import (
     DEFAULT_MIN_CYCLES,

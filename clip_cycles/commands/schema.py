@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from clip_cycles.commands.schema_formats import SCHEMAS, schema_file_name, schema_text, shipped_schema_dir, write_schemas
 from clip_cycles.schemas.options import Options
-from clip_cycles.tasks.schema_command import SCHEMAS, schema_file_name, schema_text, shipped_schema_dir, write_schemas
 
 
 class SchemaOptions(Options):

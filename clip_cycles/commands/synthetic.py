@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import Field
 
 from clip_cycles.commands.flags import seed_argument
-from clip_cycles.encoding.result_cache import ResultCache
+from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.experiments.synthetic import QUICK, SyntheticConfig, format_table, run_synthetic
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options

@@ -66,7 +66,7 @@ from clip_cycles.settings import dist_timeout_s
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from clip_cycles.data.images import ImageItem
+    from clip_cycles.data.sources.images import ImageItem
     from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 
 #: torchrun's variables: (name, default when absent).

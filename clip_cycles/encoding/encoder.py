@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from clip_cycles.data.images import IMAGE_DECODING, ImageItem, decode_rgb
+from clip_cycles.data.sources.images import IMAGE_DECODING, ImageItem, decode_rgb
 from clip_cycles.encoding.backends import backend_identity, is_random_init, load_model, no_prompts
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.encode_options import DEFAULT_BATCH_SIZE, EncodeOptions
@@ -49,7 +49,7 @@ from clip_cycles.verbosity import progress_disable
 #: Captions go in batches of at least this many: token tensors are small, and larger
 #: batches keep the text tower busy (and write fewer cache shards). 1,024 as the plain
 #: script of ``benchmarks/bench_overhead.py``: the text tower of cycles-tiny ran 1.6x faster on
-#: CPU than at 256, with bit-identical features (tests/test_warm_fast_paths.py).
+#: CPU than at 256, with bit-identical features (tests/evaluation/test_warm_fast_paths.py).
 MIN_CAPTION_BATCH = 1024
 #: Never more decoding workers than this (decoding is cheap next to encoding).
 MAX_WORKERS = 4

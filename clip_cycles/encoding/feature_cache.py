@@ -268,7 +268,7 @@ def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessi
 
 
 #: The fields a feature namespace (:func:`namespaces_for`) is keyed by: changing any one gives another
-#: namespace, so features of the old one are a miss. ``tests/test_key_fields.py`` changes each in turn.
+#: namespace, so features of the old one are a miss. ``tests/tasks/test_key_fields.py`` changes each in turn.
 NAMESPACE_KEY_FIELDS: tuple[str, ...] = ("kind", "model", "preprocessing", "precision")
 
 

@@ -7,8 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
-from clip_cycles.data.families import check_seeds
-from clip_cycles.data.folder_reader import CycleRows
+from clip_cycles.data.families.registry import check_seeds
+from clip_cycles.data.folder.reader import CycleRows
 from clip_cycles.encoding.distributed import encode_sharded, main_process_first
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.vlm_scores import score_tasks, uses_pair_scores

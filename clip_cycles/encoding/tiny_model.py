@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from clip_cycles.data.shapes_world import write_shapes_world
+from clip_cycles.data.sources.shapes_world import write_shapes_world
 from clip_cycles.results import write_json
 from clip_cycles.verbosity import progress_disable
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
-from clip_cycles.data.images import IMAGE_DECODING, open_rgb
+from clip_cycles.data.sources.images import IMAGE_DECODING, open_rgb
 from clip_cycles.encoding.backends import backend_capabilities, hf_pretrained_kwargs, is_random_init, pickle_refusal
 from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
 from clip_cycles.encoding.encode_options import EncodeOptions
@@ -50,7 +50,7 @@ from clip_cycles.verbosity import progress_disable
 logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from clip_cycles.data.images import ImageItem
+    from clip_cycles.data.sources.images import ImageItem
     from clip_cycles.encoding.encoder import ModelSpec
     from clip_cycles.tasks.loading import TaskData
     from clip_cycles.tasks.registry import TaskSpec

@@ -35,8 +35,8 @@ from clip_cycles.attributes.paper2_protocol import (
     paper2_cs_inputs,
 )
 from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyUnavailable, load_concept_groups
-from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
+from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import checked_record
 from clip_cycles.fingerprints import file_sha256
 from clip_cycles.results import clean, mean_sd

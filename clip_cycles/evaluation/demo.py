@@ -18,7 +18,7 @@
    :func:`docs_figures`, :func:`docs_figures_table`), print a compact table and, last, the page's path.
 
 README.md, the model card (``clip_cycles/encoding/weights/cycles-tiny-shapes.json``) and
-``docs/demo_output.md`` quote those figures; ``tests/test_docs_figures.py`` regenerates
+``docs/demo_output.md`` quote those figures; ``tests/evaluation/test_docs_figures.py`` regenerates
 them from a fresh run of the shipped model and fails when a document disagrees.
 """
 
@@ -41,11 +41,11 @@ from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.benchmark_audit.shapes_benchmark import FORMAT, NAME, demo_subset_rows, write_shapes_sugarcrepe
-from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
-from clip_cycles.encoding.result_cache import ResultCache
+from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint
 from clip_cycles.evaluation.page import build_page
+from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.experiments.experiment_data import load_from_tasks
 from clip_cycles.experiments.oe import OESettings, run_oe
@@ -121,7 +121,7 @@ def prepare_world(cache: Path, n_images: int = DEMO_WORLD.n_images) -> Path:
     """The demo's shapes world in the cache's ``datasets/`` (generated once); families are built from it on demand.
 
     With the default size it is the folder a ``cycles/shapes_*`` task given no root uses
-    (:func:`~clip_cycles.data.shapes_world.cached_world`), so those routes reuse the demo's builds.
+    (:func:`~clip_cycles.data.sources.shapes_world.cached_world`), so those routes reuse the demo's builds.
     """
     return cached_world(resolve_data_cache_dir(None, cache), demo_world(n_images))
 

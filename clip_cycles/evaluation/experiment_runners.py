@@ -11,8 +11,8 @@ import dataclasses
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from clip_cycles.encoding.result_cache import ResultCache
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
+from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import checked_record
 from clip_cycles.experiments.experiment_data import load_from_tasks, resolve_min_cycles
 from clip_cycles.experiments.oe import OESettings, oe_metrics

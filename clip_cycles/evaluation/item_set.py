@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Iterable, Mapping, Sequence
 
-from clip_cycles.data.folder_reader import BuiltFolder, CycleRows
-from clip_cycles.data.images import ImageItem
-from clip_cycles.data.shapes_world import ShapesWorldOptions
-from clip_cycles.data.sources import get_source, source_names
+from clip_cycles.data.folder.reader import BuiltFolder, CycleRows
+from clip_cycles.data.sources.images import ImageItem
+from clip_cycles.data.sources.registry import get_source, source_names
+from clip_cycles.data.sources.shapes_world import ShapesWorldOptions
 from clip_cycles.encoding.encoder import EncodedFeatures
 from clip_cycles.fingerprints import canonical_json, content_hash, digest
 from clip_cycles.regular_files import load_json_text, read_regular_file

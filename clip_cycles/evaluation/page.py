@@ -41,7 +41,7 @@ import jinja2
 
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.attributes.splitters import STRATEGIES
-from clip_cycles.data.sources import provenance_label
+from clip_cycles.data.sources.registry import provenance_label
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.compare import compare_family, item_mismatch, read_samples
 from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name

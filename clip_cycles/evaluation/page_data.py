@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from clip_cycles.data.dataset_folder import read_build_info
-from clip_cycles.data.families import family_builder_source, family_provenance, get_family, list_families
-from clip_cycles.data.sources import builder_names
+from clip_cycles.data.families.registry import family_builder_source, family_provenance, get_family, list_families
+from clip_cycles.data.folder.writer import read_build_info
+from clip_cycles.data.sources.registry import builder_names
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import UnreadableDetailError, read_result

@@ -27,8 +27,8 @@ import numpy as np
 from PIL import Image
 
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
-from clip_cycles.data.images import ImageItem
-from clip_cycles.data.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
+from clip_cycles.data.sources.images import ImageItem
+from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.experiments.item_sets import ItemSet
@@ -124,7 +124,7 @@ def world_root(item: ItemSet, cache_root: Path) -> Path | None:
 
     A world already in the cache is reused when its ``shapes_world.json`` holds exactly the
     parameters: ``<cache>/datasets/<folder_name>`` (where the demo and root-less tasks keep it,
-    :func:`clip_cycles.data.shapes_world.cached_world`); otherwise it is generated once under
+    :func:`clip_cycles.data.sources.shapes_world.cached_world`); otherwise it is generated once under
     ``<cache>/page_worlds/<folder_name>``. A source line naming only some parameters is a ValueError.
     """
     named = item.world()

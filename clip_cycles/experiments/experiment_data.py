@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
-from clip_cycles.data.build_config import DEFAULT_MIN_CYCLES, BuildConfig
+from clip_cycles.data.families.build_config import DEFAULT_MIN_CYCLES, BuildConfig
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
 from clip_cycles.outputs import write_output

@@ -61,8 +61,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from clip_cycles.data.folder_reader import CycleRows
-from clip_cycles.data.images import open_rgb
+from clip_cycles.data.folder.reader import CycleRows
+from clip_cycles.data.sources.images import open_rgb
 from clip_cycles.encoding.backends import (
     check_open_clip_request,
     clip_benchmark_model_types,

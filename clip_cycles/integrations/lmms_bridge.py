@@ -42,8 +42,8 @@ import yaml
 
 from clip_cycles.algebra.contrast import cycle_acc, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
-from clip_cycles.data.folder_reader import available_splits, open_built_folder
-from clip_cycles.data.images import ImageItem, decode_rgb, open_rgb
+from clip_cycles.data.folder.reader import available_splits, open_built_folder
+from clip_cycles.data.sources.images import ImageItem, decode_rgb, open_rgb
 from clip_cycles.encoding.backends import no_prompts
 from clip_cycles.encoding.vlm_scores import PromptConfig, load_hf_vlm, prompt_config_for_task
 from clip_cycles.outputs import write_file_set
@@ -89,7 +89,7 @@ class TaskFunctions:
         """The document's image as an RGB PIL image (reference-mode file names resolve against the source root).
 
         Files are read as the encoder reads them (regular files only, bounded) and decoded by
-        :func:`clip_cycles.data.images.decode_rgb` (16-bit scaled, transparency over white).
+        :func:`clip_cycles.data.sources.images.decode_rgb` (16-bit scaled, transparency over white).
         """
         value = doc["image"]
         label = f"cycle {doc['cycle_id']}: image"

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from clip_cycles.data.families import DEFAULT_MIN_CYCLES, family_builder_source
-from clip_cycles.data.folder_reader import (
+from clip_cycles.data.families.registry import DEFAULT_MIN_CYCLES, family_builder_source
+from clip_cycles.data.folder.reader import (
     BuiltFolder,
     CycleRows,
     UnavailableFamily,
@@ -18,8 +18,8 @@ from clip_cycles.data.folder_reader import (
     open_built_folder,
     read_cycle_rows,
 )
-from clip_cycles.data.images import ImageItem
-from clip_cycles.data.sources import (
+from clip_cycles.data.sources.images import ImageItem
+from clip_cycles.data.sources.registry import (
     build_from_raw,
     detect_source,
     fingerprint_changes,

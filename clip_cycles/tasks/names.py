@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from clip_cycles.data.dataset_folder import read_build_info
-from clip_cycles.data.folder_reader import BuiltFolder
-from clip_cycles.data.sources import provenance_label
+from clip_cycles.data.folder.reader import BuiltFolder
+from clip_cycles.data.folder.writer import read_build_info
+from clip_cycles.data.sources.registry import provenance_label
 from clip_cycles.tasks.registry import DERIVED_NAMESPACES, NAMESPACES, AnyTask, GroupSpec, TaskRegistry, TaskSpec
 
 logger = logging.getLogger(__name__)

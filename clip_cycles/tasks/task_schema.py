@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationInfo, create_model
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
-from clip_cycles.data.sources import source_names
+from clip_cycles.data.sources.registry import source_names
 from clip_cycles.schemas.declared import Declared
 
 SPLITS: tuple[str, ...] = ("train", "validation", "test")
@@ -52,7 +52,7 @@ class OutputType:
     """What a task of this ``output_type`` reads and which headline metrics it may name.
 
     ``sources``: the ``dataset_path`` values it accepts; None means the raw sources
-    registered in :mod:`clip_cycles.data.sources` (read when a task is validated, so a
+    registered in :mod:`clip_cycles.data.sources.registry` (read when a task is validated, so a
     source registered later is accepted too). ``metrics[0]`` onwards is also the default
     ``metric_list`` of derived tasks; ``multi_family`` tasks name several cycle tasks
     (``dataset_kwargs.tasks``).

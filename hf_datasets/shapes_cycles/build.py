@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 def main(argv: list[str] | None = None) -> int:
     """Generate (or reuse) the world, then run ``clip-cycles build coco`` on it with ``--out`` defaulting to this folder."""
     from clip_cycles.cli import main as cli_main
-    from clip_cycles.data.shapes_world import write_shapes_world
+    from clip_cycles.data.sources.shapes_world import write_shapes_world
 
     world_flags = argparse.ArgumentParser(add_help=False)
     world_flags.add_argument("--world", type=Path, default=HERE / "world")

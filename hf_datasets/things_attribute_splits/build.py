@@ -37,7 +37,7 @@ from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
 from clip_cycles.commands.model_flags import MODEL_FLAGS
 from clip_cycles.commands.splits import configure_parser, split_inputs
-from clip_cycles.data.card_yaml import card_header
+from clip_cycles.data.folder.card_yaml import card_header
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (

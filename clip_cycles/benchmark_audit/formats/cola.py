@@ -14,7 +14,7 @@ from typing import Any
 
 from clip_cycles.benchmark_audit.adapters import Adapter, block_subset, first_dir, read_json
 from clip_cycles.benchmark_audit.design import ComparisonSet
-from clip_cycles.data.images import ImageItem
+from clip_cycles.data.sources.images import ImageItem
 
 EXPECTS = "Cola JSON files [[image_1, caption_1, image_2, caption_2], ...] in the root; images optional (images/)"
 

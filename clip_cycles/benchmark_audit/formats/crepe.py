@@ -21,7 +21,7 @@ from pydantic import Field
 from clip_cycles.benchmark_audit.adapters import Adapter, hard_negative_subset, read_csv_rows
 from clip_cycles.benchmark_audit.design import ComparisonSet, CroppedImageItem
 from clip_cycles.benchmark_audit.input_formats import TEXT, Open, Text, checked_row
-from clip_cycles.data.images import ImageItem
+from clip_cycles.data.sources.images import ImageItem
 
 EXPECTS = (
     "CREPE CSV files (image_id, caption, hard_negs, x, y, width, height) anywhere under the root; "

@@ -1,0 +1,546 @@
+"""Reading a built dataset folder column-wise: ``BuiltFolder``, ``CycleRows``, ``read_cycle_rows``; ``load_split``.
+
+The writer and the verification of a folder's files are in :mod:`clip_cycles.data.folder.writer`;
+the format is DEVELOPING.md's "Built dataset folders" and "Reading a built folder". Both layouts
+are read: ``parquet`` (file names relative to the source root, or the image bytes of older
+self-contained folders in every row) and ``imagefolder`` (file names below ``data/``, each image
+stored once). :func:`load_split` is ``datasets.load_dataset`` for one config and split that warns,
+rather than fails, when the split is unavailable under the minimum-cycle rule.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from clip_cycles.data.families.registry import SPLITS
+from clip_cycles.data.folder.writer import (
+    IMAGE_DIR,
+    IMAGE_PREFIX,
+    layout_of,
+    parquet_path,
+    read_build_info,
+    rebuild_hint,
+    source_problems,
+    verify_folder_files,
+)
+from clip_cycles.data.sources.images import ImageItem
+from clip_cycles.data.sources.registry import source_feeding
+from clip_cycles.fingerprints import content_hash
+
+
+class FamilyTask(Protocol):
+    """What reading a family's rows needs of a task: its name, its family (``config``) and caption format."""
+
+    name: str
+    config: str
+
+    def format_caption(self, caption: str) -> str: ...
+
+
+ROW_FIELDS = ("image_0", "image_1", "caption_0", "caption_1", "cycle_id")
+
+
+@dataclass
+class BuiltFolder:
+    """A built dataset folder (DEVELOPING.md "Built dataset folders")."""
+
+    root: Path
+    info: dict[str, Any]
+    #: file name -> its ImageItem, so each distinct image is resolved once per folder
+    image_items: dict[str, ImageItem] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def source(self) -> str:
+        return str(self.info.get("source", ""))
+
+    @property
+    def source_root(self) -> Path:
+        return Path(self.info.get("source_root", ""))
+
+    @property
+    def builder(self) -> str:
+        """The family builder that made the folder (``build_info.json``'s ``source``: coco, gqa)."""
+        return self.source
+
+    @property
+    def raw_source(self) -> str:
+        """The raw source its cycles come from (coco, gqa, shapes): what a task's prefix names.
+
+        ``build_info.json``'s ``source_fingerprint.kind`` (recorded at build time, so a moved or
+        deleted raw root does not change it); for a folder built before that was recorded, the
+        source detected at ``source_root`` when it feeds the builder, else the builder's own.
+        """
+        stored = self.info.get("source_fingerprint")
+        if isinstance(stored, dict) and isinstance(stored.get("kind"), str) and stored["kind"]:
+            return str(stored["kind"])
+        feeding = source_feeding(self.source_root, self.builder) if self.builder else None
+        return feeding.name if feeding is not None else self.builder
+
+    @property
+    def layout(self) -> str:
+        """``parquet`` or ``imagefolder`` (DEVELOPING.md "Built dataset folders")."""
+        return layout_of(self.info)
+
+    def rows_file(self, family: str, seed: int, split: str) -> Path:
+        """The row file of one family, seed and split, in this folder's layout."""
+        return self.root / parquet_path(family, seed, split, self.layout)
+
+
+def open_built_folder(
+    root: str | Path,
+    families: Sequence[str] | None = None,
+    verify: bool = True,
+    *,
+    hash_cache: Path | None = None,
+    source_fingerprint: Mapping[str, Any] | None = None,
+) -> BuiltFolder:
+    """Read and validate ``build_info.json`` of a built folder, then verify its Parquet files and its source.
+
+    Errors name the file and field; with ``verify`` every Parquet file of ``families``
+    (default: all) must have the row count and sha256 recorded at build time, and the raw
+    root a reference-mode folder points into must match the fingerprint recorded at build
+    time (:func:`~clip_cycles.data.folder.writer.source_problems`; per-file hashes kept in
+    ``hash_cache``, default ``<cache>/fingerprints``), else a ValueError names each problem:
+    an edited folder, or one whose images were replaced, is never scored.
+    ``source_fingerprint``: the root's fingerprint when the caller has just taken it.
+    """
+    root = Path(root)
+    info = read_build_info(root)
+    if verify:
+        problems = verify_folder_files(root, info, families=families)
+        problems += source_problems(root, info, hash_cache, source_fingerprint)
+        if problems:
+            raise ValueError(
+                f"{root} does not match its build_info.json, refusing to score it: "
+                + "; ".join(problems)
+                + f". Rebuild it: {rebuild_hint(root, info)}"
+            )
+    return BuiltFolder(root, info)
+
+
+class UnavailableFamily(ValueError):
+    """The family was built but declared unavailable (minimum-cycle rule); reported, not scored."""
+
+
+@dataclass
+class CycleRows:
+    """The cycles of one (task, seed, split), column-wise.
+
+    Row ``i`` pairs images ``image_items[image_index[i, 0]]`` and ``image_items[image_index[i, 1]]``
+    with captions ``captions[caption_index[i, 0]]`` and ``captions[caption_index[i, 1]]``.
+    ``image_items`` and ``captions`` (formatted by the task) are unique, in order of first
+    appearance (row by row, ``_0`` before ``_1``); ``cycle_ids`` is a pyarrow string array.
+    """
+
+    cycle_ids: Any
+    image_items: list[ImageItem]
+    image_index: np.ndarray
+    captions: list[str]
+    caption_index: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.image_index.shape[0])
+
+    def image_pair(self, i: int) -> tuple[ImageItem, ImageItem]:
+        """The two image items of row ``i``."""
+        a, b = self.image_index[i]
+        return self.image_items[a], self.image_items[b]
+
+    def caption_pair(self, i: int) -> tuple[str, str]:
+        """The two (formatted) captions of row ``i``."""
+        a, b = self.caption_index[i]
+        return self.captions[a], self.captions[b]
+
+    @classmethod
+    def from_pairs(
+        cls,
+        cycle_ids: Sequence[str],
+        image_pairs: Sequence[tuple[ImageItem, ImageItem]],
+        caption_pairs: Sequence[tuple[str, str]],
+    ) -> CycleRows:
+        """Rows from per-cycle pairs (items interned by key, captions by text), e.g. for data built in code."""
+        import pyarrow as pa
+
+        if not len(cycle_ids) == len(image_pairs) == len(caption_pairs):
+            raise ValueError(
+                f"{len(cycle_ids)} cycle ids, {len(image_pairs)} image pairs and "
+                f"{len(caption_pairs)} caption pairs: one of each per cycle"
+            )
+        images: dict[str, int] = {}
+        items: list[ImageItem] = []
+        for pair in image_pairs:
+            for item in pair:
+                if item.key not in images:
+                    images[item.key] = len(items)
+                    items.append(item)
+        captions: dict[str, int] = {}
+        for pair in caption_pairs:
+            for text in pair:
+                captions.setdefault(text, len(captions))
+        image_index = np.array([[images[a.key], images[b.key]] for a, b in image_pairs], dtype=np.int64).reshape(-1, 2)
+        caption_index = np.array([[captions[a], captions[b]] for a, b in caption_pairs], dtype=np.int64).reshape(-1, 2)
+        return cls(pa.array(list(cycle_ids), type=pa.string()), items, image_index, list(captions), caption_index)
+
+    @classmethod
+    def concat(cls, parts: Sequence[CycleRows]) -> CycleRows:
+        """The rows of ``parts`` one after another (items re-interned by key and text)."""
+        import pyarrow as pa
+
+        images: dict[str, int] = {}
+        items: list[ImageItem] = []
+        captions: dict[str, int] = {}
+        image_index, caption_index = [], []
+        for part in parts:
+            image_map = np.empty(len(part.image_items), dtype=np.int64)
+            for k, item in enumerate(part.image_items):
+                if item.key not in images:
+                    images[item.key] = len(items)
+                    items.append(item)
+                image_map[k] = images[item.key]
+            caption_map = np.array([captions.setdefault(c, len(captions)) for c in part.captions], dtype=np.int64)
+            image_index.append(image_map[part.image_index])
+            caption_index.append(caption_map[part.caption_index])
+        ids = (
+            pa.concat_arrays([pa.array(p.cycle_ids, type=pa.string()) for p in parts])
+            if parts
+            else pa.array([], type=pa.string())
+        )
+        return cls(
+            ids,
+            items,
+            np.concatenate(image_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
+            list(captions),
+            np.concatenate(caption_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
+        )
+
+
+def _confined(name: Any) -> bool:
+    """Whether ``name`` is a relative path that stays inside the folder it is joined to (no ``..``, not absolute)."""
+    return isinstance(name, str) and bool(name) and not Path(name).is_absolute() and ".." not in Path(name).parts
+
+
+def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
+    """The item of one image value (interned per folder for file names); ValueError says what is wrong.
+
+    A file name (reference mode) is confined to the source root and the ``path`` of a
+    ``datasets.Image`` struct without bytes (self-contained mode) to the folder, by the same
+    rule: relative, no ``..``.
+    """
+    if isinstance(value, str):
+        item = folder.image_items.get(value)
+        if item is None:
+            if folder.layout == "imagefolder":  # stored below data/: the key is the source-relative name
+                key = value[len(IMAGE_PREFIX) :]
+                name = PurePosixPath(key)
+                if not value.startswith(IMAGE_PREFIX) or not key or name.is_absolute() or ".." in name.parts or "\\" in value:
+                    raise ValueError(f"image file name {value!r} must name a stored image below {IMAGE_PREFIX}")
+                item = folder.image_items[value] = ImageItem(key=key, path=folder.root / IMAGE_DIR / key)
+                return item
+            if not _confined(value):
+                raise ValueError(f"image file name {value!r} must be relative to the source root")
+            item = folder.image_items[value] = ImageItem(key=value, path=folder.source_root / value)
+        return item
+    if isinstance(value, dict) and (value.get("bytes") or value.get("path")):
+        data = value.get("bytes")
+        name = value.get("path") or ""
+        if data is None:
+            if not _confined(name):
+                raise ValueError(
+                    f"image struct path {name!r} (bytes: null) must be relative to the folder {folder.root}, "
+                    "without '..'; rebuild the folder (clip-cycles build ... --self-contained) so it embeds its images"
+                )
+            return ImageItem(key=name, path=(folder.root / name))
+
+        return ImageItem(key=name or f"sha256:{content_hash(data)}", data=bytes(data))
+    raise ValueError(f"image value must be a file name or a datasets.Image struct, got {type(value).__name__}")
+
+
+def _where(path: Path, cycle_ids: Any, row: int) -> str:
+    cid = cycle_ids[row].as_py() if row < len(cycle_ids) else None
+    return f"{path} row {row} (cycle_id {cid!r})"
+
+
+def _stringlike(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
+
+
+def _integers(array: Any) -> np.ndarray:
+    """A pyarrow signed-integer array without nulls as int64 numpy, read from its data buffer.
+
+    ``Array.to_numpy`` (and ``pa.array``) would import pandas, a third of a warm evaluation's start.
+    """
+    import pyarrow as pa
+
+    if array.null_count or not pa.types.is_signed_integer(array.type):
+        raise ValueError(f"expected signed integers without nulls, got {array.type} with {array.null_count} nulls")
+    width = array.type.bit_width // 8
+    values = np.frombuffer(array.buffers()[1], dtype=np.dtype(f"<i{width}"), count=len(array), offset=array.offset * width)
+    return values.astype(np.int64)
+
+
+def _nulls(array: Any) -> np.ndarray:
+    """Row mask of the nulls of ``array`` (only on the error path: it may import pandas)."""
+    return np.asarray(array.is_null().to_pylist(), dtype=bool)
+
+
+def _same_type(path: Path, table: Any, first: str, second: str) -> tuple[Any, Any]:
+    """Columns ``first`` and ``second`` as two arrays of one type (an all-null column takes the other's type)."""
+    import pyarrow as pa
+
+    a, b = table.column(first).combine_chunks(), table.column(second).combine_chunks()
+    if pa.types.is_null(a.type) != pa.types.is_null(b.type):  # an all-null column: nulls of the other type
+        a, b = (a.cast(b.type), b) if pa.types.is_null(a.type) else (a, b.cast(a.type))
+    if a.type != b.type:
+        if not (_stringlike(a.type) and _stringlike(b.type)):
+            raise ValueError(f"{path}: columns {first} ({a.type}) and {second} ({b.type}) must have the same type")
+        a, b = a.cast(pa.large_string()), b.cast(pa.large_string())
+    return a, b
+
+
+def _first_null(a: Any, b: Any) -> int | None:
+    """Position of the first null in the row order of the values (``a[0], b[0], a[1], b[1], ...``), or None."""
+    if not (a.null_count or b.null_count):
+        return None
+    flat = np.stack([_nulls(a), _nulls(b)], axis=1).ravel()
+    return _first_row(flat)
+
+
+def _codes(a: Any, b: Any) -> tuple[list[Any], np.ndarray]:
+    """Unique values of two string arrays without nulls, in order of first appearance in the row order
+    (``a[0], b[0], a[1], b[1], ...``), and the (N, 2) int64 codes of the rows into them."""
+    import pyarrow as pa
+
+    n = len(a)
+    encoded = pa.concat_arrays([a, b]).dictionary_encode()  # a unique value per distinct string, in C++
+    indices = _integers(encoded.indices)
+    codes = np.stack([indices[:n], indices[n:]], axis=1)
+    # Renumber by first appearance in the row order, as a dictionary encoding of the interleaved values would.
+    unique, first = np.unique(codes.ravel(), return_index=True)
+    order = unique[np.argsort(first, kind="stable")]
+    remap = np.empty(len(encoded.dictionary), dtype=np.int64)
+    remap[order] = np.arange(order.shape[0])
+    values = encoded.dictionary.to_pylist()
+    return [values[k] for k in order.tolist()], remap[codes]
+
+
+def _first_row(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
+
+
+def _check_cycle_ids(path: Path, table: Any) -> Any:
+    """The cycle_id column, after checking every value is a unique non-empty string.
+
+    The checks run in pyarrow (counts, no per-row Python work); the offending row is looked up only on failure.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = table.column("cycle_id").combine_chunks()
+    message = "cycle_id must be a unique non-empty string"
+    if not _stringlike(ids.type) and not pa.types.is_null(ids.type):
+        raise ValueError(f"{path}: column cycle_id holds {ids.type}; {message}")
+    if ids.null_count:
+        raise ValueError(f"{_where(path, ids, _first_row(_nulls(ids)))}: {message}")
+    lengths = pc.utf8_length(ids)
+    if pc.min(lengths).as_py() == 0:
+        empty = np.asarray(lengths.to_pylist()) == 0
+        raise ValueError(f"{_where(path, ids, _first_row(empty))}: {message}")
+    encoded = ids.dictionary_encode()
+    if len(encoded.dictionary) != len(ids):
+        _, first = np.unique(_integers(encoded.indices), return_index=True)
+        repeated = np.ones(len(ids), dtype=bool)
+        repeated[first] = False
+        raise ValueError(f"{_where(path, ids, _first_row(repeated))}: {message}")
+    return ids
+
+
+def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tuple[list[str], np.ndarray]:
+    """Unique formatted captions and (N, 2) codes, after checking every caption."""
+    import pyarrow as pa
+
+    a, b = _same_type(path, table, "caption_0", "caption_1")
+    if not _stringlike(a.type) and not pa.types.is_null(a.type):
+        raise ValueError(f"{path}: columns caption_0 and caption_1 hold {a.type}; captions must be strings")
+    k = _first_null(a, b)
+    if k is not None:
+        raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
+    unique, codes = _codes(a, b)
+    for code, caption in enumerate(unique):
+        if not caption.strip():
+            k = _first_row(codes.ravel() == code)
+            raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
+    same = codes[:, 0] == codes[:, 1]
+    if same.any():
+        raise ValueError(
+            f"{_where(path, ids, _first_row(same))}: caption_0 equals caption_1; a cycle needs two distinct captions"
+        )
+    formatted = [task.format_caption(c) for c in unique]
+    position: dict[str, int] = {}
+    remap = np.array([position.setdefault(text, len(position)) for text in formatted], dtype=np.int64)
+    return list(position), remap[codes]
+
+
+def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
+    """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
+    a, b = _same_type(path, table, "image_0", "image_1")
+    k = _first_null(a, b)
+    if k is not None:
+        raise ValueError(
+            f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a datasets.Image struct, got NoneType"
+        )
+    if _stringlike(a.type):
+        unique, codes = _codes(a, b)
+    else:  # datasets.Image structs (self-contained folders): one Python value per row
+        unique, flat = [], []
+        seen: dict[Any, int] = {}
+        for pair in zip(a.to_pylist(), b.to_pylist()):
+            for value in pair:
+                marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
+                if marker not in seen:
+                    seen[marker] = len(unique)
+                    unique.append(value)
+                flat.append(seen[marker])
+        codes = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+    items: list[ImageItem] = []
+    resolved = folder.image_items  # file names seen in an earlier file of this folder: already checked
+    for code, value in enumerate(unique):
+        known = resolved.get(value) if isinstance(value, str) else None
+        if known is not None:
+            items.append(known)
+            continue
+        try:
+            items.append(_image_item(value, folder))
+        except ValueError as error:
+            k = _first_row(codes.ravel() == code)
+            raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: {error}") from None
+    position: dict[str, int] = {}
+    keep: list[ImageItem] = []
+    remap = np.empty(len(items), dtype=np.int64)
+    for code, item in enumerate(items):
+        if item.key not in position:
+            position[item.key] = len(keep)
+            keep.append(item)
+        remap[code] = position[item.key]
+    codes = remap[codes]
+    same = codes[:, 0] == codes[:, 1]
+    if same.any():
+        raise ValueError(f"{_where(path, ids, _first_row(same))}: image_0 equals image_1; a cycle needs two distinct images")
+    return keep, codes
+
+
+def available_splits(info: dict[str, Any], family: str) -> tuple[str, ...]:
+    """The splits of ``family`` that meet the minimum-cycle rule (older folders: all or none)."""
+    entry = info.get("families", {}).get(family)
+    if not isinstance(entry, dict):
+        return ()
+    if entry.get("available") is not False:
+        return tuple(SPLITS)
+    return tuple(s for s in SPLITS if s in entry.get("available_splits", ()))
+
+
+def _family_entry(folder: BuiltFolder, task: FamilyTask, split: str) -> dict[str, Any]:
+    """The family's entry in build_info.json; UnavailableFamily when ``split`` of it is unavailable."""
+    family = task.config
+    entry = folder.info.get("families", {}).get(family)
+    if not isinstance(entry, dict):
+        available = sorted(folder.info.get("families", {}))
+        raise ValueError(
+            f"task {task.name}: family {family!r} is not in {folder.root / 'build_info.json'} "
+            f"(families: {available}); rebuild with `clip-cycles build ... --families {family}`"
+        )
+    # The minimum-cycle rule applies to the split being read: a family short elsewhere still
+    # serves the splits that meet it (``available_splits``; older folders: all or nothing).
+    if split not in available_splits(folder.info, family):
+        reason = folder.info.get("unavailable", {}).get(family) or entry.get("reason") or "no reason recorded"
+        raise UnavailableFamily(f"task {task.name}: family {family!r} split {split!r} is unavailable in {folder.root}: {reason}")
+    return entry
+
+
+def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str) -> CycleRows:
+    """Read ``data/<family>/seed<k>/<split>.parquet`` of the task's family column-wise, validating every row.
+
+    Each distinct image value is resolved once (per folder) and each distinct caption
+    formatted once; rows become (N, 2) index arrays. Errors name the file, row and cycle_id.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _family_entry(folder, task, split)
+    path = folder.rows_file(task.config, seed, split)
+    if not path.is_file():
+        raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
+    # The imagefolder layout names the image columns as datasets' metadata files do.
+    columns = [f"{c}_file_name" if folder.layout == "imagefolder" and c.startswith("image_") else c for c in ROW_FIELDS]
+    # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
+    try:
+        with pq.ParquetFile(path) as parquet:
+            names = parquet.schema_arrow.names
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise ValueError(f"{path}: columns {missing} are missing (have {names})")
+            table = parquet.read(columns=columns).rename_columns(list(ROW_FIELDS))
+    except pa.ArrowException as error:
+        raise ValueError(f"{path} is not a readable Parquet file ({error}); rebuild the folder") from error
+    if table.num_rows == 0:
+        raise ValueError(f"{path} holds no cycles")
+    ids = _check_cycle_ids(path, table)
+    captions, caption_index = _caption_columns(path, table, ids, task)
+    items, image_index = _image_columns(path, table, ids, folder)
+    return CycleRows(ids, items, image_index, captions, caption_index)
+
+
+class UnavailableSplitWarning(UserWarning):
+    """A split below the minimum-cycle rule was loaded (:func:`load_split`)."""
+
+
+_CONFIG = re.compile(r"^(?P<family>.+?)(?:_seed(?P<seed>\d+))?$")
+
+
+def load_split(folder: str | Path, config: str, split: str, **load_kwargs: Any) -> Any:
+    """``datasets.load_dataset(folder, config, split=split)``, and the unavailable splits too, with a warning.
+
+    A split with fewer cycles than the build's minimum in some seed is written but left out of
+    the card's ``configs:`` (``datasets`` alone refuses it as an unknown split); here it is
+    loaded from its files with :class:`UnavailableSplitWarning` naming the reason. Same rows,
+    columns and decoded images as an available split. ``load_kwargs`` go to ``load_dataset``
+    (``cache_dir``, ...). ValueError names an unknown config or split.
+    """
+    import datasets
+
+    built = open_built_folder(folder)
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
+    match = _CONFIG.match(config)
+    family, seed = (match["family"], int(match["seed"] or 0)) if match else (config, 0)
+    entry = built.info["families"].get(family)
+    if not isinstance(entry, dict) or str(seed) not in entry.get("counts", {}):
+        configs = sorted(
+            name if int(k) == 0 else f"{name}_seed{k}" for name, e in built.info["families"].items() for k in e.get("counts", {})
+        )
+        raise ValueError(f"{built.root}: no config {config!r} (configs: {configs})")
+    if split in available_splits(built.info, family):
+        return datasets.load_dataset(str(built.root), config, split=split, **load_kwargs)
+    path = built.rows_file(family, seed, split)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: split {split!r} of config {config!r} was not written (no split met the rule)")
+    reason = built.info.get("unavailable", {}).get(family, "no reason recorded")
+    warnings.warn(
+        UnavailableSplitWarning(
+            f"{built.root}: split {split!r} of config {config!r} ({entry['counts'][str(seed)][split]} cycles) is "
+            f"unavailable: {reason}; loaded anyway, do not report it as a result"
+        ),
+        stacklevel=2,
+    )
+    if built.layout == "imagefolder":
+        files = [str(path), str(built.root / IMAGE_DIR / "**")]
+        return datasets.load_dataset("imagefolder", data_files={split: files}, metadata_filenames=[path.name], split=split,
+                                     **load_kwargs)  # fmt: skip
+    return datasets.load_dataset("parquet", data_files={split: [str(path)]}, split=split, **load_kwargs)

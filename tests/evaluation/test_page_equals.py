@@ -1,0 +1,225 @@
+"""``clip-cycles page`` compares only equals: results share a row only when their ``items_sha256`` match (issue 36)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from clip_cycles.cli import main
+from clip_cycles.data.sources.shapes_world import write_shapes_world
+from clip_cycles.evaluation.page import build_page
+from clip_cycles.evaluation.page_data import collect
+from clip_cycles.evaluation.page_examples import world_root
+from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_of, shapes_parameters
+from clip_cycles.results import benchmark_record, write_json
+
+WORLD_A = "shapes world: 1000 images, 64 px, seed 0, val 0.25"
+WORLD_B = "shapes world: 400 images, 96 px, seed 0, val 0.25"
+FAMILY = "shapes_strict_size"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _metrics(cycle_acc: float) -> dict:
+    return {"cycle_acc": cycle_acc, "cycle_acc_sd": 0.0, "n_cycles": 40, "seeds": [0], "tie_tolerance": 1e-9}
+
+
+def _write(path: Path, pretrained: str, cycle_acc: float, *, split: str | None, source: str | None, items: str | None) -> None:
+    record = benchmark_record(f"cycles/{FAMILY}", "m", pretrained, _metrics(cycle_acc))
+    for name, value in (("split", split), ("source", source), ("items_sha256", items)):
+        if value is not None:
+            record[name] = value
+    write_json(record, path)
+
+
+def _row(html: str, row: str) -> str:
+    found = re.search(rf'<tr data-row="{re.escape(row)}">.*?</tr>', html, re.S)
+    assert found, f"no leaderboard row {row!r}"
+    return found.group(0)
+
+
+def _value(row_html: str, n: int) -> str:
+    """The ``data-value`` of the ``n``-th CycleAcc cell (one per model, in model order) of a leaderboard row."""
+    return re.findall(r'<td class="num [a-z]+" data-value="([^"]*)"', row_html)[n]
+
+
+def test_two_worlds_are_two_rows_with_a_note_naming_what_differs(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    a, b = _sha("world a"), _sha("world b")
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=a)
+    _write(results / "b.json", "y", 0.4, split="test", source=WORLD_B, items=b)
+    data = collect([results])
+    rows = data.family_rows()
+    assert sorted(rows) == sorted([f"{FAMILY}@{a[:12]}", f"{FAMILY}@{b[:12]}"])
+    assert data.cells[f"{FAMILY}@{a[:12]}", "m (x)"].cycle_acc == 0.9
+    assert (f"{FAMILY}@{a[:12]}", "m (y)") not in data.cells  # never in one row with the other world's number
+    assert len(data.notes) == 1 and "n_images (1000 vs 400)" in data.notes[0] and "image_size (64 vs 96)" in data.notes[0]
+    assert "seed" not in data.notes[0].split("differ in")[1]  # only what differs is named
+
+    html = build_page([results], tmp_path / "site").read_text()
+    row_a, row_b = _row(html, f"{FAMILY}@{a[:12]}"), _row(html, f"{FAMILY}@{b[:12]}")
+    assert WORLD_A in row_a and WORLD_B in row_b
+    assert _value(row_a, 0) == "0.9" and "not evaluated" in row_a  # model y has no number on world A
+    assert _value(row_b, 1) == "0.4" and "not evaluated" in row_b
+    assert "item-set-notes" in html and "n_images (1000 vs 400)" in html
+    family = (tmp_path / "site" / "families" / f"{FAMILY}.html").read_text()
+    line = re.search(r'<p class="item-set-line">.*?</p>', family, re.S).group(0)
+    assert "Item set." in line and WORLD_A in line and WORLD_B in line
+
+
+def test_one_model_on_two_worlds_keeps_both_numbers(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    a, b = _sha("a"), _sha("b")
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=a)
+    _write(results / "b.json", "x", 0.4, split="test", source=WORLD_B, items=b)
+    data = collect([results])
+    assert not data.skipped  # today the second is skipped as "already read"
+    assert {c.cycle_acc for c in data.cells.values()} == {0.9, 0.4}
+
+
+def test_the_same_item_set_is_one_row_without_a_note(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    same = _sha("same")
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=same)
+    _write(results / "b.json", "y", 0.4, split="test", source=WORLD_A, items=same)
+    data = collect([results])
+    assert data.family_rows() == [FAMILY]
+    assert data.cells[FAMILY, "m (x)"].cycle_acc == 0.9 and data.cells[FAMILY, "m (y)"].cycle_acc == 0.4
+    assert data.notes == []
+    html = build_page([results], tmp_path / "site").read_text()
+    row = _row(html, FAMILY)
+    assert (_value(row, 0), _value(row, 1)) == ("0.9", "0.4") and WORLD_A in row
+    assert "item-set-notes" not in html
+
+
+def test_another_split_is_another_row_and_the_note_names_both_splits(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=_sha("t"))
+    _write(results / "b.json", "x", 0.7, split="validation", source=WORLD_A, items=_sha("v"))
+    data = collect([results])
+    assert len(data.family_rows()) == 2
+    assert len(data.notes) == 1 and re.search(r"split (test vs validation|validation vs test)", data.notes[0])
+    assert "two worlds" not in data.notes[0]
+
+
+def test_results_without_item_sets_say_not_recorded(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    _write(results / "a.json", "x", 0.9, split=None, source=None, items=None)
+    _write(results / "b.json", "y", 0.4, split=None, source=None, items=None)
+    data = collect([results])
+    assert data.family_rows() == [FAMILY]  # old results keep their one row ...
+    assert len(data.notes) == 1 and data.notes[0].startswith(NOT_RECORDED) and FAMILY in data.notes[0]
+    html = build_page([results], tmp_path / "site").read_text()
+    assert NOT_RECORDED in _row(html, FAMILY) and "not known to be of the same items" in html  # ... with the reason
+
+
+def test_a_recorded_and_an_unrecorded_result_are_apart(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=_sha("a"))
+    _write(results / "b.json", "y", 0.4, split=None, source=None, items=None)
+    data = collect([results])
+    assert sorted(data.family_rows()) == sorted([f"{FAMILY}@{_sha('a')[:12]}", f"{FAMILY}@not-recorded"])
+    assert any(NOT_RECORDED in note and "shown apart" in note for note in data.notes)
+
+
+def test_a_malformed_items_sha256_is_skipped_and_named(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items="abc")
+    data = collect([results])
+    assert "items_sha256" in data.skipped[str(results / "a.json")] and not data.cells
+
+
+def test_the_item_set_is_read_from_the_nested_detail_too(tmp_path: Path) -> None:
+    """A record written by results.write_result: the page reads its detail, which must carry the fields as well."""
+    from clip_cycles.results import write_result
+
+    record = benchmark_record(f"cycles/{FAMILY}", "m", "x", _metrics(0.9))
+    record.update(split="test", source=WORLD_B, items_sha256=_sha("n"))
+    write_result(record, tmp_path / "in" / "r.json")
+    data = collect([tmp_path / "in"])
+    assert data.cells[FAMILY, "m (x)"].item_set == ItemSet("test", _sha("n"), WORLD_B)
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        (WORLD_A, {"n_images": 1000, "image_size": 64, "seed": 0, "val_fraction": 0.25}),
+        ("shapes world n_images=400 seed=3 image_size=96", {"n_images": 400, "image_size": 96, "seed": 3}),
+        ("COCO root 0123456789ab", None),
+        (None, None),
+    ],
+)
+def test_shapes_source_lines_are_parsed(source: str | None, expected: dict | None) -> None:
+    assert shapes_parameters(source) == expected
+
+
+def test_item_set_fields_fall_back_to_the_metrics() -> None:
+    item = item_set_of({"items_sha256": _sha("z")}, {"split": "validation", "source": WORLD_A})
+    assert item == ItemSet("validation", _sha("z"), WORLD_A) and item.label("f") == f"f.{_sha('z')[:12]}"
+
+
+def test_the_page_reproduces_the_world_a_result_names(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    item = ItemSet("test", _sha("w"), "shapes world: 6 images, 64 px, seed 3, val 0.25")
+    root = world_root(item, cache)
+    assert root == cache / "page_worlds" / "shapes_world-n6-s3-p64-v0.25"
+    marker = json.loads((root / "shapes_world.json").read_text())
+    assert (marker["n_images"], marker["seed"], marker["image_size"]) == (6, 3, 64)
+    assert world_root(item, cache) == root  # found again, not regenerated
+    # A world already in the cache's datasets folder with exactly these parameters is reused.
+    write_shapes_world(cache / "datasets" / "shapes_world-n6-s3-p64-v0.25", n_images=6, seed=3, image_size=64)
+    assert world_root(item, cache) == cache / "datasets" / "shapes_world-n6-s3-p64-v0.25"
+    assert world_root(ItemSet("test", _sha("c"), "COCO root 0123"), cache) is None
+    with pytest.raises(ValueError, match="without n_images"):
+        world_root(ItemSet("test", _sha("p"), "shapes world: 32 px, seed 3"), cache)
+
+
+def test_page_command_on_two_worlds_exits_zero_and_shows_them_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "in"
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=_sha("a"))
+    _write(results / "b.json", "x", 0.4, split="test", source=WORLD_B, items=_sha("b"))
+    assert main(["page", str(results), "--out", str(tmp_path / "site")]) == 0
+    html = (tmp_path / "site" / "index.html").read_text()
+    assert html.count(f'<tr data-row="{FAMILY}@') == 2 and "different item sets, shown apart" in html
+
+
+def _add_item_set(result: Path, **identity: str) -> None:
+    """Add the identity fields to a result file and its detail (as an evaluation that records them writes both)."""
+    for path in (result, result.with_name(result.name.removesuffix(".json") + ".detail.jsonl")):
+        record = json.loads(path.read_text())
+        record.update(identity)
+        path.write_text(json.dumps(record, sort_keys=True) + ("\n" if path.suffix == ".jsonl" else ""))
+
+
+def test_example_cycles_are_recomputed_on_the_world_the_result_names(tmp_path: Path) -> None:
+    """Without --dataset-root the page reproduces the result's world (not the task's default one) and its blocks match."""
+    raw, cache, records = tmp_path / "raw", tmp_path / "cache", tmp_path / "records"
+    write_shapes_world(raw, n_images=120, seed=5, image_size=64)
+    model = [
+        "--model",
+        "cycles-tiny",
+        "--pretrained",
+        "shapes",
+        "--cache-dir",
+        str(cache),
+        "--device",
+        "cpu",
+        "--num-workers",
+        "0",
+    ]
+    template = str(records / "{dataset}_{pretrained}_{model}_{language}_{task}.json")
+    args = ["eval", *model, "--dataset-root", str(raw), "--task", "cycles/shapes_coarse_object", "--output", template]
+    assert main(args) == 0
+    (result,) = records.glob("*.json")
+    source = "shapes world: 120 images, 64 px, seed 5, val 0.25"
+    _add_item_set(result, split="test", source=source, items_sha256=_sha("120 images"))
+    assert main(["page", str(records), "--out", str(tmp_path / "site"), "--examples", "1", *model]) == 0
+    assert (cache / "page_worlds" / "shapes_world-n120-s5-p64-v0.25" / "shapes_world.json").is_file()
+    family = (tmp_path / "site" / "families" / "shapes_coarse_object.html").read_text()
+    assert 'data-kind="hardest"' in family and source in family
