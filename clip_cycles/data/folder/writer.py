@@ -58,6 +58,8 @@ from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Mapping, Sequence
 
+import jinja2
+
 from clip_cycles.data.families.build_config import BuildConfig
 from clip_cycles.data.families.registry import (
     ROW_COLUMNS,
@@ -430,151 +432,78 @@ def portable_command(info: Mapping[str, Any]) -> str:
     return shlex.join(words)
 
 
+#: The card's layout (Markdown, rendered without autoescaping; every value is computed by :func:`render_card`).
+_CARD_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("clip_cycles.data.folder", "card_templates"),
+    autoescape=False,  # Markdown, not HTML: the card's text is written as computed
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+
 def render_card(info: Mapping[str, Any], builds: Sequence[FamilyBuild], card: SourceCard) -> str:
     """The dataset card: YAML configs, predicates, provenance, gates and identities, counts, exclusions,
-    thresholds, skips, licence, citation, rebuild."""
+    thresholds, skips, licence, citation, rebuild (laid out by ``card_templates/card.md.j2``)."""
     written = [b for b in builds if b.records]
-    example = written[0].name if written else "<family>"
-    seeds = sorted({s for b in written for s in b.counts})
-    root = source_placeholder(info["source"])
-    out = [card_header(card_fields(card, builds, info)), "", f"# {card.title}", ""]
-    out += [
-        "Counterfactual pairing cycles: each row is a complete 2x2 block with Winoground's columns. "
-        "(`image_0`, `caption_0`) and (`image_1`, `caption_1`) are valid pairs; the swaps "
-        "(`image_0`, `caption_1`) and (`image_1`, `caption_0`) are false beyond doubt under the family predicate "
-        "(a named object is absent, or the opposite relation or value holds for every instance). "
-        "Score with CycleAcc: s00 + s11 - s01 - s10 > 0.",
-        "",
-        f"Source: `{info['source']}` (raw root `{root}`, recorded in build_info.json); mode: `{info['mode']}` "
-        + (
-            f"(image columns are file names relative to `{root}`)."
-            if info["mode"] == "reference"
-            else f"(each image stored once under `{IMAGE_DIR}/`; the rows name it, and `datasets` decodes it into "
-            "`image_0` / `image_1`)."
-        ),
-        "",
-        "```python",
-        "import datasets",
-        f'test = datasets.load_dataset("{info.get("folder_name", "path/to/this/folder")}", "{example}", split="test")',
-        f'seed1 = datasets.load_dataset("...", "{example}_seed1", split="validation")  # seeds 1, 2',
-        "```",
-        "",
-        f"Config `<family>` is seed 0; `<family>_seed<k>` is seed k (seeds here: {', '.join(map(str, seeds))}). "
-        "Per seed, train and validation are image-disjoint subsets of the train pool; test comes from the val pool. "
-        "Each config's `description` and `citation` (`datasets.DatasetInfo`) come from `dataset_info` above.",
-        "",
-        "Columns: `image_0`, `image_1`, `caption_0`, `caption_1`, `cycle_id`, `family`, `seed`, `split`, "
-        "`image_id_0`, `image_id_1`, `predicate` (a struct: `caption_0` and `caption_1`, the meaning of each "
-        "caption; `details`, the geometry used; `stratum`, the candidate stratum both pairs were drawn from; "
-        "fields a row does not use are null) and `predicate_json` (the same predicate as canonical JSON text).",
-        "",
-        "Unavailable splits (fewer cycles than the minimum in some seed) are written but left out of `configs:`, "
-        "so `load_dataset(..., split=<unavailable split>)` fails with datasets' unknown-split error; "
-        "`unavailable_splits` above lists each with its file, count and reason, and "
-        "`clip_cycles.data.folder.reader.load_split(folder, config, split)` loads one with a warning.",
-        "",
-        "## Gates and identities",
-        "",
-        "Gates (a faulty construction fails them; the build stops): (1) matched validity: both matched captions "
-        "are true of their images; (2) swaps false beyond doubt: both swapped captions are false, not merely "
-        "unsatisfied (sub-margin geometry, instances that disagree, crowd regions and unannotated scene-graph "
-        "edges are undecided and never used); (3) same candidate stratum: both pairs of a cycle come from one "
-        "stratum (recorded per row). `clip-cycles audit` re-derives validity from the raw annotations.",
-        "",
-        "Identities of the block design (recorded, not gates): image and caption total variation between the "
-        "matched and swapped sides is 0 and every signed degree is 0 for ANY set of complete 2x2 blocks, so "
-        "these columns cannot fail on well-formed cycles. The additive audit run at evaluation trains "
-        "image-only, text-only and additive shortcut probes with pair BCE and checks they score exactly 0.5 "
-        "CycleAcc; on a design that is not made of cycles it fails and names the Theorem 1 witness.",
-        "",
-        "## Families",
-        "",
-        "Provenance: 'paper 1' marks the families the cycles paper names (COCO: coarse object, matched "
-        "object, text neighbour, box relation, strict left/right, strict above/below, strict same-pair, strict "
-        "size, object variant; GQA: attribute, relation/object, binding, where binding is reported unavailable "
-        "and is not one of the paper's 7 available GQA families, which it does not list). Every other family is "
-        "this project's addition.",
-        "",
-    ]
-    for build in builds:
-        out += [f"### `{build.name}`", "", f"Provenance: {family_provenance(build.source, build.name)}.", "",
-                f"Predicate: {build.predicate}", ""]  # fmt: skip
-        if not build.available:
-            splits = ", ".join(build.available_splits)
-            usable = f" Available splits (zero-shot scoring): {splits}." if build.records else ""
-            out += [f"**Unavailable for probe experiments**: {build.reason}.{usable}", ""]
-        if build.records:
-            out += ["| seed | split | cycles | gates: matched / swap violations | identities: image TV / caption TV "
-                    "/ balance |", "|---|---|---|---|---|"]  # fmt: skip
-            for seed in sorted(build.counts):
-                for split in SPLITS:
-                    report = build.audits.get(seed, {}).get(split)
-                    gates = "-" if report is None else f"{report['matched_violations']} / {report['swap_violations']}"
-                    ident = (
-                        "-"
-                        if report is None
-                        else (
-                            f"{report['image_tv']:g} / {report['caption_tv']:g} / "
-                            + ("balanced" if report["balanced"] else "UNBALANCED")
-                        )
-                    )
-                    out.append(f"| {seed} | {split} | {build.counts[seed][split]} | {gates} | {ident} |")
-            out.append("")
-        if build.excluded:
-            out += ["Candidates excluded by the rule (all seeds and splits; `matched_*`: an image's own caption "
-                    "is not true for every instance, counted per image and candidate; `swap_*`: a candidate "
-                    "pairing whose swapped caption would not be false beyond doubt, counted per pairing tried):",
-                    "", "| reason | count |", "|---|---|"]  # fmt: skip
-            out += [f"| {k} | {v} |" for k, v in sorted(build.excluded.items())] + [""]
-    skipped = info.get("skipped", {})
-    out += ["## Skipped annotations", ""]
-    if skipped:
-        out += ["| reason | count |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(skipped.items())]
-    else:
-        out.append("None: every annotation passed validation.")
     thresholds = dict(info.get("thresholds", {}))
     used = {"spatial margin": thresholds.get("margin"), "size ratio": thresholds.get("size_ratio"),
             "minimum cycles": info["min_cycles"], "validation fraction": info["validation_fraction"]}  # fmt: skip
-    out += [
-        "",
-        "## Thresholds",
-        "",
-        "Every threshold is this project's documented choice (paper 1 does not state its values), with the flag that changes it:",
-        "",
-        "| threshold | this build | flag (default) | meaning |",
-        "|---|---|---|---|",
-    ]
-    for name, flag, meaning in THRESHOLDS:
-        value = used.get(name)
-        out.append(f"| {name} | {'-' if value is None else value} | {flag} | {meaning} |")
-    out += [
-        "",
-        "## Pools",
-        "",
-        f"Train pool: {info['pools']['train']} images; val pool: {info['pools']['val']} images; "
-        f"validation fraction {info['validation_fraction']}; minimum cycles per split {info['min_cycles']}.",
-        "",
-        "## Rebuild",
-        "",
-        "```bash",
-        portable_command(info),
-        f"clip-cycles audit {info.get('folder_name', '<this folder>')}",
-        "```",
-        "",
-        "## Licence",
-        "",
-        card.license_text,
-        "",
-        "## Citation",
-        "",
-        "```bibtex",
-        card.citation,
-        "",
-        PAPER_CITATION,
-        "```",
-        "",
-    ]
-    return "\n".join(out)
+    context = {
+        "header": card_header(card_fields(card, builds, info)),
+        "title": card.title,
+        "source": info["source"],
+        "root": source_placeholder(info["source"]),
+        "mode": info["mode"],
+        "image_dir": IMAGE_DIR,
+        "folder_name": info.get("folder_name", "path/to/this/folder"),
+        "example": written[0].name if written else "<family>",
+        "seeds": [str(s) for s in sorted({s for b in written for s in b.counts})],
+        "families": [_card_family(build) for build in builds],
+        "skipped": sorted(info.get("skipped", {}).items()),
+        "thresholds": [
+            (name, "-" if used.get(name) is None else str(used.get(name)), flag, meaning) for name, flag, meaning in THRESHOLDS
+        ],
+        "train_pool": info["pools"]["train"],
+        "val_pool": info["pools"]["val"],
+        "validation_fraction": info["validation_fraction"],
+        "min_cycles": info["min_cycles"],
+        "rebuild": portable_command(info),
+        "folder_label": info.get("folder_name", "<this folder>"),
+        "license_text": card.license_text,
+        "citation": card.citation,
+        "paper_citation": PAPER_CITATION,
+    }
+    return _CARD_TEMPLATES.get_template("card.md.j2").render(**context)
+
+
+def _card_family(build: FamilyBuild) -> dict[str, Any]:
+    """One family's section of the card: provenance, predicate, availability, per-seed counts and audits, exclusions."""
+    rows = []
+    if build.records:
+        for seed in sorted(build.counts):
+            for split in SPLITS:
+                report = build.audits.get(seed, {}).get(split)
+                gates = "-" if report is None else f"{report['matched_violations']} / {report['swap_violations']}"
+                identities = (
+                    "-"
+                    if report is None
+                    else f"{report['image_tv']:g} / {report['caption_tv']:g} / "
+                    + ("balanced" if report["balanced"] else "UNBALANCED")
+                )
+                rows.append({"seed": seed, "split": split, "cycles": build.counts[seed][split], "gates": gates,
+                             "identities": identities})  # fmt: skip
+    splits = ", ".join(build.available_splits)
+    return {
+        "name": build.name,
+        "provenance": family_provenance(build.source, build.name),
+        "predicate": build.predicate,
+        "unavailable_reason": None if build.available else str(build.reason),
+        "usable": f" Available splits (zero-shot scoring): {splits}." if build.records else "",
+        "rows": rows,
+        "excluded": sorted(build.excluded.items()),
+    }
 
 
 # --- folder ownership and transactions -------------------------------------------------------------------
