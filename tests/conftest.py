@@ -10,6 +10,7 @@ Both are read-only for the tests: copy before modifying.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -18,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from tiny_models import TINY_OPEN_CLIP
 
 #: Where each library would write under ``~`` (``~/.cache/huggingface``, ``~/.cache/matplotlib`` and
 #: ``~/.config/matplotlib``, ``~/.cache/torch``, ``~/.cache/clip_cycles``, ...), pointed into one
@@ -136,3 +138,11 @@ def _write_coco(
 def write_coco():
     """The function ``write_coco(root, categories, train_images, val_images)`` writing a tiny COCO fixture."""
     return _write_coco
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tiny random-init OpenCLIP model from a local config (``local-dir:``), one per test module."""
+    folder = tmp_path_factory.mktemp("tiny")
+    (folder / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
+    return f"local-dir:{folder}"

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from record_vocabulary import assert_one_vocabulary
 
-from clip_cycles.attributes.concept_world import make_concept_world
 from clip_cycles.attributes.concepts import save_embeddings_npz
 from clip_cycles.attributes.splitters import SplitContext, attribute_folds, make_splitter
 from clip_cycles.cli import main as cli_main
@@ -25,11 +24,6 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["splits"] and "--solver" not in argv and "--protocol" not in argv:
         argv = [*argv, "--solver", "lockstep"]
     return cli_main(argv)
-
-
-@pytest.fixture(scope="module")
-def world():
-    return make_concept_world(seed=0)
 
 
 def write_things_root(root: Path, world) -> None:

@@ -25,11 +25,6 @@ from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import RandomSplit, SplitContext, SupercategorySplit, attribute_folds
 
 
-@pytest.fixture(scope="module")
-def world():
-    return make_concept_world(seed=0)
-
-
 def _problem(n, d, k, seed, signal):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d))

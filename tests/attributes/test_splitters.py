@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clip_cycles.attributes.concept_world import make_concept_world
 from clip_cycles.attributes.splitters import (
     STRATEGIES,
     ClusterSplit,
@@ -24,11 +23,6 @@ from clip_cycles.attributes.splitters import (
     make_splitter,
     nearest_neighbours,
 )
-
-
-@pytest.fixture(scope="module")
-def world():
-    return make_concept_world(seed=0)
 
 
 def all_splitters(world):

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.cli import main
 from clip_cycles.registry import Registry
@@ -33,13 +32,6 @@ from clip_cycles.registry import Registry
 TASK = "cycles/shapes_strict_left_right"
 FAMILY = "strict_left_right"
 WORLD = {"n_images": 300, "image_size": 64, "progress": False}
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("tiny_binding")
-    (folder / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
-    return f"local-dir:{folder}"
 
 
 def _world_and_folder(tmp_path: Path, self_contained: bool = False) -> tuple[Path, Path]:

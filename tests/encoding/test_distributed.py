@@ -118,13 +118,6 @@ def test_rank_zero_completes_gathers_every_report_and_only_rank_0_completes(monk
 # --------------------------------------------------------------------------- torchrun
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("tiny_dist")
-    (folder / "open_clip_config.json").write_text(json.dumps(TINY))
-    return f"local-dir:{folder}"
-
-
 def _spec(tiny: str) -> ModelSpec:
     return ModelSpec("open_clip", tiny, None, device="cpu", seed=0)  # what the CLI makes of the flags below
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.encoding.feature_cache import STALE_TMP_SECONDS, FeatureNamespace
@@ -27,13 +26,6 @@ TASK = "cycles/shapes_strict_left_right"
 FAMILY = "strict_left_right"
 SEEDS = (0, 1)
 N_MISSING = 3
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("tiny_counts")
-    (folder / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
-    return f"local-dir:{folder}"
 
 
 def _rows(folder: Path, seed: int, split: str) -> list[dict[str, Any]]:

@@ -21,13 +21,6 @@ TINY = TINY_OPEN_CLIP
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("tiny_eval")
-    (folder / "open_clip_config.json").write_text(json.dumps(TINY))
-    return f"local-dir:{folder}"
-
-
-@pytest.fixture(scope="module")
 def result(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Path]:
     cache = tmp_path_factory.mktemp("eval_cache")
     records, encoded = evaluate(

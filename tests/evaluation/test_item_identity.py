@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.evaluation.item_set import ITEM_SET_BUILD_FIELDS, item_set_digest
 from clip_cycles.results import (
@@ -118,13 +117,6 @@ def test_records_without_an_item_set_are_never_the_same() -> None:
 
 
 # --------------------------------------------------------------------------- clip-cycles eval
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("tiny_identity")
-    (folder / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
-    return f"local-dir:{folder}"
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from clip_cycles.commands.main import main
-from clip_cycles.encoding import result_cache
+from clip_cycles.evaluation import result_cache
 from clip_cycles.evaluation.result_cache import RESULT_KEY_FIELDS, ResultCache, content_key
 from clip_cycles.experiments.experiment_data import planted_experiment_data, save_experiment_data
 from clip_cycles.experiments.probes import ProbeSettings

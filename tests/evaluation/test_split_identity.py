@@ -3,27 +3,18 @@ numbers a runner reports come from the one its task names (recorded as ``split``
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 
 TASK = "cycles/shapes_strict_left_right"
 FAMILY = "strict_left_right"
 SEEDS = (0, 1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
-    folder = tmp_path_factory.mktemp("tiny_split")
-    (folder / "open_clip_config.json").write_text(json.dumps(TINY_OPEN_CLIP))
-    return f"local-dir:{folder}"
 
 
 def _direct_cycle_acc(folder: Path, seed: int, split: str, encoded: Any, tol: float) -> tuple[float, int]:
