@@ -240,7 +240,18 @@ def add_option_arguments(parser: Any, model: type[Options]) -> list[FlagSpec]:
 def configure(parser: argparse.ArgumentParser, model: type[Options], run: Callable[[Any], int | None]) -> None:
     """A command's parser from its options model: the flags, and ``func`` building the options then calling ``run``."""
     add_option_arguments(parser, model)
-    parser.set_defaults(func=lambda args: run(options_from_namespace(model, args)), **{OPTIONS_MODEL: model})
+    parser.set_defaults(func=RunWithOptions(model, run), **{OPTIONS_MODEL: model})
+
+
+@dataclass(frozen=True)
+class RunWithOptions:
+    """A parser's ``func``: the options built from the namespace, then the command's ``run`` (equal when both are)."""
+
+    model: type[Options]
+    run: Callable[[Any], int | None]
+
+    def __call__(self, args: argparse.Namespace) -> int | None:
+        return self.run(options_from_namespace(self.model, args))
 
 
 #: The parser default that names the options model a parser was derived from (tests and tools read it).
