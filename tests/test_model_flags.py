@@ -20,10 +20,10 @@ from pydantic import Field
 
 import clip_cycles
 from clip_cycles.cli import COMMANDS
-from clip_cycles.commands.derived import OPTIONS_MODEL, add_option_arguments, options_from_namespace
-from clip_cycles.schemas.options import Options
+from clip_cycles.commands.derived import add_option_arguments, options_from_namespace
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.schemas.options import Options
 
 #: Every command that loads a model, with the arguments it needs besides the model flags.
 REQUIRED = {

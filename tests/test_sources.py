@@ -17,8 +17,8 @@ import pytest
 from pydantic import Field
 
 from clip_cycles.cli import main
-from clip_cycles.commands.derived import OPTIONS_MODEL
 from clip_cycles.commands import build as build_command
+from clip_cycles.commands.derived import OPTIONS_MODEL
 from clip_cycles.data import build, sources
 from clip_cycles.data.families import family_builder_source
 from clip_cycles.data.sources import (
@@ -34,8 +34,8 @@ from clip_cycles.data.sources import (
     source_names,
     unregister_source,
 )
-from clip_cycles.tasks.loading import _expected_roots_message, _raw_root
 from clip_cycles.schemas.options import Options
+from clip_cycles.tasks.loading import _expected_roots_message, _raw_root
 from clip_cycles.tasks.registry import TaskRegistry, TaskSpec
 
 REPO = Path(__file__).resolve().parents[1]
