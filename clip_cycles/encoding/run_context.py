@@ -1,7 +1,7 @@
 """Where a run reads and caches, and what it gives back: ``ModelOptions``, ``RunContext`` and ``RunOutcome``.
 
-Every command that loads a model turns its parsed flags into one :class:`ModelOptions`
-(:func:`clip_cycles.commands.model_flags.model_options`, at the command line's edge; the
+Every command that loads a model gets one :class:`ModelOptions` from its parsed flags
+(its fields declare the flags; :mod:`clip_cycles.commands.derived` builds it at the command line's edge; the
 clip_benchmark plugin and the demo build one directly). The :class:`~clip_cycles.encoding.encoder.ModelSpec`
 is made from it in one place (:meth:`ModelOptions.model_spec`), and so is the
 :class:`RunContext` with its resolved caches (:meth:`RunContext.from_options`).
