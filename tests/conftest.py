@@ -19,22 +19,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from fixture_data import CACHE_ENV_FOLDERS, SHAPES_CYCLES_MIN_CYCLES, SHAPES_WORLD_PARAMS, write_coco_root
 from tiny_models import TINY_OPEN_CLIP
 
-#: Where each library would write under ``~`` (``~/.cache/huggingface``, ``~/.cache/matplotlib`` and
-#: ``~/.config/matplotlib``, ``~/.cache/torch``, ``~/.cache/clip_cycles``, ...), pointed into one
-#: folder per session: a session neither reads a user's caches nor leaves anything in them, and
-#: subprocesses inherit the variables. ``tests/project/test_test_hygiene.py`` checks it with a temporary HOME.
-CACHE_ENV_FOLDERS: dict[str, str] = {
-    "HF_HOME": "huggingface",
-    "HF_DATASETS_CACHE": "huggingface/datasets",
-    "MPLCONFIGDIR": "matplotlib",
-    "XDG_CACHE_HOME": "xdg_cache",
-    "XDG_CONFIG_HOME": "xdg_config",
-    "TORCH_HOME": "torch",
-    "TRITON_CACHE_DIR": "triton",
-    "CLIP_CYCLES_CACHE": "clip_cycles",
-}
 #: Variables a library reads once, when first imported: set too late, they would not take effect.
 _READ_AT_IMPORT = {"HF_HOME": "datasets", "HF_DATASETS_CACHE": "datasets", "MPLCONFIGDIR": "matplotlib"}
 _SESSION_CACHES: str | None = None
@@ -60,10 +47,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(_SESSION_CACHES, ignore_errors=True)
 
 
-SHAPES_WORLD_PARAMS = {"n_images": 300, "seed": 0, "image_size": 64}
-SHAPES_CYCLES_MIN_CYCLES = 5
-
-
 @pytest.fixture(scope="session")
 def shapes_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A shapes world of 300 images at 64 px (seed 0), shared by the whole session."""
@@ -82,62 +65,10 @@ def shapes_cycles(shapes_world: Path, tmp_path_factory: pytest.TempPathFactory) 
     return folder
 
 
-def _write_coco(
-    root: Path,
-    categories: list[tuple[int, str, str]],
-    train: list[dict],
-    val: list[dict],
-    width: int = 100,
-    height: int = 100,
-) -> Path:
-    """Write a tiny COCO-layout fixture. Each image dict: ``id``, ``objects`` [(category_id, [x, y, w, h])
-    or (category_id, box, iscrowd)], ``captions`` [str], optional ``file_name``; image files are not written."""
-    import json
-
-    (root / "annotations").mkdir(parents=True, exist_ok=True)
-    ann_id = 0
-    for split, images in (("train2017", train), ("val2017", val)):
-        entries, instances, captions = [], [], []
-        for image in images:
-            entries.append(
-                {
-                    "id": image["id"],
-                    "file_name": image.get("file_name", f"{image['id']:012d}.jpg"),
-                    "width": image.get("width", width),
-                    "height": image.get("height", height),
-                }
-            )
-            for obj in image.get("objects", []):
-                ann_id += 1
-                crowd = obj[2] if len(obj) > 2 else 0
-                x, y, w, h = obj[1]
-                instances.append(
-                    {
-                        "id": ann_id,
-                        "image_id": image["id"],
-                        "category_id": obj[0],
-                        "bbox": list(obj[1]),
-                        "area": w * h,
-                        "iscrowd": crowd,
-                        "segmentation": [],
-                    }
-                )
-            for text in image.get("captions", []):
-                ann_id += 1
-                captions.append({"id": ann_id, "image_id": image["id"], "caption": text})
-        cats = [{"id": i, "name": n, "supercategory": s} for i, n, s in categories]
-        head = {"info": {}, "licenses": [], "images": entries}
-        (root / "annotations" / f"instances_{split}.json").write_text(
-            json.dumps({**head, "annotations": instances, "categories": cats})
-        )
-        (root / "annotations" / f"captions_{split}.json").write_text(json.dumps({**head, "annotations": captions}))
-    return root
-
-
 @pytest.fixture
 def write_coco():
     """The function ``write_coco(root, categories, train_images, val_images)`` writing a tiny COCO fixture."""
-    return _write_coco
+    return write_coco_root
 
 
 @pytest.fixture(scope="module")

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.attributes.attribute_probes import attribute_task_metrics
 from clip_cycles.attributes.concept_features import embed_concepts
@@ -35,6 +35,7 @@ from clip_cycles.attributes.concepts import (
     CATEGORY_TSV_NAMES,
     CONCEPT_LIST_NAMES,
     DEFAULT_MIN_CONCEPTS,
+    MULTI_CATEGORY_RULES,
     ConceptAttributeData,
     _find_file,
     align_embeddings,
@@ -47,10 +48,11 @@ from clip_cycles.attributes.concepts import (
 from clip_cycles.attributes.paper2_protocol import (
     DEFAULT_PROTOCOL,
     PAPER2_SOLVER,
+    PROTOCOLS,
     Paper2CS,
     paper2_cs_inputs,
 )
-from clip_cycles.attributes.split_model import split_embeddings_from_model
+from clip_cycles.attributes.split_model import SPLIT_MODEL_FIELDS, SPLIT_PREFIX, split_embeddings_from_model
 from clip_cycles.attributes.splitters import (
     STRATEGIES,
     SplitContext,
@@ -58,8 +60,9 @@ from clip_cycles.attributes.splitters import (
     load_concept_groups,
     load_published_split,
 )
-from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.encoding.run_context import DATA_FIELDS, ModelOptions, RunContext
 from clip_cycles.results import mean_sd
+from clip_cycles.schemas.options import CheckedOptions
 
 logger = logging.getLogger(__name__)
 
@@ -300,34 +303,153 @@ def _parse_model(spec: str) -> tuple[str, Path]:
     return (name, Path(path)) if sep else (Path(spec).stem, Path(spec))
 
 
-@dataclass(frozen=True)
-class SplitInputs:
+INPUT_GROUP = "input (THINGS format or synthetic)"
+MODEL_GROUP = "model (embed the THINGS root's concepts with any backend, through the cache)"
+
+
+def _flag(flag: str, help: str, group: str | None = INPUT_GROUP, **more: object) -> dict[str, object]:
+    return {"flag": flag, "help": help, **({"group": group} if group else {}), **more}
+
+
+class SplitInputs(CheckedOptions):
     """What ``clip-cycles splits`` reads: a THINGS-format root or the synthetic world, and where embeddings come from.
 
     Field names are the flags' (``--things-root`` is ``things_root``); ``model`` is the
     model that embeds the root's concepts (its ``model`` None: ``--embeddings`` only),
-    ``split_model`` the one that makes the splits for every model (None: none given).
+    ``split_model`` the one that makes the splits for every model (None: none given; its flags are
+    ``--split-model-type``, ``--split-model``, ``--split-pretrained``, the rest is ``model``'s).
     """
 
-    things_root: Path | None = None
-    pairs: str | None = None
-    concept_list: str | None = None
-    categories: str | None = None
-    embeddings: tuple[str, ...] = ()
-    groups: str | None = None
-    split_embeddings: str | None = None
-    attributes: str | None = None
-    multi_category: str = "largest"
-    published_split: tuple[str, ...] = ()
-    synthetic: str | None = None
-    world_seed: int = 0
-    min_concepts: int = DEFAULT_MIN_CONCEPTS
-    model: ModelOptions = ModelOptions()
-    model_name: str | None = None
-    concept_text: str | None = None
-    split_model: ModelOptions | None = None
-    protocol: str = DEFAULT_PROTOCOL
-    concept_sets: str | None = None
+    things_root: Path | None = Field(
+        None, json_schema_extra=_flag("--things-root", "folder with unique_id.txt, pairs, category TSV")
+    )
+    pairs: str | None = Field(
+        None, json_schema_extra=_flag("--pairs", "concept-attribute pairs file (JSON or CSV); default: found in the root")
+    )
+    concept_list: str | None = Field(
+        None, json_schema_extra=_flag("--concept-list", "THINGS concept list; default: unique_id.txt in the root")
+    )
+    categories: str | None = Field(
+        None,
+        json_schema_extra=_flag("--categories", "supercategory TSV; default: category53_wideFormat.tsv in the root"),
+    )
+    embeddings: tuple[str, ...] = Field(
+        (),
+        json_schema_extra=_flag(
+            "--embeddings",
+            "concept embeddings of one model (arrays 'concepts', 'embeddings'); repeat per model",
+            action="append",
+            metavar="NAME=FILE.npz",
+        ),
+    )
+    groups: str | None = Field(
+        None, json_schema_extra=_flag("--groups", "near-duplicate concept groups for the llm split (JSON list of lists)")
+    )
+    split_embeddings: str | None = Field(
+        None,
+        json_schema_extra=_flag(
+            "--split-embeddings",
+            "one embedding to cluster / measure similarity on for every model (paper 2: one model for all): "
+            "a model name from --embeddings/--model, or an npz; default: each model's own",
+            metavar="NAME_OR_FILE",
+        ),
+    )
+    attributes: str | None = Field(
+        None,
+        json_schema_extra=_flag(
+            "--attributes",
+            "restrict to these attributes (JSON list, e.g. paper 2's 211, or one name a line)",
+            metavar="FILE",
+        ),
+    )
+    multi_category: str = Field(
+        "largest",
+        json_schema_extra=_flag(
+            "--multi-category",
+            "category of a concept in several: the largest (paper 2's scripts) or its first 1",
+            choices=MULTI_CATEGORY_RULES,
+        ),
+    )
+    published_split: tuple[str, ...] = Field(
+        (),
+        json_schema_extra=_flag(
+            "--published-split",
+            "paper 2's published split as strategy NAME: a JSON of per-attribute folds "
+            "(attribute -> {train_idxs, test_idxs}, or {features, splits}) or a text file of concept indices "
+            "moved from test to train (similarity/LLM); indices into the concept list; repeatable",
+            action="append",
+            metavar="NAME=FILE",
+        ),
+    )
+    synthetic: Literal["small", "things"] | None = Field(
+        None, json_schema_extra=_flag("--synthetic", "use the synthetic concept world")
+    )
+    world_seed: int = Field(0, ge=0, json_schema_extra=_flag("--world-seed", "seed of the synthetic world"))
+    min_concepts: int = Field(
+        DEFAULT_MIN_CONCEPTS, ge=1, json_schema_extra=_flag("--min-concepts", "attribute filter (10)", group=None)
+    )
+    # The model flags of every command, without the task data flags and without the --seed alias
+    # (which would shadow the abbreviation of --seeds here).
+    model: ModelOptions = Field(
+        ModelOptions(),
+        json_schema_extra={
+            "nested": {
+                "skip": DATA_FIELDS,
+                "group": MODEL_GROUP,
+                "help": {"model": "model name (backend-specific); omit to use --embeddings only"},
+            }
+        },
+    )
+    model_name: str | None = Field(
+        None,
+        json_schema_extra=_flag("--model-name", "row name in the tables (default: MODEL/PRETRAINED)", group=MODEL_GROUP),
+    )
+    concept_text: Literal["name", "definition"] | None = Field(
+        None,
+        json_schema_extra=_flag(
+            "--concept-text",
+            "text embeddings of concept names or definitions instead of mean image embeddings",
+            group=MODEL_GROUP,
+        ),
+    )
+    split_model: ModelOptions | None = Field(
+        None,
+        json_schema_extra={
+            "nested": {
+                "prefix": SPLIT_PREFIX,
+                "only": SPLIT_MODEL_FIELDS,
+                "default": {"model_type": "hf_vision"},
+                "help": {
+                    "model_type": "backend of --split-model (timm, hf_vision or any embedding backend)",
+                    "model": "model whose concept image embeddings make the clustering/similarity splits "
+                    "(instead of --split-embeddings)",
+                    "pretrained": "pretrained tag, revision or checkpoint of --split-model",
+                },
+                "group": INPUT_GROUP,
+                "base": "model",
+                "present_if": "model",
+            }
+        },
+    )
+    protocol: str = Field(
+        DEFAULT_PROTOCOL,
+        json_schema_extra=_flag(
+            "--protocol",
+            "project (default: 5 x 2 folds per attribute for every strategy, the run's seeds) or paper2 "
+            "(paper 2's released code point by point; see README 'Attribute generalization splits')",
+            group=None,
+            choices=PROTOCOLS,
+        ),
+    )
+    concept_sets: str | None = Field(
+        None,
+        json_schema_extra=_flag(
+            "--concept-sets",
+            "with --protocol paper2: each attribute's concepts for CS, mcrae++ format (JSON list of {norm, concepts})",
+            group=None,
+            metavar="FILE",
+        ),
+    )
 
 
 def _published_splits(

@@ -7,10 +7,10 @@ that model, through the same feature cache and mean-image-embedding rule as the 
 models (:func:`clip_cycles.attributes.concept_features.embed_concepts`), and hands the matrix to the
 split context in place of ``--split-embeddings``.
 
-The split model's flags are the model flags of every command
-(:func:`clip_cycles.commands.flags.add_model_arguments`, added by :mod:`clip_cycles.commands.splits`)
-with the prefix ``split-``, the model's three only: device, seed, precision, caches and encoder settings are those of
-the probed models (``model_options(args, "split-", base=...)``).
+The split model's flags are the model flags of every command (declared on
+:class:`~clip_cycles.encoding.run_context.ModelOptions`) with the prefix ``split-``, the model's three
+only (``SplitInputs.split_model``): device, seed, precision, caches and encoder settings are those of
+the probed models (its ``base``, ``SplitInputs.model``).
 """
 
 from __future__ import annotations

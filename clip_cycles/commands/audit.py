@@ -7,6 +7,7 @@ import json
 
 from pydantic import Field
 
+from clip_cycles.commands.derived import configure
 from clip_cycles.data.folder.audit import audit_folder
 from clip_cycles.schemas.options import Options
 
@@ -14,22 +15,20 @@ from clip_cycles.schemas.options import Options
 class AuditOptions(Options):
     """Options of ``clip-cycles audit``."""
 
-    folder: str = Field(json_schema_extra={"flag": "FOLDER"})
-    source_root: str | None = Field(None, json_schema_extra={"flag": "--source-root"})
-    json_output: bool = Field(False, json_schema_extra={"flag": "--json"})
+    folder: str = Field(json_schema_extra={"flag": "FOLDER", "help": "a folder written by `clip-cycles build coco|gqa`"})
+    source_root: str | None = Field(
+        None, json_schema_extra={"flag": "--source-root", "help": "raw annotations root (default: build_info.json's)"}
+    )
+    json_output: bool = Field(False, json_schema_extra={"flag": "--json", "help": "print the full result as JSON"})
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``clip-cycles audit``."""
-    parser.add_argument("folder", help="a folder written by `clip-cycles build coco|gqa`")
-    parser.add_argument("--source-root", default=None, help="raw annotations root (default: build_info.json's)")
-    parser.add_argument("--json", action="store_true", help="print the full result as JSON")
-    parser.set_defaults(func=run_audit)
+    configure(parser, AuditOptions, run_audit)
 
 
-def run_audit(args: argparse.Namespace) -> int:
+def run_audit(options: AuditOptions) -> int:
     """``clip-cycles audit``: print the table and every violation; exit 1 on any, or when nothing was checked."""
-    options = AuditOptions.make(folder=args.folder, source_root=args.source_root, json_output=args.json)
     result = audit_folder(options.folder, options.source_root)
     if options.json_output:
         print(json.dumps(result, indent=2, sort_keys=True))

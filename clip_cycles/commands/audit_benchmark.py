@@ -23,8 +23,8 @@ from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.combined import find_benchmarks, parse_benchmark_pairs, write_combined
 from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import BenchmarkAudit, audit_benchmark
-from clip_cycles.commands.flags import finite_float
-from clip_cycles.commands.model_flags import add_model_arguments, model_options
+from clip_cycles.commands.derived import configure
+from clip_cycles.commands.model_flags import model_field
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.results import check_output_folder
 from clip_cycles.schemas.options import Options
@@ -33,50 +33,36 @@ from clip_cycles.schemas.options import Options
 class AuditBenchmarkOptions(Options):
     """Options of ``clip-cycles audit-benchmark``."""
 
-    name: str = Field(json_schema_extra={"flag": "NAME"})
-    root: str | None = Field(None, json_schema_extra={"flag": "--root"})
-    benchmark: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--benchmark"})
-    subset: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--subset"})
-    out: str | None = Field(None, json_schema_extra={"flag": "--out"})
-    tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, ge=0.0, json_schema_extra={"flag": "--tie-tolerance"})
-    probe_folds: int = Field(5, json_schema_extra={"flag": "--probe-folds"})
-    model: ModelOptions
+    name: str = Field(
+        json_schema_extra={"flag": "NAME", "metavar": "name", "help": f"benchmark format: {', '.join(sorted(ADAPTERS))}, or all"}
+    )
+    root: str | None = Field(
+        None,
+        json_schema_extra={
+            "flag": "--root",
+            "help": "folder (or table file) holding the benchmark's files; with all: one subfolder per format",
+        },
+    )
+    benchmark: tuple[str, ...] | None = Field(
+        None, json_schema_extra={"flag": "--benchmark", "metavar": "NAME=PATH", "help": "with all: the benchmarks to audit"}
+    )
+    subset: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--subset", "help": "audit only these subsets"})
+    out: str | None = Field(None, json_schema_extra={"flag": "--out", "help": "output folder (default: results/audit_<name>)"})
+    tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, ge=0.0, json_schema_extra={"flag": "--tie-tolerance", "type": "finite"})
+    probe_folds: int = Field(
+        5, json_schema_extra={"flag": "--probe-folds", "help": "cross-validation folds (by item) of the probes"}
+    )
+    # The model flags of `clip-cycles eval`, without its data flags: an audit reads --root, not tasks.
+    model: ModelOptions = model_field(
+        data=False,
+        aliases=True,
+        group="model (as clip-cycles eval)",
+        helps={"model": "model name (backend-specific); omit to audit the design and length rules only"},
+    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help=f"benchmark format: {', '.join(sorted(ADAPTERS))}, or all")
-    parser.add_argument(
-        "--root", default=None, help="folder (or table file) holding the benchmark's files; with all: one subfolder per format"
-    )
-    parser.add_argument("--benchmark", nargs="+", default=None, metavar="NAME=PATH", help="with all: the benchmarks to audit")
-    parser.add_argument("--subset", nargs="+", default=None, help="audit only these subsets")
-    parser.add_argument("--out", default=None, help="output folder (default: results/audit_<name>)")
-    parser.add_argument("--tie-tolerance", type=finite_float, default=DEFAULT_TIE_TOLERANCE)
-    parser.add_argument("--probe-folds", type=int, default=5, help="cross-validation folds (by item) of the probes")
-    # The model flags of `clip-cycles eval`, without its data flags: an audit reads --root, not tasks.
-    add_model_arguments(
-        parser.add_argument_group("model (as clip-cycles eval)"),
-        data=False,
-        aliases=True,
-        helps={"model": "model name (backend-specific); omit to audit the design and length rules only"},
-    )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`AuditBenchmarkOptions`, then :func:`audit`."""
-    subset = None if args.subset is None else tuple(args.subset)
-    command = AuditBenchmarkOptions.make(
-        name=args.name,
-        root=args.root,
-        benchmark=None if args.benchmark is None else tuple(args.benchmark),
-        subset=subset,
-        out=args.out,
-        tie_tolerance=args.tie_tolerance,
-        probe_folds=args.probe_folds,
-        model=model_options(args),
-    )
-    return audit(command)
+    configure(parser, AuditBenchmarkOptions, audit)
 
 
 def audit(command: AuditBenchmarkOptions) -> int:

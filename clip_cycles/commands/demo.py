@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from clip_cycles.commands.derived import configure
 from clip_cycles.evaluation.demo import NAME, PAGE_FOLDER, QUICK, run_demo, summary_table
 from clip_cycles.experiments.report import REPORT_FILE
 from clip_cycles.schemas.options import Options
@@ -16,24 +17,20 @@ from clip_cycles.schemas.options import Options
 class DemoOptions(Options):
     """Options of ``clip-cycles demo``."""
 
-    out: str = Field("results", json_schema_extra={"flag": "--out"})
-    cache_dir: str | None = Field(None, json_schema_extra={"flag": "--cache-dir"})
-    quick: bool = Field(False, json_schema_extra={"flag": "--quick"})
+    out: str = Field("results", json_schema_extra={"flag": "--out", "help": "results folder (JSON, report.md, figures)"})
+    cache_dir: str | None = Field(
+        None,
+        json_schema_extra={
+            "flag": "--cache-dir",
+            "help": "cache for data and features (default $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)",
+        },
+    )
+    quick: bool = Field(False, json_schema_extra={"flag": "--quick", "help": "one seed and fewer epochs (a smoke run)"})
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``clip-cycles demo``."""
-    parser.add_argument("--out", default="results", help="results folder (JSON, report.md, figures)")
-    parser.add_argument(
-        "--cache-dir", default=None, help="cache for data and features (default $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)"
-    )
-    parser.add_argument("--quick", action="store_true", help="one seed and fewer epochs (a smoke run)")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`DemoOptions`, then :func:`demo`."""
-    return demo(DemoOptions.make(out=args.out, cache_dir=args.cache_dir, quick=args.quick))
+    configure(parser, DemoOptions, demo)
 
 
 def demo(options: DemoOptions) -> int:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from pydantic import Field
-
-from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
+from clip_cycles.commands.derived import configure
+from clip_cycles.commands.model_flags import model_field, task_field
 from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.task_encoding import encode_tasks
@@ -20,20 +19,13 @@ from clip_cycles.tasks.registry import expand_tasks
 class EncodeCommandOptions(Options):
     """Options of ``clip-cycles encode``: the tasks and the model."""
 
-    task: tuple[str, ...] = Field(min_length=1, json_schema_extra={"flag": "--task"})
-    model: ModelOptions
+    task: tuple[str, ...] = task_field()
+    model: ModelOptions = model_field(model_required=True, aliases=True)
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles encode``: fill the feature cache for tasks without scoring them."""
-    add_task_argument(parser)
-    add_model_arguments(parser, model_required=True, aliases=True)
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`EncodeCommandOptions`, then :func:`encode`."""
-    return encode(EncodeCommandOptions.make(task=tuple(args.task), model=model_options(args)))
+    configure(parser, EncodeCommandOptions, encode)
 
 
 def encode(command: EncodeCommandOptions) -> int:

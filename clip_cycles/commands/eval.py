@@ -11,8 +11,8 @@ from typing import Any, Literal, Sequence
 
 from pydantic import Field
 
-from clip_cycles.commands.flags import seed_argument
-from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
+from clip_cycles.commands.derived import configure
+from clip_cycles.commands.model_flags import model_field, task_field
 from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.hub_access import require_weights
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
@@ -30,56 +30,42 @@ logger = logging.getLogger(__name__)
 class EvalOptions(Options):
     """Options of ``clip-cycles eval``: the tasks, the model and where the results go."""
 
-    task: tuple[str, ...] = Field(min_length=1, json_schema_extra={"flag": "--task"})
-    model: ModelOptions
-    output: str = Field(DEFAULT_OUTPUT, json_schema_extra={"flag": "--output"})
-    samples: str | None = Field(None, json_schema_extra={"flag": "--samples"})
-    seeds: tuple[int, ...] | None = Field(None, json_schema_extra={"flag": "--seeds"})
-    split: Literal["train", "validation", "test"] | None = Field(None, json_schema_extra={"flag": "--split"})
+    task: tuple[str, ...] = task_field()
+    model: ModelOptions = model_field(model_required=True, aliases=True)
+    output: str = Field(
+        DEFAULT_OUTPUT,
+        json_schema_extra={
+            "flag": "--output",
+            "help": "result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
+            "{task} {language} {pretrained_full_path}); '-' prints to stdout",
+        },
+    )
+    samples: str | None = Field(
+        None,
+        json_schema_extra={
+            "flag": "--samples",
+            "metavar": "PATH",
+            "help": "also write one JSON line per scored cycle (task, seed, split, cycle_id, images, captions, "
+            "s11 s12 s21 s22, delta, credit) of every zero-shot cycle task to PATH",
+        },
+    )
+    seeds: tuple[int, ...] | None = Field(
+        None,
+        json_schema_extra={"flag": "--seeds", "type": "seed", "help": "restrict to these seeds (non-negative integers)"},
+    )
+    split: Literal["train", "validation", "test"] | None = Field(
+        None,
+        json_schema_extra={
+            "flag": "--split",
+            "help": "the split zero-shot cycle tasks score (default: each task's test_split); a split other than test "
+            "enters the result file's name ({dataset} becomes <dataset>@<split>), so it never replaces a test result",
+        },
+    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles eval``: the same results as the clip_benchmark plugin, without its CLI."""
-    add_task_argument(parser)
-    add_model_arguments(parser, model_required=True, aliases=True)
-    parser.add_argument(
-        "--output",
-        default=DEFAULT_OUTPUT,
-        help="result file template (clip_benchmark's fields: {dataset} {model} {pretrained} "
-        "{task} {language} {pretrained_full_path}); '-' prints to stdout",
-    )
-    parser.add_argument(
-        "--samples",
-        default=None,
-        metavar="PATH",
-        help="also write one JSON line per scored cycle (task, seed, split, cycle_id, images, captions, "
-        "s11 s12 s21 s22, delta, credit) of every zero-shot cycle task to PATH",
-    )
-    parser.add_argument(
-        "--seeds", type=seed_argument, nargs="+", default=None, help="restrict to these seeds (non-negative integers)"
-    )
-    parser.add_argument(
-        "--split",
-        default=None,
-        choices=("train", "validation", "test"),
-        help="the split zero-shot cycle tasks score (default: each task's test_split); a split other than test "
-        "enters the result file's name ({dataset} becomes <dataset>@<split>), so it never replaces a test result",
-    )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`EvalOptions`, then :func:`evaluate`."""
-    seeds = None if args.seeds is None else tuple(args.seeds)
-    options = EvalOptions.make(
-        task=tuple(args.task),
-        model=model_options(args),
-        output=args.output,
-        samples=args.samples,
-        seeds=seeds,
-        split=getattr(args, "split", None),
-    )
-    return evaluate(options)
+    configure(parser, EvalOptions, evaluate)
 
 
 def evaluate(command: EvalOptions) -> int:

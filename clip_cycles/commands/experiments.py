@@ -11,12 +11,12 @@ import argparse
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Annotated, Any, Callable, Sequence
 
 from pydantic import Field
 
-from clip_cycles.commands.flags import finite_float
-from clip_cycles.commands.model_flags import add_model_arguments, add_task_argument, model_options
+from clip_cycles.commands.derived import RefusedFlag, configure
+from clip_cycles.commands.model_flags import model_field, task_field
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.result_cache import ResultCache
@@ -37,15 +37,6 @@ from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
 from clip_cycles.settings import MIN_CYCLES_ENV, resolve_cache_dir
 from clip_cycles.tasks.names import resolve_task_names
-
-
-def add_input_arguments(parser: Any) -> None:
-    """Where an experiment's features come from: ``--features FILE.npz`` or tasks + a model (as ``clip-cycles eval``)."""
-    group = parser.add_argument_group("input (either --features, or --task with --model)")
-    group.add_argument("--features", default=None, help="an .npz written by save_experiment_data (skips encoding)")
-    add_task_argument(group, required=False)
-    # No --seed/--batch-size model aliases: here --batch-size is --train-batch-size and --seed is refused as ambiguous.
-    add_model_arguments(group)
 
 
 def load_input(
@@ -80,52 +71,12 @@ def load_input(
     )
 
 
-class _AmbiguousSeed(argparse.Action):
-    """``--seed`` in an experiment command: refused with a sentence (argparse would read it as ``--seeds``)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: str | None = None) -> None:
-        parser.error(
-            "--seed is ambiguous here: give --seeds (the cycle-split seeds, each also seeding its head's training) "
-            "or --model-seed (the torch seed before loading a random-init model; `clip-cycles eval --seed`)"
-        )
-
-
-def add_train_batch_size(parser: Any) -> None:
-    """``--train-batch-size`` (alias ``--batch-size``, its spelling before): cycles per training step of the heads.
-
-    Not the encoder's batch: that is ``--encode-batch-size`` (``clip-cycles eval --batch-size``).
-    """
-    parser.add_argument(
-        "--train-batch-size",
-        "--batch-size",
-        dest="train_batch_size",
-        type=int,
-        default=512,
-        help="cycles per training step of the heads (alias --batch-size); the encoder's batch is --encode-batch-size",
-    )
-
-
-def add_experiment_arguments(parser: argparse.ArgumentParser, epochs: int, seeds: Sequence[int] = DEFAULT_SEEDS) -> None:
-    """Arguments shared by the experiment commands: input, output, seeds, epochs, minimum cycles."""
-    add_input_arguments(parser)
-    parser.add_argument("--out", required=True, help="results directory (JSON, report.md and figures go here)")
-    parser.add_argument(
-        "--seeds",
-        type=int,
-        nargs="+",
-        default=list(seeds),
-        help="cycle-split seeds (each also seeds its head's training); the model's torch seed is --model-seed",
-    )
-    parser.add_argument("--seed", nargs="*", action=_AmbiguousSeed, help=argparse.SUPPRESS)
-    parser.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
-    parser.add_argument(
-        "--min-cycles",
-        type=int,
-        default=None,
-        help="families with fewer cycles in any seed/split are reported unavailable (default: "
-        f"${MIN_CYCLES_ENV}, else the minimum the dataset folders were built with, else {DEFAULT_MIN_CYCLES})",
-    )
-    parser.add_argument("--no-report", action="store_true", help="write the JSON only, not report.md and figures")
+#: ``--seed`` in an experiment command: refused (argparse would read it as an abbreviation of ``--seeds``).
+AMBIGUOUS_SEED = (
+    "--seed is ambiguous here: give --seeds (the cycle-split seeds, each also seeding its head's training) "
+    "or --model-seed (the torch seed before loading a random-init model; `clip-cycles eval --seed`)"
+)
+INPUT = "input (either --features, or --task with --model)"
 
 
 def finish(record: dict[str, Any], out: str | Path, file_name: str, report: bool = True) -> int:
@@ -140,28 +91,133 @@ def finish(record: dict[str, Any], out: str | Path, file_name: str, report: bool
 
 
 class ExperimentOptions(Options):
-    """Options of ``clip-cycles probe | transfer | oe``: the input, the experiment's settings, the output."""
+    """Options of ``clip-cycles probe | transfer | oe``: the input, the output, and the settings every experiment has."""
 
-    features: str | None = Field(None, json_schema_extra={"flag": "--features"})
-    task: tuple[str, ...] | None = Field(None, json_schema_extra={"flag": "--task"})
-    model: ModelOptions
-    settings: Any = Field(json_schema_extra={"flag": "--epochs/--seeds/--lr/..."})  # ProbeSettings, TransferSettings, OESettings
-    min_cycles: int | None = Field(None, ge=1, json_schema_extra={"flag": "--min-cycles"})
-    out: str = Field(json_schema_extra={"flag": "--out"})
-    report: bool = Field(True, json_schema_extra={"flag": "--no-report"})
-
-
-def experiment_options(args: argparse.Namespace, settings: Any) -> ExperimentOptions:
-    """The :class:`ExperimentOptions` of parsed experiment flags and the experiment's settings (the edge)."""
-    return ExperimentOptions.make(
-        features=args.features,
-        task=None if args.task is None else tuple(args.task),
-        model=model_options(args),
-        settings=settings,
-        min_cycles=args.min_cycles,
-        out=args.out,
-        report=not args.no_report,
+    features: str | None = Field(
+        None,
+        json_schema_extra={
+            "flag": "--features",
+            "group": INPUT,
+            "help": "an .npz written by save_experiment_data (skips encoding)",
+        },
     )
+    task: tuple[str, ...] | None = task_field(required=False, group=INPUT)
+    # No --seed/--batch-size model aliases: here --batch-size is --train-batch-size and --seed is refused as ambiguous.
+    model: ModelOptions = model_field(group=INPUT)
+    out: str = Field(json_schema_extra={"flag": "--out", "help": "results directory (JSON, report.md and figures go here)"})
+    seeds: tuple[int, ...] = Field(
+        DEFAULT_SEEDS,
+        min_length=1,
+        json_schema_extra={
+            "flag": "--seeds",
+            "help": "cycle-split seeds (each also seeds its head's training); the model's torch seed is --model-seed",
+        },
+    )
+    epochs: int = Field(30, ge=1, json_schema_extra={"flag": "--epochs", "help": "training epochs (default 30)"})
+    min_cycles: int | None = Field(
+        None,
+        ge=1,
+        json_schema_extra={
+            "flag": "--min-cycles",
+            "help": "families with fewer cycles in any seed/split are reported unavailable (default: "
+            f"${MIN_CYCLES_ENV}, else the minimum the dataset folders were built with, else {DEFAULT_MIN_CYCLES})",
+        },
+    )
+    report: bool = Field(
+        True, json_schema_extra={"flag": "--no-report", "help": "write the JSON only, not report.md and figures"}
+    )
+    lr: float = Field(1e-3, gt=0.0, json_schema_extra={"flag": "--lr", "type": "finite"})
+    weight_decay: float = Field(1e-4, ge=0.0, json_schema_extra={"flag": "--weight-decay", "type": "finite"})
+    # Not the encoder's batch: that is --encode-batch-size (`clip-cycles eval --batch-size`).
+    train_batch_size: int = Field(
+        512,
+        ge=1,
+        json_schema_extra={
+            "flag": "--train-batch-size",
+            "aliases": ("--batch-size",),
+            "help": "cycles per training step of the heads (alias --batch-size); the encoder's batch is --encode-batch-size",
+        },
+    )
+
+
+def _num_proc_field() -> Any:
+    """``--num-proc``: processes that train the heads (the record is the same for any count)."""
+    return Field(
+        None,
+        ge=1,
+        json_schema_extra={
+            "flag": "--num-proc",
+            "help": "processes training the heads, one thread each (default: the usable cores); the result is the same "
+            "for any count",
+        },
+    )
+
+
+def _rank_field(rank: int) -> Any:
+    return Field(rank, ge=1, json_schema_extra={"flag": "--rank", "help": "probe rank (paper: 64)"})
+
+
+class ProbeOptions(ExperimentOptions):
+    """Options of ``clip-cycles probe``: rank sweeps per family."""
+
+    ranks: tuple[Annotated[int, Field(ge=1)], ...] = Field(
+        PROBE_RANKS, min_length=1, json_schema_extra={"flag": "--ranks", "help": "low-rank probe ranks"}
+    )
+    full_heads: tuple[str, ...] = Field(
+        FULL_HEADS, json_schema_extra={"flag": "--full-heads", "nargs": "*", "help": "full-matrix heads to train"}
+    )
+    audit: bool = Field(True, json_schema_extra={"flag": "--no-audit", "help": "skip the additive audit"})
+    num_proc: int | None = _num_proc_field()
+
+    def settings(self) -> ProbeSettings:
+        return ProbeSettings(
+            epochs=self.epochs, lr=self.lr, weight_decay=self.weight_decay, batch_size=self.train_batch_size,
+            ranks=self.ranks, full_heads=self.full_heads, seeds=self.seeds, audit=self.audit,
+        )  # fmt: skip
+
+
+class TransferOptions(ExperimentOptions):
+    """Options of ``clip-cycles transfer``: the transfer grid and alignment."""
+
+    rank: int = _rank_field(REFERENCE_RANK)
+    num_proc: int | None = _num_proc_field()
+
+    def settings(self) -> TransferSettings:
+        return TransferSettings(
+            rank=self.rank, epochs=self.epochs, lr=self.lr, weight_decay=self.weight_decay,
+            batch_size=self.train_batch_size, seeds=self.seeds,
+        )  # fmt: skip
+
+
+class OEOptions(ExperimentOptions):
+    """Options of ``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
+
+    epochs: int = Field(8, ge=1, json_schema_extra={"flag": "--epochs", "help": "training epochs (default 8)"})
+    rank: int = _rank_field(64)
+    text_only_epochs: int = Field(
+        50,
+        ge=1,
+        json_schema_extra={
+            "flag": "--text-only-epochs",
+            "help": "epochs of the text-only and image-only shortcut probes (paper 1: 50)",
+        },
+    )
+    text_only_lr: float = Field(
+        1e-2,
+        gt=0.0,
+        json_schema_extra={
+            "flag": "--text-only-lr",
+            "type": "finite",
+            "help": "learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)",
+        },
+    )
+
+    def settings(self) -> OESettings:
+        return OESettings(
+            rank=self.rank, epochs=self.epochs, batch_size=self.train_batch_size, lr=self.lr,
+            weight_decay=self.weight_decay, seeds=self.seeds, text_only_epochs=self.text_only_epochs,
+            text_only_lr=self.text_only_lr,
+        )  # fmt: skip
 
 
 def check_configuration(options: ExperimentOptions) -> None:
@@ -189,7 +245,7 @@ def experiment_cache(options: ModelOptions) -> ResultCache:
     return ResultCache(resolve_cache_dir(options.cache_dir) if options.use_cache else None)
 
 
-def run_experiment(options: ExperimentOptions, run: Callable[..., dict[str, Any]], file_name: str,
+def run_experiment(options: ExperimentOptions, settings: Any, run: Callable[..., dict[str, Any]], file_name: str,
                    with_markers: bool = False, num_proc: int | None = None) -> int:  # fmt: skip
     """Check the configuration, load the input, settle the minimum cycles, run the experiment (or reuse
     its cached result: same features, settings and code) and write its JSON (+ report).
@@ -201,107 +257,47 @@ def run_experiment(options: ExperimentOptions, run: Callable[..., dict[str, Any]
     extra = {} if num_proc is None else {"num_proc": check_num_proc(num_proc)}
     cache = experiment_cache(options.model)
     tasks = None if options.task is None else list(options.task)
-    data = load_input(options.features, tasks, options.model, options.settings.seeds, with_markers=with_markers)
-    settings = dataclasses.replace(options.settings, min_cycles=resolve_min_cycles(options.min_cycles, data))
+    data = load_input(options.features, tasks, options.model, settings.seeds, with_markers=with_markers)
+    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(options.min_cycles, data))
     record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings, **extra))
     print(f"{'reused the cached' if reused else 'computed the'} {run.__name__} result (result cache: {cache.root or 'off'})")
     return finish(record, options.out, file_name, report=options.report)
 
 
-def add_head_training_arguments(parser: argparse.ArgumentParser, rank: int | None) -> None:
-    """The heads' optimiser flags every experiment takes (and ``--rank`` where one rank is trained)."""
-    if rank is not None:
-        parser.add_argument("--rank", type=int, default=rank, help="probe rank (paper: 64)")
-    parser.add_argument("--lr", type=finite_float, default=1e-3)
-    parser.add_argument("--weight-decay", type=finite_float, default=1e-4)
-    add_train_batch_size(parser)
+def _configure(parser: argparse.ArgumentParser, model: type[ExperimentOptions], run: Callable[[Any], int]) -> None:
+    configure(parser, model, run)
+    parser.add_argument("--seed", action=RefusedFlag, sentence=AMBIGUOUS_SEED)
 
 
 def configure_probe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles probe``: rank sweeps per family."""
-    add_experiment_arguments(parser, epochs=30)
-    parser.add_argument("--ranks", type=int, nargs="+", default=list(PROBE_RANKS), help="low-rank probe ranks")
-    parser.add_argument("--full-heads", nargs="*", default=list(FULL_HEADS), help="full-matrix heads to train")
-    add_head_training_arguments(parser, rank=None)
-    parser.add_argument("--no-audit", action="store_true", help="skip the additive audit")
-    add_num_proc_argument(parser)
-    parser.set_defaults(func=probe_command)
+    _configure(parser, ProbeOptions, probe_command)
 
 
-def add_num_proc_argument(parser: argparse.ArgumentParser) -> None:
-    """``--num-proc``: processes that train the heads (the record is the same for any count)."""
-    parser.add_argument(
-        "--num-proc",
-        type=int,
-        default=None,
-        help="processes training the heads, one thread each (default: the usable cores); the result is the same for any count",
-    )
-
-
-def probe_command(args: argparse.Namespace) -> int:
+def probe_command(options: ProbeOptions) -> int:
     """Run the probe sweep and write ``probe.json`` (+ report)."""
-    settings = ProbeSettings(
-        epochs=args.epochs,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        batch_size=args.train_batch_size,
-        ranks=tuple(args.ranks),
-        full_heads=tuple(args.full_heads),
-        seeds=tuple(args.seeds),
-        audit=not args.no_audit,
-    )
-    check_num_proc(args.num_proc)  # before any loading or fitting
-    return run_experiment(experiment_options(args, settings), run_probes, probes.RESULT_FILE, num_proc=args.num_proc)
+    settings = options.settings()
+    check_num_proc(options.num_proc)  # before any loading or fitting
+    return run_experiment(options, settings, run_probes, probes.RESULT_FILE, num_proc=options.num_proc)
 
 
 def configure_transfer_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles transfer``: the transfer grid and alignment."""
-    add_experiment_arguments(parser, epochs=30)
-    add_head_training_arguments(parser, rank=REFERENCE_RANK)
-    add_num_proc_argument(parser)
-    parser.set_defaults(func=transfer_command)
+    _configure(parser, TransferOptions, transfer_command)
 
 
-def transfer_command(args: argparse.Namespace) -> int:
+def transfer_command(options: TransferOptions) -> int:
     """Run the transfer grid and write ``transfer.json`` (+ report)."""
-    settings = TransferSettings(
-        rank=args.rank,
-        epochs=args.epochs,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        batch_size=args.train_batch_size,
-        seeds=tuple(args.seeds),
-    )
-    check_num_proc(args.num_proc)  # before any loading or fitting
-    return run_experiment(experiment_options(args, settings), transfer.run_transfer, transfer.RESULT_FILE, num_proc=args.num_proc)
+    settings = options.settings()
+    check_num_proc(options.num_proc)  # before any loading or fitting
+    return run_experiment(options, settings, transfer.run_transfer, transfer.RESULT_FILE, num_proc=options.num_proc)
 
 
 def configure_oe_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles oe``: Cycle OE vs Shortcut OE vs four-entry BCE."""
-    add_experiment_arguments(parser, epochs=8)
-    add_head_training_arguments(parser, rank=64)
-    parser.add_argument(
-        "--text-only-epochs", type=int, default=50, help="epochs of the text-only and image-only shortcut probes (paper 1: 50)"
-    )
-    parser.add_argument(
-        "--text-only-lr",
-        type=finite_float,
-        default=1e-2,
-        help="learning rate of the text-only and image-only shortcut probes (paper 1: 1e-2)",
-    )
-    parser.set_defaults(func=oe_command)
+    _configure(parser, OEOptions, oe_command)
 
 
-def oe_command(args: argparse.Namespace) -> int:
+def oe_command(options: OEOptions) -> int:
     """Run the OE experiment and write ``oe.json`` (+ report)."""
-    settings = OESettings(
-        rank=args.rank,
-        epochs=args.epochs,
-        batch_size=args.train_batch_size,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        seeds=tuple(args.seeds),
-        text_only_epochs=args.text_only_epochs,
-        text_only_lr=args.text_only_lr,
-    )
-    return run_experiment(experiment_options(args, settings), oe.run_oe, oe.RESULT_FILE, with_markers=True)
+    return run_experiment(options, options.settings(), oe.run_oe, oe.RESULT_FILE, with_markers=True)

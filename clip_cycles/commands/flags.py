@@ -61,3 +61,11 @@ def seed_argument(text: str) -> int:
     if value > MAX_SEED:
         raise argparse.ArgumentTypeError(f"{value} is larger than {MAX_SEED}, the largest seed; seeds are 0 to {MAX_SEED}")
     return value
+
+
+def pool_size(text: str) -> int | None:
+    """A pool-size flag: a positive count, or 0 for every valid image (``build_info.json`` records it so)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"pool size must be a positive count or 0 (all images), got {value}")
+    return value or None

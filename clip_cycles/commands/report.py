@@ -4,17 +4,32 @@ from __future__ import annotations
 
 import argparse
 
+from pydantic import Field
+
+from clip_cycles.commands.derived import configure
 from clip_cycles.experiments.report import build_report
+from clip_cycles.schemas.options import Options
+
+
+class ReportOptions(Options):
+    """Options of ``clip-cycles report``."""
+
+    results_dir: str = Field(
+        json_schema_extra={
+            "flag": "RESULTS_DIR",
+            "metavar": "results_dir",
+            "help": "directory holding probe.json / transfer.json / oe.json",
+        }
+    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles report RESULTS_DIR``."""
-    parser.add_argument("results_dir", help="directory holding probe.json / transfer.json / oe.json")
-    parser.set_defaults(func=run)
+    configure(parser, ReportOptions, run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(options: ReportOptions) -> int:
     """Rebuild the report and print what was written."""
-    paths = build_report(args.results_dir)
+    paths = build_report(options.results_dir)
     print(f"wrote {paths.markdown} and {len(paths.figures)} figure files")
     return 0

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from clip_cycles.commands.derived import configure
 from clip_cycles.commands.schema_formats import SCHEMAS, schema_file_name, schema_text, shipped_schema_dir, write_schemas
 from clip_cycles.schemas.options import Options
 
@@ -14,24 +15,24 @@ from clip_cycles.schemas.options import Options
 class SchemaOptions(Options):
     """Options of ``clip-cycles schema``."""
 
-    format: Literal["task", "build-info", "result", "additive-audit"] | None = Field(None, json_schema_extra={"flag": "FORMAT"})
-    path: bool = Field(False, json_schema_extra={"flag": "--path"})
-    out_dir: str | None = Field(None, json_schema_extra={"flag": "--out-dir"})
+    format: Literal["task", "build-info", "result", "additive-audit"] | None = Field(
+        None, json_schema_extra={"flag": "FORMAT", "nargs": "?", "help": "the file format whose JSON Schema is printed"}
+    )
+    path: bool = Field(
+        False,
+        json_schema_extra={
+            "flag": "--path",
+            "help": "print the path of the shipped schema file instead (for an editor's $schema line)",
+        },
+    )
+    out_dir: str | None = Field(
+        None, json_schema_extra={"flag": "--out-dir", "help": "write every format's <name>.schema.json into this folder"}
+    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``clip-cycles schema``."""
-    parser.add_argument("format", nargs="?", choices=sorted(SCHEMAS), help="the file format whose JSON Schema is printed")
-    parser.add_argument(
-        "--path", action="store_true", help="print the path of the shipped schema file instead (for an editor's $schema line)"
-    )
-    parser.add_argument("--out-dir", default=None, help="write every format's <name>.schema.json into this folder")
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`SchemaOptions`, then :func:`print_schema`."""
-    return print_schema(SchemaOptions.make(format=args.format, path=args.path, out_dir=args.out_dir))
+    configure(parser, SchemaOptions, print_schema)
 
 
 def print_schema(options: SchemaOptions) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from clip_cycles.commands.flags import seed_argument
+from clip_cycles.commands.derived import configure
 from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.experiments.synthetic import QUICK, SyntheticConfig, format_table, run_synthetic
 from clip_cycles.results import write_json
@@ -20,20 +20,24 @@ from clip_cycles.settings import resolve_cache_dir
 class SyntheticOptions(Options):
     """Options of ``clip-cycles synthetic``."""
 
-    out: str = Field("results/synthetic.json", json_schema_extra={"flag": "--out"})
-    seeds: tuple[int, ...] = Field((0, 1, 2), json_schema_extra={"flag": "--seeds"})
-    quick: bool = Field(False, json_schema_extra={"flag": "--quick"})
-    epochs: int | None = Field(None, ge=1, json_schema_extra={"flag": "--epochs"})
-    use_cache: bool = Field(True, json_schema_extra={"flag": "--no-cache"})
-
-
-def run(args: argparse.Namespace) -> int:
-    """The namespace as :class:`SyntheticOptions`, then :func:`synthetic`."""
-    return synthetic(
-        SyntheticOptions.make(
-            out=args.out, seeds=tuple(args.seeds), quick=args.quick, epochs=args.epochs, use_cache=not args.no_cache
-        )
+    out: str = Field(
+        "results/synthetic.json", json_schema_extra={"flag": "--out", "help": "JSON output path (default: %(default)s)"}
     )
+    seeds: tuple[int, ...] = Field(
+        (0, 1, 2), json_schema_extra={"flag": "--seeds", "type": "seed", "help": "seeds (default: 0 1 2)"}
+    )
+    quick: bool = Field(False, json_schema_extra={"flag": "--quick", "help": "reduced sizes and epochs (tests, smoke runs)"})
+    epochs: int | None = Field(
+        None, ge=1, json_schema_extra={"flag": "--epochs", "help": "override the number of training epochs"}
+    )
+    use_cache: bool = Field(
+        True, json_schema_extra={"flag": "--no-cache", "help": "recompute, and store nothing in the result cache"}
+    )
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``clip-cycles synthetic``."""
+    configure(parser, SyntheticOptions, synthetic)
 
 
 def synthetic(options: SyntheticOptions) -> int:
@@ -58,13 +62,3 @@ def synthetic(options: SyntheticOptions) -> int:
     write_json(result, options.out)
     print(f"wrote {options.out} in {elapsed:.1f} s")
     return 0 if result["passed"] else 1
-
-
-def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``clip-cycles synthetic``."""
-    parser.add_argument("--out", default="results/synthetic.json", help="JSON output path (default: %(default)s)")
-    parser.add_argument("--seeds", type=seed_argument, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
-    parser.add_argument("--quick", action="store_true", help="reduced sizes and epochs (tests, smoke runs)")
-    parser.add_argument("--epochs", type=int, default=None, help="override the number of training epochs")
-    parser.add_argument("--no-cache", action="store_true", help="recompute, and store nothing in the result cache")
-    parser.set_defaults(func=run)

@@ -9,6 +9,7 @@ from typing import Sequence
 
 from pydantic import Field
 
+from clip_cycles.commands.derived import configure
 from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import format_task_lines, task_lines
 from clip_cycles.tasks.registry import TaskRegistry
@@ -17,27 +18,23 @@ from clip_cycles.tasks.registry import TaskRegistry
 class TasksOptions(Options):
     """Options of ``clip-cycles tasks``."""
 
-    patterns: tuple[str, ...] = Field((), json_schema_extra={"flag": "PATTERN"})
+    patterns: tuple[str, ...] = Field(
+        (),
+        json_schema_extra={
+            "flag": "PATTERN",
+            "nargs": "*",
+            "help": "fnmatch patterns ('cycles/coco_*') or names or namespace prefixes ('cycles', 'attributes'); default: all",
+        },
+    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """``clip-cycles tasks [PATTERN]``."""
-    parser.add_argument(
-        "patterns",
-        nargs="*",
-        metavar="PATTERN",
-        help="fnmatch patterns ('cycles/coco_*') or names or namespace prefixes ('cycles', 'attributes'); default: all",
-    )
-    parser.set_defaults(func=run)
+    configure(parser, TasksOptions, list_tasks)
 
 
 def _selected(name: str, patterns: Sequence[str]) -> bool:
     return not patterns or any(fnmatch.fnmatchcase(name, p) or name.startswith(p.rstrip("/") + "/") for p in patterns)
-
-
-def run(args: argparse.Namespace) -> int:
-    """``clip-cycles tasks``: the namespace as :class:`TasksOptions`, then :func:`list_tasks`."""
-    return list_tasks(TasksOptions.make(patterns=tuple(args.patterns)))
 
 
 def list_tasks(options: TasksOptions) -> int:

@@ -1,7 +1,7 @@
 """Where a run reads and caches, and what it gives back: ``ModelOptions``, ``RunContext`` and ``RunOutcome``.
 
-Every command that loads a model turns its parsed flags into one :class:`ModelOptions`
-(:func:`clip_cycles.commands.model_flags.model_options`, at the command line's edge; the
+Every command that loads a model gets one :class:`ModelOptions` from its parsed flags
+(its fields declare the flags; :mod:`clip_cycles.commands.derived` builds it at the command line's edge; the
 clip_benchmark plugin and the demo build one directly). The :class:`~clip_cycles.encoding.encoder.ModelSpec`
 is made from it in one place (:meth:`ModelOptions.model_spec`), and so is the
 :class:`RunContext` with its resolved caches (:meth:`RunContext.from_options`).
@@ -13,34 +13,91 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from pydantic import Field
+
 from clip_cycles.encoding.encoder import DEFAULT_BATCH_SIZE, EncodedFeatures, ModelSpec
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 
+#: The model flags that say where tasks read their data: only commands that take ``--task`` have them.
+DATA_FIELDS: tuple[str, ...] = ("dataset_root", "data_cache_dir")
 
-@dataclass(frozen=True)
-class ModelOptions:
+
+def _flag(flag: str, help: str, **more: Any) -> dict[str, Any]:
+    return {"flag": flag, "help": help, **more}
+
+
+class ModelOptions(CheckedOptions):
     """The model flags of every command, typed: which model, where it runs, how it encodes, which caches.
 
     Field names are the flags' (``--model-type`` is ``model_type``, ``--no-amp`` clears
     ``amp``, ``--no-cache`` clears ``use_cache``). ``device`` None means CUDA when
     available; ``cache_dir`` None means ``$CLIP_CYCLES_CACHE`` or ``~/.cache/clip_cycles``;
-    ``data_cache_dir`` None means ``<cache root>/datasets``.
+    ``data_cache_dir`` None means ``<cache root>/datasets``. Each field declares its flag (the
+    parsers of :mod:`clip_cycles.commands` are derived from them); ``aliases`` are the spellings
+    ``eval``, ``encode`` and ``audit-benchmark`` accepted before the flags were unified.
     """
 
-    model_type: str = "open_clip"
-    model: str | None = None
-    pretrained: str | None = None
-    model_cache_dir: str | None = None
-    device: str | None = None
-    amp: bool = True
-    model_seed: int = 0
-    encode_batch_size: int = DEFAULT_BATCH_SIZE
-    num_workers: int | None = None
-    skip_bad_images: bool = False
-    cache_dir: str | Path | None = None
-    use_cache: bool = True
-    dataset_root: str | Path | None = None
-    data_cache_dir: str | Path | None = None
+    model_type: str = Field(
+        "open_clip", json_schema_extra=_flag("--model-type", "backend name (see clip_cycles.encoding.backends)")
+    )
+    model: str | None = Field(None, json_schema_extra=_flag("--model", "model name (backend-specific; a file for 'features')"))
+    pretrained: str | None = Field(
+        None, json_schema_extra=_flag("--pretrained", "pretrained tag or checkpoint path; none = random init")
+    )
+    dataset_root: str | Path | None = Field(
+        None,
+        json_schema_extra=_flag(
+            "--dataset-root", "built dataset folder or raw COCO/GQA root (shapes tasks build their own if omitted)"
+        ),
+    )
+    data_cache_dir: str | Path | None = Field(
+        None,
+        json_schema_extra=_flag(
+            "--data-cache-dir", "where families built from a raw root are kept (default: <cache-dir>/datasets)"
+        ),
+    )
+    cache_dir: str | Path | None = Field(
+        None, json_schema_extra=_flag("--cache-dir", "feature cache root (default: $CLIP_CYCLES_CACHE or ~/.cache/clip_cycles)")
+    )
+    use_cache: bool = Field(True, json_schema_extra=_flag("--no-cache", "encode everything and store nothing"))
+    model_cache_dir: str | None = Field(
+        None, json_schema_extra=_flag("--model-cache-dir", "where the backend keeps downloaded weights")
+    )
+    device: str | None = Field(None, json_schema_extra=_flag("--device", "cpu or cuda (default: cuda when available)"))
+    amp: bool = Field(True, json_schema_extra=_flag("--no-amp", "fp32 on CUDA too"))
+    model_seed: int = Field(
+        0,
+        ge=0,
+        le=2**32 - 1,
+        description="a seed from 0 to 2**32 - 1",
+        json_schema_extra=_flag(
+            "--model-seed", "torch seed before loading (random-init models), not --seeds", type="seed", aliases=("--seed",)
+        ),
+    )
+    encode_batch_size: int = Field(
+        DEFAULT_BATCH_SIZE,
+        ge=1,
+        description="a positive batch size",
+        json_schema_extra=_flag(
+            "--encode-batch-size", "images or captions per encoder batch (not a training batch)", aliases=("--batch-size",)
+        ),
+    )
+    num_workers: int | None = Field(
+        None,
+        ge=0,
+        description="a non-negative number of workers",
+        json_schema_extra=_flag(
+            "--num-workers", "image decoding workers (default: min(4, CPUs - 1); none for jobs of at most two batches)"
+        ),
+    )
+    skip_bad_images: bool = Field(
+        False,
+        json_schema_extra=_flag(
+            "--skip-bad-images",
+            "count and report missing or undecodable images (and drop what uses them) instead of failing",
+        ),
+    )
 
     def model_spec(self, loader: Callable[[], Any] | None = None) -> ModelSpec:
         """The ModelSpec these options describe (the one place one is made from flags).

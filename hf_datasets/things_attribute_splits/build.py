@@ -35,9 +35,10 @@ import numpy as np
 from clip_cycles.attributes.attribute_experiments import PAPER_STRATEGY_ORDER, load_inputs, strategy_names
 from clip_cycles.attributes.concepts import ConceptAttributeData
 from clip_cycles.attributes.splitters import SplitContext, StrategyUnavailable, attribute_folds, coverage_report, make_splitter
-from clip_cycles.commands.model_flags import MODEL_FLAGS
-from clip_cycles.commands.splits import configure_parser, split_inputs
+from clip_cycles.commands.derived import options_from_namespace
+from clip_cycles.commands.splits import SplitsOptions, configure_parser
 from clip_cycles.data.folder.card_yaml import card_header
+from clip_cycles.encoding.run_context import ModelOptions
 
 CARD = Path(__file__).with_name("README.md")
 COLUMNS = (
@@ -158,7 +159,7 @@ def build(
 SYNTHETIC_IGNORES = frozenset(
     {"things_root", "pairs", "concept_list", "categories", "embeddings", "groups", "split_embeddings", "model_name"}
     | {"concept_text", "multi_category"}
-    | {prefix + flag.field for flag in MODEL_FLAGS for prefix in ("", "split_")}
+    | {prefix + field for field in ModelOptions.model_fields for prefix in ("", "split_")}
 )
 
 
@@ -185,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--synthetic builds from the synthetic world's own concept embeddings, so {', '.join(ignored)} "
                 "would be ignored; drop them, or give --things-root instead of --synthetic"
             )
-    data, models, context = load_inputs(split_inputs(args))
+    data, models, context = load_inputs(options_from_namespace(SplitsOptions, args).inputs)
     name, X = next(iter(models.items()))
     split_embedding = args.split_embeddings or name
     if context.split_embeddings is None:

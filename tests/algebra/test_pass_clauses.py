@@ -54,7 +54,7 @@ def test_validity_gate_by_clause(case: str) -> None:
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from conftest import _write_coco
+    from fixture_data import write_coco_root as _write_coco
 
     from clip_cycles.data.families.coco import load_coco_index
 

@@ -6,7 +6,6 @@ Each check runs on the real package and on a crafted violation, so it can fail.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import inspect
 import pkgutil
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import clip_cycles.commands
+from clip_cycles.commands.derived import nested_model
 from clip_cycles.commands.eval import EvalOptions
 from clip_cycles.commands.main import COMMANDS, command_help, main, register_command, unregister_command
 from clip_cycles.encoding.run_context import ModelOptions
@@ -81,12 +81,12 @@ def test_a_registered_command_runs_and_its_errors_are_one_sentence(capsys: pytes
 def test_every_options_field_names_its_flag() -> None:
     classes = _options_classes()
     assert len(classes) >= 10  # the walk saw the command modules
-    # A field holding an options dataclass (ModelOptions, SplitInputs) is set by that object's own flags.
+    # A field holding an options model (ModelOptions, SplitInputs, BuildConfig) is set by that model's own flags.
     missing = [
         f"{c.__name__}.{name}"
         for c in classes
         for name, info in c.model_fields.items()
-        if not dataclasses.is_dataclass(info.annotation) and not c.flag_of(name)
+        if nested_model(info) is None and not c.flag_of(name)
     ]
     assert missing == []
 
@@ -101,13 +101,13 @@ def test_flag_check_sees_a_field_without_its_flag() -> None:
 @pytest.mark.parametrize("options", _options_classes(), ids=lambda c: c.__name__)
 def test_declared_constraints_refuse_their_invalid_values(options: type[Options]) -> None:
     # A valid value of every field that has no default, so each bad value is the only problem: an options
-    # dataclass (ModelOptions, SplitInputs) at its defaults, a one-item tuple, else a string.
+    # model (ModelOptions, SplitInputs) at its defaults, a one-item tuple, else a string.
     required: dict[str, object] = {}
     for name, info in options.model_fields.items():
         if info.is_required():
             annotation = info.annotation
-            if dataclasses.is_dataclass(annotation):
-                required[name] = annotation()  # type: ignore[operator]
+            if nested_model(info) is not None:
+                required[name] = nested_model(info)()  # type: ignore[misc]
             else:
                 required[name] = ("x",) if "tuple" in str(annotation) else "x"
     assert options.make(**required)

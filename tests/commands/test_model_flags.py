@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import importlib
 import inspect
 import pkgutil
@@ -17,13 +16,14 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import Field
 
 import clip_cycles
 from clip_cycles.cli import COMMANDS
-from clip_cycles.commands.model_flags import MODEL_FLAGS, add_model_arguments, model_options
-from clip_cycles.commands.splits import split_inputs
+from clip_cycles.commands.derived import add_option_arguments, options_from_namespace
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.schemas.options import Options
 
 #: Every command that loads a model, with the arguments it needs besides the model flags.
 REQUIRED = {
@@ -88,11 +88,22 @@ def parse(command: str, argv: list[str]) -> argparse.Namespace:
     return parser.parse_args([*REQUIRED[command], *argv])
 
 
+def command_options(args: argparse.Namespace) -> Options:
+    """The options object the command's ``run`` gets from ``args`` (the model its parser was derived from)."""
+    return options_from_namespace(args._options_model, args)
+
+
+def model_options(args: argparse.Namespace) -> ModelOptions:
+    """The ModelOptions inside a command's options (``splits``: its inputs' model)."""
+    options = command_options(args)
+    return options.inputs.model if hasattr(options, "inputs") else options.model  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("command", sorted(REQUIRED))
 def test_every_command_takes_the_one_model_flag_set(command: str) -> None:
     data = DATA if command in WITH_DATA else []
     options = model_options(parse(command, [*CANONICAL, *data]))
-    expected = dataclasses.replace(EXPECTED, dataset_root="root", data_cache_dir="data") if data else EXPECTED
+    expected = EXPECTED.replace(dataset_root="root", data_cache_dir="data") if data else EXPECTED
     assert options == expected
     # Nothing given: the documented defaults (open_clip, seed 0, batches of 64, the cache on).
     if command not in ("eval", "encode"):  # those two require --model
@@ -149,26 +160,47 @@ def test_splits_seed_abbreviates_seeds_and_the_split_model_shares_the_model_sett
         ],
     )
     assert args.seeds == [1]
-    inputs = split_inputs(args)
+    inputs = command_options(args).inputs  # type: ignore[attr-defined]
     assert inputs.model == ModelOptions(model="m", device="cpu", model_seed=6, cache_dir="c")
     # The --split-model-* flags are the model flags with a prefix: only the model differs.
     assert inputs.split_model == ModelOptions(
         model_type="hf_vision", model="swin", pretrained="rev", device="cpu", model_seed=6, cache_dir="c"
     )
-    assert split_inputs(parse("splits", ["--model", "m"])).split_model is None
+    assert command_options(parse("splits", ["--model", "m"])).inputs.split_model is None  # type: ignore[attr-defined]
+    assert command_options(parse("splits", ["--model", "m", "--split-model-type", "timm"])).inputs.split_model is None
 
 
-def test_flag_table_and_its_guard() -> None:
-    fields = {f.name for f in dataclasses.fields(ModelOptions)}
-    assert [f.field for f in MODEL_FLAGS if f.field not in fields] == []
-    assert {f.field for f in MODEL_FLAGS} == fields  # every option has its flag
-    with pytest.raises(ValueError, match=r"unknown model option fields \['modle'\]"):
-        add_model_arguments(argparse.ArgumentParser(), only=("modle",))
+class _Second(Options):
+    """A model with a second model's flags under a prefix, its other settings from the first."""
+
+    model: ModelOptions = Field(ModelOptions())
+    second: ModelOptions | None = Field(
+        None,
+        json_schema_extra={
+            "nested": {"prefix": "second-", "only": ("model", "device"), "default": {"device": "cpu"}, "base": "model"}
+        },
+    )
+
+
+def test_nested_model_flags_and_their_guard() -> None:
     parser = argparse.ArgumentParser()
-    add_model_arguments(parser, prefix="second-", only=("model", "device"), defaults={"device": "cpu"})
-    args = parser.parse_args(["--second-model", "x"])
-    assert vars(args) == {"second_model": "x", "second_device": "cpu"}
-    assert model_options(args, "second-", base=ModelOptions(model_seed=9)) == ModelOptions(model="x", device="cpu", model_seed=9)
+    add_option_arguments(parser, _Second)
+    args = parser.parse_args(["--second-model", "x", "--model-seed", "9"])
+    assert (args.second_model, args.second_device) == ("x", "cpu")
+    assert options_from_namespace(_Second, args).second == ModelOptions(model="x", device="cpu", model_seed=9)
+
+    class Misspelt(Options):
+        model: ModelOptions = Field(ModelOptions(), json_schema_extra={"nested": {"only": ("modle",)}})
+
+    with pytest.raises(ValueError, match=r"ModelOptions has no fields \['modle'\]"):
+        add_option_arguments(argparse.ArgumentParser(), Misspelt)
+
+    class Twice(Options):
+        model: ModelOptions = Field(ModelOptions())
+        again: ModelOptions = Field(ModelOptions())
+
+    with pytest.raises(ValueError, match=r"Twice: two flags write \['amp', "):
+        add_option_arguments(argparse.ArgumentParser(), Twice)
 
 
 # --------------------------------------------------------------------------- one ModelSpec, one RunContext
@@ -203,7 +235,7 @@ def test_model_spec_and_run_context_come_from_the_options(tmp_path: Path, monkey
         language="de",
     )
     # --no-cache stores no features, but families built from a raw root still go under the cache root.
-    off = RunContext.from_options(dataclasses.replace(options, use_cache=False, data_cache_dir=tmp_path / "d"))
+    off = RunContext.from_options(options.replace(use_cache=False, data_cache_dir=tmp_path / "d"))
     assert (off.cache_dir, off.data_cache_dir) == (None, tmp_path / "d")
     monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "env"))
     planted = RunContext.from_options(ModelOptions(model="m", device="cpu"))
@@ -217,7 +249,7 @@ def test_model_spec_and_run_context_come_from_the_options(tmp_path: Path, monkey
 # --------------------------------------------------------------------------- no Namespace below the edge
 
 #: Functions that may take an argparse.Namespace besides a command's ``run(args) -> int``: the flag converters.
-CONVERTERS = {"model_options", "split_inputs", "splits_options", "experiment_options"}
+CONVERTERS = {"options_from_namespace", "command_options", "model_options"}
 ARGPARSE_NAMESPACE = re.compile(r"(?<![\w.])(argparse\.)?Namespace\b")  # not DerivedNamespace, FeatureNamespace
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import CACHE_ENV_FOLDERS
+from fixture_data import CACHE_ENV_FOLDERS
 
 REPO = Path(__file__).resolve().parents[2]
 #: Tests that write where libraries cache by default: ``datasets.load_dataset`` without a cache folder,

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHAPES_CYCLES_MIN_CYCLES
+from fixture_data import SHAPES_CYCLES_MIN_CYCLES
 
 from clip_cycles.results import read_result
 from clip_cycles.settings import MIN_CYCLES_ENV

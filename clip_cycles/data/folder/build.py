@@ -1,8 +1,8 @@
 """COCO or GQA cycle families into a dataset folder (the library of ``clip-cycles build``).
 
 The command line is :mod:`clip_cycles.commands.build`: one sub-command per registered source
-(:mod:`clip_cycles.data.sources.registry`), with its raw-root flag, its flags (``build_flags``) and its
-function (``build``), which turns the flags into one :class:`~clip_cycles.data.families.build_config.BuildConfig`.
+(:mod:`clip_cycles.data.sources.registry`) that its table names, with the source's raw-root flag and the
+flags of its options model, which holds one :class:`~clip_cycles.data.families.build_config.BuildConfig`.
 The shipped ones::
 
     clip-cycles build shapes --out DIR [--n-images N] [--seed S] [--image-size PX]

@@ -99,7 +99,7 @@ VAL = [{"id": 999, "objects": [(DOG, box(50, 50))], "captions": ["a dog"]}]
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from conftest import _write_coco
+    from fixture_data import write_coco_root as _write_coco
 
     root = _write_coco(tmp_path_factory.mktemp("coco_fixture"), CATEGORIES, TRAIN, VAL)
     return load_coco_index(root)

@@ -238,7 +238,7 @@ def _check_directions_by_hand(raw: dict, build) -> None:
 
 
 def test_object_position_needs_every_instance_on_its_side(tmp_path):
-    from conftest import _write_coco
+    from fixture_data import write_coco_root as _write_coco
 
     cats = [(1, "dog", "animal")]
     train = [

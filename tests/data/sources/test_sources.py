@@ -10,12 +10,15 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
+import pydantic
 import pytest
+from pydantic import Field
 
 from clip_cycles.cli import main
 from clip_cycles.commands import build as build_command
+from clip_cycles.commands.derived import OPTIONS_MODEL
 from clip_cycles.data.families.registry import family_builder_source
 from clip_cycles.data.folder import build
 from clip_cycles.data.sources import registry as sources
@@ -32,20 +35,23 @@ from clip_cycles.data.sources.registry import (
     source_names,
     unregister_source,
 )
+from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.loading import _expected_roots_message, _raw_root
 from clip_cycles.tasks.registry import TaskRegistry, TaskSpec
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[1]
 CALLS: list[dict] = []
 
 
-def _toy_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--size", type=int, default=3)
+class ToyOptionsBase(Options):
+    """The toy source's build options but its root (whose flag is the registered source's)."""
+
+    out: str = Field(json_schema_extra={"flag": "--out"})
+    size: int = Field(3, ge=1, json_schema_extra={"flag": "--size"})
 
 
-def _toy_run(args: argparse.Namespace) -> int:
-    CALLS.append({"root": args.toy_root, "out": args.out, "size": args.size})
+def _toy_run(options: Any) -> int:
+    CALLS.append({"root": options.root, "out": options.out, "size": options.size})
     return 0
 
 
@@ -66,9 +72,6 @@ TOY = Source(
     image_dirs=("pictures",),
     builders=("coco",),
     card=SourceCard(title="Toy cycle families", license="cc0-1.0", license_text="toy licence", citation="toy"),
-    build_help="make the toy world",
-    build_flags=_toy_flags,
-    build=_toy_run,
     root_flag="--toy-root",
     default_root=_toy_default_root,
 )
@@ -79,10 +82,14 @@ def toy() -> Iterator[Source]:
     """The toy source registered for one test (and removed after it)."""
     CALLS.clear()
     register_source(TOY)
+    # The options model reads the source's root flag, so it is made once the source is registered.
+    options = pydantic.create_model("ToyBuildOptions", __base__=ToyOptionsBase, root=(str, build_command.root_field("toy")))
+    build_command.register_build_command("toy", build_command.BuildCommand("make the toy world", options, _toy_run))
     try:
         yield TOY
     finally:
         unregister_source("toy")
+        build_command.BUILD_COMMANDS.unregister("toy")
 
 
 def _touch(root: Path, *names: str) -> Path:
@@ -248,10 +255,12 @@ def _build_subcommands() -> dict[str, argparse.ArgumentParser]:
 def test_every_registered_source_has_a_build_subcommand(toy: Source) -> None:
     commands = _build_subcommands()
     assert list(commands) == list(source_names())
+    assert commands["coco"].get_default(OPTIONS_MODEL) is build_command.CocoBuildOptions
+    assert commands["gqa"].get_default(OPTIONS_MODEL) is build_command.GqaBuildOptions
     coco = commands["coco"].parse_args(["--coco-root", "r", "--out", "o"])
-    assert coco.func is build_command.run_coco and coco.pool_train == build.DEFAULT_POOL_TRAIN
+    assert coco.pool_train == build.DEFAULT_POOL_TRAIN
     gqa = commands["gqa"].parse_args(["--gqa-root", "r", "--out", "o", "--pool-test", "0"])
-    assert gqa.func is build_command.run_gqa and (gqa.pool_train, gqa.pool_test) == (5600, None)  # 0 = every image
+    assert (gqa.pool_train, gqa.pool_test) == (5600, None)  # 0 = every image
     with pytest.raises(SystemExit):
         commands["gqa"].parse_args(["--gqa-root", "r", "--out", "o", "--pool-train", "-1"])
     with pytest.raises(SystemExit):

@@ -129,7 +129,7 @@ TOGETHER = (
 )
 CARD = SourceCard(title="t", license="cc0-1.0", license_text="l", citation="c")
 BASE = Source(name="toy_m", title="toy", layout="toy.json", markers=("toy.json",), annotations=("toy.json",), image_dirs=(),
-              builders=("coco",), card=CARD, build_help="h", build_flags=print, build=print)  # fmt: skip
+              builders=("coco",), card=CARD)  # fmt: skip
 
 
 @pytest.mark.parametrize(
