@@ -35,7 +35,7 @@ from clip_cycles.encoding.feature_cache import (
     write_manifest,
 )
 from clip_cycles.encoding.vlm_scores import PairScoreCache
-from clip_cycles.fingerprints import StorageError
+from clip_cycles.outputs import OutputError
 
 DESC = {"kind": "image", "model": {"backend": "test", "model": "m"}, "preprocessing": "p", "precision": "fp32"}
 COMPACT = (",", ":")
@@ -189,13 +189,13 @@ def test_a_refused_write_names_the_shard_or_folder(tmp_path: Path, monkeypatch: 
     ns.put(["a"], _rows(1))
     monkeypatch.setattr(feature_cache, "atomic_write_bytes", _disk_full)
     shard = ns.directory / f"{_name(['b'], 32)}.safetensors"
-    with pytest.raises(StorageError, match=f"no space left on the device while writing {shard}; free space there"):
+    with pytest.raises(OutputError, match=f"no space left on the device while writing {shard}; free space there"):
         ns.put(["b"], _rows(1))
     assert ns.stats.shards_written == 1
     fresh = FeatureNamespace(tmp_path, {**DESC, "kind": "text"})
-    with pytest.raises(StorageError, match=f"while writing {fresh.directory}; .*--cache-dir DIR"):
+    with pytest.raises(OutputError, match=f"while writing {fresh.directory}; .*--cache-dir DIR"):
         fresh.put(["b"], _rows(1))
-    with pytest.raises(StorageError, match=f"while writing {tmp_path / 'models' / (_name(DESC) + '.json')}; free space there"):
+    with pytest.raises(OutputError, match=f"while writing {tmp_path / 'models' / (_name(DESC) + '.json')}; free space there"):
         write_manifest(tmp_path, DESC, {"image": "p"})
 
 
