@@ -430,12 +430,12 @@ def test_a_refused_shard_does_not_end_the_reading(kind: str, tmp_path: Path) -> 
 
 def test_a_shard_is_written_without_fsync_because_every_read_checks_it(tmp_path, monkeypatch) -> None:
     """The namespace marker is durable; the checksummed shards are not synced (a torn one is re-encoded)."""
-    from clip_cycles import fingerprints
+    from clip_cycles import outputs
     from clip_cycles.encoding.feature_cache import FeatureNamespace
 
     synced: list[int] = []
-    real_fsync = fingerprints.os.fsync
-    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    real_fsync = outputs.os.fsync
+    monkeypatch.setattr(outputs.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     namespace = FeatureNamespace(tmp_path / "cache", {"kind": "image"})
     namespace.put(["h1"], np.ones((1, 3), dtype=np.float32))
     marker_syncs = len(synced)
