@@ -1,8 +1,8 @@
-"""Content fingerprints and atomic writes: what every cache key and every written file rests on.
+"""Content fingerprints: what every cache key rests on.
 
 Canonical JSON and short digests of descriptions, sha256 of files (remembered per file while
 size, mtime, inode and ctime hold), listings of image folders, fingerprints of local model
-weights, and writes that go through a temporary sibling and ``os.replace``.
+weights. How files reach the disk is :mod:`clip_cycles.outputs` (the one output policy).
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any, Iterable
 
-from clip_cycles.outputs import OutputError, exchange_paths, output_error, write_atomic_raw
+from clip_cycles.outputs import atomic_write_bytes
 from clip_cycles.regular_files import read_regular_file
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -45,24 +44,6 @@ def text_hash(text: str) -> str:
 def stable_repr(obj: Any) -> str:
     """``repr`` without memory addresses, so a preprocessing pipeline identifies itself across runs."""
     return _ADDRESS.sub("", repr(obj))
-
-
-#: The environment refused a write (disk full, quota, read-only, ...): one sentence naming the path and what
-#: to do; an OSError and a ValueError. The one output policy lives in :mod:`clip_cycles.outputs`.
-StorageError = OutputError
-storage_error = output_error
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Write ``data`` to ``path`` under the output policy (:func:`clip_cycles.outputs.write_atomic_raw`).
-
-    A temporary sibling and ``os.replace`` for a regular or missing file (a FIFO or character
-    device is streamed into, never replaced). ``durable=False`` skips the ``fsync`` and the sweep
-    of dead processes' temporaries: for cache files whose checksum every read verifies (feature
-    shards, cached audits), where a file a crash left torn is detected, deleted and recomputed.
-    OS errors are raised as they are, for the caller to name (:func:`storage_error`).
-    """
-    write_atomic_raw(Path(path), data, durable=durable, sweep=durable)
 
 
 _HASH_CHUNK = 1 << 22
@@ -180,78 +161,3 @@ def listing_fingerprint(folder: Path, suffixes: Iterable[str] | None = None) -> 
                         entries.append((relative, stat.st_size, stat.st_mtime_ns))
     entries.sort()
     return {"files": len(entries), "digest": digest(entries, 64)}
-
-
-# --- folder transactions (builds): staging beside the target, then one rename -----------------------------
-
-
-def transaction_target(out: str | os.PathLike[str]) -> Path:
-    """The folder a build of ``--out out`` replaces: ``out`` itself, or the folder a symlink ``out`` points to.
-
-    A symlinked ``--out`` is followed so the link keeps pointing at the rebuilt folder (the
-    target is replaced; the link is never turned into a folder), and the staging folder sits
-    beside the target, on its file system, where the final rename must happen.
-    """
-    out = Path(out)
-    return Path(os.path.realpath(out)) if out.is_symlink() else out
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    except OverflowError:
-        return False
-    return True
-
-
-def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
-    """Remove ``parent/<prefix><pid>`` folders left by processes that are gone (a build killed with ``kill -9``).
-
-    A live process's staging folder is never touched, nor is a name whose suffix is not a
-    pid; this process's own leftovers are removed. Returns the removed paths.
-    """
-    removed: list[Path] = []
-    if not parent.is_dir():
-        return removed
-    own = os.getpid()
-    for prefix in prefixes:
-        for path in sorted(parent.glob(f"{prefix}*")):
-            suffix = path.name[len(prefix) :]
-            if not suffix.isdigit() or (int(suffix) != own and _process_alive(int(suffix))):
-                continue
-            if path.is_symlink() or not path.is_dir():
-                path.unlink(missing_ok=True)
-            else:
-                shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    return removed
-
-
-def staging_folder(target: Path) -> Path:
-    """A fresh ``.<name>.building-<pid>`` beside ``target``, after removing the stale ones of dead processes."""
-    remove_stale_staging(target.parent, (f".{target.name}.building-", f".{target.name}.old-"))
-    staging = target.parent / f".{target.name}.building-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    return staging
-
-
-def replace_folder(staging: Path, target: Path) -> None:
-    """Move ``staging`` into place as ``target``: a rename, or two when a previous ``target`` is swapped out."""
-    if not target.exists():
-        os.replace(staging, target)
-        return
-    old = target.parent / f".{target.name}.old-{os.getpid()}"
-    if old.exists():
-        shutil.rmtree(old)
-    if exchange_paths(staging, target):  # one atomic swap: no moment without a target
-        shutil.rmtree(staging, ignore_errors=True)
-        return
-    os.replace(target, old)
-    os.replace(staging, target)
-    shutil.rmtree(old, ignore_errors=True)

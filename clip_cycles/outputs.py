@@ -10,6 +10,9 @@
   (:func:`write_file_set`): staged in ``.<folder>.building-<pid>`` beside the folder, then swapped
   in with one atomic exchange of the two folders (two renames where the system has no
   exchange), so a kill at any moment leaves the old set or the new set.
+- A folder a builder fills itself (a dataset folder, a shapes world, a task's cached build) is
+  staged the same way: :func:`staging_folder` gives the fresh ``.<name>.building-<pid>`` (after
+  :func:`recover_sets` cleaned up what dead processes left), :func:`replace_folder` swaps it in.
 - Every OS error (no space, quota, read-only, permission, name too long, a loop of links, a
   folder or file in the way) is an :class:`OutputError`: an OSError and a ValueError, so every
   entry point reports it as one sentence naming the path and what to do (exit 2).
@@ -25,7 +28,7 @@ import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 #: The longest path the system accepts (Linux PATH_MAX) and the longest name of one entry.
 MAX_PATH_BYTES = 4096
@@ -232,6 +235,16 @@ def write_atomic_raw(path: Path, data: bytes, *, durable: bool = True, sweep: bo
             pass
 
 
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
+    """:func:`write_atomic_raw` for callers that name their own errors (:func:`output_error`).
+
+    ``durable=False`` skips the ``fsync`` and the sweep of dead processes' temporaries: for cache
+    files whose checksum every read verifies (feature shards, cached audits), where a file a crash
+    left torn is detected, deleted and recomputed.
+    """
+    write_atomic_raw(Path(path), data, durable=durable, sweep=durable)
+
+
 def write_output(
     path: str | os.PathLike[str], data: bytes, *, what: str = "output", hint: str = DEFAULT_HINT, durable: bool = True
 ) -> Path:
@@ -324,9 +337,37 @@ def exchange_paths(a: Path, b: Path) -> bool:
 
 
 def set_target(folder: str | os.PathLike[str]) -> Path:
-    """The folder a set replaces: ``folder`` itself, or the folder a symlink ``folder`` points to."""
+    """The folder a set (or a build of ``--out folder``) replaces: ``folder`` itself, or the folder a symlink
+    ``folder`` points to.
+
+    A symlinked folder is followed so the link keeps pointing at the rewritten folder (the target
+    is replaced; the link is never turned into a folder), and the staging folder sits beside the
+    target, on its file system, where the final rename must happen.
+    """
     folder = Path(folder)
     return Path(os.path.realpath(folder)) if folder.is_symlink() else folder
+
+
+def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
+    """Remove ``parent/<prefix><pid>`` entries left by processes that are gone (a build killed with ``kill -9``).
+
+    A live process's staging folder is never touched, nor is a name whose suffix is not a
+    pid; this process's own leftovers are removed. Returns the removed paths.
+    """
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    for prefix in prefixes:
+        for path in sorted(parent.glob(f"{prefix}*")):
+            pid = path.name[len(prefix) :]
+            if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
+                continue
+            if path.is_symlink() or not path.is_dir():
+                path.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 def recover_sets(target: Path) -> list[Path]:
@@ -349,6 +390,43 @@ def recover_sets(target: Path) -> list[Path]:
                 path.unlink(missing_ok=True)
             touched.append(path)
     return touched
+
+
+def staging_folder(target: Path) -> Path:
+    """A fresh, empty ``.<name>.building-<pid>`` beside ``target`` (its parents made), after :func:`recover_sets`
+    cleaned up (or put back) what dead processes left beside it."""
+    recover_sets(target)
+    staging = target.parent / f".{target.name}.building-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def replace_folder(staging: Path, target: Path) -> None:
+    """Move the filled ``staging`` folder into place as ``target``, never leaving a moment without ``target``.
+
+    A new ``target`` is one rename; an existing one is exchanged with ``staging`` in one atomic
+    step (then removed), or, where the system has no exchange, renamed to ``.<name>.old-<pid>``
+    and replaced (a kill between those two renames is undone by the next :func:`recover_sets`).
+    OS errors are raised as they are, for the caller to name.
+    """
+    if not target.exists():
+        os.replace(staging, target)
+        return
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    if old.exists():
+        shutil.rmtree(old)
+    if exchange_paths(staging, target):  # after the exchange the staging name holds the old folder
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    os.replace(target, old)
+    try:
+        os.replace(staging, target)
+    except BaseException:
+        os.replace(old, target)  # the second rename failed: the old folder goes back at once
+        raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _link_or_copy(source: str, destination: str) -> None:
@@ -406,15 +484,7 @@ def write_file_set(
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_new_file(path, data)
-        if not target.exists():
-            os.replace(staging, target)
-        elif not exchange_paths(staging, target):
-            old = target.parent / f".{target.name}.old-{os.getpid()}"
-            os.replace(target, old)
-            os.replace(staging, target)
-            shutil.rmtree(old, ignore_errors=True)
-        # after the exchange the staging name holds the old folder
-        shutil.rmtree(staging, ignore_errors=True)
+        replace_folder(staging, target)
     except OutputError:
         shutil.rmtree(staging, ignore_errors=True)
         raise

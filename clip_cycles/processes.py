@@ -5,6 +5,11 @@ Each job runs ``fn(shared, job)``; ``shared`` (features, folds) reaches the work
 what the parent would (each job seeds itself; each worker runs torch on one thread, which is
 also what keeps a forked child out of the parent's OpenMP pool), so one process and many give
 the same results, in the same order.
+
+This is the project's one fork pool: :func:`run_jobs` (experiments: a list, a progress bar) and
+:func:`iterate_jobs` (each result as soon as it and all before it are done; the dataset builds'
+``parallel_map`` / ``parallel_imap`` in :mod:`clip_cycles.data.families.registry`) share it. A pool is never
+started inside a worker: there the jobs run in that worker, in order.
 """
 
 from __future__ import annotations
@@ -12,14 +17,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from clip_cycles.verbosity import progress_disable
 
 J = TypeVar("J")
 R = TypeVar("R")
 
-#: What the forked workers read: set by :func:`run_jobs` just before the pool starts.
+#: What the forked workers read: set by :func:`iterate_jobs` just before the pool starts, reset after it.
 _SHARED: tuple[Callable[[Any, Any], Any], Any] | None = None
 
 
@@ -62,36 +67,41 @@ def _run_one(job: Any) -> Any:
     return fn(shared, job)
 
 
+def iterate_jobs(fn: Callable[[Any, J], R], shared: Any, jobs: Sequence[J], num_proc: int | None = None) -> Iterator[R]:
+    """``fn(shared, job) for job in jobs``, in job order, on up to ``num_proc`` forked processes (None: the usable cores).
+
+    The next free worker takes the next job; each result is yielded as soon as it and all before it
+    are done. One process, one job, a platform without ``fork``, or a call from inside a worker (or
+    while this process's pool is open) runs the jobs here, in order.
+    """
+    global _SHARED
+    workers = min(check_num_proc(num_proc), len(jobs))
+    if workers <= 1 or _SHARED is not None or "fork" not in multiprocessing.get_all_start_methods():
+        for job in jobs:
+            yield fn(shared, job)
+        return
+    _SHARED = (fn, shared)  # inherited by the forked workers: ``shared`` is never pickled
+    try:
+        with multiprocessing.get_context("fork").Pool(workers, initializer=_single_threaded) as pool:
+            # chunksize 1, in order: a long job never holds the ones behind it in another worker.
+            yield from pool.imap(_run_one, jobs, chunksize=1)
+    finally:
+        _SHARED = None
+
+
 def run_jobs(
     fn: Callable[[Any, J], R], shared: Any, jobs: Sequence[J], num_proc: int | None = None, desc: str = "jobs"
 ) -> list[R]:
     """``[fn(shared, job) for job in jobs]``, in up to ``num_proc`` forked processes (None: the usable cores).
 
-    One process, one job or a platform without ``fork`` runs them here, in order. A progress bar
-    counts finished jobs.
+    :func:`iterate_jobs` collected into a list; a progress bar counts finished jobs.
     """
     from tqdm.auto import tqdm
 
-    global _SHARED
-    workers = min(check_num_proc(num_proc), len(jobs))
-    bar = tqdm(total=len(jobs), desc=desc, disable=progress_disable(), leave=False)
-    try:
-        if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-            results = []
-            for job in jobs:
-                results.append(fn(shared, job))
-                bar.update(1)
-            return results
-        _SHARED = (fn, shared)
-        try:
-            with multiprocessing.get_context("fork").Pool(workers, initializer=_single_threaded) as pool:
-                results = []
-                # chunksize 1, in order: a long job never holds the ones behind it in another worker.
-                for result in pool.imap(_run_one, jobs, chunksize=1):
-                    results.append(result)
-                    bar.update(1)
-                return results
-        finally:
-            _SHARED = None
-    finally:
-        bar.close()
+    check_num_proc(num_proc)  # a bad count is refused before the bar is drawn
+    with tqdm(total=len(jobs), desc=desc, disable=progress_disable(), leave=False) as bar:
+        results = []
+        for result in iterate_jobs(fn, shared, jobs, num_proc):
+            results.append(result)
+            bar.update(1)
+        return results

@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Mapping, Sequence
 
 from clip_cycles.data.folder.reader import CycleRows
-from clip_cycles.fingerprints import atomic_write_bytes, replace_folder, staging_folder
+from clip_cycles.outputs import atomic_write_bytes, replace_folder, staging_folder
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
 from clip_cycles.tasks.registry import expand_tasks
 

@@ -3,8 +3,9 @@
 :func:`patch_cli` (called by the start-up hook :mod:`clip_cycles.commands._activation`, installed
 by ``setup.py`` as ``_clip_cycles_hook``) teaches an imported ``clip_benchmark.cli`` the cycles
 datasets, collections and backends; :func:`given_flags` reads clip_benchmark's parser to tell a
-given flag from a default. The runs themselves are the library's
-(:mod:`clip_cycles.integrations.clip_benchmark`).
+given flag from a default; ``python -m clip_cycles.commands.clip_benchmark eval ...`` runs
+clip_benchmark's CLI with the patch applied (:func:`main`), without the start-up hook. The runs
+themselves are the library's (:mod:`clip_cycles.integrations.clip_benchmark`).
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def patch_cli(cli: ModuleType) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m clip_cycles.integrations.clip_benchmark ...``: clip_benchmark's CLI with the plugin applied."""
+    """``python -m clip_cycles.commands.clip_benchmark ...``: clip_benchmark's CLI with the plugin applied."""
     import clip_benchmark.cli as cli
 
     patch_cli(cli)

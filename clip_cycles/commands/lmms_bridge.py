@@ -1,7 +1,6 @@
-"""``python -m clip_cycles.integrations.lmms_bridge``: write an lmms-eval task folder for cycle tasks.
+"""``python -m clip_cycles.commands.lmms_bridge``: write an lmms-eval task folder for cycle tasks.
 
-The flags of the lmms-eval bridge (:mod:`clip_cycles.integrations.lmms_bridge`); its
-``__main__`` runs :func:`main` here.
+The flags of the lmms-eval bridge (:mod:`clip_cycles.integrations.lmms_bridge`) and its entry point.
 """
 
 from __future__ import annotations
@@ -16,12 +15,13 @@ from clip_cycles.commands.flags import add_verbosity_arguments, seed_argument
 from clip_cycles.integrations import lmms_bridge
 from clip_cycles.verbosity import command_level, configured_logging
 
+#: The command's spelling, in its usage line and its error sentences (argparse's own say ``PROG: error:`` too).
+PROG = "python -m clip_cycles.commands.lmms_bridge"
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m clip_cycles.integrations.lmms_bridge``: write the lmms-eval task folder and print its task names."""
-    parser = argparse.ArgumentParser(
-        prog="python -m clip_cycles.integrations.lmms_bridge", description=str(lmms_bridge.__doc__).split("\n")[0]
-    )
+    """``python -m clip_cycles.commands.lmms_bridge``: write the lmms-eval task folder and print its task names."""
+    parser = argparse.ArgumentParser(prog=PROG, description=str(lmms_bridge.__doc__).split("\n")[0])
     parser.add_argument("--dataset-root", required=True, help="built dataset folder (clip-cycles build)")
     parser.add_argument(
         "--task",
@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with configured_logging(command_level(args.quiet, args.verbose)):  # notes (families built) on stderr
             names = lmms_bridge.write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
     except (ValueError, FileNotFoundError) as error:
-        print(f"clip_cycles.integrations.lmms_bridge: error: {error}", file=sys.stderr)
+        print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps({"include_path": str(Path(args.out).resolve()), "tasks": names}, indent=2))
     return 0

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from clip_cycles.fingerprints import atomic_write_bytes
+from clip_cycles.outputs import atomic_write_bytes
 from clip_cycles.schemas.audit_report import additive_audit_json_schema
 from clip_cycles.schemas.build_info import build_info_json_schema
 from clip_cycles.schemas.result import result_json_schema

@@ -32,7 +32,7 @@ Usage, one node with 4 GPUs (or 4 CPU processes: add ``--device cpu``)::
         --dataset-root /data/coco_cycles --cache-dir /shared/clip_cycles_cache
 
     torchrun --standalone --nproc_per_node 4 -m clip_cycles encode --task cycles/coco_all ...
-    torchrun --standalone --nproc_per_node 4 -m clip_cycles.integrations.clip_benchmark eval \\
+    torchrun --standalone --nproc_per_node 4 -m clip_cycles.commands.clip_benchmark eval \\
         --dataset cycles/coco_all --model ViT-B-32 --pretrained openai --dataset_root /data/coco_cycles
 
 (the plugin reads the cache root from ``$CLIP_CYCLES_CACHE``; do not pass clip_benchmark's

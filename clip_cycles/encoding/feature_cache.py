@@ -34,7 +34,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, storage_error
+from clip_cycles.fingerprints import canonical_json, digest
+from clip_cycles.outputs import atomic_write_bytes, output_error
 from clip_cycles.regular_files import read_regular_file
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ class FeatureNamespace:
         try:
             self._ensure_directory()
         except OSError as error:
-            raise storage_error(error, self.directory, _CACHE_HINT) from error
+            raise output_error(error, self.directory, _CACHE_HINT) from error
         meta = {
             "items": json.dumps(list(items)),
             "namespace": self.name,
@@ -223,7 +224,7 @@ class FeatureNamespace:
             # No fsync: every read checks the shard's checksum, and a torn shard is deleted and re-encoded.
             atomic_write_bytes(path, save({self.tensor: features}, metadata=meta), durable=False)
         except OSError as error:
-            raise storage_error(error, path, _CACHE_HINT) from error
+            raise output_error(error, path, _CACHE_HINT) from error
         self.stats.shards_written += 1
         if self._table is not None:
             for item, row in zip(items, features):
@@ -264,7 +265,7 @@ def write_manifest(root: str | Path, description: Mapping[str, Any], preprocessi
     try:
         atomic_write_bytes(path, (canonical_json(data) + "\n").encode("utf-8"))
     except OSError as error:
-        raise storage_error(error, path, _CACHE_HINT) from error
+        raise output_error(error, path, _CACHE_HINT) from error
 
 
 #: The fields a feature namespace (:func:`namespaces_for`) is keyed by: changing any one gives another

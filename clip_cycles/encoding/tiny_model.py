@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from clip_cycles.data.sources.shapes_world import write_shapes_world
+from clip_cycles.outputs import write_output
 from clip_cycles.results import write_json
 from clip_cycles.verbosity import progress_disable
 
@@ -129,7 +129,7 @@ def _training_pairs(world_root: Path, split: str = "train2017") -> tuple[list[Pa
 def _save_state(work: Path, model: Any, optimizer: Any, step: int, seed: int) -> None:
     """Atomically save model and optimizer state (safetensors + JSON, no pickle)."""
     import torch
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
     opt_state = optimizer.state_dict()
@@ -137,12 +137,10 @@ def _save_state(work: Path, model: Any, optimizer: Any, step: int, seed: int) ->
         for key, value in state.items():
             if torch.is_tensor(value):
                 tensors[f"optim.{index}.{key}"] = value.detach().contiguous().reshape(value.shape)
-    tmp = work / "state.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    os.replace(tmp, work / "state.safetensors")
     meta = {"step": step, "seed": seed, "param_groups": opt_state["param_groups"]}
-    (work / "state.json.tmp").write_text(json.dumps(meta))
-    os.replace(work / "state.json.tmp", work / "state.json")
+    # Both files are written under the output policy (whole or not at all); the JSON last, as before.
+    write_output(work / "state.safetensors", save(tensors), what="training state")
+    write_output(work / "state.json", json.dumps(meta).encode("utf-8"), what="training state")
 
 
 def _load_state(work: Path, model: Any, optimizer: Any) -> int:
@@ -184,7 +182,7 @@ def train_tiny(
     import open_clip
     import torch
     from PIL import Image
-    from safetensors.torch import save_file
+    from safetensors.torch import save
     from tqdm.auto import tqdm
 
     out, work = Path(out), Path(work)
@@ -242,8 +240,9 @@ def train_tiny(
     weights = out / WEIGHTS_PATH.name
     half = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
     # One metadata key only: safetensors writes a multi-key metadata map in hash order,
-    # which would make the file bytes differ between identical runs.
-    save_file(half, str(weights), metadata={"format": "pt"})
+    # which would make the file bytes differ between identical runs. Serialised in memory, then written
+    # under the output policy: a failed write leaves the previous checkpoint whole.
+    write_output(weights, save(half, metadata={"format": "pt"}), what="weights")
     card = {
         "model": MODEL_NAME,
         "pretrained": PRETRAINED_TAG,

@@ -29,7 +29,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, storage_error
+from clip_cycles.fingerprints import canonical_json, digest
+from clip_cycles.outputs import atomic_write_bytes, output_error
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import clean
 
@@ -193,7 +194,7 @@ class ResultCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(path, entry.encode("utf-8"), durable=False)
         except OSError as error:
-            raise storage_error(
+            raise output_error(
                 error, path, "point CLIP_CYCLES_CACHE or --cache-dir at a writable folder, or pass --no-cache"
             ) from error
         self.stats.computed.append(experiment)

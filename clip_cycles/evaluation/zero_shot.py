@@ -47,9 +47,8 @@ from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.evaluation.item_set import item_identity
-from clip_cycles.fingerprints import atomic_write_bytes, storage_error
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.outputs import check_path_length, write_output
+from clip_cycles.outputs import atomic_write_bytes, check_path_length, output_error, write_output
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
@@ -290,7 +289,7 @@ def _write_cached_record(path: Path, payload: str) -> None:
     try:
         atomic_write_bytes(path, payload.encode("utf-8"), durable=False)
     except OSError as error:
-        raise storage_error(
+        raise output_error(
             error, path, "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
         ) from error
 

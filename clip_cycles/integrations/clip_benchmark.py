@@ -2,7 +2,7 @@
 
 :func:`clip_cycles.commands.clip_benchmark.patch_cli` is applied to ``clip_benchmark.cli`` right after it is imported (by
 the start-up hook in :mod:`clip_cycles.commands._activation`, or explicitly by
-``python -m clip_cycles.integrations.clip_benchmark eval ...``). It
+``python -m clip_cycles.commands.clip_benchmark eval ...``). It
 
 - adds every clip_cycles backend (``hf``, ``features``, entry points) to clip_benchmark's
   model table, so they are valid ``--model_type`` choices and ``load_clip`` finds them;
@@ -52,7 +52,6 @@ ranks and rank 0 writes the result (:mod:`clip_cycles.encoding.distributed`).
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -429,18 +428,7 @@ def run_cycles(args: Any) -> int:
     return 0
 
 
-def __getattr__(name: str) -> Any:
-    """``patch_cli``, for start-up hooks copied by an older install (``_clip_cycles_hook`` imports it from here).
-
-    The parser patch now lives in :mod:`clip_cycles.commands.clip_benchmark`, a layer above this one,
-    so it is looked up by name; a reinstall copies the current hook, which imports it from there.
-    """
-    if name == "patch_cli":
-        return importlib.import_module("clip_cycles.commands.clip_benchmark").patch_cli
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 if __name__ == "__main__":  # pragma: no cover
-    # `python -m clip_cycles.integrations.clip_benchmark` runs clip_benchmark's CLI with the plugin applied
-    # (clip_cycles.commands.clip_benchmark); looked up by name because commands/ sits above this layer.
-    sys.exit(importlib.import_module("clip_cycles.commands.clip_benchmark").main())
+    # The explicit entry point is a command now (the commands layer, one above this one): say so rather
+    # than run this library module as a script, do nothing and exit 0.
+    sys.exit(f"{__name__} is a library module; run clip_benchmark with the plugin from the commands package (README.md)")

@@ -1,6 +1,6 @@
 """lmms-eval bridge: cycle tasks scored by any lmms-eval model's log-likelihood requests.
 
-``python -m clip_cycles.integrations.lmms_bridge --dataset-root <built folder> --task cycles/<name> ...
+``python -m clip_cycles.commands.lmms_bridge --dataset-root <built folder> --task cycles/<name> ...
 --out <folder>`` writes an lmms-eval task folder for lmms-eval's external-task mechanism
 (``--include_path``): one task per (cycle task, seed) named ``clip_cycles_<family>_seed<k>``
 and one group per cycle task, ``clip_cycles_<family>``, whose CycleAcc is the unweighted
@@ -393,8 +393,6 @@ def _make_model_class() -> type:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    # `python -m clip_cycles.integrations.lmms_bridge` (its documented spelling) runs the command of
-    # clip_cycles.commands.lmms_bridge; looked up by name because commands/ sits above this layer.
-    import importlib
-
-    sys.exit(importlib.import_module("clip_cycles.commands.lmms_bridge").main())
+    # The command that writes the task folder is in the commands layer (one above this one): say so rather
+    # than run this library module as a script, do nothing and exit 0.
+    sys.exit(f"{__name__} is a library module; write the task folder with the commands package's lmms_bridge (README.md)")

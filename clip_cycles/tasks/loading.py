@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,8 @@ from clip_cycles.data.sources.registry import (
     resolve_hook,
     source_names,
 )
-from clip_cycles.fingerprints import atomic_write_bytes, canonical_json, digest, remove_stale_staging
+from clip_cycles.fingerprints import canonical_json, digest
+from clip_cycles.outputs import atomic_write_bytes, remove_stale_staging, replace_folder, staging_folder
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.settings import MIN_CYCLES_ENV, min_cycles_override
 from clip_cycles.tasks.registry import TaskSpec, source_twins
@@ -167,21 +167,21 @@ def resolve_dataset_roots(
             families = sorted(set(needed) | set(have))
             reason = why or f"families {sorted(set(needed) - set(have))} are not in the cached build"
             logger.info("building %s families %s from %s into %s: %s", builder, families, raw, target, reason)
-            # Staging folders of killed builds of this target are removed; a live process's never.
+            # Staging folders of killed builds of this target are removed (a live process's never), also those
+            # an earlier version named without the leading dot.
             remove_stale_staging(target.parent, (target.name + ".building-",))
-            staging = target.with_name(target.name + f".building-{os.getpid()}")
-            if staging.exists():
-                shutil.rmtree(staging)
-            # The default builder gets the rule only when asked, so a stand-in `build` keeps its 4-argument form.
-            build(builder, raw, families, staging, **({} if asked is None else {"min_cycles": asked}))
-            # Fingerprint again: a raw root edited during the build must not be stamped as its source.
-            if raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints") != fingerprint:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise ValueError(f"{raw} changed while the families were being built from it; run again")
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(staging, target)
-
+            staging = staging_folder(target)
+            try:
+                # The default builder gets the rule only when asked, so a stand-in `build` keeps its 4-argument form.
+                build(builder, raw, families, staging, **({} if asked is None else {"min_cycles": asked}))
+                # Fingerprint again: a raw root edited during the build must not be stamped as its source.
+                if raw_root_fingerprint(kind, raw, data_cache_dir / "fingerprints") != fingerprint:
+                    raise ValueError(f"{raw} changed while the families were being built from it; run again")
+                # Built beside the cached folder, then swapped in: a reader never finds the target missing.
+                replace_folder(staging, target)
+            finally:
+                if staging.exists():
+                    shutil.rmtree(staging, ignore_errors=True)
             atomic_write_bytes(stamp, (canonical_json(fingerprint) + "\n").encode("utf-8"))
         else:
             logger.debug("%s families %s from the cache: %s (built from %s, unchanged)", builder, needed, target, raw)

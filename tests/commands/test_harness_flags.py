@@ -9,7 +9,7 @@
 - unknown names, a bare `cycles` and patterns that match nothing suggest the nearest names;
 - flags of clip_benchmark's other tasks are refused, a `--split` the experiments cannot honour too.
 
-clip_benchmark runs in this process (`python -m clip_cycles.integrations.clip_benchmark`'s `main`).
+clip_benchmark runs in this process (`python -m clip_cycles.commands.clip_benchmark`'s `main`).
 """
 
 from __future__ import annotations

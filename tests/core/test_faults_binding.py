@@ -423,15 +423,15 @@ def test_7_a_full_disk_during_build_shapes_is_a_sentence(tmp_path: Path, capsys,
 
 def test_7_a_full_disk_during_a_feature_cache_write_is_named(tmp_path: Path, monkeypatch) -> None:
     from clip_cycles.encoding import feature_cache
-    from clip_cycles.fingerprints import StorageError
+    from clip_cycles.outputs import OutputError
 
     namespace = feature_cache.FeatureNamespace(tmp_path, {"model": "a"})
     namespace._ensure_directory()
     monkeypatch.setattr(feature_cache, "atomic_write_bytes", _disk_full)
     with pytest.raises(ValueError, match="no space left on the device while writing .*--cache-dir") as info:
         namespace.put(["h1"], np.ones((1, 4), np.float32))
-    assert isinstance(info.value, StorageError) and info.value.errno == errno.ENOSPC
-    with pytest.raises(StorageError, match="no space left on the device while writing .*models"):
+    assert isinstance(info.value, OutputError) and info.value.errno == errno.ENOSPC
+    with pytest.raises(OutputError, match="no space left on the device while writing .*models"):
         feature_cache.write_manifest(tmp_path, {"model": "a"}, {"image": "p"})
 
 

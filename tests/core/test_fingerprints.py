@@ -1,4 +1,4 @@
-"""Content fingerprints, hashes and folder transactions, each against a hash or listing made in the test.
+"""Content fingerprints and hashes, each against a hash or listing made in the test.
 
 Expected values are computed here with hashlib and hand-written JSON, never with the
 helpers under test, so a dropped field, a wrong length or a skipped file changes a digest
@@ -7,7 +7,6 @@ the test can see (the mutation score of ``clip_cycles/fingerprints.py`` rests on
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import subprocess
@@ -18,8 +17,6 @@ import pytest
 
 from clip_cycles import fingerprints
 from clip_cycles.fingerprints import (
-    StorageError,
-    atomic_write_bytes,
     canonical_json,
     content_hash,
     digest,
@@ -27,13 +24,8 @@ from clip_cycles.fingerprints import (
     file_sha256,
     listing_fingerprint,
     local_weights_path,
-    remove_stale_staging,
-    replace_folder,
     stable_repr,
-    staging_folder,
-    storage_error,
     text_hash,
-    transaction_target,
     weights_fingerprint,
 )
 
@@ -91,55 +83,6 @@ class _WithAddress:
 def test_stable_repr_drops_every_memory_address_and_nothing_else() -> None:
     assert stable_repr(_WithAddress()) == "<Pipe of <Norm> at>"
     assert stable_repr([1, "at 0x1"]) == "[1, 'at 0x1']"  # no space before "at": not an address
-
-
-# --- storage errors and atomic writes ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("code", "words"),
-    [
-        (errno.ENOSPC, "no space left on the device"),
-        (errno.EDQUOT, "disk quota exceeded"),
-        (errno.EROFS, "the file system is read-only"),
-        (errno.EACCES, "permission denied"),
-    ],
-)
-def test_storage_error_names_the_cause_the_path_and_what_to_do(code: int, words: str, tmp_path: Path) -> None:
-    error = storage_error(OSError(code, os.strerror(code)), tmp_path / "shard", "free space under --cache-dir")
-    assert isinstance(error, StorageError) and isinstance(error, ValueError)
-    assert error.errno == code
-    assert str(error) == f"{words} while writing {tmp_path / 'shard'}; free space under --cache-dir"
-
-
-def test_other_errors_and_named_errors_pass_through(tmp_path: Path) -> None:
-    other = OSError(errno.EIO, "i/o error")
-    assert storage_error(other, tmp_path, "hint") is other
-    named = StorageError("already named")
-    named.errno = errno.ENOSPC
-    assert storage_error(named, tmp_path, "hint") is named
-
-
-def test_atomic_write_makes_parents_and_leaves_no_temporary(tmp_path: Path) -> None:
-    target = tmp_path / "a" / "b" / "file.bin"
-    atomic_write_bytes(target, b"first")
-    atomic_write_bytes(target, b"second")
-    assert target.read_bytes() == b"second"
-    assert sorted(p.name for p in target.parent.iterdir()) == ["file.bin"]
-
-
-def test_a_failed_replace_removes_the_temporary_and_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "file.bin"
-    target.write_bytes(b"old")
-
-    def refuse(src: object, dst: object) -> None:
-        raise OSError(errno.ENOSPC, "full")
-
-    monkeypatch.setattr(fingerprints.os, "replace", refuse)
-    with pytest.raises(OSError):
-        atomic_write_bytes(target, b"new")
-    assert target.read_bytes() == b"old"
-    assert [p.name for p in tmp_path.iterdir()] == ["file.bin"]
 
 
 # --- file hashes ----------------------------------------------------------------------------------------------
@@ -291,105 +234,6 @@ def test_listing_fingerprint_takes_path_size_and_mtime_of_wanted_files(tmp_path:
     assert listing_fingerprint(folder / "missing") == {"files": 0, "digest": _sha("[]")}
 
 
-# --- folder transactions ----------------------------------------------------------------------------------------
-
-
-def test_transaction_target_follows_a_symlinked_out(tmp_path: Path) -> None:
-    real = tmp_path / "real"
-    real.mkdir()
-    (tmp_path / "link").symlink_to(real, target_is_directory=True)
-    assert transaction_target(tmp_path / "link") == real.resolve()
-    assert transaction_target(tmp_path / "plain") == tmp_path / "plain"
-    # A folder that is not a link stays as given: relative, or under a linked parent.
-    assert transaction_target(Path("relative/out")) == Path("relative/out")
-    assert transaction_target(tmp_path / "link" / "inner") == tmp_path / "link" / "inner"
-    assert transaction_target(real) == real
-
-
-def test_process_alive(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert fingerprints._process_alive(os.getpid())
-    assert not fingerprints._process_alive(_dead_pid())
-    assert not fingerprints._process_alive(2**80)  # beyond a pid_t
-
-    def not_yours(pid: int, signal: int) -> None:
-        raise PermissionError(errno.EPERM, "not permitted")
-
-    monkeypatch.setattr(fingerprints.os, "kill", not_yours)
-    assert fingerprints._process_alive(1)
-
-
-def test_remove_stale_staging_removes_only_the_leftovers_of_gone_processes(tmp_path: Path) -> None:
-    dead, other_dead, live, own = _dead_pid(), _dead_pid(), os.getppid(), os.getpid()
-    for name in (f".out.building-{dead}", f".out.building-{live}", f".out.building-{own}", f".out.old-{dead}",
-                 ".out.building-notapid", ".out.building-"):  # fmt: skip
-        (tmp_path / name).mkdir()
-    (tmp_path / f".out.building-{dead}" / "part.parquet").write_bytes(b"x")
-    (tmp_path / f".out.old-{other_dead}").write_bytes(b"a stray file")
-    removed = remove_stale_staging(tmp_path, (".out.building-", ".out.old-"))
-    # Per prefix, in name order: the dead process's and this process's own staging, then both old ones.
-    building = sorted([tmp_path / f".out.building-{dead}", tmp_path / f".out.building-{own}"])
-    old = sorted([tmp_path / f".out.old-{dead}", tmp_path / f".out.old-{other_dead}"])
-    assert removed == building + old
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        [f".out.building-{live}", ".out.building-notapid", ".out.building-"]
-    )
-    assert remove_stale_staging(tmp_path / "missing", (".out.building-",)) == []
-
-
-def test_remove_stale_staging_unlinks_a_symlink_without_following_it(tmp_path: Path) -> None:
-    target = tmp_path / "keep"
-    target.mkdir()
-    (target / "data").write_bytes(b"kept")
-    parent = tmp_path / "parent"
-    parent.mkdir()
-    link = parent / f".out.building-{_dead_pid()}"
-    link.symlink_to(target, target_is_directory=True)
-    assert remove_stale_staging(parent, (".out.building-",)) == [link]
-    assert not link.is_symlink() and (target / "data").read_bytes() == b"kept"
-
-
-def test_staging_folder_is_fresh_and_beside_the_target(tmp_path: Path) -> None:
-    target = tmp_path / "out"
-    stale = tmp_path / f".out.building-{_dead_pid()}"
-    stale.mkdir()
-    stale_old = tmp_path / f".out.old-{_dead_pid()}"
-    stale_old.mkdir()
-    own = tmp_path / f".out.building-{os.getpid()}"
-    staging = staging_folder(target)
-    assert staging == own and staging.is_dir() and list(staging.iterdir()) == []
-    assert not stale.exists() and not stale_old.exists()
-    (staging / "half.parquet").write_bytes(b"half")
-    again = staging_folder(target)
-    assert again == own and list(again.iterdir()) == []
-
-
-def test_staging_folder_empties_its_own_folder_when_the_cleanup_left_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    target = tmp_path / "out"
-    own = tmp_path / f".out.building-{os.getpid()}"
-    own.mkdir()
-    (own / "half.parquet").write_bytes(b"half")
-    monkeypatch.setattr(fingerprints, "remove_stale_staging", lambda parent, prefixes: [])
-    assert staging_folder(target) == own and list(own.iterdir()) == []
-
-
-def test_replace_folder_moves_staging_into_place(tmp_path: Path) -> None:
-    target = tmp_path / "out"
-    first = tmp_path / "first"
-    first.mkdir()
-    (first / "v").write_text("1")
-    replace_folder(first, target)
-    assert (target / "v").read_text() == "1" and not first.exists()
-    second = tmp_path / "second"
-    second.mkdir()
-    (second / "v").write_text("2")
-    leftover = tmp_path / f".out.old-{os.getpid()}"
-    leftover.mkdir()
-    (leftover / "stale").write_text("old")
-    replace_folder(second, target)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert [p.name for p in target.iterdir()] == ["v"] and (target / "v").read_text() == "2"
-
-
 def test_weights_and_file_fingerprints_keep_their_hashes_in_the_hash_cache(tmp_path: Path) -> None:
     import json
 
@@ -410,31 +254,6 @@ def test_weights_and_file_fingerprints_keep_their_hashes_in_the_hash_cache(tmp_p
         records = [json.loads(p.read_text(encoding="utf-8")) for p in cache.iterdir()]
         assert sorted(r["path"] for r in records) == sorted(str(p.resolve()) for p in paths)
         assert all(r["sha256"] == hashlib.sha256(Path(r["path"]).read_bytes()).hexdigest() for r in records)
-
-
-def test_process_alive_only_probes_with_signal_zero(monkeypatch: pytest.MonkeyPatch) -> None:
-    sent: list[tuple[int, int]] = []
-    monkeypatch.setattr(fingerprints.os, "kill", lambda pid, signal: sent.append((pid, signal)))
-    assert fingerprints._process_alive(4242)
-    assert sent == [(4242, 0)]  # any other signal would act on another user's live build
-
-
-def test_staging_folder_makes_the_missing_parents_of_a_new_out(tmp_path: Path) -> None:
-    target = tmp_path / "new" / "deeper" / "out"
-    staging = staging_folder(target)
-    assert staging == tmp_path / "new" / "deeper" / f".out.building-{os.getpid()}" and staging.is_dir()
-
-
-def test_atomic_writes_fsync_by_default_and_skip_it_only_when_asked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Results and records are durable unless the caller says the file is checksummed (``durable=False``)."""
-    synced: list[int] = []
-    real_fsync = fingerprints.os.fsync
-    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
-    fingerprints.atomic_write_bytes(tmp_path / "a.json", b"{}")
-    assert len(synced) >= 1 and (tmp_path / "a.json").read_bytes() == b"{}"
-    count = len(synced)
-    fingerprints.atomic_write_bytes(tmp_path / "b.json", b"[]", durable=False)
-    assert len(synced) == count and (tmp_path / "b.json").read_bytes() == b"[]"
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")

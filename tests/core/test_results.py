@@ -47,12 +47,12 @@ def test_write_json_is_atomic_an_interrupted_write_keeps_the_old_file(tmp_path: 
     def interrupted(src: object, dst: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("clip_cycles.fingerprints.os.replace", interrupted)
+    monkeypatch.setattr("clip_cycles.outputs.os.replace", interrupted)
     with pytest.raises(OSError, match="disk full"):
         write_json({"run": 2}, path)
     assert path.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temporary file left behind
-    monkeypatch.setattr("clip_cycles.fingerprints.os.replace", os.replace)
+    monkeypatch.setattr("clip_cycles.outputs.os.replace", os.replace)
     with pytest.raises(TypeError):  # not serializable: nothing is written at all
         write_json({"run": object()}, path)
     assert path.read_bytes() == old

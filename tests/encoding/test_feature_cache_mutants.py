@@ -35,7 +35,7 @@ from clip_cycles.encoding.feature_cache import (
     write_manifest,
 )
 from clip_cycles.encoding.vlm_scores import PairScoreCache
-from clip_cycles.fingerprints import StorageError
+from clip_cycles.outputs import OutputError
 
 DESC = {"kind": "image", "model": {"backend": "test", "model": "m"}, "preprocessing": "p", "precision": "fp32"}
 COMPACT = (",", ":")
@@ -189,13 +189,13 @@ def test_a_refused_write_names_the_shard_or_folder(tmp_path: Path, monkeypatch: 
     ns.put(["a"], _rows(1))
     monkeypatch.setattr(feature_cache, "atomic_write_bytes", _disk_full)
     shard = ns.directory / f"{_name(['b'], 32)}.safetensors"
-    with pytest.raises(StorageError, match=f"no space left on the device while writing {shard}; free space there"):
+    with pytest.raises(OutputError, match=f"no space left on the device while writing {shard}; free space there"):
         ns.put(["b"], _rows(1))
     assert ns.stats.shards_written == 1
     fresh = FeatureNamespace(tmp_path, {**DESC, "kind": "text"})
-    with pytest.raises(StorageError, match=f"while writing {fresh.directory}; .*--cache-dir DIR"):
+    with pytest.raises(OutputError, match=f"while writing {fresh.directory}; .*--cache-dir DIR"):
         fresh.put(["b"], _rows(1))
-    with pytest.raises(StorageError, match=f"while writing {tmp_path / 'models' / (_name(DESC) + '.json')}; free space there"):
+    with pytest.raises(OutputError, match=f"while writing {tmp_path / 'models' / (_name(DESC) + '.json')}; free space there"):
         write_manifest(tmp_path, DESC, {"image": "p"})
 
 
@@ -430,12 +430,12 @@ def test_a_refused_shard_does_not_end_the_reading(kind: str, tmp_path: Path) -> 
 
 def test_a_shard_is_written_without_fsync_because_every_read_checks_it(tmp_path, monkeypatch) -> None:
     """The namespace marker is durable; the checksummed shards are not synced (a torn one is re-encoded)."""
-    from clip_cycles import fingerprints
+    from clip_cycles import outputs
     from clip_cycles.encoding.feature_cache import FeatureNamespace
 
     synced: list[int] = []
-    real_fsync = fingerprints.os.fsync
-    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    real_fsync = outputs.os.fsync
+    monkeypatch.setattr(outputs.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     namespace = FeatureNamespace(tmp_path / "cache", {"kind": "image"})
     namespace.put(["h1"], np.ones((1, 3), dtype=np.float32))
     marker_syncs = len(synced)

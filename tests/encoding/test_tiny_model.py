@@ -103,3 +103,28 @@ def test_training_is_deterministic_and_resumes_to_the_same_weights(tmp_path: Pat
     assert a.keys() == c.keys()
     assert all(np.array_equal(a[k].numpy(), c[k].numpy()) for k in a)
     assert resumed["training"]["steps"] == 4
+
+
+def test_a_failed_weights_write_leaves_the_previous_checkpoint_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from clip_cycles import outputs
+
+    world = {"n_images": 40, "seed": 5, "image_size": 64}
+    out = tmp_path / "out"
+    train_tiny(out, tmp_path / "work_a", steps=2, batch_size=8, world=world, checkpoint_every=2)
+    weights = out / WEIGHTS_PATH.name
+    before = weights.read_bytes()
+    real_write = outputs._write_new_file
+
+    def full_disk_for_the_weights(path: Path, data: bytes, durable: bool = True) -> None:
+        if path.name.startswith(WEIGHTS_PATH.name):
+            real_write(path, data[: len(data) // 2], durable)  # half of the new checkpoint reaches the disk
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, data, durable)
+
+    monkeypatch.setattr(outputs, "_write_new_file", full_disk_for_the_weights)
+    with pytest.raises(outputs.OutputError, match=f"no space left on the device while writing {weights}"):
+        train_tiny(out, tmp_path / "work_b", steps=3, batch_size=8, world={**world, "seed": 6}, checkpoint_every=3)
+    assert weights.read_bytes() == before  # the old checkpoint, whole
+    assert sorted(p.name for p in out.iterdir()) == sorted([WEIGHTS_PATH.name, CARD_PATH.name])  # no temporary left

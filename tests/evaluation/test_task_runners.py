@@ -1,5 +1,5 @@
 """Task runners: paper-1 experiments and attribute splits through the task registry, the
-clip_benchmark plugin (in-process, ``python -m clip_cycles.integrations.clip_benchmark``'s ``main``),
+clip_benchmark plugin (in-process, ``python -m clip_cycles.commands.clip_benchmark``'s ``main``),
 ``clip-cycles eval`` and ``clip-cycles splits``.
 
 Fixtures: the session's ``shapes_cycles`` folder, a THINGS-format root written here

@@ -298,13 +298,13 @@ def test_an_edited_or_torn_interval_entry_is_recomputed(tmp_path, edit: str) -> 
 
 
 def test_checksummed_cache_files_skip_fsync_and_results_keep_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clip_cycles import fingerprints
+    from clip_cycles import outputs
     from clip_cycles.encoding.feature_cache import FeatureNamespace
     from clip_cycles.results import write_json
 
     synced: list[int] = []
-    real_fsync = fingerprints.os.fsync
-    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    real_fsync = outputs.os.fsync
+    monkeypatch.setattr(outputs.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     write_json({"a": 1}, tmp_path / "result.json")
     assert len(synced) == 1
     namespace = FeatureNamespace(tmp_path / "cache", {"kind": "image"})

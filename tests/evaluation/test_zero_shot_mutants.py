@@ -426,17 +426,17 @@ def test_a_warm_score_reads_its_audits_and_intervals_and_draws_nothing(monkeypat
 def test_a_cache_record_is_written_without_fsync_and_a_full_disk_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     import errno
 
-    from clip_cycles import fingerprints
+    from clip_cycles import outputs
 
     synced: list[int] = []
-    real_fsync = fingerprints.os.fsync
-    monkeypatch.setattr(fingerprints.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    real_fsync = outputs.os.fsync
+    monkeypatch.setattr(outputs.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     path = tmp_path / "audits" / "k.json"
     zero_shot._write_cached_record(path, '{"é": 1}')
     assert path.read_bytes() == '{"é": 1}'.encode() and synced == []  # checksummed: no fsync
     monkeypatch.setattr(zero_shot, "atomic_write_bytes", lambda *a, **k: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
     hint = "free space there, or point the cache elsewhere with --cache-dir DIR or CLIP_CYCLES_CACHE"
-    with pytest.raises(fingerprints.StorageError) as raised:
+    with pytest.raises(outputs.OutputError) as raised:
         zero_shot._write_cached_record(path, "{}")
     assert str(raised.value).endswith(f" while writing {path}; {hint}") and raised.value.errno == errno.ENOSPC
     assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.ENOSPC

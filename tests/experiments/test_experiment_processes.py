@@ -93,3 +93,58 @@ def test_workers_forked_after_torch_used_its_threads_do_not_hang(tmp_path) -> No
 
     done = subprocess.run([sys.executable, "-c", HANG_SCRIPT], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.strip() == "6", done.stderr[-2000:]
+
+
+# --- one fork pool for the experiments and the dataset builds ------------------------------------------------
+
+
+def _square_with_pid(shared: int, job: int) -> tuple[int, int]:
+    time.sleep(0.02)
+    return job * job + shared, os.getpid()
+
+
+def _build_map_in_a_worker(shared: None, job: int) -> tuple[list[int], set[int], int]:
+    from clip_cycles.data.families.registry import parallel_map
+
+    mapped = parallel_map(lambda x: (x + job, os.getpid()), list(range(6)), chunk_size=2, processes=2)
+    return [value for value, _ in mapped], {pid for _, pid in mapped}, os.getpid()
+
+
+def test_the_one_pool_serves_the_builds_and_the_experiments_with_the_same_results() -> None:
+    from clip_cycles.data.families.registry import parallel_imap, parallel_map
+
+    items = list(range(20))
+    serial = [(x * x + 1) for x in items]
+    experiments = run_jobs(_square_with_pid, 1, items, num_proc=2)
+    builds = parallel_map(lambda x: _square_with_pid(1, x), items, chunk_size=3, processes=2)
+    families = list(parallel_imap(lambda x: _square_with_pid(1, x), items, processes=2))
+    for results in (experiments, builds, families):
+        assert [value for value, _ in results] == serial  # job order, the values one process gives
+        assert os.getpid() not in {pid for _, pid in results}  # and really on forked workers
+
+
+def test_a_build_map_inside_an_experiment_worker_runs_in_that_worker() -> None:
+    # One pool: a worker of either caller never starts a pool of its own (a daemonic worker cannot have children).
+    out = run_jobs(_build_map_in_a_worker, None, [10, 20], num_proc=2)
+    assert [values for values, _, _ in out] == [[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]]
+    assert all(pids == {worker} for _, pids, worker in out) and os.getpid() not in {w for _, _, w in out}
+
+
+#: A process pool outside processes.py that is not part of this change (attribute_probes' scikit-learn
+#: fits, a ProcessPoolExecutor): named here so that no new one appears unnoticed.
+OTHER_PROCESS_POOLS = {"attributes/attribute_probes.py"}
+
+
+def test_only_the_processes_module_starts_processes() -> None:
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "clip_cycles"
+    starters = set()
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] == "multiprocessing" or n == "ProcessPoolExecutor" for n in names):
+                starters.add(path.relative_to(package).as_posix())
+    assert starters - OTHER_PROCESS_POOLS == {"processes.py"}

@@ -1,6 +1,6 @@
 """The clip_benchmark plugin: `clip_benchmark eval --dataset cycles/<task>` in both install modes.
 
-- the explicit entry point (`python -m clip_cycles.integrations.clip_benchmark`) writes clip_benchmark's
+- the explicit entry point (`python -m clip_cycles.commands.clip_benchmark`) writes clip_benchmark's
   JSON whose text/image/group accuracies equal clip_benchmark's own
   image_caption_selection on the same blocks, run through the same CLI;
 - the start-up hook patches only `clip_benchmark.cli`, imports nothing at start-up, is a

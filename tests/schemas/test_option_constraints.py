@@ -223,9 +223,9 @@ def test_an_explicit_config_reaches_the_forked_workers_and_gives_the_same_bytes(
 
 # --- no module-level build switch -------------------------------------------------------------------------
 
-#: The one ``global`` statement allowed in clip_cycles/data: the forked workers' task function
-#: (families._chunk_results), set just before a pool forks and reset after it; not a build setting.
-ALLOWED_GLOBALS = {("families/registry.py", "_chunk_results", "_task")}
+#: No ``global`` statement in clip_cycles/data: the forked workers' task function lives in the one fork
+#: pool (clip_cycles.processes), set just before a pool forks and reset after it; not a build setting.
+ALLOWED_GLOBALS: set[tuple[str, str, str]] = set()
 #: Module-level tables that functions fill but that hold no setting: registrations (families,
 #: index loaders, sources) and memos of pure functions of their key (coco_families' JSON and captions).
 NOT_SETTINGS = {"FAMILIES", "INDEX_LOADERS", "_REGISTRY", "_JSON", "_CAPTIONS"}

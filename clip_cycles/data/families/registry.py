@@ -39,10 +39,10 @@ set of 2x2 blocks (they cannot fail on a well-formed cycle), so they are reporte
 
 The families of a build go through :func:`parallel_imap` (one family per task) and heavy
 per-image steps (text-neighbour search, candidate indexing) through :func:`parallel_map`;
-both run on ``processes`` worker processes (the build's ``BuildConfig.num_proc``, carried
-with the work: the family's config travels to the worker with the family). A map inside a
-worker runs in that worker, so in a build a family's per-image steps run on the worker
-that builds the family. Results come back in input order and each family depends only
+both run on ``processes`` workers of the one fork pool (:mod:`clip_cycles.processes`; the
+build's ``BuildConfig.num_proc``, carried with the work: the family's config travels to the
+worker with the family). A map inside a worker runs in that worker, so in a build a
+family's per-image steps run on the worker that builds the family. Results come back in input order and each family depends only
 on the index, the pools and its own seeded generators, so the output is byte-identical for
 any process count.
 """
@@ -52,7 +52,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import multiprocessing
 import typing
 from collections import Counter
 from contextlib import contextmanager
@@ -67,6 +66,7 @@ from clip_cycles.algebra.audits import audit_cycles
 from clip_cycles.data.families.build_config import DEFAULT_BUILD, DEFAULT_MIN_CYCLES, DEFAULT_VALIDATION_FRACTION, BuildConfig
 from clip_cycles.data.sources.registry import builder_names, get_builder
 from clip_cycles.fingerprints import canonical_json
+from clip_cycles.processes import iterate_jobs
 from clip_cycles.registry import Registry, resolve_target
 from clip_cycles.settings import MIN_CYCLES_ENV
 from clip_cycles.verbosity import progress_disable
@@ -84,10 +84,6 @@ POOL_SEED: int = 0
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-# The function the forked workers apply: set just before the pool forks, so the workers inherit
-# it (a closure over the index is never pickled), and reset after; not a setting of the build.
-_task: Callable[[Any], Any] | None = None
 
 
 @contextmanager
@@ -108,26 +104,16 @@ def cycle_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _run_chunk(chunk: Sequence[Any]) -> list[Any]:
-    assert _task is not None
-    return [_task(item) for item in chunk]
+def _apply_to_chunk(fn: Callable[[T], R], chunk: Sequence[T]) -> list[R]:
+    """One job of the pool: ``fn`` (inherited by the forked worker, never pickled) over a chunk of items."""
+    return [fn(item) for item in chunk]
 
 
 def _chunk_results(fn: Callable[[T], R], chunks: list[list[T]], processes: int) -> Iterator[list[R]]:
-    """``[fn(x) for x in chunk]`` for each chunk, in order, on ``processes`` workers (each free
-    worker takes the next chunk); here with one process, inside a worker, or without the
-    ``fork`` start method (Windows)."""
-    global _task
-    procs = min(processes, len(chunks))
-    if procs <= 1 or _task is not None or "fork" not in multiprocessing.get_all_start_methods():
-        yield from ([fn(item) for item in chunk] for chunk in chunks)
-        return
-    _task = fn
-    try:
-        with multiprocessing.get_context("fork").Pool(procs) as pool:
-            yield from pool.imap(_run_chunk, chunks, chunksize=1)
-    finally:
-        _task = None
+    """``[fn(x) for x in chunk]`` for each chunk, in order, on ``processes`` workers of the one fork pool
+    (:func:`clip_cycles.processes.iterate_jobs`: each free worker takes the next chunk); here with one
+    process, inside a worker, or without the ``fork`` start method (Windows)."""
+    return iterate_jobs(_apply_to_chunk, fn, chunks, processes)
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64, processes: int = 1) -> list[R]:

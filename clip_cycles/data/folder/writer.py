@@ -71,7 +71,8 @@ from clip_cycles.data.families.registry import (
 from clip_cycles.data.folder.card_yaml import Quoted, card_header
 from clip_cycles.data.sources.annotations import parse_json
 from clip_cycles.data.sources.registry import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
-from clip_cycles.fingerprints import canonical_json, replace_folder, staging_folder, storage_error, transaction_target
+from clip_cycles.fingerprints import canonical_json
+from clip_cycles.outputs import output_error, replace_folder, set_target, staging_folder
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import write_json
 from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo, newer_format_problem
@@ -622,7 +623,7 @@ def write_folder(
     from tqdm.auto import tqdm
 
     given = Path(out)
-    out = transaction_target(given)  # a symlinked --out: its target is rebuilt, the link stays
+    out = set_target(given)  # a symlinked --out: its target is rebuilt, the link stays
     root = Path(index.root)
     # A family short in some split still serves the splits that meet the rule (zero-shot scoring).
     if not any(b.available or b.available_splits for b in builds) and not config.allow_empty:
@@ -641,7 +642,7 @@ def write_folder(
             raise ValueError(f"the folder written for {out} does not verify: {'; '.join(problems)}")
         _commit(staging, out, foreign)
     except OSError as error:
-        raise storage_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
+        raise output_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import Field
 
 from clip_cycles.data.sources.shape_vocabulary import CATEGORIES, SHAPE_WORDS
-from clip_cycles.fingerprints import atomic_write_bytes, replace_folder, staging_folder, storage_error, transaction_target
+from clip_cycles.outputs import atomic_write_bytes, output_error, replace_folder, set_target, staging_folder
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
@@ -337,7 +337,7 @@ def write_shapes_world(
     written into a temporary sibling and moved into place when complete.
     """
     given = Path(out)
-    out = transaction_target(given)  # a symlinked --out: its target is rewritten, the link stays
+    out = set_target(given)  # a symlinked --out: its target is rewritten, the link stays
     world = generate_world(n_images, seed, image_size, val_fraction)
     foreign = _foreign_files(out)
     if foreign:
@@ -351,7 +351,7 @@ def write_shapes_world(
         _write_world(staging, world, image_size, progress)
         replace_folder(staging, out)
     except OSError as error:
-        raise storage_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
+        raise output_error(error, out, f"free space on that disk or choose another --out; {given} was left as it was") from error
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
