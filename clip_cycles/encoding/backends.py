@@ -97,7 +97,8 @@ class Backend:
         ``"module:attribute"`` resolved when the model loads, or None: clip_benchmark's model type
         of that name, looked up when loaded.
     capabilities:
-        A subset of :data:`CAPABILITIES` (default :data:`EMBEDDINGS`).
+        A subset of :data:`CAPABILITIES` (default :data:`EMBEDDINGS`): any collection of names, or
+        one name, kept as a frozenset.
     weights:
         One of :data:`WEIGHTS_KINDS` when the weights it downloads can be looked for before the
         load (offline runs fail with one sentence); None otherwise.
