@@ -7,6 +7,7 @@ from typing import Any
 
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
+from clip_cycles.encoding.backends import precomputed_backend_name
 from clip_cycles.outputs import write_file_set, write_output
 from clip_cycles.results import json_bytes
 
@@ -108,7 +109,7 @@ def weights_label(model: dict[str, Any]) -> str:
     if model.get("pretrained"):
         return str(model["pretrained"])
     # A features file has no weights at all: calling it "random init" would misread the audit.
-    return "precomputed features" if model.get("backend") == "features" else "random init"
+    return "precomputed features" if precomputed_backend_name(model.get("backend")) else "random init"
 
 
 def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:

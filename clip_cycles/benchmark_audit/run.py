@@ -140,7 +140,7 @@ def audit_benchmark(
         sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images, caption_format)
         embeddings = list(found)
         stats = encode_stats.to_dict()
-        model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend}
+        model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend.name}
     audits = [
         audit_subset(cs, emb, settings)
         for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())

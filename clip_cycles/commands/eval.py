@@ -14,7 +14,6 @@ from pydantic import Field
 from clip_cycles.commands.derived import configure
 from clip_cycles.commands.model_flags import model_field, task_field
 from clip_cycles.encoding.distributed import process_group
-from clip_cycles.encoding.hub_access import require_weights
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
@@ -84,7 +83,7 @@ def evaluate(command: EvalOptions) -> int:
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
     # Weights the model would download: here, or the hub reachable; else one sentence before any data is read.
-    require_weights(context.spec.backend, context.spec.model, context.spec.pretrained, context.spec.model_cache_dir)
+    context.spec.require_weights()  # asked once: the model's load reuses this answer
     context.samples_path = Path(command.samples) if command.samples else None
     spec = context.spec
     # Each task's --output file, expanded once: the plan checked here is the one the results are written to.

@@ -10,15 +10,21 @@ a token tensor. Built in:
 - every model type clip_benchmark registers (``clip_benchmark.models.TYPE2FUNC``);
 - ``hf``: Hugging Face transformers CLIP/SigLIP models via their auto classes;
 - ``features``: precomputed embeddings (safetensors or npz) keyed by image file and
-  caption text.
+  caption text (the ``precomputed_features`` capability).
+
+Each is one :class:`Backend` record: name, loader, capabilities (image and text embeddings,
+pair scores, precomputed features), identity and how its weights are looked for before a
+load. :func:`resolve_backend` resolves a name to its record once; the
+:class:`~clip_cycles.encoding.encoder.ModelSpec` carries it, and every "can this backend do X"
+asks it (``spec.backend.can("pair_scores")``), never the name.
 
 A third-party package adds one through the entry-point group ``clip_cycles.backends``
-(``name = package.module:loader``). Backends are resolved lazily: resolving a name imports
-that backend alone (clip_benchmark's model table only for a name nobody else has); listing
-names imports clip_benchmark's table, and only when asked for. An entry-point or registered
-backend enters the feature-cache key with its distribution name and version, a sha256 of its
-loader's module file and, where the loader declares one, its ``cache_fingerprint``
-(:func:`backend_identity`).
+(``name = package.module:BACKEND``, a record; a bare loader function still works, as a
+two-tower backend). Backends are resolved lazily: resolving a name imports that backend alone
+(clip_benchmark's model table only when a name nobody else has loads); listing names imports
+clip_benchmark's table, and only when asked for. An entry-point or registered backend enters
+the feature-cache key with its distribution name and version, a sha256 of its loader's module
+file and, where it declares one, its ``cache_fingerprint`` (:meth:`Backend.identity`).
 
 Nothing loaded here runs code that came with the model: every transformers
 ``from_pretrained`` gets ``trust_remote_code=False`` (so transformers never prompts on
@@ -38,7 +44,8 @@ import logging
 import os
 import pickle
 import sys
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -46,7 +53,7 @@ import numpy as np
 
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.encoding.weights_files import WEIGHTS_SUFFIXES, check_weights_file, check_weights_folder, require_file
-from clip_cycles.registry import Registry
+from clip_cycles.registry import Registry, resolve_target
 from clip_cycles.regular_files import load_json_text, read_regular_file
 
 logger = logging.getLogger(__name__)
@@ -58,23 +65,178 @@ NO_WEIGHTS = frozenset({"", "none", "random", "scratch"})
 
 Loader = Callable[..., tuple[Any, Any, Any]]
 
-#: name -> loader or "module:attribute" resolved on first use: the built-in backends (origin
-#: "builtin"), those registered in code and the entry points of ``clip_cycles.backends``.
+#: What a backend can give: image and caption embeddings, one score per (image, caption) pair
+#: (generative VLMs), or embeddings read from a table computed elsewhere (nothing is encoded).
+IMAGE, TEXT, PAIR_SCORES, PRECOMPUTED_FEATURES = "image", "text", "pair_scores", "precomputed_features"
+CAPABILITIES: frozenset[str] = frozenset({IMAGE, TEXT, PAIR_SCORES, PRECOMPUTED_FEATURES})
+#: A two-tower model's capabilities: the default of a backend that declares none.
+EMBEDDINGS: frozenset[str] = frozenset({IMAGE, TEXT})
+#: How the weights a backend would download are looked for (:mod:`clip_cycles.encoding.hub_access`):
+#: an OpenCLIP tag or ``hf-hub:`` repo, or a transformers hub id in ``--model``; None: not known here.
+WEIGHTS_KINDS: tuple[str, ...] = ("open_clip", "hub_id")
+#: ``origin`` of a name no registry entry has: one of clip_benchmark's model types, looked up when loaded.
+CLIP_BENCHMARK_ORIGIN = "clip_benchmark"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One model backend, resolved once (:func:`resolve_backend`) and carried in the ModelSpec.
+
+    Every "can this backend do X" is :meth:`can`; the result records still name the backend by
+    ``name``. A third-party package declares its backend as one of these and points its entry
+    point at it (``name`` is then the entry point's)::
+
+        BACKEND = Backend(loader=load, capabilities=("image", "text"), cache_fingerprint=cache_fingerprint)
+
+    Parameters
+    ----------
+    name:
+        The name it is registered under (``--model-type``); written into result records.
+    loader:
+        ``loader(model_name, pretrained, cache_dir, device) -> (model, transform, tokenizer)``, a
+        ``"module:attribute"`` resolved when the model loads, or None: clip_benchmark's model type
+        of that name, looked up when loaded.
+    capabilities:
+        A subset of :data:`CAPABILITIES` (default :data:`EMBEDDINGS`): any collection of names, or
+        one name, kept as a frozenset.
+    weights:
+        One of :data:`WEIGHTS_KINDS` when the weights it downloads can be looked for before the
+        load (offline runs fail with one sentence); None otherwise.
+    cache_fingerprint:
+        A JSON-able value, or ``cache_fingerprint(model_name, pretrained)`` returning one, that
+        changes whenever the features would (see :meth:`identity`).
+    origin, target, distribution, version:
+        Where the record came from (filled by :func:`resolve_backend`): ``builtin``,
+        ``registered``, ``entry point`` or ``clip_benchmark``; the ``module:attribute`` it was
+        registered as; an entry point's distribution and version.
+    """
+
+    name: str = ""
+    loader: Loader | str | None = None
+    capabilities: frozenset[str] = EMBEDDINGS
+    weights: str | None = None
+    cache_fingerprint: Any = field(default=None, hash=False)
+    origin: str = "registered"
+    target: str = ""
+    distribution: str = ""
+    version: str = ""
+
+    def __post_init__(self) -> None:
+        declared = self.capabilities
+        capabilities = frozenset([declared] if isinstance(declared, str) else declared)
+        if not capabilities or capabilities - CAPABILITIES:
+            raise ValueError(
+                f"model backend {self.name or self.target or self.loader!r}: capabilities must be a non-empty subset of "
+                f"{', '.join(sorted(CAPABILITIES))}, got {declared!r}"
+            )
+        object.__setattr__(self, "capabilities", capabilities)
+        if self.weights is not None and self.weights not in WEIGHTS_KINDS:
+            raise ValueError(
+                f"model backend {self.name!r}: weights must be one of {', '.join(WEIGHTS_KINDS)} or None, got {self.weights!r}"
+            )
+
+    def __str__(self) -> str:
+        return self.name
+
+    def can(self, capability: str) -> bool:
+        """Whether this backend gives ``capability`` (one of :data:`CAPABILITIES`; another name is an error)."""
+        if capability not in CAPABILITIES:
+            raise ValueError(f"unknown backend capability {capability!r}; known: {', '.join(sorted(CAPABILITIES))}")
+        return capability in self.capabilities
+
+    def loader_function(self) -> Loader:
+        """The loader callable: imported on first use, or clip_benchmark's model type (an unknown name is an error)."""
+        if callable(self.loader):
+            return self.loader
+        if isinstance(self.loader, str):
+            return resolve_target(self.loader)
+        found = clip_benchmark_model_types().get(self.name)
+        if found is None:
+            raise ValueError(BACKENDS.unknown_message(self.name, names=available_backends()))
+        return found
+
+    def load(
+        self, model_name: str, pretrained: str | None, cache_dir: str | None = None, device: str = "cpu"
+    ) -> tuple[Any, Any, Any]:
+        """Load ``(model, transform, tokenizer)`` (no prompts); the model is put in eval mode."""
+        loader = self.loader_function()
+        with no_prompts():
+            model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
+        if hasattr(model, "eval"):
+            model.eval()
+        return model, transform, tokenizer
+
+    def identity(self, model_name: str, pretrained: str | None) -> dict[str, Any] | None:
+        """What identifies a third-party backend's code in the feature-cache key; None for clip_cycles' own.
+
+        An entry-point (``clip_cycles.backends``) or registered backend gives its distribution name
+        and version (entry points), its ``module:attribute`` target, the sha256 of its loader's
+        module file and, if it declares one, ``cache_fingerprint``: a JSON-able value, or a
+        callable ``cache_fingerprint(model_name, pretrained)`` returning one, that changes whenever
+        the features would (weights it fetches itself, code in other modules). Without one a
+        warning says, once per process, that caching goes by name, version and that one file only.
+        Local weights named by ``--model``/``--pretrained`` enter the key anyway
+        (:meth:`clip_cycles.encoding.encoder.ModelSpec.description`).
+        """
+        if self.origin in ("builtin", CLIP_BENCHMARK_ORIGIN):
+            return None  # clip_benchmark's model types: its version is in the key already
+        loader = self.loader_function()
+        qualified = f"{getattr(loader, '__module__', '')}:{getattr(loader, '__qualname__', '')}"
+        identity: dict[str, Any] = {
+            "source": "entry_point" if self.origin == "entry point" else "registered",
+            "target": self.target or qualified,
+            "distribution": self.distribution,
+            "version": self.version,
+            "code_sha256": _module_file_sha256(loader),
+        }
+        declared = self.cache_fingerprint
+        if callable(declared):
+            declared = declared(model_name, pretrained)
+        if declared is not None:
+            try:
+                json.dumps(declared, sort_keys=True)
+            except (TypeError, ValueError) as error:
+                message = f"backend {self.name!r}: cache_fingerprint must be JSON-serializable, not {declared!r}: {error}"
+                raise ValueError(message) from None
+            identity["fingerprint"] = declared
+        elif self.name not in _WARNED_NAME_ONLY:
+            _WARNED_NAME_ONLY.add(self.name)
+            logger.warning(
+                "backend %r declares no cache_fingerprint: its cached features are keyed by name only (with its "
+                "distribution version %r and the sha256 of module %s); weights or code it fetches by itself are not "
+                "tracked. Give its loader a cache_fingerprint, or pass --no-cache",
+                self.name,
+                identity["version"],
+                identity["target"].partition(":")[0] or "its module",
+            )
+        return identity
+
+
+#: The backends clip_cycles ships, as data: what each can do is readable without importing its loader.
+BUILTIN_BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend("open_clip", "clip_cycles.encoding.backends:load_open_clip", weights="open_clip"),
+        Backend("hf", "clip_cycles.encoding.backends:load_hf", weights="hub_id"),
+        Backend("features", "clip_cycles.encoding.backends:load_features", EMBEDDINGS | {PRECOMPUTED_FEATURES}),
+        # image-only (clip_cycles.encoding.backends_vision); timm tags are not looked for before the load
+        Backend("timm", "clip_cycles.encoding.backends_vision:load_timm", frozenset({IMAGE})),
+        Backend("hf_vision", "clip_cycles.encoding.backends_vision:load_hf_vision", frozenset({IMAGE}), weights="hub_id"),
+        # pair scores (clip_cycles.encoding.vlm_scores)
+        Backend("hf_vlm", "clip_cycles.encoding.vlm_scores:load_hf_vlm", frozenset({PAIR_SCORES}), weights="hub_id"),
+    )
+}
+
+#: name -> Backend record, loader or "module:attribute" (resolved on first use): the built-in backends
+#: (origin "builtin"), those registered in code and the entry points of ``clip_cycles.backends``.
 #: clip_benchmark's own model types are not in it: they are read only for a name it lacks.
-BACKENDS: Registry[Loader] = Registry("model backend", entry_point_group=ENTRY_POINT_GROUP)
-for _name, _target in (
-    ("open_clip", "clip_cycles.encoding.backends:load_open_clip"),
-    ("hf", "clip_cycles.encoding.backends:load_hf"),
-    ("features", "clip_cycles.encoding.backends:load_features"),
-    ("timm", "clip_cycles.encoding.backends_vision:load_timm"),  # image-only (clip_cycles.encoding.backends_vision)
-    ("hf_vision", "clip_cycles.encoding.backends_vision:load_hf_vision"),
-    ("hf_vlm", "clip_cycles.encoding.vlm_scores:load_hf_vlm"),  # pair scores (clip_cycles.encoding.vlm_scores)
-):
-    BACKENDS.register(_name, _target, origin="builtin")
+BACKENDS: Registry[Backend | Loader] = Registry("model backend", entry_point_group=ENTRY_POINT_GROUP)
+for _name, _backend in BUILTIN_BACKENDS.items():
+    BACKENDS.register(_name, _backend, origin="builtin")
 
 
-def register_backend(name: str, loader: Loader | str, replace: bool = False) -> None:
-    """Register ``loader`` (a callable or ``"module:attribute"``) under ``name``."""
+def register_backend(name: str, loader: Backend | Loader | str, replace: bool = False) -> None:
+    """Register ``loader`` (a :class:`Backend`, a loader callable or ``"module:attribute"``) under ``name``."""
     BACKENDS.register(name, loader, replace=replace)
 
 
@@ -83,7 +245,7 @@ def is_random_init(pretrained: str | None) -> bool:
     return pretrained is None or pretrained.strip().lower() in NO_WEIGHTS
 
 
-def _backends(name: str | None = None) -> Registry[Loader]:
+def _backends(name: str | None = None) -> Registry[Backend | Loader]:
     """The registry, its entry points read again unless ``name`` is built in or registered in code.
 
     A distribution installed or upgraded since the last lookup (and the module behind it) is
@@ -112,28 +274,82 @@ def available_backends(include_clip_benchmark: bool = True) -> list[str]:
     return sorted(names)
 
 
+def _deprecated_capabilities(name: str, loader: Loader, where: str) -> Any:
+    """A loader's old ``capabilities`` attribute, read for one more release with a FutureWarning naming the new way."""
+    declared = getattr(loader, "capabilities", None)
+    if declared is not None:
+        warnings.warn(
+            f"model backend {name!r} declares its capabilities as an attribute of its loader function "
+            f"({where}.capabilities), which is deprecated and stops working in the next release; declare them in "
+            "the backend's record instead, Backend(loader=..., capabilities=...) from clip_cycles.encoding.backends, "
+            "and point the entry point (or register_backend) at that record (docs/backends.md)",
+            FutureWarning,
+            stacklevel=3,
+        )
+    return declared
+
+
+def resolve_backend(backend: Backend | str) -> Backend:
+    """The :class:`Backend` record of ``backend`` (a record is returned as it is); resolved once per ModelSpec.
+
+    Built-in and registered names (which take precedence over entry points) need no scan at all;
+    an entry point's target is imported (a :class:`Backend`, or a bare loader function: two
+    embeddings, or the capabilities of its deprecated ``capabilities`` attribute). A name nobody
+    registers is clip_benchmark's model type of that name: embeddings, its loader looked up (and
+    an unknown name refused, listing the available ones) only when the model loads, so
+    clip_benchmark's model table is not imported before then.
+    """
+    if isinstance(backend, Backend):
+        return backend
+    name = backend
+    registry = _backends(name)
+    if not isinstance(name, str):
+        raise ValueError(BACKENDS.unknown_message(name, names=available_backends()))
+    if name not in registry:
+        return Backend(name, None, origin=CLIP_BENCHMARK_ORIGIN)
+    entry = registry.entry(name)
+    declared = registry.get(name)
+    found = {
+        "name": name,
+        "origin": entry.origin,
+        "target": entry.target if isinstance(entry.target, str) else "",
+        "distribution": entry.distribution or "",
+        "version": entry.version or "",
+    }
+    if isinstance(declared, Backend):
+        if declared.name and declared.name != name:
+            raise ValueError(
+                f"model backend {name!r} ({found['target'] or 'registered in code'}) is a record named "
+                f"{declared.name!r}; leave Backend(name=...) empty or give it the name it is registered under"
+            )
+        return replace(declared, **found)
+    if not callable(declared):
+        raise ValueError(
+            f"model backend {name!r} ({found['target']}) is {type(declared).__name__}, neither a Backend record nor a "
+            "loader function"
+        )
+    where = found["target"] or f"{getattr(declared, '__module__', '')}:{getattr(declared, '__qualname__', '')}"
+    capabilities = _deprecated_capabilities(name, declared, where)
+    return Backend(
+        loader=declared,
+        capabilities=EMBEDDINGS if capabilities is None else capabilities,
+        cache_fingerprint=getattr(declared, "cache_fingerprint", None),
+        **found,
+    )
+
+
 def get_backend(name: str) -> Loader:
     """The loader of backend ``name``; an unknown name is an error listing the available ones.
 
-    Built-in and registered names (which take precedence over entry points) need no scan at all;
     clip_benchmark's model table (which imports clip_benchmark.models, open_clip and more) is read
     only for a name nobody else has.
     """
-    registry = _backends(name)
-    if name in registry:
-        return registry.get(name)
-    found = clip_benchmark_model_types().get(name) if isinstance(name, str) else None
-    if found is None:
-        raise ValueError(BACKENDS.unknown_message(name, names=available_backends()))
-    return found
+    return resolve_backend(name).loader_function()
 
 
-def backend_capabilities(name: str) -> frozenset[str]:
-    """What backend ``name`` gives: ``image``/``text`` embeddings or ``pair_scores`` (loader's ``capabilities``)."""
-    registry = _backends(name)
-    if name not in registry:
-        return frozenset(("image", "text"))  # clip_benchmark's types embed both
-    return frozenset(getattr(registry.get(name), "capabilities", ("image", "text")))
+def backend_identity(name: str, model_name: str, pretrained: str | None) -> dict[str, Any] | None:
+    """:meth:`Backend.identity` of backend ``name``."""
+    return resolve_backend(name).identity(model_name, pretrained)
 
 
 #: Backends already warned about for caching by name only (once per process).
@@ -153,54 +369,14 @@ def _module_file_sha256(loader: Any) -> str:
         return hashlib.sha256(handle.read()).hexdigest()
 
 
-def backend_identity(name: str, model_name: str, pretrained: str | None) -> dict[str, Any] | None:
-    """What identifies a third-party backend's code in the feature-cache key; None for clip_cycles' own.
+def precomputed_backend_name(name: object) -> bool:
+    """Whether ``name``, a backend name as a result record wrote it, is a shipped backend of precomputed features.
 
-    An entry-point (``clip_cycles.backends``) or registered backend gives its distribution name
-    and version (entry points), its ``module:attribute`` target, the sha256 of its loader's
-    module file and, if the loader declares it, ``cache_fingerprint``: a JSON-able value, or a
-    callable ``cache_fingerprint(model_name, pretrained)`` returning one, that changes whenever
-    the features would (weights it fetches itself, code in other modules). Without one a
-    warning says, once per process, that caching goes by name, version and that one file only.
-    Local weights named by ``--model``/``--pretrained`` enter the key anyway
-    (:meth:`clip_cycles.encoding.encoder.ModelSpec.description`).
+    For readers of written records: only the shipped records are asked (no entry point, nothing
+    imported), so what an old record means does not depend on what is installed today.
     """
-    registry = _backends(name)
-    if name not in registry:
-        return None  # clip_benchmark's model types: its version is in the key already
-    entry = registry.entry(name)
-    if entry.origin == "builtin":
-        return None
-    loader = registry.get(name)
-    qualified = f"{getattr(loader, '__module__', '')}:{getattr(loader, '__qualname__', '')}"
-    identity: dict[str, Any] = {
-        "source": "entry_point" if entry.origin == "entry point" else "registered",
-        "target": entry.target if isinstance(entry.target, str) else qualified,
-        "distribution": entry.distribution or "",
-        "version": entry.version or "",
-        "code_sha256": _module_file_sha256(loader),
-    }
-    declared = getattr(loader, "cache_fingerprint", None)
-    if callable(declared):
-        declared = declared(model_name, pretrained)
-    if declared is not None:
-        try:
-            json.dumps(declared, sort_keys=True)
-        except (TypeError, ValueError) as error:
-            message = f"backend {name!r}: cache_fingerprint must be JSON-serializable, not {declared!r}: {error}"
-            raise ValueError(message) from None
-        identity["fingerprint"] = declared
-    elif name not in _WARNED_NAME_ONLY:
-        _WARNED_NAME_ONLY.add(name)
-        logger.warning(
-            "backend %r declares no cache_fingerprint: its cached features are keyed by name only (with its "
-            "distribution version %r and the sha256 of module %s); weights or code it fetches by itself are not "
-            "tracked. Give its loader a cache_fingerprint, or pass --no-cache",
-            name,
-            identity["version"],
-            identity["target"].partition(":")[0] or "its module",
-        )
-    return identity
+    shipped = BUILTIN_BACKENDS.get(name) if isinstance(name, str) else None
+    return shipped is not None and shipped.can(PRECOMPUTED_FEATURES)
 
 
 @contextlib.contextmanager
@@ -217,15 +393,10 @@ def no_prompts() -> Iterator[None]:
 
 
 def load_model(
-    backend: str, model_name: str, pretrained: str | None, cache_dir: str | None = None, device: str = "cpu"
+    backend: Backend | str, model_name: str, pretrained: str | None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
-    """Load ``(model, transform, tokenizer)`` through backend ``backend`` (no prompts); the model is put in eval mode."""
-    loader = get_backend(backend)
-    with no_prompts():
-        model, transform, tokenizer = loader(model_name=model_name, pretrained=pretrained, cache_dir=cache_dir, device=device)
-    if hasattr(model, "eval"):
-        model.eval()
-    return model, transform, tokenizer
+    """:meth:`Backend.load` of ``backend`` (a record or a name): no prompts, the model in eval mode."""
+    return resolve_backend(backend).load(model_name, pretrained, cache_dir, device)
 
 
 # --------------------------------------------------------------------------- open_clip

@@ -5,7 +5,7 @@ embedded: concept image embeddings and attribute splits (``clip-cycles splits
 --model-type timm --model ...``), and the split embedding of the clustering split
 (``--split-model-type``, :mod:`clip_cycles.attributes.split_model`). A task that needs caption
 embeddings (every cycle task) fails with a message saying so
-(:func:`clip_cycles.encoding.encoder.encode` checks the loader's ``capabilities``).
+(:func:`require_embeddings` asks the backend's record, :meth:`~clip_cycles.encoding.backends.Backend.can`).
 
 - ``timm``: any timm model name (``vit_small_patch14_dinov2.lvd142m``), with
   ``--pretrained`` a checkpoint file (safetensors or a weights-only torch file), a
@@ -29,15 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from clip_cycles.encoding.backends import (
+    PAIR_SCORES,
+    TEXT,
+    Backend,
     _HFTransform,
-    backend_capabilities,
     hf_pretrained_kwargs,
     is_random_init,
     load_weights_only,
     pickle_refusal,
+    resolve_backend,
 )
 
-IMAGE_ONLY = ("image",)
 #: Values of ``--pretrained`` that ask timm for the model's default pretrained weights.
 TIMM_DEFAULT_WEIGHTS = frozenset({"true", "default", "timm"})
 #: HF model types whose embedding is the first (CLS) token of the last hidden state.
@@ -80,17 +82,18 @@ def text_missing_message(backend: str, model: str) -> str:
     )
 
 
-def require_embeddings(backend: str, model: str, need_text: bool) -> None:
-    """Raise a clear ValueError when ``backend`` lacks the embeddings a run needs (images, and captions if asked)."""
-    capabilities = backend_capabilities(backend)
-    if "pair_scores" in capabilities:
+def require_embeddings(backend: Backend | str, model: str, need_text: bool) -> None:
+    """Raise a clear ValueError when ``backend`` (its record, or a name resolved here) lacks the embeddings
+    a run needs (images, and captions if asked)."""
+    record = resolve_backend(backend)
+    if record.can(PAIR_SCORES):
         raise ValueError(
-            f"model backend {backend!r} ({model}) scores (image, caption) pairs and has no embeddings: "
+            f"model backend {record.name!r} ({model}) scores (image, caption) pairs and has no embeddings: "
             "use it for zero-shot cycles/ tasks (clip-cycles eval); probes, OE, transfer and concept "
             "embeddings need an embedding backend (open_clip, hf, timm, hf_vision)"
         )
-    if need_text and "text" not in capabilities:
-        raise ValueError(text_missing_message(backend, model))
+    if need_text and not record.can(TEXT):
+        raise ValueError(text_missing_message(record.name, model))
 
 
 # --------------------------------------------------------------------------- timm
@@ -198,8 +201,7 @@ def load_hf_vision(
     return wrapped, _HFTransform(processor), None
 
 
-for _loader in (load_timm, load_hf_vision):
-    _loader.capabilities = IMAGE_ONLY  # type: ignore[attr-defined]
+for _loader in (load_timm, load_hf_vision):  # their capabilities (images only) are in BUILTIN_BACKENDS
     _loader._clip_cycles_backend = True  # type: ignore[attr-defined]
 
 __all__ = ["ImageOnlyModel", "load_hf_vision", "load_timm", "require_embeddings", "text_missing_message"]

@@ -60,6 +60,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
+from clip_cycles.encoding.backends import PRECOMPUTED_FEATURES
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.settings import dist_timeout_s
 
@@ -347,7 +348,7 @@ def encode_sharded(
     if not ctx.active:
         return encode(images, captions, spec, feature_cache_dir, batch_size, num_workers, skip_bad_images)
     require_shared_cache(feature_cache_dir, "encoding", "features")
-    if spec.backend == "features":  # precomputed tables: nothing to encode, rank 0 reads them
+    if spec.backend.can(PRECOMPUTED_FEATURES):  # precomputed tables: nothing to encode, rank 0 reads them
         gather_to_main(None, ctx)
         return encode(images, captions, spec, None, batch_size, num_workers, skip_bad_images) if ctx.is_main else None
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from clip_cycles.data.sources.images import IMAGE_DECODING, ImageItem, decode_rgb
-from clip_cycles.encoding.backends import backend_identity, is_random_init, load_model, no_prompts
+from clip_cycles.encoding.backends import PRECOMPUTED_FEATURES, Backend, is_random_init, no_prompts, resolve_backend
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.encode_options import DEFAULT_BATCH_SIZE, EncodeOptions
 from clip_cycles.encoding.feature_cache import CacheStats, FeatureNamespace, namespaces_for, read_manifest, write_manifest
@@ -81,14 +81,17 @@ class InjectedFault(RuntimeError):
 
 @dataclass
 class ModelSpec:
-    """What to load: a backend name, model and weights, and where to run it.
+    """What to load: a backend, model and weights, and where to run it.
 
-    ``loader`` overrides the registry lookup (the clip_benchmark plugin passes
-    clip_benchmark's own ``load_clip``); it takes no arguments and returns
-    ``(model, transform, tokenizer)``.
+    ``backend`` is the backend's :class:`~clip_cycles.encoding.backends.Backend` record: a name
+    given here is resolved once (:func:`~clip_cycles.encoding.backends.resolve_backend`), and
+    every question about the backend asks the record (``spec.backend.can("pair_scores")``);
+    cache keys and result records write its ``name``. ``loader`` overrides the record's loader
+    (the clip_benchmark plugin passes clip_benchmark's own ``load_clip``); it takes no arguments
+    and returns ``(model, transform, tokenizer)``.
     """
 
-    backend: str
+    backend: Backend
     model: str
     pretrained: str | None
     device: str = "cpu"
@@ -96,6 +99,11 @@ class ModelSpec:
     amp: bool = True
     model_cache_dir: str | None = None
     loader: Callable[[], tuple[Any, Any, Any]] | None = None
+
+    def __post_init__(self) -> None:
+        self.backend = resolve_backend(self.backend)
+        # The answer of the weights check (require_weights): asked once per spec, not a field (no key, no equality).
+        self._weights_offline: bool | None = None
 
     @property
     def precision(self) -> str:
@@ -112,7 +120,7 @@ class ModelSpec:
         # The seed is part of the key even with weights: a local-dir config without a
         # checkpoint is random-init whatever its pretrained tag says.
         desc: dict[str, Any] = {
-            "backend": self.backend,
+            "backend": self.backend.name,
             "model": self.model,
             "pretrained": "" if random_init else self.pretrained,
             "precision": self.precision,
@@ -120,14 +128,14 @@ class ModelSpec:
         }
         weights: dict[str, Any] = {}
         model_path = local_weights_path(self.model)
-        if model_path is not None and (self.model.startswith("local-dir:") or self.backend != "open_clip"):
+        if model_path is not None and (self.model.startswith("local-dir:") or self.backend.name != "open_clip"):
             weights["model"] = weights_fingerprint(model_path, hash_cache)
         pretrained_path = None if random_init else local_weights_path(self.pretrained)
         if pretrained_path is not None:
             weights["pretrained"] = weights_fingerprint(pretrained_path, hash_cache)
         if weights:
             desc["weights"] = weights
-        identity = backend_identity(self.backend, self.model, self.pretrained)
+        identity = self.backend.identity(self.model, self.pretrained)
         if identity is not None:  # an entry-point or registered backend: its distribution, version and code
             desc["backend_identity"] = identity
         desc["image_decoding"] = IMAGE_DECODING
@@ -146,36 +154,45 @@ class ModelSpec:
         content: dict[str, Any] = {}
         for role, name in (("model", self.model), ("pretrained", None if is_random_init(self.pretrained) else self.pretrained)):
             path = local_weights_path(name)
-            if path is None or (role == "model" and self.backend == "open_clip" and not self.model.startswith("local-dir:")):
+            if path is None or (role == "model" and self.backend.name == "open_clip" and not self.model.startswith("local-dir:")):
                 continue
             content[role] = weights_content(path, hash_cache)
-        identity = backend_identity(self.backend, self.model, self.pretrained)
+        identity = self.backend.identity(self.model, self.pretrained)
         if identity is not None:
             content["backend_identity"] = identity
-        source: dict[str, Any] = {"backend": self.backend}
+        source: dict[str, Any] = {"backend": self.backend.name}
         if content:
             source["weights_sha256"] = hashlib.sha256(stable_repr(content).encode("utf-8")).hexdigest()
         return source
 
+    def require_weights(self) -> bool:
+        """The weights check of this spec, run at most once: True when the load must stay offline.
+
+        Weights the backend would download are looked for (:func:`require_weights`, by the record's
+        ``weights``): missing with the hub unreachable is a :class:`WeightsUnavailableError`; later
+        calls (the load after ``clip-cycles eval``'s check before any data is read) reuse the answer.
+        """
+        if self._weights_offline is None:
+            self._weights_offline = require_weights(self.backend, self.model, self.pretrained, self.model_cache_dir)
+        return self._weights_offline
+
     def load(self) -> tuple[Any, Any, Any]:
         """Seed torch (random-init models are then reproducible) and load the model.
 
-        Weights the backend would download are looked for first (:func:`require_weights`): missing
-        with the hub unreachable is a :class:`WeightsUnavailableError` at once; cached ones load
-        with the hub's offline mode on, without retries.
+        The weights check (:meth:`require_weights`) comes first: missing weights with the hub
+        unreachable are a :class:`WeightsUnavailableError` at once; cached ones load with the
+        hub's offline mode on, without retries.
         """
         import torch
 
-        offline = require_weights(self.backend, self.model, self.pretrained, self.model_cache_dir)
+        offline = self.require_weights()
         torch.manual_seed(self.seed)
         with offline_hub(offline):
             if self.loader is not None:
                 with no_prompts():
                     model, transform, tokenizer = self.loader()
             else:
-                model, transform, tokenizer = load_model(
-                    self.backend, self.model, self.pretrained, self.model_cache_dir, self.device
-                )
+                model, transform, tokenizer = self.backend.load(self.model, self.pretrained, self.model_cache_dir, self.device)
         if hasattr(model, "eval"):
             model.eval()
         return model, transform, tokenizer
@@ -522,7 +539,7 @@ def encode(
     cache_root = Path(feature_cache_dir) if feature_cache_dir is not None else None
     session = _Session(spec, cache_root, stats)
 
-    if spec.backend == "features":
+    if spec.backend.can(PRECOMPUTED_FEATURES):
         return _from_precomputed(session, unique_images, unique_captions, stats)
 
     key_hash = _image_contents(unique_images, skip_bad_images, stats)
@@ -636,7 +653,8 @@ def _assemble(
 def _from_precomputed(session: _Session, images: list[ImageItem], captions: list[str], stats: EncodeStats) -> EncodedFeatures:
     model, _, _ = session.get()
     if not hasattr(model, "lookup_images"):
-        raise ValueError(f"backend 'features' returned {type(model).__name__}, not a precomputed feature table")
+        name = session.spec.backend.name
+        raise ValueError(f"backend {name!r} returned {type(model).__name__}, not a precomputed feature table")
     image_features = model.lookup_images([item.key for item in images])
     caption_features = model.lookup_captions(captions)
     norm = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)  # noqa: E731

@@ -9,8 +9,10 @@ retries. Not found: the hub's reachability is probed once (one TCP connection, a
 :data:`PROBE_TTL_S`), and an unreachable hub is a :class:`WeightsUnavailableError` naming what
 was tried and the offline choices, instead of huggingface_hub's minute of download retries.
 
-Backends whose downloads are not known here (timm tags, clip_benchmark's other model types,
-entry points, precomputed features) are passed through unchanged.
+Which lookup applies is the backend record's ``weights`` (``open_clip`` or ``hub_id``; see
+:class:`~clip_cycles.encoding.backends.Backend`); backends whose downloads are not known here
+(timm tags, clip_benchmark's other model types, entry points that declare none, precomputed
+features) are passed through unchanged.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 from urllib.parse import urlsplit
 
-from clip_cycles.encoding.backends import is_random_init
+from clip_cycles.encoding.backends import Backend, is_random_init, resolve_backend
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.settings import hub_endpoint, hub_offline
 
@@ -33,8 +35,6 @@ from clip_cycles.settings import hub_endpoint, hub_offline
 PROBE_TIMEOUT_S = 3.0
 #: How long a probe's answer is reused within one process.
 PROBE_TTL_S = 60.0
-#: Backends that load a transformers model by hub id (or local folder) in ``model``.
-HF_ID_BACKENDS = frozenset({"hf", "hf_vision", "hf_vlm"})
 #: OpenCLIP's default weight file of a hub repo, and the safetensors file it tries first.
 OPEN_CLIP_WEIGHTS = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 OFFLINE_CHOICES = (
@@ -118,13 +118,18 @@ def _hf_need(model: str, pretrained: str | None, cache_dir: str | None) -> Weigh
     return WeightsNeed(label, _hf_cache(cache_dir), cached)
 
 
-def weights_need(backend: str, model: str, pretrained: str | None, cache_dir: str | None = None) -> WeightsNeed | None:
-    """What loading ``model`` through ``backend`` would fetch from the hub; None when nothing (or unknown)."""
-    if backend == "open_clip":
-        return _open_clip_need(model, pretrained, cache_dir)
-    if backend in HF_ID_BACKENDS:
-        return _hf_need(model, pretrained, cache_dir)
-    return None
+#: A backend record's ``weights`` -> how its download is looked for: an OpenCLIP tag or ``hf-hub:`` repo,
+#: or a transformers hub id (or local folder) in ``model``.
+WEIGHTS_LOOKUPS: dict[str, Callable[[str, str | None, str | None], WeightsNeed | None]] = {
+    "open_clip": _open_clip_need,
+    "hub_id": _hf_need,
+}
+
+
+def weights_need(backend: Backend | str, model: str, pretrained: str | None, cache_dir: str | None = None) -> WeightsNeed | None:
+    """What loading ``model`` through ``backend`` (a record or a name) would fetch from the hub; None: nothing, or unknown."""
+    lookup = WEIGHTS_LOOKUPS.get(resolve_backend(backend).weights or "")
+    return None if lookup is None else lookup(model, pretrained, cache_dir)
 
 
 def _connect(host: str, port: int, timeout: float, result: list[str | None]) -> None:
@@ -173,14 +178,17 @@ def forget_probe() -> None:
     _probe_memo = None
 
 
-def require_weights(backend: str, model: str, pretrained: str | None, cache_dir: str | None = None) -> bool:
+def require_weights(backend: Backend | str, model: str, pretrained: str | None, cache_dir: str | None = None) -> bool:
     """Check that ``model``'s weights can be had before the backend tries; True when the load must stay offline.
+
+    A run asks through its spec (:meth:`~clip_cycles.encoding.encoder.ModelSpec.require_weights`), once.
 
     Local or cached weights need no probe when the hub is reachable; cached weights with the hub
     unreachable return True (load with :func:`offline_hub`). Weights that are nowhere here with
     the hub unreachable raise :class:`WeightsUnavailableError`.
     """
-    need = weights_need(backend, model, pretrained, cache_dir)
+    record = resolve_backend(backend)
+    need = weights_need(record, model, pretrained, cache_dir)
     if need is None:
         return False
     reason = hub_unreachable()
@@ -188,9 +196,10 @@ def require_weights(backend: str, model: str, pretrained: str | None, cache_dir:
         return False
     if need.cached:
         return True
-    tag = "" if is_random_init(pretrained) or backend in HF_ID_BACKENDS else f" with pretrained {pretrained!r}"
+    # A hub id's revision is part of `what`; an OpenCLIP tag is named here.
+    tag = "" if is_random_init(pretrained) or record.weights == "hub_id" else f" with pretrained {pretrained!r}"
     raise WeightsUnavailableError(
-        f"model {model!r}{tag} (backend {backend}) has no weights on this machine: {need.what} is not in "
+        f"model {model!r}{tag} (backend {record.name}) has no weights on this machine: {need.what} is not in "
         f"{need.looked_in} and {reason}; {OFFLINE_CHOICES}"
     )
 
@@ -215,6 +224,7 @@ __all__ = [
     "PROBE_TIMEOUT_S",
     "PROBE_TTL_S",
     "WeightsNeed",
+    "WEIGHTS_LOOKUPS",
     "WeightsUnavailableError",
     "forget_probe",
     "hub_unreachable",

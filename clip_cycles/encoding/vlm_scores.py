@@ -38,7 +38,7 @@ import numpy as np
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
 from clip_cycles.data.sources.images import IMAGE_DECODING, open_rgb
-from clip_cycles.encoding.backends import backend_capabilities, hf_pretrained_kwargs, is_random_init, pickle_refusal
+from clip_cycles.encoding.backends import PAIR_SCORES, hf_pretrained_kwargs, is_random_init, pickle_refusal
 from clip_cycles.encoding.distributed import current, rank_zero_completes, shard
 from clip_cycles.encoding.encode_options import EncodeOptions
 from clip_cycles.encoding.encoder import _FaultCounter, _version
@@ -249,7 +249,7 @@ def load_hf_vlm(
     return scorer, None, None
 
 
-load_hf_vlm.capabilities = ("pair_scores",)  # type: ignore[attr-defined]
+# Its capability (pair scores, no embeddings) is in clip_cycles.encoding.backends.BUILTIN_BACKENDS.
 load_hf_vlm._clip_cycles_backend = True  # type: ignore[attr-defined]
 
 
@@ -291,7 +291,7 @@ def cache_description(spec: ModelSpec, config: PromptConfig) -> dict[str, Any]:
     """What a pair score depends on: model content, prompt, precision, library version (not the score mode)."""
     revision = None if is_random_init(spec.pretrained) else spec.pretrained
     return {
-        "backend": spec.backend,
+        "backend": spec.backend.name,
         "model": model_fingerprint(spec.model, revision),
         "prompt": config.prompt,
         "precision": spec.precision,
@@ -472,7 +472,7 @@ def score_pairs(
                 scorer = spec.load()[0]
                 stats.model_loaded = True
             if not getattr(scorer, "pair_scorer", False):
-                raise ValueError(f"backend {spec.backend!r} loaded {type(scorer).__name__}, not a pair scorer")
+                raise ValueError(f"backend {spec.backend.name!r} loaded {type(scorer).__name__}, not a pair scorer")
             _score_missing(scorer, missing, unique, config, batch_size, skip_bad_images, stats, table, cache)
         if cache is not None:
             stats.corrupt_shards.extend(cache.corrupt)
@@ -608,11 +608,8 @@ def score_tasks(
 
 
 def uses_pair_scores(spec: ModelSpec) -> bool:
-    """Whether ``spec``'s backend scores pairs (``capabilities`` of its loader include ``pair_scores``)."""
-    if spec.loader is not None:
-        return False
-
-    return "pair_scores" in backend_capabilities(spec.backend)
+    """Whether ``spec``'s backend scores pairs (its record can give ``pair_scores``); a loader override embeds."""
+    return spec.loader is None and spec.backend.can(PAIR_SCORES)
 
 
 __all__ = [

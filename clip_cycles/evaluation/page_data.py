@@ -31,6 +31,7 @@ from typing import Any, Iterable
 from clip_cycles.data.families.registry import family_builder_source, family_provenance, get_family, list_families
 from clip_cycles.data.folder.writer import read_build_info
 from clip_cycles.data.sources.registry import builder_names
+from clip_cycles.encoding.backends import precomputed_backend_name
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import UnreadableDetailError, read_result
@@ -189,7 +190,7 @@ def model_name(model: Any, pretrained: Any, backend: Any = None, weights: Any = 
         return f"{model} ({pretrained})"
     if isinstance(weights, str) and weights:
         return f"{model} (weights {weights[:12]})"
-    if backend == "features":
+    if precomputed_backend_name(backend):
         return f"{model} (precomputed features)"
     if isinstance(backend, str) and backend and backend != "open_clip":
         return f"{model} ({backend} weights)"

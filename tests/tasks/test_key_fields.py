@@ -10,6 +10,7 @@ a key without a test (or a test for a field the key dropped) fails here.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -23,6 +24,7 @@ import pytest
 
 from clip_cycles.data.sources import registry as sources
 from clip_cycles.encoding import encoder, feature_cache, vlm_scores
+from clip_cycles.encoding.backends import Backend
 from clip_cycles.evaluation import zero_shot
 from clip_cycles.tasks import loading
 
@@ -108,7 +110,7 @@ def _change_backend_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     # A built-in backend has no identity entry; an entry-point backend's distribution, version and code enter the key.
     spec = _spec()
     before = spec.description()
-    monkeypatch.setattr(encoder, "backend_identity", lambda *args: {"distribution": "acme-clip", "version": "2.0"})
+    monkeypatch.setattr(Backend, "identity", lambda self, *args: {"distribution": "acme-clip", "version": "2.0"})
     return spec, before, spec.description()
 
 
@@ -133,7 +135,6 @@ MODEL_CHANGES = {
 
 
 def test_model_key_declaration_matches_the_spec() -> None:
-    import dataclasses
 
     assert set(encoder.MODEL_KEY_FIELDS) == set(MODEL_CHANGES)
     spec_fields = {f.name for f in dataclasses.fields(encoder.ModelSpec)}
@@ -214,7 +215,7 @@ def _pair_change(field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     spec = encoder.ModelSpec("hf_vlm", str(tmp_path / "vlm"), None)
     config = vlm_scores.PromptConfig()
     if field == "backend":
-        spec.backend = "hf_vlm_other"
+        spec = dataclasses.replace(spec, backend="hf_vlm_other")  # the name resolved to its record
     elif field == "model":
         _vlm_folder(tmp_path / "vlm", b'{"model_type": "tinier"}')
     elif field == "prompt":

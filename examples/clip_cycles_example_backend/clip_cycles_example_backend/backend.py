@@ -1,4 +1,4 @@
-"""A tiny deterministic two-tower model, served to clip_cycles through the backend contract.
+"""A tiny deterministic two-tower model, served to clip_cycles through the backend contract (``BACKEND``).
 
 Image tower: the picture resized to ``image_size`` pixels, average-pooled to a ``grid`` x ``grid``
 colour layout, projected to ``embed_dim``. Text tower: a hashed bag of words (each lower-cased
@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from clip_cycles.encoding.backends import Backend
 
 SETTINGS_PATH = Path(__file__).resolve().parent / "towers.json"
 #: Values of ``pretrained`` this backend accepts: it has no weights, only seeded random towers.
@@ -113,5 +115,6 @@ def cache_fingerprint(model_name: str, pretrained: str | None) -> dict[str, str]
     return {"towers_json_sha256": hashlib.sha256(SETTINGS_PATH.read_bytes()).hexdigest()}
 
 
-# clip_cycles reads the fingerprint as an attribute of the loader it resolved from the entry point.
-load.cache_fingerprint = cache_fingerprint  # type: ignore[attr-defined]
+#: The backend's record, what the entry point names: its loader, what it gives (image and caption
+#: embeddings: a two-tower model) and what else its cached features depend on.
+BACKEND = Backend(loader=load, capabilities=("image", "text"), cache_fingerprint=cache_fingerprint)
