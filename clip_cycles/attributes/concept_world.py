@@ -21,36 +21,37 @@ removes that shortcut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.attributes.concepts import ConceptAttributeData
+from clip_cycles.schemas.options import CheckedOptions
 
 
-@dataclass(frozen=True)
-class ConceptWorldConfig:
+class ConceptWorldConfig(CheckedOptions):
     """Size and signal strengths of a synthetic concept world.
 
     The defaults give a small world for tests; ``things_sized()`` gives the THINGS
     shape (1,854 concepts, 53 supercategories, 211 attributes, 768-d).
     """
 
-    n_concepts: int = 300
-    n_supercategories: int = 10
-    n_hidden_supercategories: int = 2
-    subgroups_per_category: int = 4
-    n_attributes: int = 32
-    taxonomic_fraction: float = 0.5
-    dim: int = 32
-    supercategory_scale: float = 1.0
-    subgroup_scale: float = 0.7
-    attribute_scale: float = 0.3
-    noise_scale: float = 0.45
-    home_rate: float = 0.8
-    away_rate: float = 0.01
-    cross_rate: float = 0.12
-    llm_group_fraction: float = 0.12
+    n_concepts: int = Field(300, ge=1)
+    n_supercategories: int = Field(10, ge=1)
+    n_hidden_supercategories: int = Field(2, ge=0)
+    subgroups_per_category: int = Field(4, ge=1)
+    n_attributes: int = Field(32, ge=1)
+    taxonomic_fraction: float = Field(0.5, ge=0, le=1)
+    dim: int = Field(32, ge=1)
+    supercategory_scale: float = Field(1.0, ge=0, allow_inf_nan=False)
+    subgroup_scale: float = Field(0.7, ge=0, allow_inf_nan=False)
+    attribute_scale: float = Field(0.3, ge=0, allow_inf_nan=False)
+    noise_scale: float = Field(0.45, ge=0, allow_inf_nan=False)
+    home_rate: float = Field(0.8, ge=0, le=1)
+    away_rate: float = Field(0.01, ge=0, le=1)
+    cross_rate: float = Field(0.12, ge=0, le=1)
+    llm_group_fraction: float = Field(0.12, ge=0, le=1)
 
     @classmethod
     def things_sized(cls) -> ConceptWorldConfig:
@@ -76,7 +77,7 @@ class ConceptWorldConfig:
         where an L-BFGS run is long and float rounding has room to grow.
         """
         # The THINGS shape of things_sized(), with its own width, signal and label rates.
-        return replace(cls.things_sized(), dim=384, attribute_scale=0.15, home_rate=0.45, away_rate=0.001, cross_rate=0.008)
+        return cls.things_sized().replace(dim=384, attribute_scale=0.15, home_rate=0.45, away_rate=0.001, cross_rate=0.008)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ adds their flags, loads the features and writes the JSON and the report.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 from pathlib import Path
 from typing import Annotated, Any, Callable, Sequence
@@ -258,7 +257,7 @@ def run_experiment(options: ExperimentOptions, settings: Any, run: Callable[...,
     cache = experiment_cache(options.model)
     tasks = None if options.task is None else list(options.task)
     data = load_input(options.features, tasks, options.model, settings.seeds, with_markers=with_markers)
-    settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(options.min_cycles, data))
+    settings = settings.replace(min_cycles=resolve_min_cycles(options.min_cycles, data))
     record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings, **extra))
     print(f"{'reused the cached' if reused else 'computed the'} {run.__name__} result (result cache: {cache.root or 'off'})")
     return finish(record, options.out, file_name, report=options.report)

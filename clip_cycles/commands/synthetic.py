@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from pydantic import Field
@@ -44,7 +43,7 @@ def synthetic(options: SyntheticOptions) -> int:
     """Run the controls, print the table, write JSON; 1 if the pattern fails."""
     config = QUICK if options.quick else SyntheticConfig()
     if options.epochs is not None:
-        config = replace(config, epochs=options.epochs)
+        config = config.replace(epochs=options.epochs)
     seeds = tuple(options.seeds)
     out = Path(options.out)
     if out.is_dir():  # refused before minutes of fitting, not when the JSON is written

@@ -32,9 +32,10 @@ import pickle
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
+from pydantic import field_validator
 
 from clip_cycles.algebra.contrast import block_scores_from_score_fn
 from clip_cycles.data.sources.images import IMAGE_DECODING, open_rgb
@@ -44,6 +45,7 @@ from clip_cycles.encoding.encode_options import EncodeOptions
 from clip_cycles.encoding.encoder import _FaultCounter, _version
 from clip_cycles.encoding.feature_cache import FeatureNamespace
 from clip_cycles.fingerprints import content_hash, digest, text_hash
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.tasks.registry import read_task_yaml
 from clip_cycles.verbosity import progress_disable
 
@@ -68,18 +70,22 @@ PROMPT_KWARGS_KEY = "lmms_eval_specific_kwargs"
 # --------------------------------------------------------------------------- prompt settings
 
 
-@dataclass(frozen=True)
-class PromptConfig:
+class PromptConfig(CheckedOptions):
     """How a pair is scored: the prompt template (``{image}`` = image token) and sum or mean."""
 
     prompt: str = DEFAULT_PROMPT
-    score: str = "sum"
+    score: Literal["sum", "mean"] = "sum"
 
-    def __post_init__(self) -> None:
-        if self.score not in SCORE_MODES:
-            raise ValueError(f"score must be one of {list(SCORE_MODES)}, got {self.score!r}")
-        if not isinstance(self.prompt, str) or "{image}" not in self.prompt:
-            raise ValueError(f"prompt template {self.prompt!r} must contain {{image}} (where the image goes)")
+    def __init__(self, prompt: Any = DEFAULT_PROMPT, score: Any = "sum") -> None:
+        # Positional as well as by name: ``PromptConfig("{image} Caption:", "mean")``.
+        super().__init__(prompt=prompt, score=score)
+
+    @field_validator("prompt")
+    @classmethod
+    def _has_image_slot(cls, prompt: str) -> str:
+        if "{image}" not in prompt:  # a fact of the text, not a range: no field constraint can say it
+            raise ValueError(f"prompt template {prompt!r} must contain {{image}} (where the image goes)")
+        return prompt
 
 
 def prompt_config_from_yaml(data: Mapping[str, Any], where: str, backend: str = BACKEND) -> PromptConfig:

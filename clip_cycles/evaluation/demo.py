@@ -30,7 +30,9 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
+
+from pydantic import Field
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.attributes.attribute_probes import attribute_task_metrics
@@ -54,6 +56,7 @@ from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
 from clip_cycles.outputs import write_text_output
 from clip_cycles.results import IDENTITY_FIELDS, mean_sd, write_json
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
 from clip_cycles.tasks.registry import expand_tasks
 
@@ -74,18 +77,17 @@ QUOTED_FAMILIES: tuple[str, ...] = (
 )
 
 
-@dataclasses.dataclass(frozen=True)
-class DemoSettings:
+class DemoSettings(CheckedOptions):
     """Sizes of the demo's experiments (the full protocols are the `probe`/`transfer`/`oe` commands)."""
 
-    seeds: tuple[int, ...] = DEMO_SEEDS
-    probe_epochs: int = 10
-    ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
-    transfer_epochs: int = 10
-    oe_epochs: int = 8
-    images_per_concept: int = 3
-    attribute_seeds: tuple[int, ...] = (0, 1, 2)
-    world_images: int = DEMO_WORLD.n_images
+    seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field(DEMO_SEEDS, min_length=1)
+    probe_epochs: int = Field(10, ge=1)
+    ranks: tuple[Annotated[int, Field(ge=1)], ...] = Field((1, 2, 4, 8, 16, 32, 64), min_length=1)
+    transfer_epochs: int = Field(10, ge=1)
+    oe_epochs: int = Field(8, ge=1)
+    images_per_concept: int = Field(3, ge=1)
+    attribute_seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field((0, 1, 2), min_length=1)
+    world_images: int = Field(DEMO_WORLD.n_images, ge=1)
 
 
 QUICK = DemoSettings(

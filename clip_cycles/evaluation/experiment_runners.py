@@ -7,7 +7,6 @@ dataset roots and feature cache as zero-shot evaluation); settings from each tas
 
 from __future__ import annotations
 
-import dataclasses
 from functools import partial
 from typing import Any, Callable, Sequence
 
@@ -23,7 +22,7 @@ from clip_cycles.tasks.registry import AnyTask, TaskSpec
 
 def experiment_settings(settings_class: type, task: TaskSpec, seeds: Sequence[int]) -> Any:
     """``settings_class`` from the task's ``experiment_kwargs`` and ``seeds``; errors name the file and field."""
-    names = [f.name for f in dataclasses.fields(settings_class) if f.name != "seeds"]
+    names = [name for name in settings_class.model_fields if name != "seeds"]
     kwargs: dict[str, Any] = {}
     for key, value in task.experiment_kwargs.items():
         if key not in names:
@@ -72,7 +71,7 @@ def _run_experiment(
         settings = experiment_settings(settings_class, task, seeds)
         data = _experiment_data(task, context, seeds, with_markers)
         # The folder's own minimum-cycle rule (or $CLIP_CYCLES_MIN_CYCLES) unless the task sets one.
-        settings = dataclasses.replace(settings, min_cycles=resolve_min_cycles(task.experiment_kwargs.get("min_cycles"), data))
+        settings = settings.replace(min_cycles=resolve_min_cycles(task.experiment_kwargs.get("min_cycles"), data))
         # Keyed by the features' content, the settings and the code: a warm rerun reuses the record.
         result, _ = cache.get_or_compute(metrics.__name__, data, settings, partial(metrics, data, settings))
         records.append(checked_record(task, context.spec, result))

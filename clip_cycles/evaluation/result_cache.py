@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
+from pydantic import BaseModel
 
 from clip_cycles.fingerprints import canonical_json, digest
 from clip_cycles.outputs import atomic_write_bytes, output_error
@@ -77,6 +78,12 @@ def _feed(h: Any, value: Any) -> None:
         for f in dataclasses.fields(value):
             h.update(f"{f.name}=".encode())
             _feed(h, getattr(value, f.name))
+        h.update(b")")
+    elif isinstance(value, BaseModel):  # an Options model keys like the dataclass it replaced: its fields in order
+        h.update(f"dc{type(value).__qualname__}(".encode())
+        for name in type(value).model_fields:
+            h.update(f"{name}=".encode())
+            _feed(h, getattr(value, name))
         h.update(b")")
     elif isinstance(value, Mapping):
         h.update(f"map{len(value)}{{".encode())

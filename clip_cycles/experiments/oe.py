@@ -24,10 +24,10 @@ encoded through the same backend and cache as every other caption.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc, cycle_credits
 from clip_cycles.experiments.experiment_data import (
@@ -40,6 +40,7 @@ from clip_cycles.experiments.experiment_data import (
 )
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, EXPERIMENT_SPLITS, CycleSubset, float64_logits, summarize, train_probe
 from clip_cycles.heads.training import TrainConfig, train_on_pairs
+from clip_cycles.schemas.options import CheckedOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.heads.score_heads import ScoreHead
@@ -50,20 +51,19 @@ METHODS: tuple[str, ...] = ("cycle_oe", "shortcut_oe", "four_entry_bce")
 SHORTCUT_PROBES: tuple[str, ...] = ("text_only", "image_only")
 
 
-@dataclass(frozen=True)
-class OESettings:
+class OESettings(CheckedOptions):
     """The paper's OE protocol; the text-only and image-only shortcut probes share their own epochs and lr."""
 
-    rank: int = 64
-    epochs: int = 8
-    batch_size: int = 512
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    seeds: tuple[int, ...] = DEFAULT_SEEDS
-    text_only_epochs: int = 50
-    text_only_lr: float = 1e-2
-    min_cycles: int = DEFAULT_MIN_CYCLES
-    threads: int | None = 1
+    rank: int = Field(64, ge=1)
+    epochs: int = Field(8, ge=1)
+    batch_size: int = Field(512, ge=1)
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False)
+    weight_decay: float = Field(1e-4, ge=0, allow_inf_nan=False)
+    seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field(DEFAULT_SEEDS, min_length=1)
+    text_only_epochs: int = Field(50, ge=1)
+    text_only_lr: float = Field(1e-2, gt=0, allow_inf_nan=False)
+    min_cycles: int = Field(DEFAULT_MIN_CYCLES, ge=1)
+    threads: int | None = Field(1, ge=1)
 
 
 def matched_pairs(cycles: np.ndarray) -> np.ndarray:
@@ -247,7 +247,7 @@ def run_oe(data: ExperimentData, settings: OESettings | None = None) -> dict[str
         "experiment": "oe",
         **data.identity(),
         "seeds": list(settings.seeds),
-        "settings": asdict(settings),
+        "settings": settings.model_dump(),
         "marker": OE_MARKER,
         "marker_caption_example": marker_caption("<caption>"),
         "family_order": data.family_names(),

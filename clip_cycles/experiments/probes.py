@@ -17,10 +17,11 @@ transfer experiment so its diagonal reproduces these numbers exactly.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.algebra.contrast import (
     DEFAULT_TIE_TOLERANCE,
@@ -38,6 +39,7 @@ from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.heads.training import TrainConfig, Validation, cycle_batch_loss, fit_head, loss_of_kind
 from clip_cycles.processes import run_jobs
 from clip_cycles.results import mean_sd
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.verbosity import progress_disable
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,28 +58,20 @@ FACTORIZED_HEADS: frozenset[str] = frozenset({"diagonal", "bilinear", "low_rank"
 RESULT_FILE = "probe.json"
 
 
-@dataclass(frozen=True)
-class ProbeSettings:
+class ProbeSettings(CheckedOptions):
     """Training and sweep settings (paper: broader COCO/GQA probes, 30 epochs, lr 1e-3, wd 1e-4, batch 512)."""
 
-    epochs: int = 30
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    batch_size: int = 512
-    ranks: tuple[int, ...] = PROBE_RANKS
+    epochs: int = Field(30, ge=1)
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False)
+    weight_decay: float = Field(1e-4, ge=0, allow_inf_nan=False)
+    batch_size: int = Field(512, ge=1)
+    ranks: tuple[Annotated[int, Field(ge=1)], ...] = PROBE_RANKS
     full_heads: tuple[str, ...] = FULL_HEADS
-    seeds: tuple[int, ...] = DEFAULT_SEEDS
-    min_cycles: int = DEFAULT_MIN_CYCLES
+    seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field(DEFAULT_SEEDS, min_length=1)
+    min_cycles: int = Field(DEFAULT_MIN_CYCLES, ge=1)
     audit: bool = True
-    audit_epochs: int = 5
-    threads: int | None = 1
-
-    def __post_init__(self) -> None:
-        if not self.seeds:
-            raise ValueError("ProbeSettings.seeds is empty")
-        for r in self.ranks:
-            if not isinstance(r, int) or r < 1:
-                raise ValueError(f"ProbeSettings.ranks must hold positive integers, got {r!r}")
+    audit_epochs: int = Field(5, ge=1)
+    threads: int | None = Field(1, ge=1)
 
 
 def probe_key(head: str, rank: int | None = None) -> str:
@@ -398,7 +392,7 @@ def run_probes(data: ExperimentData, settings: ProbeSettings | None = None, num_
         "experiment": "probe",
         **data.identity(),
         "seeds": list(settings.seeds),
-        "settings": asdict(settings),
+        "settings": settings.model_dump(),
         "family_order": data.family_names(),
         "families": families,
         "unavailable": dict(sorted(unavailable.items())),

@@ -25,15 +25,17 @@ Run as ``clip-cycles synthetic [--out results/synthetic.json] [--seeds 0 1 2] [-
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, cycle_acc
 from clip_cycles.heads.training import TrainConfig, torch_threads, train_on_pairs
 from clip_cycles.registry import Registry
 from clip_cycles.results import mean_sd
+from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.verbosity import progress_disable
 
 #: Pass/fail thresholds of the qualitative pattern (recorded in the JSON).
@@ -43,32 +45,30 @@ RANK_RISE_MIN = 0.05
 PAIR_AWARE_MIN = 0.8
 
 
-@dataclass(frozen=True)
-class SyntheticConfig:
+class SyntheticConfig(CheckedOptions):
     """Sizes and training settings of the synthetic controls."""
 
-    dim: int = 32
-    n_train: int = 2000
-    n_val: int = 1000
-    n_test: int = 2000
-    epochs: int = 40
-    lr: float = 1e-2
-    weight_decay: float = 1e-4
-    batch_size: int = 512
-    ranks: tuple[int, ...] = (1, 2, 4, 8, 16)
-    true_rank: int = 8
-    coupling: float = 0.3
+    dim: int = Field(32, ge=1)
+    n_train: int = Field(2000, ge=1)
+    n_val: int = Field(1000, ge=1)
+    n_test: int = Field(2000, ge=1)
+    epochs: int = Field(40, ge=1)
+    lr: float = Field(1e-2, gt=0, allow_inf_nan=False)
+    weight_decay: float = Field(1e-4, ge=0, allow_inf_nan=False)
+    batch_size: int = Field(512, ge=1)
+    ranks: tuple[Annotated[int, Field(ge=1)], ...] = Field((1, 2, 4, 8, 16), min_length=1)
+    true_rank: int = Field(8, ge=1)
+    coupling: float = Field(0.3, allow_inf_nan=False)
     rank_coupling: tuple[float, float] = (0.6, 0.4)
-    shortcut_shift: float = 6.0
-    image_noise: float = 0.5
-    n_attributes: int = 8
-    n_objects: int = 8
-    tie_tolerance: float = DEFAULT_TIE_TOLERANCE
+    shortcut_shift: float = Field(6.0, allow_inf_nan=False)
+    image_noise: float = Field(0.5, ge=0, allow_inf_nan=False)
+    n_attributes: int = Field(8, ge=1)
+    n_objects: int = Field(8, ge=1)
+    tie_tolerance: float = Field(DEFAULT_TIE_TOLERANCE, ge=0, allow_inf_nan=False)
     #: Intra-op torch threads while training (1: the heads are tiny).
-    threads: int | None = 1
+    threads: int | None = Field(1, ge=1)
 
 
-#: Reduced sizes for tests and smoke runs; the qualitative pattern still holds.
 QUICK = SyntheticConfig(dim=16, n_train=1500, n_val=500, n_test=2000, epochs=10, lr=2e-2, batch_size=256)
 
 
@@ -299,7 +299,7 @@ register_control(
 register_control(
     Control(
         "rank_sweep",
-        f"rank-{SyntheticConfig.true_rank} coupling plus noise; low-rank AUROC rises to rank 8",
+        f"rank-{SyntheticConfig.model_fields['true_rank'].default} coupling plus noise; low-rank AUROC rises to rank 8",
         {"default": make_rank_interaction},
         lambda config: tuple(Probe(f"low_rank r={r}", "low_rank", rank=r) for r in config.ranks),
     )
@@ -438,7 +438,7 @@ def run_synthetic(config: SyntheticConfig, seeds: tuple[int, ...], quick: bool =
         "quick": quick,
         "seeds": list(seeds),
         "tie_tolerance": config.tie_tolerance,
-        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(config).items()},
+        "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in config.model_dump().items()},
         "thresholds": {
             "chance_auroc_margin": CHANCE_AUROC_MARGIN,
             "shortcut_auroc_min": SHORTCUT_AUROC_MIN,

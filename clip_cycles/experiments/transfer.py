@@ -14,32 +14,32 @@ Spearman correlations between A[i, j] and T[i, j] over the ordered off-diagonal 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from clip_cycles.algebra.contrast import CHUNK_CYCLES, DEFAULT_TIE_TOLERANCE
 from clip_cycles.experiments.experiment_data import DEFAULT_MIN_CYCLES, ExperimentData, FamilyFeatures, usable_families
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, REFERENCE_RANK, score_head, train_with
 from clip_cycles.processes import run_jobs
 from clip_cycles.results import mean_sd
+from clip_cycles.schemas.options import CheckedOptions
 
 RESULT_FILE = "transfer.json"
 
 
-@dataclass(frozen=True)
-class TransferSettings:
+class TransferSettings(CheckedOptions):
     """Settings of the transfer grid (paper: rank 64, the broader probes' 30 epochs)."""
 
-    rank: int = REFERENCE_RANK
-    epochs: int = 30
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    batch_size: int = 512
-    seeds: tuple[int, ...] = DEFAULT_SEEDS
-    min_cycles: int = DEFAULT_MIN_CYCLES
-    threads: int | None = 1
+    rank: int = Field(REFERENCE_RANK, ge=1)
+    epochs: int = Field(30, ge=1)
+    lr: float = Field(1e-3, gt=0, allow_inf_nan=False)
+    weight_decay: float = Field(1e-4, ge=0, allow_inf_nan=False)
+    batch_size: int = Field(512, ge=1)
+    seeds: tuple[Annotated[int, Field(ge=0)], ...] = Field(DEFAULT_SEEDS, min_length=1)
+    min_cycles: int = Field(DEFAULT_MIN_CYCLES, ge=1)
+    threads: int | None = Field(1, ge=1)
 
 
 def cycle_difference_matrix(family: FamilyFeatures, cycles: np.ndarray) -> np.ndarray:
@@ -171,7 +171,7 @@ def run_transfer(data: ExperimentData, settings: TransferSettings | None = None,
         "experiment": "transfer",
         **data.identity(),
         "seeds": list(settings.seeds),
-        "settings": asdict(settings),
+        "settings": settings.model_dump(),
         "families": names,
         "family_order": data.family_names(),
         "unavailable": dict(sorted(unavailable.items())),

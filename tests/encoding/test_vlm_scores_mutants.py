@@ -97,11 +97,11 @@ UNIQUE = [("a.png", "a red square"), ("a.png", "two circles"), ("b.png", "a red 
 def test_prompt_config_checks_its_fields() -> None:
     assert PromptConfig() == PromptConfig("{image} Caption:", "sum")
     assert PromptConfig(score="mean").score == "mean"
-    with pytest.raises(ValueError, match=r"score must be one of \['sum', 'mean'\], got 'max'"):
+    with pytest.raises(ValueError, match=r"PromptConfig option score: 'max' is not one of \['sum', 'mean'\]"):
         PromptConfig(score="max")
     with pytest.raises(ValueError, match=r"prompt template 'Caption:' must contain \{image\}"):
         PromptConfig(prompt="Caption:")
-    with pytest.raises(ValueError, match="must contain"):
+    with pytest.raises(ValueError, match="PromptConfig option prompt: input should be a valid string, got 3"):
         PromptConfig(prompt=3)  # type: ignore[arg-type]
 
 
@@ -120,7 +120,10 @@ def test_prompt_config_from_yaml_overrides_default_with_the_backend_entry() -> N
         ([1], r"t\.yaml: field 'lmms_eval_specific_kwargs' must be a mapping"),
         ({"default": "x"}, r"t\.yaml: field lmms_eval_specific_kwargs\.default must be a mapping"),
         ({"hf_vlm": [1]}, r"t\.yaml: field lmms_eval_specific_kwargs\.hf_vlm must be a mapping"),
-        ({"hf_vlm": {"score": "max"}}, r"t\.yaml: field lmms_eval_specific_kwargs: score must be one of"),
+        (
+            {"hf_vlm": {"score": "max"}},
+            r"t\.yaml: field lmms_eval_specific_kwargs: PromptConfig option score: 'max' is not one of",
+        ),
     ],
 )
 def test_prompt_config_from_yaml_names_the_file_and_field(kwargs: Any, message: str) -> None:
@@ -136,7 +139,7 @@ def test_prompt_config_for_task_reads_the_task_file(tmp_path: Path) -> None:
     path.write_text("task: t\nlmms_eval_specific_kwargs: {default: {score: max}}\n", encoding="utf-8")
     with pytest.raises(ValueError) as info:
         vlm_scores.prompt_config_for_task(SimpleNamespace(path=str(path)))
-    assert str(info.value).startswith(f"{path}: field lmms_eval_specific_kwargs: score must be one of")
+    assert str(info.value).startswith(f"{path}: field lmms_eval_specific_kwargs: PromptConfig option score: 'max' is not one of")
 
 
 # --- model identity and keys -------------------------------------------------------------------------------------

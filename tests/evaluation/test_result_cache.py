@@ -217,7 +217,6 @@ def test_synthetic_refuses_a_folder_out_before_fitting(tmp_path: Path, capsys: p
 
 
 def test_a_warm_demo_reuses_every_experiment_and_writes_the_same_bytes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    import dataclasses
 
     from clip_cycles.evaluation.demo import DemoSettings, run_demo
 
@@ -241,5 +240,5 @@ def test_a_warm_demo_reuses_every_experiment_and_writes_the_same_bytes(tmp_path:
     assert sorted(warm) == sorted(cold)
     assert [name for name in cold if warm[name] != cold[name]] == []
     caplog.clear()
-    run_demo(out, cache, dataclasses.replace(small, probe_epochs=3))  # only the probe sweep reads it
+    run_demo(out, cache, small.replace(probe_epochs=3))  # only the probe sweep reads it
     assert "reused from the result cache: run_transfer, run_oe, demo_attribute_splits; computed: run_probes" in caplog.text

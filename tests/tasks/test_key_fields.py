@@ -241,7 +241,7 @@ def test_pair_score_declaration_matches_the_key(tmp_path: Path) -> None:
         encoder.ModelSpec("hf_vlm", str(tmp_path / "vlm"), None), vlm_scores.PromptConfig()
     )
     assert set(description) == set(vlm_scores.PAIR_SCORE_KEY_FIELDS)
-    assert set(vlm_scores.PAIR_SCORE_KEY_IGNORES) <= {f for f in vlm_scores.PromptConfig.__dataclass_fields__}
+    assert set(vlm_scores.PAIR_SCORE_KEY_IGNORES) <= set(vlm_scores.PromptConfig.model_fields)
 
 
 @pytest.mark.parametrize("field", vlm_scores.PAIR_SCORE_KEY_FIELDS)

@@ -39,7 +39,7 @@ from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.loading import _expected_roots_message, _raw_root
 from clip_cycles.tasks.registry import TaskRegistry, TaskSpec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 CALLS: list[dict] = []
 
 
