@@ -38,7 +38,7 @@ import functools
 import logging
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -63,7 +63,7 @@ from clip_cycles.attributes.splitters import (
     make_splitter,
     nearest_neighbours,
 )
-from clip_cycles.processes import usable_cores
+from clip_cycles.processes import iterate_jobs, usable_cores
 from clip_cycles.registry import Registry
 from clip_cycles.verbosity import progress_disable
 
@@ -308,6 +308,12 @@ def _sklearn_columns(
     return coef, intercept, n_iter
 
 
+def _sklearn_batch(shared: tuple[np.ndarray, np.ndarray, np.ndarray, int, float], columns: np.ndarray) -> Any:
+    """One batch of columns in a worker of the one fork pool (:func:`clip_cycles.processes.iterate_jobs`)."""
+    X, y, train_mask, max_iter, tol = shared
+    return _sklearn_columns(X, y, train_mask, columns, max_iter, tol)
+
+
 def fit_logistic_sklearn(
     X: np.ndarray,
     y: np.ndarray,
@@ -343,19 +349,13 @@ def fit_logistic_sklearn(
                 coef[b], intercept[b], n_iter[b] = _sklearn_columns(X, y, train_mask, b, max_iter, tol)
                 bar.update(len(b))
         else:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
             # Small batches, round-robin: a worker never waits behind one slow near-separable column.
             batches = [np.arange(start, K, workers * 8) for start in range(workers * 8)]
             batches = [b for b in batches if len(b)]
-            context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-            with ProcessPoolExecutor(workers, mp_context=context) as pool:
-                futures = {pool.submit(_sklearn_columns, X, y, train_mask, b, max_iter, tol): b for b in batches}
-                for future in as_completed(futures):
-                    b = futures[future]
-                    coef[b], intercept[b], n_iter[b] = future.result()
-                    bar.update(len(b))
+            shared = (X, y, train_mask, max_iter, tol)  # inherited by the forked workers, never pickled
+            for b, (c, i, n) in zip(batches, iterate_jobs(_sklearn_batch, shared, batches, workers)):
+                coef[b], intercept[b], n_iter[b] = c, i, n
+                bar.update(len(b))
     finally:
         bar.close()
     return LogisticFits(coef, intercept, n_iter, n_iter < max_iter)

@@ -131,9 +131,8 @@ def test_a_build_map_inside_an_experiment_worker_runs_in_that_worker() -> None:
     assert all(pids == {worker} for _, pids, worker in out) and os.getpid() not in {w for _, _, w in out}
 
 
-#: A process pool outside processes.py that is not part of this change (attribute_probes' scikit-learn
-#: fits, a ProcessPoolExecutor): named here so that no new one appears unnoticed.
-OTHER_PROCESS_POOLS = {"attributes/attribute_probes.py"}
+#: Process pools outside processes.py: none (paper 2's scikit-learn fits run on the one fork pool too).
+OTHER_PROCESS_POOLS: set[str] = set()
 
 
 def test_only_the_processes_module_starts_processes() -> None:
