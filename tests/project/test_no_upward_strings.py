@@ -7,9 +7,8 @@ and half in ``commands/``). The checks read the AST of every module: docstrings 
 module, calls and other string constants may not. The import graph (``test_layers``' graph, plus
 every ``import_module("clip_cycles....")`` anywhere in the package) has no cycle.
 
-Until this branch is merged with the one that removes the build hooks' strings from
-``data/sources.py`` (issue 50), :func:`test_nothing_below_commands_imports_by_name_or_names_commands`
-lists exactly those six strings and fails; after the merge it lists none.
+The source registry (``data/sources/registry.py``) holds data facts only: the build subcommands are
+derived in ``commands/build.py`` from ``SOURCES`` plus that module's own table, so no string names them.
 """
 
 from __future__ import annotations
@@ -79,7 +78,6 @@ def named_import_graph(root: Path) -> dict[str, set[str]]:
 
 
 def test_nothing_below_commands_imports_by_name_or_names_commands() -> None:
-    # Fails on data/sources.py's six build-hook strings until the branch removing them is merged (issue 50).
     assert upward_strings(REPO) == []
 
 
@@ -127,14 +125,15 @@ def test_an_import_by_name_closes_a_planted_loop(tmp_path: Path) -> None:
         tmp_path,
         {
             "clip_cycles/commands/__init__.py": "",
-            "clip_cycles/commands/build.py": "from clip_cycles.data import sources  # noqa\n",
+            "clip_cycles/commands/build.py": "from clip_cycles.data.sources import registry  # noqa\n",
             "clip_cycles/data/__init__.py": "",
+            "clip_cycles/data/sources/__init__.py": "",
             "clip_cycles/data/sources/registry.py": (
                 '"""clip_cycles.commands.build in a docstring is no edge."""\nimport importlib\n'
             ),
         },
     )
     assert _cycles(named_import_graph(root)) == []
-    sources = root / "clip_cycles" / "data" / "sources.py"
+    sources = root / "clip_cycles" / "data" / "sources" / "registry.py"
     sources.write_text(sources.read_text() + 'HOOK = importlib.import_module("clip_cycles.commands.build")\n')
     assert _cycles(named_import_graph(root)) == [["clip_cycles.commands.build", "clip_cycles.data.sources.registry"]]
