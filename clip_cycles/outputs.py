@@ -24,6 +24,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import re
 import shutil
 import stat
 import time
@@ -392,6 +393,10 @@ def recover_sets(target: Path) -> list[Path]:
     return touched
 
 
+#: A staging folder's name (:func:`staging_folder`): the target's name between a dot and ``.building-<pid>``.
+_STAGED = re.compile(r"\.(.+)\.building-\d+")
+
+
 def staging_folder(target: Path) -> Path:
     """A fresh, empty ``.<name>.building-<pid>`` beside ``target`` (its parents made), after :func:`recover_sets`
     cleaned up (or put back) what dead processes left beside it."""
@@ -401,6 +406,17 @@ def staging_folder(target: Path) -> Path:
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
     return staging
+
+
+def staged_name(folder: Path) -> str:
+    """The name ``folder`` will have once swapped into place: its target's name for a folder made by
+    :func:`staging_folder` (``.<name>.building-<pid>``), else its own name.
+
+    A writer that records its folder's name (a card's ``load_dataset("<name>")``) records this one, so the
+    same build writes the same bytes whichever process staged it.
+    """
+    match = _STAGED.fullmatch(folder.name)
+    return match.group(1) if match else folder.name
 
 
 def replace_folder(staging: Path, target: Path) -> None:

@@ -8,6 +8,7 @@ deleted first.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -313,3 +314,38 @@ def test_a_crash_at_the_swap_of_a_task_folder_leaves_the_old_folder_whole(
         _cached_build(shapes_world, cache)
     assert _listing(target) == before
     assert [p.name for p in cache.iterdir() if p.name.startswith(".") or ".building-" in p.name] == []
+
+
+def test_a_staged_folder_is_named_by_its_target(tmp_path: Path) -> None:
+    from clip_cycles.outputs import staged_name, staging_folder
+
+    staging = staging_folder(tmp_path / "shapes-coco-0123")
+    assert staging.name.startswith(".shapes-coco-0123.building-")  # the form the pattern must undo
+    assert staged_name(staging) == "shapes-coco-0123"
+    assert staged_name(tmp_path / "my_cycles") == "my_cycles"
+    # Only the exact staging form: a user's folder that merely looks alike keeps its name.
+    for name in (".x.building-12a", "x.building-12", ".x.building-", "..building-3"):
+        assert staged_name(tmp_path / name) == name
+
+
+def test_a_build_staged_by_any_process_writes_the_same_card(shapes_world: Path, tmp_path: Path, monkeypatch) -> None:
+    """A cached task build is written into ``.<name>.building-<pid>`` and swapped in: its card and
+    build_info.json name the folder it becomes, so two processes write the same bytes."""
+    import os
+
+    from clip_cycles.data.folder.build import build_coco_folder
+    from clip_cycles.outputs import replace_folder, staging_folder
+
+    written = {}
+    for pid in (1111, 2222):
+        monkeypatch.setattr(os, "getpid", lambda pid=pid: pid)
+        target = tmp_path / str(pid) / "shapes-coco-0123"
+        staging = staging_folder(target)
+        build_coco_folder(shapes_world, staging, families=["coarse_object"], seeds=[0], min_cycles=5)
+        replace_folder(staging, target)
+        card = (target / "README.md").read_text(encoding="utf-8")
+        info = json.loads((target / "build_info.json").read_text(encoding="utf-8"))
+        assert "building-" not in card and info["folder_name"] == "shapes-coco-0123"
+        assert 'datasets.load_dataset("shapes-coco-0123", "coarse_object", split="test")' in card
+        written[pid] = (card, info["folder_name"])
+    assert written[1111] == written[2222]

@@ -72,7 +72,7 @@ from clip_cycles.data.folder.card_yaml import Quoted, card_header
 from clip_cycles.data.sources.annotations import parse_json
 from clip_cycles.data.sources.registry import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
 from clip_cycles.fingerprints import canonical_json
-from clip_cycles.outputs import output_error, replace_folder, set_target, staging_folder
+from clip_cycles.outputs import output_error, replace_folder, set_target, staged_name, staging_folder
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import write_json
 from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo, newer_format_problem
@@ -635,7 +635,8 @@ def write_folder(
     foreign = _check_out(out, config.overwrite)
     staging = staging_folder(out)
     try:
-        _write_into(staging, given.name, root, index, builds, config, rebuild_command, pools, skipped, extra_info, tqdm)
+        # The name the folder has once in place, not a staging name with a process id (same build, same bytes).
+        _write_into(staging, staged_name(given), root, index, builds, config, rebuild_command, pools, skipped, extra_info, tqdm)
         info = read_build_info(staging)
         problems = verify_folder_files(staging, info)
         if problems:
