@@ -9,6 +9,9 @@ Prints one JSON object with wall times, ratios, encoder call counts and whether 
 text/image/group accuracies agree. Targets: cold >= 3x, cached >= 50x faster.
 
     python benchmarks/bench_eval.py [--n-images 400] [--families strict_left_right]
+
+The plain-script floor (a DataLoader script that encodes once and scores, 3,000-image world, 14
+families; cold and warm ``clip-cycles eval`` in fresh processes) is ``benchmarks/bench_overhead.py``.
 """
 
 from __future__ import annotations

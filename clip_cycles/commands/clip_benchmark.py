@@ -86,8 +86,10 @@ def patch_cli(cli: ModuleType) -> None:
         return
     from clip_benchmark import models
 
-    # clip_benchmark's own open_clip loader then resolves `--model cycles-tiny --pretrained shapes`.
-    register_tiny_model()
+    # clip_benchmark's own open_clip loader then resolves `--model cycles-tiny --pretrained shapes`. Its models
+    # module imports OpenCLIP; one that does not is left so (the cycles runs' loader registers the tiny model).
+    if "open_clip" in sys.modules:
+        register_tiny_model()
     for name in available_backends(include_clip_benchmark=False):
         if name not in models.TYPE2FUNC:
             models.TYPE2FUNC[name] = _lazy_loader(name)

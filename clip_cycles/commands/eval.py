@@ -82,8 +82,9 @@ def evaluate(command: EvalOptions) -> int:
     tasks = with_split(registry.expand(names), command.split)
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
-    # Weights the model would download: here, or the hub reachable; else one sentence before any data is read.
-    context.spec.require_weights()  # asked once: the model's load reuses this answer
+    # A run sure to load the model (no cache, or nothing of this model in it): its weights here or the hub
+    # reachable, else one sentence before any data is read. A run that may be warm asks at its first cache miss.
+    context.spec.require_weights_if_cold(context.cache_dir)  # asked once: the model's load reuses this answer
     context.samples_path = Path(command.samples) if command.samples else None
     spec = context.spec
     # Each task's --output file, expanded once: the plan checked here is the one the results are written to.

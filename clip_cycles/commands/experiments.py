@@ -56,6 +56,8 @@ def load_input(
     require_embeddings(options.model_type, options.model, need_text=True)
 
     context = RunContext.from_options(options, seeds=seeds)
+    # A run sure to load the model (no cache, or nothing of it there): its weights, or one sentence now.
+    context.spec.require_weights_if_cold(context.cache_dir)
     return load_from_tasks(
         resolve_task_names(tasks),  # names, collections and fnmatch patterns (cycles/coco_*)
         context.spec,

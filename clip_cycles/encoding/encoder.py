@@ -176,6 +176,20 @@ class ModelSpec:
             self._weights_offline = require_weights(self.backend, self.model, self.pretrained, self.model_cache_dir)
         return self._weights_offline
 
+    def require_weights_if_cold(self, cache_dir: str | Path | None) -> None:
+        """The weights check before any data is read, where this run is sure to load the model.
+
+        A run without a feature cache, or whose cache holds no manifest of this model (it was never
+        loaded with this identity), encodes everything: its missing weights are one sentence now
+        (issue 36). Otherwise the check waits for the first cache miss (:meth:`load`), so a warm run
+        never imports the backend's library (OpenCLIP, torchvision, transformers) to ask.
+        """
+        if cache_dir is not None:
+            root = Path(cache_dir)
+            if read_manifest(root, self.description(root / "fingerprints")) is not None:
+                return
+        self.require_weights()
+
     def load(self) -> tuple[Any, Any, Any]:
         """Seed torch (random-init models are then reproducible) and load the model.
 

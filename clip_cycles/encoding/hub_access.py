@@ -18,17 +18,20 @@ features) are passed through unchanged.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from types import ModuleType
+from typing import Any, Callable, Iterator
 from urllib.parse import urlsplit
 
 from clip_cycles.encoding.backends import Backend, is_random_init, resolve_backend
-from clip_cycles.encoding.tiny_model import register_tiny_model
+from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, WEIGHTS_PATH, register_tiny_model
 from clip_cycles.settings import hub_endpoint, hub_offline
 
 #: The longest the hub probe waits for one TCP connection (name lookup included).
@@ -84,10 +87,7 @@ def _open_clip_need(model: str, pretrained: str | None, cache_dir: str | None) -
         return WeightsNeed(f"hub repo {repo} (open_clip_config.json and weights)", _hf_cache(cache_dir), cached)
     if is_random_init(pretrained) or os.path.isfile(pretrained or ""):
         return None
-    import open_clip
-
-    register_tiny_model()
-    cfg = open_clip.get_pretrained_cfg(model, pretrained) or {}
+    cfg = open_clip_pretrained_cfg(model, pretrained or "")
     if not cfg or "file" in cfg:
         return None  # an unknown tag is refused by check_open_clip_request; a file tag is local
     hub = cfg.get("hf_hub", "")
@@ -107,6 +107,69 @@ def _open_clip_need(model: str, pretrained: str | None, cache_dir: str | None) -
     folder = Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "clip"
     name = os.path.basename(url)
     return WeightsNeed(name, str(folder), (folder / name).is_file())
+
+
+def open_clip_pretrained_cfg(model: str, tag: str) -> dict[str, Any]:
+    """OpenCLIP's entry for ``model`` and ``tag`` (``hf_hub``, ``url`` or ``file``), {} for an unknown pair.
+
+    Where OpenCLIP is imported already, its live table answers (the cycles-tiny tag registered, and
+    any tag added at run time). Otherwise its table module is read alone (:func:`_pretrained_table`):
+    importing ``open_clip`` imports torch, torchvision and transformers, seconds that a run whose
+    weights turn out to be missing, or present, never needs.
+    """
+    if model == MODEL_NAME and tag == PRETRAINED_TAG:
+        return {"file": str(WEIGHTS_PATH)}  # the shipped tiny model (register_tiny_model): a local file
+    module = sys.modules.get("open_clip")
+    table = None if module is None else sys.modules.get("open_clip.pretrained")
+    if table is None:
+        table = _pretrained_table()
+    if table is None:  # its layout changed: import OpenCLIP after all
+        import open_clip
+
+        register_tiny_model()
+        return dict(open_clip.get_pretrained_cfg(model, tag) or {})
+    return dict(table.get_pretrained_cfg(model, tag) or {})
+
+
+#: The name of the private copy of ``open_clip/pretrained.py`` (never ``open_clip.*``: a later import is untouched).
+_TABLE_PACKAGE = "_clip_cycles_open_clip_table"
+
+
+def _pretrained_table() -> ModuleType | None:
+    """``open_clip/pretrained.py`` run as a private module beside ``open_clip`` (kept once loaded); None on failure.
+
+    The copy's package is a namespace over OpenCLIP's folder, so its relative imports (``.constants``,
+    ``.version``) resolve to OpenCLIP's own files without running ``open_clip/__init__.py``. Its one
+    optional import of torch (``safetensors.torch``, for loading weights, which the copy never does)
+    is made to fail while it loads: a lookup must not cost torch.
+    """
+    loaded = sys.modules.get(f"{_TABLE_PACKAGE}.pretrained")
+    if loaded is not None:
+        return loaded
+    found = importlib.util.find_spec("open_clip")
+    if found is None or not found.submodule_search_locations:
+        return None
+    folder = list(found.submodule_search_locations)
+    package = ModuleType(_TABLE_PACKAGE)
+    package.__path__ = folder
+    sys.modules[_TABLE_PACKAGE] = package
+    blocked = "safetensors.torch" not in sys.modules
+    if blocked:
+        sys.modules["safetensors.torch"] = None  # type: ignore[assignment]  # an ImportError for the copy only
+    try:
+        spec = importlib.util.spec_from_file_location(f"{_TABLE_PACKAGE}.pretrained", Path(folder[0]) / "pretrained.py")
+        if spec is None or spec.loader is None:
+            return None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    except Exception:  # noqa: BLE001  # any layout this copy cannot read: the caller imports OpenCLIP
+        sys.modules.pop(f"{_TABLE_PACKAGE}.pretrained", None)
+        return None
+    finally:
+        if blocked:
+            del sys.modules["safetensors.torch"]
+    return module if callable(getattr(module, "get_pretrained_cfg", None)) else None
 
 
 def _hf_need(model: str, pretrained: str | None, cache_dir: str | None) -> WeightsNeed | None:

@@ -67,12 +67,13 @@ from clip_cycles.encoding.backends import (
     clip_benchmark_model_types,
 )
 from clip_cycles.encoding.distributed import device_for_rank, process_group, world_from_env
-from clip_cycles.encoding.hub_access import require_weights
+from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
 from clip_cycles.results import output_path, write_result
-from clip_cycles.settings import SAMPLES_ENV, resolve_data_cache_dir, samples_template, skip_bad_images
+from clip_cycles.settings import SAMPLES_ENV, resolve_cache_dir, resolve_data_cache_dir, samples_template, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
 from clip_cycles.tasks.names import folder_scope, is_pattern, match, resolve_task_names, unknown_name_message
 from clip_cycles.tasks.registry import (
@@ -226,11 +227,14 @@ def check_flags(args: Any, tasks: list[AnyTask]) -> None:
 
 
 def check_weights(args: Any) -> None:
-    """Before any data is read or built: each model's weights are here, or the hub can be reached.
+    """Before any data is read or built: the weights of each model this invocation is sure to load.
 
-    Raises :class:`~clip_cycles.encoding.hub_access.WeightsUnavailableError` (one sentence with the
-    offline choices) instead of letting the model load retry its downloads. Models named through
-    ``--pretrained_model`` are left to each run's own check (``ModelSpec.load``).
+    A model whose features the feature cache (``$CLIP_CYCLES_CACHE``) holds none of is loaded by its
+    first run: its weights must be here, or the hub reachable, else a
+    :class:`~clip_cycles.encoding.hub_access.WeightsUnavailableError` (one sentence with the offline
+    choices) stops the invocation now instead of a download's retries later. A model the cache knows
+    is asked at its first cache miss (``ModelSpec.load``), so a warm run asks nothing. Models named
+    through ``--pretrained_model`` are left to each run's own check.
     """
     if getattr(args, "pretrained_model", None):
         return
@@ -238,11 +242,34 @@ def check_weights(args: Any) -> None:
     def as_list(value: Any) -> list[Any]:
         return list(value) if isinstance(value, (list, tuple)) else [value]
 
+    device = run_device(args)
+    cache = resolve_cache_dir(None)  # the plugin's feature cache (clip_benchmark has no flag for it)
     for model in as_list(args.model):
         for pretrained in as_list(args.pretrained):
             one = copy(args)
             one.model, one.pretrained = model, pretrained
-            require_weights(one.model_type, model, tag_for_backend(one), getattr(args, "model_cache_dir", None))
+            # The spec each run of this model builds (options_from_clip_benchmark): the same cache identity.
+            spec = ModelSpec(
+                backend=one.model_type,
+                model=model,
+                pretrained=tag_for_backend(one),
+                device=device,
+                seed=one.seed,
+                amp=one.amp,
+                model_cache_dir=getattr(args, "model_cache_dir", None),
+            )
+            spec.require_weights_if_cold(cache)
+
+
+def run_device(args: Any) -> str:
+    """The device a run of the plugin encodes on: CUDA when available; under ``--distributed``, this rank's GPU."""
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # clip_benchmark's --distributed hands each rank whole runs: encode this one alone, on this rank's GPU.
+    if getattr(args, "distributed", False):
+        device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
+    return device
 
 
 def build_families_once(args: Any, tasks: list[AnyTask]) -> None:
@@ -328,6 +355,7 @@ def clip_benchmark_loader(options: ModelOptions) -> Callable[[], Any]:
         from clip_benchmark.models import load_clip
 
         if options.model_type == "open_clip":  # clip_benchmark's own loader: check the names first
+            register_tiny_model()  # `--model cycles-tiny --pretrained shapes`, whatever imported OpenCLIP
             check_open_clip_request(options.model, options.pretrained)  # type: ignore[arg-type]
         try:
             return load_clip(
@@ -377,8 +405,6 @@ def run_cycles(args: Any) -> int:
     The task's ``output_type`` picks the runner (:mod:`clip_cycles.evaluation.runners`): zero-shot
     cycle scores, a paper-1 experiment or attribute splits; the JSON is clip_benchmark's.
     """
-    import torch
-
     task = get_task(args.dataset)
     if isinstance(task, GroupSpec):
         raise ValueError(f"{args.dataset} is a collection; pass one of its tasks: {', '.join(task.tasks)}")
@@ -388,11 +414,8 @@ def run_cycles(args: Any) -> int:
     args = copy(args)
     args.pretrained = tag_for_backend(args)
     runner = runner_for(task.output_type)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    # clip_benchmark's --distributed hands each rank whole runs: encode this one alone, on this rank's GPU.
-    runs_split = bool(getattr(args, "distributed", False))
-    if runs_split:
-        device = device_for_rank(device, (world_from_env() or (0, 1, 0))[2])
+    device = run_device(args)
+    runs_split = bool(getattr(args, "distributed", False))  # whole runs per rank: no process group of ours
     # A split other than test is part of the file name (results.output_path): a validation run keeps the test run's file.
     split = getattr(task, "split", None)
     output = output_path(args.output, args.dataset, args.model, args.pretrained, args.language, runner.result_task, split=split)
