@@ -32,7 +32,9 @@ REGIMES: dict[str, tuple[float, float]] = {
 TRUTH = 0.5
 
 
-def crossed_world(rng: np.random.Generator, n_cycles: int, n_images: int, image_sd: float, noise_sd: float) -> tuple[np.ndarray, np.ndarray]:
+def crossed_world(
+    rng: np.random.Generator, n_cycles: int, n_images: int, image_sd: float, noise_sd: float
+) -> tuple[np.ndarray, np.ndarray]:
     """One world's per-cycle credits ``(n_cycles,)`` and images ``(n_cycles, 2)`` (module docstring)."""
     effects = rng.normal(0.0, image_sd, size=n_images)
     first = rng.integers(0, n_images, size=n_cycles)

@@ -85,7 +85,7 @@ def callable_difference(se: float, df: float, n_comparisons: int, level: float) 
     """
     alpha = (1.0 - float(level)) / max(int(n_comparisons), 1)
     probability = 1.0 - alpha / 2.0
-    quantile = t_quantile(probability, df) if df > 0 else t_quantile(probability, 1e9)
+    quantile = t_quantile(probability, df if df > 0 else float("inf"))
     return float(quantile * se)
 
 
@@ -117,7 +117,11 @@ def adjusted_verdicts(
         else:
             verdict = COULD_NOT_TELL if smallest > RESOLUTION else not_called
         record.update(
-            adjusted_p=float(p), adjusted_verdict=verdict, callable_difference=smallest, adjustment=method, n_adjusted=len(eligible)
+            adjusted_p=float(p),
+            adjusted_verdict=verdict,
+            callable_difference=smallest,
+            adjustment=method,
+            n_adjusted=len(eligible),
         )
     for k, record in enumerate(out):
         if k not in eligible:

@@ -34,7 +34,9 @@ def blind_vs_model_cell(paired: dict[str, Any] | None) -> str:
         return "-"
     verdict = paired["verdict"]
     if paired.get("adjusted_p") is not None:  # adjusted over the subsets (not: too few, or written before)
-        verdict = f"{paired['adjusted_verdict']} ({paired['adjustment']} over {paired['n_adjusted']}; unadjusted {paired['verdict']})"
+        verdict = (
+            f"{paired['adjusted_verdict']} ({paired['adjustment']} over {paired['n_adjusted']}; unadjusted {paired['verdict']})"
+        )
     return f"{verdict}: {paired['blind']} {paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}]"
 
 

@@ -26,7 +26,10 @@ class CompareOptions(Options):
         DEFAULT_N_RESAMPLES,
         ge=1,
         le=100_000,
-        json_schema_extra={"flag": "--n-resamples", "help": "bootstrap resamples (one-image designs only; cycles on two images use the two-way interval)"},
+        json_schema_extra={
+            "flag": "--n-resamples",
+            "help": "bootstrap resamples (one-image designs only; cycles on two images use the two-way interval)",
+        },
     )
     level: float = Field(
         DEFAULT_LEVEL, gt=0.0, lt=1.0, json_schema_extra={"flag": "--level", "type": "finite", "help": "interval coverage"}
