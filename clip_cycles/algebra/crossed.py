@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 #: How the intervals of this module are named in records and on the page.
-CROSSED_METHOD = "two-way image-cluster robust, t(G-1)"
+CROSSED_METHOD = "two-way image-cluster robust, t (Bell-McCaffrey df)"
 #: The unit they are clustered on.
 CROSSED_UNIT = "images"
 #: A two-way sum at most this share of the one-way sum is taken as cancelled to 0 (the one-way sum is used).
@@ -244,3 +244,24 @@ def crossed_record(estimate: float, se: float, n_images: int, df: float, level: 
         "method": CROSSED_METHOD,
         "unit": CROSSED_UNIT,
     }
+
+
+def crossed_group_intervals(
+    groups: list[np.ndarray], images: list[np.ndarray], level: float
+) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Each group's intervals and those of the mean of the group means (the pooled statistic), per column.
+
+    ``groups``: one ``(n_g, k)`` array of per-cycle values per group (seed); ``images``: each
+    group's ``(n_g, 2)`` image labels, from one pool (a seed's cycles may reuse another seed's
+    images, and the pooled variance counts that). The pooled statistic weighs each group the same.
+    """
+    per_group = [crossed_mean_intervals(values, labels, level) for values, labels in zip(groups, images)]
+    values = np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in groups])
+    labels = np.concatenate([np.asarray(i) for i in images])
+    group = np.concatenate([np.full(len(v), g) for g, v in enumerate(groups)])
+    weights = np.concatenate([np.full(len(v), 1.0 / (len(groups) * len(v))) for v in groups])
+    codes = incidence_codes(labels, values.shape[0])
+    estimates = (weights[:, None] * values).sum(axis=0)
+    se = np.sqrt(crossed_variance(values, codes, weights, group))
+    n_images, df = int(codes.max()) + 1, crossed_df(codes, weights, group)
+    return per_group, [crossed_record(float(m), float(s), n_images, df, level) for m, s in zip(estimates, se)]

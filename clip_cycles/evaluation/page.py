@@ -166,7 +166,10 @@ def model_slug(model: str) -> str:
 def _ci_title(ci: Mapping[str, Any]) -> str:
     """Where an interval comes from: the record's ``cycle_acc_ci`` or the page builder's bootstrap."""
     what = f"{ci.get('level', '?')} {ci.get('method', '?')} interval"
-    what += f", {ci.get('n_resamples', '?')} resamples of {ci.get('unit', '?')}s"
+    if "n_resamples" in ci or "df" not in ci:
+        what += f", {ci.get('n_resamples', '?')} resamples of {ci.get('unit', '?')}s"
+    else:  # a two-way image-cluster interval: no resampling
+        what += f" over {ci.get('n_images', '?')} {ci.get('unit', 'images')}, {float(ci['df']):.1f} df"
     return f"{what}; {ci.get('computed_by', 'from the record (cycle_acc_ci)')}"
 
 

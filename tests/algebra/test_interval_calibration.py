@@ -100,7 +100,7 @@ def test_t_quantiles_match_the_tables(df: float, expected: float) -> None:
 def test_intervals_are_recorded_with_method_unit_and_se() -> None:
     credit, images = crossed_world(np.random.default_rng(0), 200, 60, 0.5, 1.0)
     (ci,) = crossed_mean_intervals(credit, images, LEVEL)
-    assert ci["method"] == "two-way image-cluster robust, t(G-1)" and ci["unit"] == "images"
+    assert ci["method"] == "two-way image-cluster robust, t (Bell-McCaffrey df)" and ci["unit"] == "images"
     assert ci["n_images"] == len(np.unique(images)) and ci["df"] <= ci["n_images"] - 1
     assert ci["high"] - ci["low"] == pytest.approx(2 * t_quantile(0.975, ci["df"]) * ci["se"])
     assert ci["low"] < credit.mean() < ci["high"]

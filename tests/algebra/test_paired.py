@@ -106,7 +106,7 @@ def test_two_image_cycles_get_the_two_way_interval_and_one_image_items_the_clust
     a, b = rng.choice([0.0, 1.0], size=120), rng.choice([0.0, 1.0], size=120)
     pairs = rng.integers(0, 40, size=(120, 2))
     crossed = paired_difference(a, b, pairs)
-    assert crossed.interval_method == "two-way image-cluster robust, t(G-1)" and crossed.unit == "images"
+    assert crossed.interval_method == "two-way image-cluster robust, t (Bell-McCaffrey df)" and crossed.unit == "images"
     assert crossed.n_resamples == 0 and crossed.se > 0 and 1 <= crossed.df <= crossed.n_images - 1
     assert crossed.as_dict()["method"] == crossed.interval_method
     # The interval is diff +- t se, and the p-value is the t test's: called exactly when the interval excludes 0.

@@ -123,7 +123,7 @@ def test_compare_adjusts_the_families_with_holm_and_adds_a_joint_overall(tmp_pat
         assert row["verdict"] == "A above B" and 0.0125 < row["p_value"] < 0.05  # the raw call stays in the record
         assert row["adjusted_p"] == pytest.approx(min(1.0, 4 * row["p_value"]), rel=1e-9)  # second to fifth Holm steps
         assert row["adjusted_verdict"] in ("within noise", "could not tell")
-        assert row["interval_method"] == "two-way image-cluster robust, t(G-1)" and row["unit"] == "images"
+        assert row["interval_method"] == "two-way image-cluster robust, t (Bell-McCaffrey df)" and row["unit"] == "images"
     overall = record["overall"]
     assert overall["n_families"] == 5 and overall["diff"] == pytest.approx((0.9 + 4 * 5 / 60) / 5)
     assert overall["ci_low"] < overall["diff"] < overall["ci_high"]
