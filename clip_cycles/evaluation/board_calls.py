@@ -62,15 +62,21 @@ def adjusted_chance_calls(cells: Mapping[Any, Any], level: float = 0.95) -> dict
 
 
 def joint_mean(tasks: Tasks, level: float = 0.95) -> dict[str, Any]:
-    """The mean over ``tasks`` of CycleAcc, each weighing the same, with one two-way variance over all their cycles."""
+    """The mean over ``tasks`` of CycleAcc, each weighing the same, with one two-way variance over all their cycles.
+
+    A task's CycleAcc is the mean over its seeds of each seed's mean (as the records report it),
+    so each (task, seed) is a group weighing ``1 / (F S_f n_fs)`` per cycle.
+    """
     values, images, groups, weights = [], [], [], []
     names = sorted(tasks)
-    for index, task in enumerate(names):
-        keys = sorted(tasks[task])
-        values += [float(tasks[task][k]["credit"]) for k in keys]
-        images += [[str(tasks[task][k]["image_0"]), str(tasks[task][k]["image_1"])] for k in keys]
-        groups += [index] * len(keys)
-        weights += [1.0 / (len(names) * len(keys))] * len(keys)
+    for task in names:
+        seeds = sorted({key[0] for key in tasks[task]})
+        for seed in seeds:
+            keys = sorted(k for k in tasks[task] if k[0] == seed)
+            values += [float(tasks[task][k]["credit"]) for k in keys]
+            images += [[str(tasks[task][k]["image_0"]), str(tasks[task][k]["image_1"])] for k in keys]
+            groups += [f"{task}\x00{seed}"] * len(keys)
+            weights += [1.0 / (len(names) * len(seeds) * len(keys))] * len(keys)
     codes = incidence_codes(np.array(images, dtype=str), len(values))
     w = np.asarray(weights)
     estimate = float((w * np.asarray(values)).sum())

@@ -261,7 +261,7 @@ def overall(data: PageData, model: str, rows: Sequence[str], samples: Mapping[st
     names = [f"cycles/{data.family_of(row)}" for row, c in zip(rows, cells) if c is not None and c.cycle_acc is not None]
     if names and all(name in tasks for name in names):
         joint = joint_mean({name: tasks[name] for name in names})
-        # The samples' pooled mean equals the records' when every seed has as many cycles; the interval is centred on it.
+        # Centred on the samples' mean over families of the mean over seeds: the records' statistic.
         ci = _interval(joint["low"], joint["high"], f"{joint['level']:g} {joint['method']}")
         return {"value": _value(mean), "acc": _f(mean), "ci": ci, "k": k, "mean": mean, "joint": True, "names": names}
     if all(c.ci is not None for c in scored):

@@ -72,3 +72,11 @@ def test_models_not_separated_from_the_best_are_tied_for_first() -> None:
     # Overall over two families (the joint difference): still tied, still not the far one.
     two = {m: _tasks({"t": v, "u": v}) for m, v in (("best", best.tolist()), ("close", close.tolist()), ("far", far.tolist()))}
     assert tied_with_best(scores, two, ["t", "u"]) == {"best", "close"}
+
+
+def test_joint_mean_weighs_each_seed_of_a_family_the_same_as_the_records_do() -> None:
+    # Seed 0 holds 60 cycles at 1.0, seed 1 holds 20 at 0.0: the record's CycleAcc is (1 + 0) / 2, not 60 / 80.
+    tasks = _tasks({"t": [1.0] * 60})
+    tasks["t"].update({(1, f"s1-{i}"): {**s, "credit": 0.0} for i, s in enumerate(list(tasks["t"].values())[:20])})
+    joint = joint_mean(tasks)
+    assert (joint["low"] + joint["high"]) / 2 == pytest.approx(0.5)
