@@ -7,13 +7,16 @@ the output folder (``index.html``, ``families/<family>.html``, ``models/<model>.
 ``page_templates/`` with autoescaping on; this module only prepares the data they show:
 
 - the leaderboard, models (rows) x families (columns, coarse -> strict, the paper's marked):
-  a compact CycleAcc, its interval and chance marker per cell, shaded by value, and an
-  overall column (:func:`overall`) to sort by; a column's "view" link opens the family page;
+  a compact CycleAcc, its interval and chance marker per cell (Benjamini-Hochberg over the
+  board), shaded by value, "=1" on the models tied for first, and an overall column
+  (:func:`overall`, one joint interval from the samples) to sort by; a column's "view" link
+  opens the family page (the board's calls: :mod:`clip_cycles.evaluation.board_calls`);
 - the same numbers by family (families x models, the additive audit for family rows and the
   benchmark audit for ``audit/`` rows, each with its own symbols, explained once in a legend);
   an "item set" column names the world and split each row's numbers scored;
 - a comparison page per pair of models: per family the paired difference of CycleAcc with
-  its image-bootstrap interval (:func:`clip_cycles.evaluation.compare.compare_family`) when
+  its two-way image-cluster interval (:func:`clip_cycles.evaluation.compare.compare_family`),
+  the verdicts adjusted with Holm over the families, and the joint overall difference, when
   per-cycle samples (``eval --samples``) sit beside both models' results;
 - the benchmark audit table, a page per family (predicate, provenance, build facts, rank
   sweep and transfer charts with their numbers, example cycles), a page per model, and
