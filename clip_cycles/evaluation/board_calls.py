@@ -22,11 +22,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from clip_cycles.algebra.crossed import crossed_df, crossed_record, crossed_variance, incidence_codes, t_two_sided_p
-from clip_cycles.algebra.multiplicity import BOARD_ADJUSTMENT, COMPARISON_ADJUSTMENT, adjust, holm
+from clip_cycles.algebra.multiplicity import BOARD_ADJUSTMENT, adjust, holm
 from clip_cycles.algebra.paired import MIN_CYCLES, paired_difference
 from clip_cycles.evaluation.compare import item_mismatch, joint_difference
+from clip_cycles.evaluation.page_data import CHANCE
 
-CHANCE = 0.5
 #: Samples of one model: task -> (seed, cycle_id) -> sample (as :func:`clip_cycles.evaluation.compare.read_samples`).
 Tasks = Mapping[str, Mapping[Any, dict[str, Any]]]
 
@@ -126,7 +126,3 @@ def tied_with_best(
         p_values.append(p)
     adjusted = holm(p_values) if p_values else np.zeros(0)
     return {best} | {m for m, p in zip(others, adjusted.tolist()) if p > 1.0 - level}
-
-
-#: The rule of each of the board's calls, for the legend.
-RULES = {"chance": BOARD_ADJUSTMENT, "ties": COMPARISON_ADJUSTMENT}
