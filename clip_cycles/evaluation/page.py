@@ -840,7 +840,8 @@ def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed:
                 "raw_verdict": result["verdict"],
                 "symbol": PAIRED_SYMBOL.get(verdict, "?"),
                 "css": "excludes-zero" if verdict in ("A above B", "B above A") else "",
-                "callable": _f(result["callable_difference"]) if result["callable_difference"] is not None else "n/a",
+                "callable": _f(result["callable_difference"]),
+                "callable_value": _value(result["callable_difference"]),
                 "n_adjusted": result["n_adjusted"],
             }
         )

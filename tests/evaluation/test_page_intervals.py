@@ -57,4 +57,4 @@ def test_legend_names_the_method_and_adjustments_and_tied_models_show_tied(tmp_p
     assert 'class="tied"' not in rows["far"]
     assert "joint over 2 families" in rows["best"]  # the overall interval's title: one joint interval
     compare = next((site / "compare").glob("*.html")).read_text()
-    assert "holm" in compare and "Overall (mean over 2 families)" in compare
+    assert "holm" in compare and "Overall (mean over 2 families)" in compare and "smallest called" in compare
