@@ -90,6 +90,7 @@ BENCHMARK_SYMBOL = {
     "model ahead": "\u25c6",
     "model above blind": "\u25c6",
     "within noise": "\u2248",
+    "could not tell": "?",
     "too few comparisons": "\u2218",
     "not run": "\u00b7",
 }
