@@ -218,12 +218,13 @@ def same_item_set(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 DETAIL_SUFFIX = ".detail.jsonl"
 
 
-#: The keys every bootstrap interval repeats (:mod:`clip_cycles.algebra.bootstrap`): flattened once per record.
-INTERVAL_SETTINGS: tuple[str, ...] = ("level", "n_resamples", "seed")
+#: The keys an interval repeats (a bootstrap's level, resamples and seed; a two-way interval's level and
+#: degrees of freedom, :mod:`clip_cycles.algebra.crossed`): flattened once per record.
+INTERVAL_SETTINGS: tuple[str, ...] = ("level", "n_resamples", "seed", "df")
 
 
 def _is_interval(value: Any) -> bool:
-    return isinstance(value, Mapping) and value.get("method") == "percentile" and {"low", "high"} <= set(value)
+    return isinstance(value, Mapping) and isinstance(value.get("method"), str) and {"low", "high"} <= set(value)
 
 
 def _flatten_into(out: dict[str, Any], prefix: str, value: Any) -> None:

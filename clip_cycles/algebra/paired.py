@@ -1,12 +1,15 @@
-"""Paired differences of two scores on the same cycles, with an image bootstrap interval: numpy only, no I/O.
+"""Paired differences of two scores on the same cycles, with an interval clustered on images: numpy only, no I/O.
 
 Two scores (model vs model, model vs a blind baseline) credited on the same cycles give a
-per-cycle difference ``a - b``; its mean is the difference of their CycleAcc. The interval
-resamples images (:func:`clip_cycles.algebra.bootstrap.bootstrap_image_means`): cycles that
-share an image move together, and both scores are read on the same draws, so what the two
-share cancels. A difference is called only with the declared minimum of evidence
+per-cycle difference ``a - b``; its mean is the difference of their CycleAcc. Cycles on two
+images (``(n, 2)`` image ids) get the two-way image-cluster robust interval of
+:mod:`clip_cycles.algebra.crossed` on the per-cycle differences (what the two scores share
+cancels in them); one-image designs (benchmark items: ``(n,)`` ids) keep the plain cluster
+bootstrap over items (:func:`clip_cycles.algebra.bootstrap.bootstrap_image_means`, each item's
+comparisons drawn together). A difference is called only with the declared minimum of evidence
 (:data:`MIN_CYCLES` cycles, :data:`MIN_IMAGES` distinct images) and only when the interval
-excludes 0.
+excludes 0. ``p_value`` (two-sided; the t statistic's, or the bootstrap's percentile p-value) is
+what :mod:`clip_cycles.algebra.multiplicity` adjusts when several differences are called together.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from clip_cycles.algebra.bootstrap import (
     bootstrap_image_means,
     image_codes,
 )
+from clip_cycles.algebra.crossed import crossed_df, crossed_record, crossed_variance, incidence_codes, t_two_sided_p
+
+#: The interval method of one-image designs (benchmark items): a percentile bootstrap resampling items.
+CLUSTER_BOOTSTRAP_METHOD = "cluster bootstrap, percentile"
 
 #: Fewest cycles a difference is called on.
 MIN_CYCLES = 30
@@ -48,10 +55,19 @@ class PairedDifference:
     n_resamples: int
     seed: int
     verdict: str
+    #: The standard error of ``diff`` (the two-way estimate, or the bootstrap draws' sd).
+    se: float = 0.0
+    #: Degrees of freedom of the t quantile (0 for the bootstrap).
+    df: float = 0.0
+    #: Two-sided p-value of "no difference" (what a multiplicity adjustment takes).
+    p_value: float = 1.0
+    #: How the interval was made, and over what unit.
+    interval_method: str = ""
+    unit: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON-ready fields, with ``method`` and ``unit`` of the interval."""
-        return {**asdict(self), "method": "percentile", "unit": "image"}
+        """The JSON-ready fields; ``method`` repeats ``interval_method`` (the name older readers know)."""
+        return {**asdict(self), "method": self.interval_method}
 
 
 def verdict_of(n_cycles: int, n_images: int, ci_low: float, ci_high: float, min_cycles: int, min_images: int) -> str:
@@ -75,7 +91,7 @@ def paired_difference(
     min_cycles: int = MIN_CYCLES,
     min_images: int = MIN_IMAGES,
 ) -> PairedDifference:
-    """The difference of two scores' mean credit on the same cycles, with a paired image bootstrap interval.
+    """The difference of two scores' mean credit on the same cycles, with its interval (module docstring).
 
     Parameters
     ----------
@@ -84,7 +100,8 @@ def paired_difference(
     image_ids:
         ``(n_cycles,)`` or ``(n_cycles, m)`` image labels of each cycle (see :func:`image_codes`).
     n_resamples, level, seed:
-        As in :func:`clip_cycles.algebra.bootstrap.bootstrap_ci`.
+        As in :func:`clip_cycles.algebra.bootstrap.bootstrap_ci`; the resamples and seed serve one-image
+        designs only (recorded as 0 for the two-way interval, which draws nothing).
     min_cycles, min_images:
         Below either, the verdict is "too few comparisons" (the interval is still reported).
     """
@@ -96,12 +113,27 @@ def paired_difference(
         raise ValueError("paired_difference: per-cycle values must be finite")
     if not 0.0 < float(level) < 1.0:
         raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-    n_images = int(image_codes(image_ids, a.shape[0]).max()) + 1
-    means = bootstrap_image_means(np.column_stack([a, b]), image_ids, n_resamples, seed)
-    resampled = means[:, 0] - means[:, 1]
-    alpha = (1.0 - float(level)) / 2.0
-    low, high = (float(x) for x in np.quantile(resampled, [alpha, 1.0 - alpha]))
     mean_a, mean_b = float(a.mean()), float(b.mean())
+    two_images = np.ndim(image_ids) == 2 and np.shape(image_ids)[1] == 2
+    if two_images:
+        codes = incidence_codes(image_ids, a.shape[0])
+        n_images = int(codes.max()) + 1
+        se = float(np.sqrt(crossed_variance(a - b, codes)[0]))
+        df = crossed_df(codes)
+        record = crossed_record(mean_a - mean_b, se, n_images, df, level)
+        low, high = record["low"], record["high"]
+        p_value = t_two_sided_p((mean_a - mean_b) / se, df) if se > 0.0 else float(mean_a == mean_b)
+        method, unit, n_resamples, seed = record["method"], record["unit"], 0, 0
+    else:
+        n_images = int(image_codes(image_ids, a.shape[0]).max()) + 1
+        means = bootstrap_image_means(np.column_stack([a, b]), image_ids, n_resamples, seed)
+        resampled = means[:, 0] - means[:, 1]
+        alpha = (1.0 - float(level)) / 2.0
+        low, high = (float(x) for x in np.quantile(resampled, [alpha, 1.0 - alpha]))
+        se, df = float(np.std(resampled, ddof=1)) if resampled.size > 1 else 0.0, 0.0
+        # The percentile p-value: twice the smaller share of draws on either side of 0.
+        p_value = float(min(1.0, 2.0 * min(np.mean(resampled <= 0.0), np.mean(resampled >= 0.0))))
+        method, unit = CLUSTER_BOOTSTRAP_METHOD, "items"
     n = int(a.shape[0])
     return PairedDifference(
         n_cycles=n,
@@ -115,4 +147,9 @@ def paired_difference(
         n_resamples=int(n_resamples),
         seed=int(seed),
         verdict=verdict_of(n, n_images, low, high, min_cycles, min_images),
+        se=se,
+        df=float(df),
+        p_value=p_value,
+        interval_method=method,
+        unit=unit,
     )

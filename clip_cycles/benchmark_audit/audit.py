@@ -48,6 +48,7 @@ from clip_cycles.algebra.contrast import (
     cycle_credits,
     deltas_from_blocks,
 )
+from clip_cycles.algebra.multiplicity import COMPARISON_ADJUSTMENT, adjusted_verdicts
 from clip_cycles.algebra.paired import VERDICTS, paired_difference
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.benchmark_audit.ceilings import VIEWS, bag_of_words, subset_ceilings
@@ -121,9 +122,29 @@ def blind_vs_model(blind_name: str, blind: np.ndarray, model: np.ndarray, item_i
         "ci_low": result.ci_low,
         "ci_high": result.ci_high,
         "level": result.level,
+        "se": result.se,
+        "df": result.df,
+        "p_value": result.p_value,
+        "interval_method": result.interval_method,
         "unit": "item",
         "verdict": BLIND_VS_MODEL_VERDICTS[VERDICTS.index(result.verdict)],
     }
+
+
+def adjust_blind_vs_model(audits: Sequence[SubsetAudit]) -> None:
+    """Holm over the subsets' "blind beats model" calls: each subset's ``best_blind_vs_model`` gains its adjusted verdict.
+
+    The raw interval and verdict stay; ``adjusted_verdict``, ``adjusted_p``, ``adjustment`` and
+    ``n_adjusted`` (:func:`clip_cycles.algebra.multiplicity.adjusted_verdicts`) are added.
+    """
+    holders = [a.metrics for a in audits if isinstance(a.metrics.get("best_blind_vs_model"), dict)]
+    records = [m["best_blind_vs_model"] for m in holders]
+    if not records:
+        return
+    level = records[0]["level"]
+    adjusted = adjusted_verdicts(records, COMPARISON_ADJUSTMENT, level, BLIND_VS_MODEL_VERDICTS[:2], BLIND_VS_MODEL_VERDICTS[2])
+    for metrics, record in zip(holders, adjusted):
+        metrics["best_blind_vs_model"] = record
 
 
 def additive_values(d_img: Any, d_cap: Any, a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray:
@@ -377,7 +398,11 @@ def _per_tag(
 
 
 def summarize(audits: Sequence[SubsetAudit]) -> dict[str, Any]:
-    """Headline numbers over all subsets: comparison-weighted means of each accuracy, cycle-weighted CycleAcc."""
+    """Headline numbers over all subsets: comparison-weighted means of each accuracy, cycle-weighted CycleAcc.
+
+    The subsets' blind-vs-model calls are adjusted together first (:func:`adjust_blind_vs_model`).
+    """
+    adjust_blind_vs_model(audits)
     total = sum(a.metrics["n_comparisons"] for a in audits)
     out: dict[str, Any] = {
         "n_subsets": len(audits),

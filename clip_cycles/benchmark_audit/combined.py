@@ -97,7 +97,7 @@ def _row(benchmark: str, subset: str, metrics: dict[str, Any], model: str, n_ite
         "best_blind_acc": metrics["best_blind_acc"],
         "best_blind_ci_low": interval.get("low"),
         "best_blind_ci_high": interval.get("high"),
-        "blind_vs_model": paired["verdict"] if paired else None,
+        "blind_vs_model": paired.get("adjusted_verdict", paired["verdict"]) if paired else None,
         "length_floor": ceilings.get("length_floor", max(metrics["shortest_caption_acc"], metrics["longest_caption_acc"])),
         "length_ceiling": ceilings["length_ceiling"],
         "bag_of_words_ceiling": ceilings["bag_of_words_ceiling"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from clip_cycles.algebra.multiplicity import RESOLUTION
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.encoding.backends import precomputed_backend_name
@@ -31,7 +32,12 @@ def blind_vs_model_cell(paired: dict[str, Any] | None) -> str:
     """The verdict of the best blind score against the model, with the paired difference and its interval."""
     if not paired:
         return "-"
-    return f"{paired['verdict']}: {paired['blind']} {paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}]"
+    verdict = paired["verdict"]
+    if paired.get("adjusted_p") is not None:  # adjusted over the subsets (not: too few, or written before)
+        verdict = (
+            f"{paired['adjusted_verdict']} ({paired['adjustment']} over {paired['n_adjusted']}; unadjusted {paired['verdict']})"
+        )
+    return f"{verdict}: {paired['blind']} {paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}]"
 
 
 #: Columns of the table: header and how to read each subset's metrics.
@@ -99,7 +105,9 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         "(1 - half the share of comparisons that view forces to a tie). "
         "\"best blind - model\": the best blind score's accuracy minus the model's on the same "
         'comparisons, with a 95 % paired bootstrap interval over items; "blind beats model" only when it lies above 0 '
-        f'("within noise" when it holds 0; "too few comparisons" below {MIN_CYCLES} comparisons or {MIN_IMAGES} items).',
+        f'("within noise" when it holds 0; "too few comparisons" below {MIN_CYCLES} comparisons or {MIN_IMAGES} items). '
+        "Each subset's call is then adjusted with Holm over the subsets' calls (the unadjusted verdict and interval "
+        f'are kept); a subset whose adjusted test could not call a difference of {RESOLUTION:.2f} says "could not tell".',
     ]
     return "\n".join(lines) + "\n"
 

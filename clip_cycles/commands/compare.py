@@ -26,7 +26,10 @@ class CompareOptions(Options):
         DEFAULT_N_RESAMPLES,
         ge=1,
         le=100_000,
-        json_schema_extra={"flag": "--n-resamples", "help": "bootstrap resamples (images)"},
+        json_schema_extra={
+            "flag": "--n-resamples",
+            "help": "bootstrap resamples (one-image designs only; cycles on two images use the two-way interval)",
+        },
     )
     level: float = Field(
         DEFAULT_LEVEL, gt=0.0, lt=1.0, json_schema_extra={"flag": "--level", "type": "finite", "help": "interval coverage"}
@@ -51,8 +54,14 @@ def compare(options: CompareOptions) -> int:
     for task, row in record["families"].items():
         print(
             f"{task}: A - B = {row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] "
-            f"({row['n_cycles']} cycles, {row['n_images']} images): {row['verdict']}"
+            f"({row['n_cycles']} cycles, {row['n_images']} images): {row['adjusted_verdict']} "
+            f"(unadjusted: {row['verdict']}; {record['adjustment']} over {row['n_adjusted']})"
         )
+    overall = record["overall"]
+    print(
+        f"overall (mean over {overall['n_families']} families): A - B = {overall['diff']:+.3f} "
+        f"[{overall['ci_low']:+.3f}, {overall['ci_high']:+.3f}] ({overall['interval_method']})"
+    )
     if options.out is None:
         print(json.dumps(record, sort_keys=True, indent=2))
     else:

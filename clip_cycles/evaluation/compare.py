@@ -4,7 +4,10 @@ The inputs are the per-cycle samples that ``clip-cycles eval --samples`` writes 
 :func:`clip_cycles.evaluation.zero_shot.cycle_samples`). Cycles are paired by ``(task, seed,
 cycle_id)``; a family is compared only when both files hold the same cycles on the same images
 and captions (and the same ``items_sha256`` where both carry one). The statistic and its
-interval are :func:`clip_cycles.algebra.paired.paired_difference`, resampling images.
+interval are :func:`clip_cycles.algebra.paired.paired_difference` (two-way image-cluster robust).
+The families' calls are adjusted together (Holm, :mod:`clip_cycles.algebra.multiplicity`): each
+family keeps its raw interval and verdict and gains ``adjusted_verdict``; ``overall`` is the mean
+over families of the difference, with one joint variance over the images all families share.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES
+from clip_cycles.algebra.crossed import crossed_df, crossed_record, crossed_variance, incidence_codes
+from clip_cycles.algebra.multiplicity import COMPARISON_ADJUSTMENT, adjusted_verdicts
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, paired_difference
 from clip_cycles.regular_files import load_json_text, read_regular_file
 
@@ -116,8 +121,12 @@ def compare_family(
         "level": result.level,
         "n_resamples": result.n_resamples,
         "seed": result.seed,
-        "method": "percentile",
-        "unit": "image",
+        "se": result.se,
+        "df": result.df,
+        "p_value": result.p_value,
+        "method": result.interval_method,
+        "interval_method": result.interval_method,
+        "unit": result.unit,
         "verdict": result.verdict,
         "n_disagree": len(gaps),
         "disagree_most": [f"{k[0]}/{k[1]}" for _, _, k in sorted(gaps)[:N_DISAGREEMENTS]],
@@ -142,11 +151,52 @@ def compare_samples(
         problem = item_mismatch(task, a[task], b[task])
         if problem is not None:
             raise ValueError(f"{path_a} and {path_b} are not the same cycles: {problem}")
+    tasks = sorted(a)
+    raw = [compare_family(a[task], b[task], n_resamples, level, seed) for task in tasks]
     return {
         "a": str(path_a),
         "b": str(path_b),
         "statistic": "CycleAcc(A) - CycleAcc(B), every seed's cycles pooled",
         "min_cycles": MIN_CYCLES,
         "min_images": MIN_IMAGES,
-        "families": {task: compare_family(a[task], b[task], n_resamples, level, seed) for task in sorted(a)},
+        "adjustment": COMPARISON_ADJUSTMENT,
+        "families": dict(zip(tasks, adjusted_verdicts(raw, COMPARISON_ADJUSTMENT, level))),
+        "overall": joint_difference({task: a[task] for task in tasks}, {task: b[task] for task in tasks}, level),
+    }
+
+
+def joint_difference(
+    a: Mapping[str, Mapping[Key, dict[str, Any]]], b: Mapping[str, Mapping[Key, dict[str, Any]]], level: float = DEFAULT_LEVEL
+) -> dict[str, Any]:
+    """The mean over families of CycleAcc(A) - CycleAcc(B), each family weighing the same, with a joint interval.
+
+    One variance over all families' cycles at once (:func:`clip_cycles.algebra.crossed.crossed_variance`
+    with each family a group weighing ``1 / (F n_f)``): cycles of different families that share an
+    image are dependent, so the families' errors are not added as if independent.
+    """
+    diffs, images, groups, weights = [], [], [], []
+    tasks = sorted(a)
+    for index, task in enumerate(tasks):
+        keys = sorted(a[task])
+        diffs += [float(a[task][k]["credit"]) - float(b[task][k]["credit"]) for k in keys]
+        images += [[str(a[task][k]["image_0"]), str(a[task][k]["image_1"])] for k in keys]
+        groups += [index] * len(keys)
+        weights += [1.0 / (len(tasks) * len(keys))] * len(keys)
+    codes = incidence_codes(np.array(images, dtype=str), len(diffs))
+    values, w = np.asarray(diffs), np.asarray(weights)
+    estimate = float((w * values).sum())
+    se = float(np.sqrt(crossed_variance(values, codes, w, groups)[0]))
+    record = crossed_record(estimate, se, int(codes.max()) + 1, crossed_df(codes, w, groups), level)
+    return {
+        "n_families": len(tasks),
+        "n_cycles": len(diffs),
+        "diff": estimate,
+        "ci_low": record["low"],
+        "ci_high": record["high"],
+        "level": record["level"],
+        "se": se,
+        "df": record["df"],
+        "n_images": record["n_images"],
+        "interval_method": f"{record['method']}, joint over families",
+        "unit": record["unit"],
     }

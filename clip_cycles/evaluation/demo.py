@@ -390,7 +390,7 @@ def docs_figures(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def docs_figures_table(figures: dict[str, Any]) -> str:
-    """The markdown table README.md quotes: family, CycleAcc mean ± sd, bootstrap interval, cycles."""
+    """The markdown table README.md quotes: family, CycleAcc mean ± sd, its recorded 95 % interval, cycles."""
     lines = ["| family | CycleAcc | 95 % CI | cycles |", "|---|---|---|---|"]
     for name, f in figures["zero_shot"].items():
         if "cycle_acc" not in f:

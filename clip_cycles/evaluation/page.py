@@ -7,13 +7,16 @@ the output folder (``index.html``, ``families/<family>.html``, ``models/<model>.
 ``page_templates/`` with autoescaping on; this module only prepares the data they show:
 
 - the leaderboard, models (rows) x families (columns, coarse -> strict, the paper's marked):
-  a compact CycleAcc, its interval and chance marker per cell, shaded by value, and an
-  overall column (:func:`overall`) to sort by; a column's "view" link opens the family page;
+  a compact CycleAcc, its interval and chance marker per cell (Benjamini-Hochberg over the
+  board), shaded by value, "=1" on the models tied for first, and an overall column
+  (:func:`overall`, one joint interval from the samples) to sort by; a column's "view" link
+  opens the family page (the board's calls: :mod:`clip_cycles.evaluation.board_calls`);
 - the same numbers by family (families x models, the additive audit for family rows and the
   benchmark audit for ``audit/`` rows, each with its own symbols, explained once in a legend);
   an "item set" column names the world and split each row's numbers scored;
 - a comparison page per pair of models: per family the paired difference of CycleAcc with
-  its image-bootstrap interval (:func:`clip_cycles.evaluation.compare.compare_family`) when
+  its two-way image-cluster interval (:func:`clip_cycles.evaluation.compare.compare_family`),
+  the verdicts adjusted with Holm over the families, and the joint overall difference, when
   per-cycle samples (``eval --samples``) sit beside both models' results;
 - the benchmark audit table, a page per family (predicate, provenance, build facts, rank
   sweep and transfer charts with their numbers, example cycles), a page per model, and
@@ -39,11 +42,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import jinja2
 
+from clip_cycles.algebra.multiplicity import COMPARISON_ADJUSTMENT, adjusted_verdicts
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.attributes.splitters import STRATEGIES
 from clip_cycles.data.sources.registry import provenance_label
 from clip_cycles.encoding.run_context import RunContext
-from clip_cycles.evaluation.compare import compare_family, item_mismatch, read_samples
+from clip_cycles.evaluation.board_calls import adjusted_chance_calls, joint_mean, tied_with_best
+from clip_cycles.evaluation.compare import compare_family, item_mismatch, joint_difference, read_samples
 from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name
 from clip_cycles.evaluation.page_examples import (
     ExampleCycle,
@@ -65,9 +70,19 @@ MANIFEST = "page_manifest.json"
 ASSETS = ("page.css", "page.js")
 #: How the overall column is computed (shown on the page).
 OVERALL_HOW = (
-    "the mean of the model's family CycleAccs (each family weighs the same); its interval adds the families' "
-    "interval half-widths in quadrature (as independent normal errors) and divides by the number of families."
+    "the mean of the model's family CycleAccs (each family weighs the same); its interval is one two-way "
+    "image-cluster robust interval over every family's cycles at once (families of one world share images), "
+    "from the per-cycle samples; a model without samples of every family keeps the families' half-widths added "
+    "in quadrature (as if independent), marked \u2020."
 )
+#: The overall interval's title when no per-cycle samples allow the joint one.
+QUADRATURE_HOW = "\u2020 families' interval half-widths in quadrature (as independent normal errors): no per-cycle samples"
+#: Words of an adjusted chance marker (index page: Benjamini-Hochberg over every cell of the board).
+ADJUSTED_POSITION = {
+    "above": ("above", "\u25b2", "above chance (Benjamini-Hochberg over the board)"),
+    "below": ("below", "\u25bc", "below chance (Benjamini-Hochberg over the board)"),
+    "chance": ("chance", "\u25cf", "not separable from chance (Benjamini-Hochberg over the board)"),
+}
 #: Additive-audit verdicts (family rows) and benchmark-audit verdicts (``audit/`` rows): each its own symbols.
 ADDITIVE_SYMBOL = {"passed": "\u2713", "failed": "\u2717", "unavailable": "\u2013", "not run": "\u00b7"}
 BENCHMARK_SYMBOL = {
@@ -75,10 +90,17 @@ BENCHMARK_SYMBOL = {
     "model ahead": "\u25c6",
     "model above blind": "\u25c6",
     "within noise": "\u2248",
+    "could not tell": "?",
     "too few comparisons": "\u2218",
     "not run": "\u00b7",
 }
-PAIRED_SYMBOL = {"A above B": "\u25b2", "B above A": "\u25bc", "within noise": "\u2248", "too few comparisons": "\u2218"}
+PAIRED_SYMBOL = {
+    "A above B": "\u25b2",
+    "B above A": "\u25bc",
+    "within noise": "\u2248",
+    "could not tell": "?",
+    "too few comparisons": "\u2218",
+}
 NO_SAMPLES = "no per-cycle samples: run eval --samples"
 SWEEP_TITLE = "Test CycleAcc of the low-rank probe against its rank"
 _MARKUP = re.compile(r"``(.+?)``|`(.+?)`")
@@ -148,7 +170,10 @@ def model_slug(model: str) -> str:
 def _ci_title(ci: Mapping[str, Any]) -> str:
     """Where an interval comes from: the record's ``cycle_acc_ci`` or the page builder's bootstrap."""
     what = f"{ci.get('level', '?')} {ci.get('method', '?')} interval"
-    what += f", {ci.get('n_resamples', '?')} resamples of {ci.get('unit', '?')}s"
+    if "n_resamples" in ci or "df" not in ci:
+        what += f", {ci.get('n_resamples', '?')} resamples of {ci.get('unit', '?')}s"
+    else:  # a two-way image-cluster interval: no resampling
+        what += f" over {ci.get('n_images', '?')} {ci.get('unit', 'images')}, {float(ci['df']):.1f} df"
     return f"{what}; {ci.get('computed_by', 'from the record (cycle_acc_ci)')}"
 
 
@@ -178,13 +203,17 @@ def _position(cell: Cell) -> tuple[str, str, str]:
     return "chance", "\u25cf", "indistinguishable from chance"
 
 
-def acc_view(cell: Cell | None) -> dict[str, Any]:
-    """What a CycleAcc cell shows (``missing``: not evaluated; ``unavailable``: a record without a number)."""
+def acc_view(cell: Cell | None, call: str | None = None, tied: bool = False) -> dict[str, Any]:
+    """What a CycleAcc cell shows (``missing``: not evaluated; ``unavailable``: a record without a number).
+
+    ``call``: the chance marker adjusted over the board (:data:`ADJUSTED_POSITION`), else the
+    cell's own interval decides; ``tied``: the model is tied for first in the family.
+    """
     if cell is None:
         return {"missing": True}
     if cell.cycle_acc is None:
         return {"missing": False, "unavailable": True, "reason": cell.unavailable_reason or ""}
-    css, symbol, words = _position(cell)
+    css, symbol, words = ADJUSTED_POSITION[call] if call in ADJUSTED_POSITION else _position(cell)
     ci = _interval(cell.ci["low"], cell.ci["high"], _ci_title(cell.ci)) if cell.ci else None
     return {
         "missing": False,
@@ -202,6 +231,7 @@ def acc_view(cell: Cell | None) -> dict[str, Any]:
         "shade": max(0, min(10, round(cell.cycle_acc * 10))),
         "audit": cell.audit,
         "audit_mark": ADDITIVE_SYMBOL.get(cell.audit, "") if cell.audit in ("failed",) else "",
+        "tied": tied,
     }
 
 
@@ -222,7 +252,7 @@ def verdict_view(cell: Cell | None) -> dict[str, str]:
     }
 
 
-def overall(data: PageData, model: str, rows: Sequence[str]) -> dict[str, Any] | None:
+def overall(data: PageData, model: str, rows: Sequence[str], samples: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """The mean over ``rows`` (family rows) of ``model``'s CycleAcc, with :data:`OVERALL_HOW`'s interval."""
     cells = [data.cells.get((row, model)) for row in rows]
     scored = [c for c in cells if c is not None and c.cycle_acc is not None]
@@ -231,11 +261,18 @@ def overall(data: PageData, model: str, rows: Sequence[str]) -> dict[str, Any] |
     k = len(scored)
     mean = sum(c.cycle_acc for c in scored) / k  # type: ignore[misc]
     ci = None
+    tasks = (samples or {}).get(model, {}).get("tasks", {})
+    names = [f"cycles/{data.family_of(row)}" for row, c in zip(rows, cells) if c is not None and c.cycle_acc is not None]
+    if names and all(name in tasks for name in names):
+        joint = joint_mean({name: tasks[name] for name in names})
+        # Centred on the samples' mean over families of the mean over seeds: the records' statistic.
+        ci = _interval(joint["low"], joint["high"], f"{joint['level']:g} {joint['method']}")
+        return {"value": _value(mean), "acc": _f(mean), "ci": ci, "k": k, "mean": mean, "joint": True, "names": names}
     if all(c.ci is not None for c in scored):
         low = mean - math.sqrt(sum((c.cycle_acc - c.ci["low"]) ** 2 for c in scored)) / k  # type: ignore[index,operator]
         high = mean + math.sqrt(sum((c.ci["high"] - c.cycle_acc) ** 2 for c in scored)) / k  # type: ignore[index,operator]
-        ci = _interval(low, high, OVERALL_HOW)
-    return {"value": _value(mean), "acc": _f(mean), "ci": ci, "k": k, "mean": mean}
+        ci = _interval(low, high, QUADRATURE_HOW)
+    return {"value": _value(mean), "acc": _f(mean), "ci": ci, "k": k, "mean": mean, "joint": False}
 
 
 def _item_view(data: PageData, row: str) -> dict[str, str]:
@@ -274,20 +311,43 @@ def _column_groups(columns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
-def _board(data: PageData) -> list[dict[str, Any]]:
+def board_calls(data: PageData, samples: Mapping[str, Any]) -> tuple[dict[Any, str], set[tuple[str, str]]]:
+    """The board's adjusted chance calls per (row, model), and the (row, model) cells tied for first in their family."""
     rows = data.family_rows()
+    calls = adjusted_chance_calls({(row, model): data.cells.get((row, model)) for row in rows for model in data.models})
+    tasks_of = {model: entry.get("tasks", {}) for model, entry in samples.items()}
+    tied: set[tuple[str, str]] = set()
+    for row in rows:
+        scores = {m: c.cycle_acc for m in data.models if (c := data.cells.get((row, m))) is not None and c.cycle_acc is not None}
+        found = tied_with_best(scores, tasks_of, [f"cycles/{data.family_of(row)}"])
+        if len(found) > 1:  # one model alone is first, not tied
+            tied |= {(row, m) for m in found}
+    return calls, tied
+
+
+def _board(
+    data: PageData, samples: Mapping[str, Any], calls: Mapping[Any, str], tied: set[tuple[str, str]]
+) -> list[dict[str, Any]]:
+    rows = data.family_rows()
+    overalls = {model: overall(data, model, rows, samples) for model in data.models}
+    full = {m: o for m, o in overalls.items() if o is not None and o.get("joint") and o["k"] == len(rows)}
+    tasks_of = {model: entry.get("tasks", {}) for model, entry in samples.items()}
+    names = next(iter(full.values()))["names"] if full else []
+    tied_overall = tied_with_best({m: o["mean"] for m, o in full.items()}, tasks_of, names) if full else set()
     return [
         {
             "model": model,
             "slug": model_slug(model),
-            "overall": overall(data, model, rows),
-            "cells": [acc_view(data.cells.get((row, model))) for row in rows],
+            "overall": overalls[model],
+            "tied": model in tied_overall and len(tied_overall) > 1,
+            "cells": [acc_view(data.cells.get((row, model)), calls.get((row, model)), (row, model) in tied) for row in rows],
         }
         for model in data.models
     ]
 
 
-def _family_table_rows(data: PageData) -> list[dict[str, Any]]:
+def _family_table_rows(data: PageData, calls: Mapping[Any, str] | None = None) -> list[dict[str, Any]]:
+    calls = calls or {}
     out = []
     for row in data.family_rows() + data.benchmark_rows():
         key = data.family_of(row)
@@ -307,7 +367,10 @@ def _family_table_rows(data: PageData) -> list[dict[str, Any]]:
                 "group": group,
                 "provenance": docstring_markup(provenance),
                 "paper": bool(info and info.paper),
-                "cells": [{"acc": acc_view(c), "verdict": verdict_view(c)} for c in cells],
+                "cells": [
+                    {"acc": acc_view(c, calls.get((row, model))), "verdict": verdict_view(c)}
+                    for c, model in zip(cells, data.models)
+                ],
             }
         )
     return out
@@ -378,6 +441,7 @@ def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
         for a, b in itertools.combinations(data.models, 2)
     ]
     columns = _columns(data)
+    calls, tied = board_calls(data, samples)
     return render(
         "index.html",
         title="clip_cycles results",
@@ -388,9 +452,9 @@ def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
         n_benchmarks=len(data.benchmark_rows()),
         columns=columns,
         column_groups=_column_groups(columns),
-        board=_board(data),
+        board=_board(data, samples, calls, tied),
         models=data.models,
-        rows=_family_table_rows(data),
+        rows=_family_table_rows(data, calls),
         notes=data.notes,
         pairs=pairs,
         benchmarks=_benchmarks(data),
@@ -641,7 +705,7 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
     )
 
 
-def model_page(data: PageData, model: str) -> str:
+def model_page(data: PageData, model: str, samples: Mapping[str, Any] | None = None) -> str:
     """One model: its CycleAcc on every family and benchmark, the audit, and the file each number was read from."""
     rows = []
     for row in data.family_rows() + data.benchmark_rows():
@@ -664,7 +728,7 @@ def model_page(data: PageData, model: str) -> str:
         title=f"clip_cycles: {model}",
         up="../",
         model=model,
-        overall=overall(data, model, data.family_rows()),
+        overall=overall(data, model, data.family_rows(), samples),
         rows=rows,
     )
 
@@ -705,7 +769,7 @@ def find_samples(data: PageData) -> dict[str, dict[str, Any]]:
 
 def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
     """The comparison page's data: per family row, the paired difference A - B or why there is none."""
-    rows, cycles = [], []
+    rows, cycles, compared = [], [], []
     for row in data.family_rows():
         key = data.family_of(row)
         cell_a, cell_b = data.cells.get((row, a)), data.cells.get((row, b))
@@ -732,7 +796,7 @@ def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed:
             view["reason"] = f"not the same cycles: {problem}"
         else:
             result = compare_family(got_a, got_b, n_resamples=COMPARE_RESAMPLES, seed=seed)
-            few = result["verdict"] == "too few comparisons"
+            compared.append((view, result, task, got_a, got_b))
             disagree = []
             for ident in result["disagree_most"]:
                 seed_text, _, cycle_id = ident.partition("/")
@@ -760,17 +824,41 @@ def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed:
                     "high": _f(result["ci_high"]),
                     "low_value": _value(result["ci_low"]),
                     "high_value": _value(result["ci_high"]),
-                    "verdict": result["verdict"],
-                    "verdict_text": "too few cycles" if few else result["verdict"],
-                    "symbol": PAIRED_SYMBOL.get(result["verdict"], "?"),
-                    "css": "excludes-zero" if result["verdict"] in ("A above B", "B above A") else "",
                     "n_cycles": result["n_cycles"],
                     "n_images": result["n_images"],
                     "disagree": disagree,
                 }
             )
         rows.append(view)
+    # Holm over the families compared: the raw interval stays, the call is the adjusted one.
+    adjusted = adjusted_verdicts([r for _, r, *_ in compared], COMPARISON_ADJUSTMENT, compared[0][1]["level"]) if compared else []
+    for (view, _, *_), result in zip(compared, adjusted):
+        verdict = result["adjusted_verdict"]
+        view.update(
+            {
+                "verdict": verdict,
+                "verdict_text": "too few cycles" if verdict == "too few comparisons" else verdict,
+                "raw_verdict": result["verdict"],
+                "symbol": PAIRED_SYMBOL.get(verdict, "?"),
+                "css": "excludes-zero" if verdict in ("A above B", "B above A") else "",
+                "callable": _f(result["callable_difference"]),
+                "callable_value": _value(result["callable_difference"]),
+                "n_adjusted": result["n_adjusted"],
+            }
+        )
+    joint = None
+    if compared:
+        both = joint_difference({t: x for _, _, t, x, _ in compared}, {t: y for _, _, t, _, y in compared})
+        joint = {
+            "diff": _f(both["diff"]),
+            "low": _f(both["ci_low"]),
+            "high": _f(both["ci_high"]),
+            "n_families": both["n_families"],
+            "method": both["interval_method"],
+        }
     return {
+        "overall": joint,
+        "adjustment": COMPARISON_ADJUSTMENT,
         "a": a,
         "b": b,
         "slug_a": model_slug(a),
@@ -841,7 +929,7 @@ def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None 
                         thumbs[item.key] = name
                         site.add(f"thumbs/{name}", content)
     for model in data.models:
-        site.add(f"models/{model_slug(model)}.html", model_page(data, model))
+        site.add(f"models/{model_slug(model)}.html", model_page(data, model, samples))
     for a, b in itertools.combinations(data.models, 2):
         site.add(f"compare/{_pair_file(a, b)}", compare_page(data, a, b, samples, seed))
     site.add("index.html", index_page(data, samples))  # last: find_samples may name skipped files

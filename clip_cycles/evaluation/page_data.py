@@ -401,9 +401,12 @@ def _ceiling(values: dict[str, Any], name: str) -> float | None:
 
 
 def _paired_verdict(values: dict[str, Any]) -> str | None:
-    """The verdict of the record's paired blind-vs-model comparison, or None (records written before it)."""
+    """The verdict of the record's paired blind-vs-model comparison (adjusted over subsets where recorded), or None."""
     paired = values.get("best_blind_vs_model")
-    return paired.get("verdict") if isinstance(paired, dict) and isinstance(paired.get("verdict"), str) else None
+    if not isinstance(paired, dict):
+        return None
+    verdict = paired.get("adjusted_verdict", paired.get("verdict"))
+    return verdict if isinstance(verdict, str) else None
 
 
 def add_benchmark_audit(

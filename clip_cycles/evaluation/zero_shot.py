@@ -27,7 +27,6 @@ import functools
 import hashlib
 import json
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -38,11 +37,9 @@ from clip_cycles.algebra.bootstrap import (
     DEFAULT_LEVEL,
     DEFAULT_N_RESAMPLES,
     bootstrap_ci,
-    bootstrap_group_means,
-    percentile_intervals,
-    pooled_means,
 )
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
+from clip_cycles.algebra.crossed import crossed_group_intervals
 from clip_cycles.algebra.winoground import winoground_scores
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
@@ -300,84 +297,21 @@ def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> s
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: Bumped when the cached intervals' format changes.
-INTERVAL_CACHE_VERSION = 1
-#: The settings cached bootstrap intervals (:func:`_task_intervals`) are keyed by. ``values`` is the per-cycle
-#: values of every seed, each with its dtype and shape (seeds that cut the same rows differently differ); the
-#: key ignores the arrays' memory layout (a copy in another order with the same values is the same entry).
-INTERVAL_KEY_FIELDS: tuple[str, ...] = ("version", "code", "values", "n_resamples", "level", "seed")
-#: The fields of one recorded interval (:func:`clip_cycles.algebra.bootstrap.bootstrap_ci`).
-_INTERVAL_FIELDS = frozenset({"low", "high", "level", "n_resamples", "seed", "method", "unit"})
-
-
-def _valid_intervals(intervals: Any, n_seeds: int) -> bool:
-    """Whether a cached entry holds ``n_seeds`` lists of four intervals and four pooled ones, as recorded."""
-    if not isinstance(intervals, dict) or set(intervals) != {"per_seed", "pooled"}:
-        return False
-    per_seed, pooled = intervals["per_seed"], intervals["pooled"]
-    if not isinstance(per_seed, list) or len(per_seed) != n_seeds:
-        return False
-    for group in [*per_seed, pooled]:
-        if not isinstance(group, list) or len(group) != len(MEAN_METRICS):
-            return False
-        for ci in group:
-            if not isinstance(ci, dict) or set(ci) != _INTERVAL_FIELDS:
-                return False
-            ends = (ci["low"], ci["high"])
-            if not all(isinstance(v, float) and np.isfinite(v) for v in ends) or ends[0] > ends[1]:
-                return False
-            expected = (DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED, "percentile", "cycle")
-            if (ci["level"], ci["n_resamples"], ci["seed"], ci["method"], ci["unit"]) != expected:
-                return False
-    return True
-
-
-def _task_intervals(
-    per_cycle: Sequence[np.ndarray], cache_dir: Path | None
+def task_intervals(
+    per_cycle: Sequence[np.ndarray], pairs: Sequence[np.ndarray]
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    """Each seed's four bootstrap intervals and the pooled four, of a task's (N, 4) per-cycle values.
+    """Each seed's four intervals and the pooled four (the mean over seeds), of a task's (N, 4) per-cycle values.
 
-    They follow from the values, the resamples, the level, the generator seed and the code, so
-    with ``cache_dir`` they are kept under ``cache_dir/intervals`` keyed by exactly those (the
-    values' bytes; the code as the audit cache takes it) and a warm run reads them instead of
-    drawing a million resampled cycles per task again. An entry is served only when its
-    checksum holds and every interval has its recorded form; else it is recomputed and rewritten.
+    Two-way image-cluster robust (:func:`clip_cycles.algebra.crossed.crossed_group_intervals`):
+    cycles that share an image, in either slot and in any seed, are dependent. Each end is
+    clipped to [0, 1], where every accuracy lies. Cheap (no resampling), so nothing is cached.
     """
+    per_seed, pooled = crossed_group_intervals(list(per_cycle), list(pairs), DEFAULT_LEVEL)
 
-    def compute() -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
-        def intervals(means: list[np.ndarray]) -> list[dict[str, Any]]:
-            return percentile_intervals(pooled_means(means), DEFAULT_LEVEL, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED)
+    def clip(ci: dict[str, Any]) -> dict[str, Any]:
+        return {**ci, "low": min(max(ci["low"], 0.0), 1.0), "high": min(max(ci["high"], 0.0), 1.0)}
 
-        # The pooled draws start with the first seed's, drawn alone from the same generator seed:
-        # that seed's own intervals reuse them (bootstrap_ci of each seed alone gives the same numbers).
-        pooled = bootstrap_group_means(per_cycle, DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED)
-        alone = [bootstrap_group_means([values], DEFAULT_N_RESAMPLES, DEFAULT_BOOTSTRAP_SEED) for values in per_cycle[1:]]
-        return [intervals(pooled[:1]), *(intervals(means) for means in alone)], intervals(pooled)
-
-    if cache_dir is None:
-        return compute()
-    h = hashlib.sha256()
-    for values in per_cycle:
-        h.update(repr((values.dtype.str, values.shape)).encode("utf-8") + np.ascontiguousarray(values).tobytes())
-    settings = {
-        "version": INTERVAL_CACHE_VERSION,
-        "code": _code_digest(),
-        "values": h.hexdigest(),
-        "n_resamples": DEFAULT_N_RESAMPLES,
-        "level": DEFAULT_LEVEL,
-        "seed": DEFAULT_BOOTSTRAP_SEED,
-    }
-    path, cached = _cached_record(cache_dir / "intervals", settings)
-    if isinstance(cached, dict) and cached.get("settings") == settings:
-        intervals = cached.get("intervals")
-        if cached.get("checksum") == _audit_checksum(settings, intervals) and _valid_intervals(intervals, len(per_cycle)):
-            return intervals["per_seed"], intervals["pooled"]
-        warnings.warn(f"bootstrap interval cache: {path} fails its checksum or form; the intervals are recomputed", stacklevel=2)
-    per_seed, pooled = compute()
-    intervals = {"per_seed": per_seed, "pooled": pooled}
-    payload = json.dumps({"settings": settings, "intervals": intervals, "checksum": _audit_checksum(settings, intervals)})
-    _write_cached_record(path, payload)
-    return per_seed, pooled
+    return [[clip(ci) for ci in group] for group in per_seed], [clip(ci) for ci in pooled]
 
 
 def score_task(
@@ -386,12 +320,12 @@ def score_task(
     cache_dir: Path | None = None,
     samples: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd, bootstrap intervals.
+    """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd, their intervals.
 
     ``cache_dir`` (the feature cache root) also keeps the additive audit's results.
     ``samples``, when given, receives the :func:`cycle_samples` of every scored cycle (seeds in order).
-    The pooled ``<name>_ci`` resamples each seed's cycles within that seed and averages the
-    seeds' means, the statistic that ``<name>`` reports.
+    Every ``<name>_ci`` is two-way image-cluster robust (:func:`task_intervals`); the pooled one is
+    that of the mean over seeds, the statistic that ``<name>`` reports.
     """
     task = data.task
     if data.unavailable is not None:
@@ -402,6 +336,7 @@ def score_task(
         psi = encoded.caption_features.astype(np.float64)
     per_seed: dict[str, dict[str, Any]] = {}
     per_cycle: list[np.ndarray] = []
+    pairs: list[np.ndarray] = []
     dropped_total = 0
     audits: dict[str, Any] = {}
     scored: list[tuple[int, Any, np.ndarray, int]] = []
@@ -414,15 +349,11 @@ def score_task(
         blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         scored.append((seed, rows, blocks, dropped))
         per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
-    # The intervals are drawn in a second thread while this one fits the audit's probes: their
-    # large draws, counts and products run without the GIL, so on a cold run the two overlap on
-    # two cores (cold scoring of the 3,000-image world: 1.4 s -> 0.95 s). Neither depends on the other.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        drawn = pool.submit(_task_intervals, per_cycle, cache_dir)
-        if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
-            for seed, *_ in scored:
-                audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
-        seed_intervals, pooled = drawn.result()
+        pairs.append(index[:, :2])  # the cycle's two images, as rows of the one encoded image table
+    if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
+        for seed, *_ in scored:
+            audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
+    seed_intervals, pooled = task_intervals(per_cycle, pairs)
     for (seed, rows, blocks, dropped), intervals in zip(scored, seed_intervals):
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance, intervals=intervals)
         per_seed[str(seed)]["dropped_cycles"] = dropped

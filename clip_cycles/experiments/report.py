@@ -591,7 +591,8 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     header = ["family", "CycleAcc", "CycleAcc 95 % CI", "text", "image", "group", "cycles (test)", "additive audit", "item set"]
     lines = [
         f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}; "
-        "CI: percentile bootstrap over cycles (each seed resampled within itself). "
+        "CI: as recorded (two-way image-cluster robust over the seeds' cycles, for records written since issue 53; "
+        "a percentile bootstrap over cycles before). "
         "Item set: the world (source) and split a row scored; results on different item sets are separate rows.",
         "",
         "| " + " | ".join(header) + " |",

@@ -1,8 +1,8 @@
-"""Intervals validated, not assumed: image-bootstrap intervals cover other worlds' means at about their nominal rate.
+"""Intervals validated, not assumed: two-way image-cluster intervals cover other worlds' means at about their nominal rate.
 
 Five independent shapes worlds (different generator seeds, 300 images each) are scored by one
 fixed model (cycles-tiny with its shipped weights); on each world and family, every seed's
-cycles pooled, the single interval (CycleAcc, :func:`image_bootstrap_ci`) and the paired one
+cycles pooled, the single interval (CycleAcc, :func:`crossed_mean_intervals`) and the paired one
 (CycleAcc minus the Winoground text score on the same cycles, :func:`paired_difference`) must
 cover the mean of the other four worlds' estimates.
 
@@ -10,9 +10,9 @@ The rate to expect is not 0.95: the target is itself an estimate. With the world
 X ~ N(mu, s^2) and the others' mean M ~ N(mu, s^2 / (K - 1)), a 95 % interval X +- 1.96 s covers
 M with probability 2 Phi(1.96 / sqrt(1 + 1 / (K - 1))) - 1 = 0.920 for K = 5. Tolerance: three
 binomial standard deviations below that over the checks made (about 100): an interval that
-under-covers by more fails. Over-coverage is allowed: resampling images with product weights
-(a cycle counts as often as both its images are drawn) is known to be conservative when images
-are barely shared (on these worlds it covered 0.99 where the cycle bootstrap covered 0.86).
+under-covers by more fails. (The product-weight image bootstrap used before covered 0.99 here,
+conservative; the cycle bootstrap 0.86. ``tests/algebra/test_interval_calibration.py`` bounds
+the coverage from above too, on simulated worlds with a known truth.)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from clip_cycles.algebra.bootstrap import image_bootstrap_ci
+from clip_cycles.algebra.crossed import crossed_mean_intervals
 from clip_cycles.algebra.paired import paired_difference
 
 N_WORLDS = 5
@@ -77,7 +77,7 @@ def test_single_and_paired_intervals_cover_other_worlds_means(samples: dict[str,
             credit = np.array([s["credit"] for s in lines])
             text = np.array([float(s["s11"] > s["s12"] and s["s22"] > s["s21"]) for s in lines])
             images = np.array([[s["image_0"], s["image_1"]] for s in lines])
-            (single,) = image_bootstrap_ci(credit, images, N_RESAMPLES, LEVEL, seed=k)
+            (single,) = crossed_mean_intervals(credit, images, LEVEL)
             paired = paired_difference(credit, text, images, N_RESAMPLES, LEVEL, seed=k)
             assert paired.diff == pytest.approx(credit.mean() - text.mean())
             estimates[k] = (float(credit.mean()), paired.diff)

@@ -99,3 +99,19 @@ def test_bad_inputs_are_named() -> None:
         paired_difference([1.0, 0.0], [1.0, 1.0], [0, 1, 2])
     with pytest.raises(ValueError, match="finite"):
         paired_difference([np.nan, 0.0], [1.0, 1.0], [0, 1])
+
+
+def test_two_image_cycles_get_the_two_way_interval_and_one_image_items_the_cluster_bootstrap() -> None:
+    rng = np.random.default_rng(8)
+    a, b = rng.choice([0.0, 1.0], size=120), rng.choice([0.0, 1.0], size=120)
+    pairs = rng.integers(0, 40, size=(120, 2))
+    crossed = paired_difference(a, b, pairs)
+    assert crossed.interval_method == "two-way image-cluster robust, t (Bell-McCaffrey df)" and crossed.unit == "images"
+    assert crossed.n_resamples == 0 and crossed.se > 0 and 1 <= crossed.df <= crossed.n_images - 1
+    assert crossed.as_dict()["method"] == crossed.interval_method
+    # The interval is diff +- t se, and the p-value is the t test's: called exactly when the interval excludes 0.
+    half = (crossed.ci_high - crossed.ci_low) / 2
+    assert crossed.ci_low + half == pytest.approx(crossed.diff)
+    assert (crossed.p_value < 0.05) == (crossed.ci_low > 0 or crossed.ci_high < 0)
+    items = paired_difference(a, b, pairs[:, 0], n_resamples=300, seed=2)
+    assert items.interval_method == "cluster bootstrap, percentile" and items.unit == "items" and items.n_resamples == 300

@@ -98,3 +98,23 @@ def test_the_demo_line_gives_the_paired_verdict_not_a_bare_comparison() -> None:
     assert audit.metrics["best_blind_acc"] >= audit.metrics["model_acc"]  # the old line said "reaches the model's"
     assert line.endswith(f"<- {paired['verdict']} ({paired['diff']:+.3f} [{paired['ci_low']:+.3f}, {paired['ci_high']:+.3f}])")
     assert paired["verdict"] == "within noise" and "reaches" not in line
+
+
+def test_blind_beats_model_is_adjusted_with_holm_over_the_subsets() -> None:
+    # A clear blind win on one subset and a marginal one on another (the length rule wins 50 of 80 items, the model 36,
+    # drawn independently: raw p between 0.025 and 0.05) and a third with no difference. Holm over the three keeps only
+    # the clear call (the marginal one is its second step: 2 p > 0.05); the raw verdicts stay in the records.
+    _, clear = _audit([False] * 80, [True] * 80, "clear")
+    rng = np.random.default_rng(21)
+    wins, longer = np.zeros(80, dtype=bool), np.zeros(80, dtype=bool)
+    wins[rng.permutation(80)[:36]] = True
+    longer[rng.permutation(80)[:50]] = True
+    _, marginal = _audit(wins, longer, "marginal")
+    same = np.arange(80) % 2 == 0
+    _, null = _audit(same, same, "null")  # the length rule wins exactly where the model does
+    summarize([clear, marginal, null])
+    a, b = clear.metrics["best_blind_vs_model"], marginal.metrics["best_blind_vs_model"]
+    assert a["adjusted_verdict"] == "blind beats model" and (a["adjustment"], a["n_adjusted"]) == ("holm", 3)
+    assert a["interval_method"] == "cluster bootstrap, percentile" and a["unit"] == "item"
+    assert b["verdict"] == "blind beats model" and 0.025 < b["p_value"] < 0.05  # called alone ...
+    assert b["adjusted_p"] == pytest.approx(2 * b["p_value"]) and b["adjusted_verdict"] != "blind beats model"  # ... not both

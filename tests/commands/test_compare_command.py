@@ -101,3 +101,32 @@ def test_a_malformed_samples_file_is_named(tmp_path: Path, capsys: pytest.Captur
     bad.write_text(json.dumps({"task": "t", "seed": 0, "cycle_id": "c"}) + "\n")
     assert main(["compare", str(good), str(bad)]) != 0
     assert f"samples file {bad}, line 1: missing image_0" in capsys.readouterr().err
+
+
+def test_compare_adjusts_the_families_with_holm_and_adds_a_joint_overall(tmp_path: Path) -> None:
+    # Family x: a clear difference; families y1..y4: equal credits but on 5 of 60 cycles, where A wins
+    # (raw p about 0.02): each called alone, none after Holm over five families.
+    a, b = _samples("cycles/x", [1.0] * 40, 40), _samples("cycles/x", [0.0] * 36 + [1.0] * 4, 40)
+    base = np.random.default_rng(0).integers(0, 2, 60).astype(float)
+    ahead = np.arange(0, 60, 12)
+    for k in range(1, 5):
+        a += _samples(f"cycles/y{k}", np.where(np.isin(np.arange(60), ahead), 1.0, base).tolist(), 60)
+        b += _samples(f"cycles/y{k}", np.where(np.isin(np.arange(60), ahead), 0.0, base).tolist(), 60)
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(_write(tmp_path / "a.jsonl", a)), str(_write(tmp_path / "b.jsonl", b)), "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    families = record["families"]
+    assert record["adjustment"] == "holm"
+    assert families["cycles/x"]["adjusted_verdict"] == "A above B" and families["cycles/x"]["n_adjusted"] == 5
+    for k in range(1, 5):
+        row = families[f"cycles/y{k}"]
+        assert row["verdict"] == "A above B" and 0.0125 < row["p_value"] < 0.05  # the raw call stays in the record
+        assert row["adjusted_p"] == pytest.approx(min(1.0, 4 * row["p_value"]), rel=1e-9)  # second to fifth Holm steps
+        assert row["adjusted_verdict"] in ("within noise", "could not tell")
+        assert row["interval_method"] == "two-way image-cluster robust, t (Bell-McCaffrey df)" and row["unit"] == "images"
+    overall = record["overall"]
+    assert overall["n_families"] == 5 and overall["diff"] == pytest.approx((0.9 + 4 * 5 / 60) / 5)
+    assert overall["ci_low"] < overall["diff"] < overall["ci_high"]
+    # The y families share their images (img0..img59): the joint interval is wider than treating them as independent.
+    independent = np.sqrt(sum(((f["ci_high"] - f["ci_low"]) / 2) ** 2 for f in families.values())) / 5
+    assert (overall["ci_high"] - overall["ci_low"]) / 2 > independent

@@ -11,6 +11,7 @@ import pytest
 from record_vocabulary import assert_one_vocabulary
 from tiny_models import TINY_OPEN_CLIP
 
+from clip_cycles.algebra.crossed import crossed_group_intervals
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.evaluation.zero_shot import evaluate
 from clip_cycles.results import IDENTITY_FIELDS, MODEL_SOURCE_FIELDS, read_result
@@ -172,18 +173,12 @@ def _check_samples(path: Path, metrics: dict[str, Any], folder: Path) -> None:
         assert [x["cycle_id"] for x in lines if x["seed"] == seed] == table.column("cycle_id").to_pylist()
         assert [x["caption_0"] for x in lines if x["seed"] == seed] == table.column("caption_0").to_pylist()
         assert sum(credits) / len(credits) == pytest.approx(metrics["per_seed"][str(seed)]["cycle_acc"], abs=1e-12)
-    # The pooled interval replayed from the lines: 1000 resamples, seed 0, each seed's cycles within that seed.
+    # The pooled interval replayed from the lines: two-way image-cluster robust over both seeds' cycles, images by name.
     ci = metrics["cycle_acc_ci"]
-    assert (ci["n_resamples"], ci["seed"], ci["level"]) == (1000, 0, 0.95)
-    rng = np.random.default_rng(ci["seed"])
-    # The recorded draw order (algebra.bootstrap): every resample of seed 0, then every resample of seed 1.
-    seed_means = [
-        [float(np.mean(np.asarray(c)[rng.integers(0, len(c), size=len(c))])) for _ in range(ci["n_resamples"])]
-        for c in (by_seed[0], by_seed[1])
-    ]
-    pooled = [(a + b) / 2 for a, b in zip(*seed_means)]
-    low, high = np.percentile(pooled, [2.5, 97.5])
-    assert (ci["low"], ci["high"]) == pytest.approx((low, high), abs=1e-12)
+    assert ci["method"].startswith("two-way image-cluster robust") and (ci["unit"], ci["level"]) == ("images", 0.95)
+    pairs = [np.array([[x["image_0"], x["image_1"]] for x in lines if x["seed"] == seed]) for seed in (0, 1)]
+    _, pooled = crossed_group_intervals([np.asarray(by_seed[0]), np.asarray(by_seed[1])], pairs, 0.95)
+    assert (ci["low"], ci["high"]) == pytest.approx((max(pooled[0]["low"], 0.0), min(pooled[0]["high"], 1.0)), abs=1e-12)
     assert ci["low"] <= metrics["cycle_acc"] <= ci["high"]
 
 

@@ -490,19 +490,24 @@ def test_twelve_models_by_twenty_one_families_fit_1280_px_and_sort_by_overall(
     _assert_offline_and_clean(browser)
 
 
-def _own_image_bootstrap(a: np.ndarray, b: np.ndarray, images: list[tuple[str, str]], n: int = 4000) -> tuple[float, float]:
-    """A 95% percentile interval of mean(a) - mean(b), resampling images (weights: product of the two images' draws)."""
-    names = sorted({i for pair in images for i in pair})
-    index = {name: k for k, name in enumerate(names)}
-    codes = np.array([[index[x], index[y]] for x, y in images])
-    rng = np.random.default_rng(12345)
-    diffs = []
-    while len(diffs) < n:
-        counts = np.bincount(rng.integers(0, len(names), len(names)), minlength=len(names))
-        w = counts[codes[:, 0]] * counts[codes[:, 1]]
-        if w.sum() > 0:
-            diffs.append(float((w * (a - b)).sum() / w.sum()))
-    return float(np.quantile(diffs, 0.025)), float(np.quantile(diffs, 0.975))
+def _own_two_way(a: np.ndarray, b: np.ndarray, images: list[tuple[str, str]]) -> tuple[float, float]:
+    """A 95% two-way image-cluster interval of mean(a) - mean(b), written out densely: K[c, c'] = 1 when cycles share an image."""
+    from clip_cycles.algebra.crossed import t_quantile
+
+    d = a - b
+    n = d.size
+    share = np.array([[float(bool(set(x) & set(y))) for y in images] for x in images])
+    centre = np.eye(n) - np.ones((n, n)) / n
+    e = centre @ d / n
+    expected = (np.trace(share) - share.sum() / n) / n**2  # E[e' K e] / sigma^2 for independent cycles
+    raw = float(e @ share @ e)
+    same_pair = np.array([[float(set(x) == set(y)) for y in images] for x in images])
+    one_way = float(e @ same_pair @ e)  # what a cancelled two-way sum falls back to
+    variance = (1 / n) / expected * (raw if raw > 1e-9 * one_way else one_way)
+    q = centre @ share @ centre
+    df = min(len({i for pair in images for i in pair}) - 1, np.trace(q) ** 2 / (q * q).sum())
+    half = t_quantile(0.975, df) * np.sqrt(variance)
+    return float(d.mean() - half), float(d.mean() + half)
 
 
 COMPARE_JS = """[...document.querySelectorAll('#comparison tbody tr')].map(r => ({family: r.dataset.family,
@@ -545,9 +550,9 @@ def test_the_comparison_view_shows_paired_differences_equal_to_our_own(
         images = [(s["image_0"], s["image_1"]) for s in mine]
         expected = paired_difference(credit_a, credit_b, np.array(images))
         assert (row["low"], row["high"]) == pytest.approx((expected.ci_low, expected.ci_high), abs=1e-12), family
-        # ... and close to our own resampling of images (another stream, 4000 resamples: equal up to Monte Carlo error).
-        low, high = _own_image_bootstrap(credit_a, credit_b, images)
-        assert row["low"] == pytest.approx(low, abs=0.07) and row["high"] == pytest.approx(high, abs=0.07), family
+        # ... and equal to our own dense two-way computation.
+        low, high = _own_two_way(credit_a, credit_b, images)
+        assert (row["low"], row["high"]) == pytest.approx((low, high), abs=1e-9), family
         if family == FEW:
             assert "too few cycles" in row["text"]
         assert set(row["links"]) <= anchors and (row["links"] or (credit_a == credit_b).all()), family

@@ -238,63 +238,7 @@ def test_the_first_root_wins_and_unusual_locations_read_every_file(tmp_path) -> 
         assert TaskRegistry([first])._from_own_file(name) is None
 
 
-# --------------------------------------------------------------------------- cached bootstrap intervals, writes without fsync
-
-
-def _per_cycle(seed: int) -> list[np.ndarray]:
-    return _half_integer_groups(np.random.default_rng(seed), (40, 35, 44))
-
-
-def test_cached_intervals_equal_fresh_ones_and_skip_the_draws(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from clip_cycles.algebra.bootstrap import bootstrap_ci
-    from clip_cycles.evaluation import zero_shot
-
-    values = _per_cycle(1)
-    expected = ([bootstrap_ci([v]) for v in values], bootstrap_ci(values))
-    assert zero_shot._task_intervals(values, None) == expected
-    assert zero_shot._task_intervals(values, tmp_path) == expected  # computed and written
-    (entry,) = (tmp_path / "intervals").iterdir()
-
-    def no_draws(*args, **kwargs):
-        raise AssertionError("a cached interval was drawn again")
-
-    monkeypatch.setattr(zero_shot, "bootstrap_group_means", no_draws)
-    assert zero_shot._task_intervals(values, tmp_path) == expected  # read back, the same floats
-    # Other values (one credit changed) are another entry, not the cached one.
-    other = [v.copy() for v in values]
-    other[2][0, 0] = 0.5 if other[2][0, 0] != 0.5 else 1.0
-    with pytest.raises(AssertionError, match="drawn again"):
-        zero_shot._task_intervals(other, tmp_path)
-    assert entry.exists()
-
-
-@pytest.mark.parametrize("edit", ["value", "form", "truncate"])
-def test_an_edited_or_torn_interval_entry_is_recomputed(tmp_path, edit: str) -> None:
-    import json
-
-    from clip_cycles.algebra.bootstrap import bootstrap_ci
-    from clip_cycles.evaluation import zero_shot
-
-    values = _per_cycle(2)
-    expected = ([bootstrap_ci([v]) for v in values], bootstrap_ci(values))
-    zero_shot._task_intervals(values, tmp_path)
-    (entry,) = (tmp_path / "intervals").iterdir()
-    cached = json.loads(entry.read_text())
-    if edit == "value":  # an edited end: the checksum no longer holds
-        cached["intervals"]["pooled"][0]["low"] = 0.0
-        entry.write_text(json.dumps(cached))
-    elif edit == "form":  # a well-formed checksum over intervals of another form (one seed missing)
-        cached["intervals"]["per_seed"] = cached["intervals"]["per_seed"][:2]
-        cached["checksum"] = zero_shot._audit_checksum(cached["settings"], cached["intervals"])
-        entry.write_text(json.dumps(cached))
-    else:  # what a crash before the data reached the disk leaves
-        entry.write_bytes(entry.read_bytes()[:50])
-    if edit == "truncate":
-        assert zero_shot._task_intervals(values, tmp_path) == expected
-    else:
-        with pytest.warns(UserWarning, match="interval cache"):
-            assert zero_shot._task_intervals(values, tmp_path) == expected
-    assert json.loads(entry.read_text())["intervals"]["per_seed"] == [list(ci) for ci in expected[0]]  # rewritten whole
+# --------------------------------------------------------------------------- writes without fsync
 
 
 def test_checksummed_cache_files_skip_fsync_and_results_keep_it(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_N_RESAMPLES, bootstrap_ci
+from clip_cycles.algebra.bootstrap import bootstrap_ci
+from clip_cycles.algebra.crossed import crossed_group_intervals
 from clip_cycles.data.folder.reader import CycleRows
 from clip_cycles.data.sources.images import ImageItem
 from clip_cycles.encoding.encoder import EncodedFeatures, EncodeStats
@@ -116,8 +117,13 @@ def test_score_task_metrics_by_hand() -> None:
         assert metrics[name] == pytest.approx((means[0] + means[1]) / 2, abs=1e-15), name
         sd = math.sqrt(sum((m - sum(means) / 2) ** 2 for m in means) / (2 - 1))
         assert metrics[f"{name}_sd"] == pytest.approx(sd, abs=1e-15), name
-        pooled = bootstrap_ci([per_seed[0], per_seed[1]], DEFAULT_N_RESAMPLES, seed=DEFAULT_BOOTSTRAP_SEED)[k]
-        assert metrics[f"{name}_ci"] == pooled, name
+        # Two-way image-cluster intervals over both seeds' cycles (seed 1 without the dropped one), images by name.
+        pairs = [np.array([c[:2] for c in SEED0]), np.array([c[:2] for c in SEED1])]
+        seeds_ci, pooled = crossed_group_intervals([per_seed[0], per_seed[1]], pairs, 0.95)
+        clip = {"low": min(max(pooled[k]["low"], 0.0), 1.0), "high": min(max(pooled[k]["high"], 0.0), 1.0)}
+        assert metrics[f"{name}_ci"] == {**pooled[k], **clip}, name
+        assert metrics[f"{name}_ci"]["method"].startswith("two-way image-cluster robust"), name
+        assert metrics["per_seed"]["1"][f"{name}_ci"]["se"] == seeds_ci[1][k]["se"], name
     assert metrics["acc"] == metrics["cycle_acc"]
     assert metrics["cycle_acc_sd"] > 0  # the seeds differ, so a dropped seed or a repeated one shows
     assert metrics["n_cycles"] == 8 and metrics["per_seed"]["0"]["n_cycles"] == 5 and metrics["per_seed"]["1"]["n_cycles"] == 3
@@ -407,15 +413,15 @@ def test_a_pair_scorer_is_handed_the_task_it_scores() -> None:
 
 
 def test_a_warm_score_reads_its_audits_and_intervals_and_draws_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """``score_task`` with a cache keeps each seed's audit and the task's intervals; a second call recomputes none."""
+    """``score_task`` with a cache keeps each seed's audit; a second call refits none (the intervals draw nothing)."""
     spec = task(metric_names=("cycle_acc", "text_acc", "image_acc", "group_acc", "additive_audit"))
     cold = score_task(data(spec), encoded(), tmp_path)
-    assert len(list((tmp_path / "audits").glob("*.json"))) == 2 and len(list((tmp_path / "intervals").glob("*.json"))) == 1
+    assert len(list((tmp_path / "audits").glob("*.json"))) == 2 and not (tmp_path / "intervals").exists()
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("recomputed on a warm score")
 
-    for name in ("additive_audit", "bootstrap_ci", "bootstrap_group_means", "percentile_intervals"):
+    for name in ("additive_audit", "bootstrap_ci"):
         monkeypatch.setattr(zero_shot, name, refuse)
     assert score_task(data(spec), encoded(), tmp_path) == cold
 
@@ -465,84 +471,3 @@ def test_a_cache_record_is_named_by_its_sorted_settings_and_read_back(tmp_path: 
     assert zero_shot._cached_record(tmp_path, settings) == (path, None)
     monkeypatch.setattr(zero_shot, "MAX_CACHE_RECORD_BYTES", 4096)
     assert zero_shot._cached_record(tmp_path, settings) == (path, {"pad": "x" * 64})
-
-
-def _intervals(n_seeds: int = 2) -> dict[str, Any]:
-    def ci(low: float, high: float) -> dict[str, Any]:
-        return {"low": low, "high": high, "level": zero_shot.DEFAULT_LEVEL, "n_resamples": zero_shot.DEFAULT_N_RESAMPLES,
-                "seed": zero_shot.DEFAULT_BOOTSTRAP_SEED, "method": "percentile", "unit": "cycle"}  # fmt: skip
-
-    group = [ci(0.25, 0.75) for _ in zero_shot.MEAN_METRICS]
-    return {"per_seed": [json.loads(json.dumps(group)) for _ in range(n_seeds)], "pooled": json.loads(json.dumps(group))}
-
-
-def _broken(edit: str) -> dict[str, Any]:
-    """A valid intervals entry with one clause of its form broken."""
-    value = _intervals()
-    first = value["per_seed"][0][0]
-    pooled = value["pooled"][-1]
-    edits = {
-        "extra top key": lambda: value.update(extra=1),
-        "no pooled": lambda: value.pop("pooled"),
-        "per_seed not a list": lambda: value.update(per_seed=tuple(value["per_seed"])),
-        "a seed missing": lambda: value["per_seed"].pop(),
-        "a seed too many": lambda: value["per_seed"].append(value["per_seed"][0]),
-        "group not a list": lambda: value.update(pooled={"0": pooled}),
-        "an interval missing": lambda: value["per_seed"][1].pop(),
-        "pooled interval missing": lambda: value["pooled"].pop(),
-        "interval not a dict": lambda: value["pooled"].__setitem__(0, [0.25, 0.75]),
-        "extra field": lambda: pooled.update(extra=0),
-        "field missing": lambda: first.pop("unit"),
-        "low not a float": lambda: first.update(low=0),
-        "high not a float": lambda: pooled.update(high="0.75"),
-        "low infinite": lambda: first.update(low=float("-inf")),
-        "high nan": lambda: pooled.update(high=float("nan")),
-        "low above high": lambda: first.update(low=0.8),
-        "other level": lambda: pooled.update(level=0.9),
-        "other resamples": lambda: first.update(n_resamples=zero_shot.DEFAULT_N_RESAMPLES + 1),
-        "other seed": lambda: pooled.update(seed=zero_shot.DEFAULT_BOOTSTRAP_SEED + 1),
-        "other method": lambda: first.update(method="bca"),
-        "other unit": lambda: pooled.update(unit="seed"),
-    }
-    edits[edit]()
-    return value
-
-
-INTERVAL_EDITS = ("extra top key", "no pooled", "per_seed not a list", "a seed missing", "a seed too many",
-                  "group not a list", "an interval missing", "pooled interval missing", "interval not a dict",
-                  "extra field", "field missing", "low not a float", "high not a float", "low infinite", "high nan",
-                  "low above high", "other level", "other resamples", "other seed", "other method", "other unit")  # fmt: skip
-
-
-@pytest.mark.parametrize("edit", INTERVAL_EDITS)
-def test_each_clause_of_the_interval_form_refuses_an_entry_alone(edit: str) -> None:
-    assert zero_shot._valid_intervals(_intervals(), 2) is True
-    assert zero_shot._valid_intervals(_broken(edit), 2) is False
-    # An empty interval (low == high) is a valid one.
-    equal = _intervals()
-    equal["pooled"][0]["low"] = equal["pooled"][0]["high"] = 0.5
-    assert zero_shot._valid_intervals(equal, 2) is True
-    assert zero_shot._valid_intervals([], 2) is False and zero_shot._valid_intervals(_intervals(3), 2) is False
-
-
-def test_the_interval_key_holds_its_fields_and_each_seeds_rows(tmp_path: Path) -> None:
-    """Stored settings are the named fields with their values; seeds that split the same rows differently are another key."""
-    rng = np.random.default_rng(5)
-    rows_ = (rng.integers(0, 3, size=(9, 4)) / 2.0).astype(np.float64)
-    first = [rows_[:4], rows_[4:]]
-    per_seed, pooled = zero_shot._task_intervals(first, tmp_path)
-    assert (per_seed, pooled) == zero_shot._task_intervals(first, None)
-    (path,) = (tmp_path / "intervals").glob("*.json")
-    stored = json.loads(path.read_text())["settings"]
-    h = hashlib.sha256()
-    for values in first:
-        h.update(repr((values.dtype.str, values.shape)).encode("utf-8") + values.tobytes())
-    assert stored == {"version": zero_shot.INTERVAL_CACHE_VERSION, "code": zero_shot._code_digest(), "values": h.hexdigest(),
-                      "n_resamples": zero_shot.DEFAULT_N_RESAMPLES, "level": zero_shot.DEFAULT_LEVEL,
-                      "seed": zero_shot.DEFAULT_BOOTSTRAP_SEED}  # fmt: skip
-    assert path.stem == hashlib.sha256(json.dumps(stored, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    # The same bytes cut into seeds of 5 and 4 cycles: other seeds, other intervals, a second entry.
-    second = [rows_[:5], rows_[5:]]
-    assert np.concatenate(second).tobytes() == np.concatenate(first).tobytes()
-    assert zero_shot._task_intervals(second, tmp_path) == zero_shot._task_intervals(second, None) != (per_seed, pooled)
-    assert len(list((tmp_path / "intervals").glob("*.json"))) == 2
