@@ -65,6 +65,7 @@ def markdown_table(audit: BenchmarkAudit) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for sub in audit.audits:
         lines.append("| " + " | ".join(_fmt(get(sub.name, sub.metrics)) for _, get in COLUMNS) + " |")
+    lines += unusable_rows(audit)
     s = audit.summary
     total = [
         "**all**",
@@ -101,7 +102,23 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         'comparisons, with a 95 % paired bootstrap interval over items; "blind beats model" only when it lies above 0 '
         f'("within noise" when it holds 0; "too few comparisons" below {MIN_CYCLES} comparisons or {MIN_IMAGES} items).',
     ]
+    if audit.unusable:
+        lines += [
+            "",
+            f"Not audited: {len(audit.unusable)} subset(s) with no comparison (count 0 and the reason in their row); "
+            "every other subset is audited and pooled without them.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def unusable_rows(audit: BenchmarkAudit) -> list[str]:
+    """One table row per subset read but not audited: its name, 0 comparisons and items, and the reason."""
+    rows = []
+    for name, row in audit.unusable.items():
+        reason = str(row["reason"]).replace("|", "\\|").replace("\n", " ")
+        cells = [name, "0", "0", f"not audited: {reason}"] + ["-"] * (len(COLUMNS) - 4)
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
 
 
 def weights_label(model: dict[str, Any]) -> str:
