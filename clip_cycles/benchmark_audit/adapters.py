@@ -546,6 +546,7 @@ FORMAT_MODULES: dict[str, tuple[str, str]] = {
     "eqben": ("eqben", "EqBen: image0, caption0, image1, caption1 blocks"),
     "mmvp_vlm": ("mmvp_vlm", "MMVP-VLM: Questions.csv, pairs of statements over pairs of images, nine patterns"),
     "colorswap": ("colorswap", "ColorSwap: image_1, image_2, caption_1, caption_2 blocks"),
+    "bivlc": ("bivlc", "BiVLC: Parquet rows image, caption, negative_caption, negative_image (one 2x2 block each)"),
 }
 for _name, (_module, _description) in FORMAT_MODULES.items():
     _target = _module if ":" in _module else f"{_module}:ADAPTER"
