@@ -7,6 +7,8 @@ metrics, language}`` (``dataset`` is ``audit/<format>``), a markdown table and a
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -39,6 +41,8 @@ class BenchmarkAudit:
     model: dict[str, Any] = field(default_factory=dict)
     #: The subsets read but not audited, by name: ``{n_comparisons: 0, reason, skipped}`` (:func:`unusable_row`).
     unusable: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The item-set digest of what was audited (:func:`items_digest`); None for an audit built by hand.
+    items_sha256: str | None = None
 
     def metrics(self) -> dict[str, Any]:
         """The ``metrics`` of the result record: headline numbers first, then per subset."""
@@ -55,6 +59,8 @@ class BenchmarkAudit:
         }
         if self.unusable:  # only then: an audit of every subset keeps its bytes
             out["unusable_subsets"] = self.unusable
+        if self.items_sha256 is not None:
+            out["items_sha256"] = self.items_sha256
         if self.encode_stats is not None:
             out["encoding"] = self.encode_stats
         return out
@@ -123,6 +129,28 @@ def embed_subsets(
     return out_sets, out_embeddings, encoded.stats
 
 
+def items_digest(sets: Sequence[ComparisonSet], unusable: dict[str, dict[str, Any]]) -> str:
+    """sha256 of what an audit read: per subset (by name), each comparison in the order read as
+    ``[comparison id, item id, [[image key, caption, weight], ...]]``, and the subsets not audited with their reason.
+
+    Images enter by key (a design-only audit never reads them): two releases of one benchmark that differ in
+    one caption, one label (which statement goes with which image, as MMVP's two ground truths) or one item
+    give two digests; the same files read again give the same one.
+    """
+    h = hashlib.sha256()
+    for cs in sorted(sets, key=lambda s: s.name):
+        h.update(json.dumps(["subset", cs.name, cs.kind]).encode("utf-8") + b"\n")
+        edges: list[list[list[Any]]] = [[] for _ in range(cs.n_comparisons)]
+        for c, u, v, w in zip(
+            cs.edge_comparison.tolist(), cs.edge_image.tolist(), cs.edge_caption.tolist(), cs.edge_weight.tolist()
+        ):
+            edges[c].append([cs.images[u].key, cs.captions[v], w])
+        for comparison, item, found in zip(cs.comparison_ids, cs.item_ids, edges):
+            h.update(json.dumps([comparison, item, found], ensure_ascii=False).encode("utf-8") + b"\n")
+    h.update(json.dumps(["not audited", sorted(unusable.items())], sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
+
+
 def unusable_row(cs: ComparisonSet) -> dict[str, Any]:
     """The report's row of a subset with no comparison: count 0, the reason, the drops counted."""
     return {"n_comparisons": 0, "reason": cs.unusable or "no comparison", "skipped": dict(sorted(cs.skipped.items()))}
@@ -168,4 +196,5 @@ def audit_benchmark(
         audit_subset(cs, emb, settings)
         for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())
     ]
-    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model, dict(sorted(unusable.items())))
+    unusable = dict(sorted(unusable.items()))
+    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model, unusable, items_digest(sets, unusable))
