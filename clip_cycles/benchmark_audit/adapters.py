@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from clip_cycles.algebra.audits import hard_negative_edges, winoground_comparisons
-from clip_cycles.benchmark_audit.design import ComparisonSet, ComparisonSetBuilder, CroppedImageItem
+from clip_cycles.benchmark_audit.design import ComparisonSet, ComparisonSetBuilder, CroppedImageItem, empty_subset
 from clip_cycles.benchmark_audit.input_formats import (
     AroOrderCase,
     AroVisualGenomeItem,
@@ -116,8 +116,11 @@ def read_csv_rows(path: Path) -> csv.DictReader:
 
 
 def _read_json(path: Path) -> Any:
+    text = read_text(path)
+    if not text.strip():
+        raise ValueError(f"{path}: empty file (no JSON value)")
     try:
-        return load_json_text(read_text(path), str(path), allow_non_finite=True)
+        return load_json_text(text, str(path), allow_non_finite=True)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON: {error}") from error
 
@@ -271,14 +274,21 @@ def block_subset(
             for k, (image_keys, captions, weights) in enumerate(comparisons):
                 builder.add(f"{block}/{which}{k}", block, [items[key] for key in image_keys], captions, weights, tags)
         builder.add_cycle(first, second, caption_0, caption_1, tags)
-    if not builder.comparison_ids:
-        raise ValueError(f"{source}: subset {name!r} has no usable block (skipped: {builder.skipped})")
-    return builder.build()
+    return builder.build()  # no usable block: an empty subset with its reason, reported, never an abort
 
 
 def image_item(images_dir: Path, name: str) -> ImageItem:
     """An image named in a benchmark file, looked up under ``images_dir`` (it may be missing: blind audits never read it)."""
     return ImageItem(key=name, path=_image_file(images_dir, name))
+
+
+def unreadable_subset(name: str, error: Exception) -> ComparisonSet:
+    """The row of a piece whose file cannot be read (empty, not JSON, not UTF-8, refused, wrong top-level shape)."""
+    return empty_subset(name, f"unreadable: {error}")
+
+
+#: What a piece's file read may raise that makes it an unreadable piece (a row), not an abort of the benchmark.
+UNREADABLE = (OSError, ValueError)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -342,9 +352,7 @@ def hard_negative_subset(
         # An id (comparison id, item id) lets one item give several comparisons (several foils).
         comparison_id, item = item_id if isinstance(item_id, tuple) else (item_id, item_id)
         builder.add(comparison_id, item, [image] * len(image_keys), captions, weights, tags)
-    if not builder.comparison_ids:
-        raise ValueError(f"{source}: subset {name!r} has no usable item (skipped: {builder.skipped})")
-    return builder.build()
+    return builder.build()  # no usable item: an empty subset with its reason, reported, never an abort
 
 
 @register_adapter(
@@ -361,8 +369,13 @@ def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
         path = folder / f"{subset}.json"
         if not present(path):
             continue
+        try:
+            rows = _records(path)
+        except UNREADABLE as error:
+            out.append(unreadable_subset(subset, error))
+            continue
         items = []
-        for number, row in enumerate(_records(path)):
+        for number, row in enumerate(rows):
             item_id = str(row.get("_id", number))
             where = f"item {item_id}"
             if "_bad" in row:
@@ -533,6 +546,7 @@ FORMAT_MODULES: dict[str, tuple[str, str]] = {
     "eqben": ("eqben", "EqBen: image0, caption0, image1, caption1 blocks"),
     "mmvp_vlm": ("mmvp_vlm", "MMVP-VLM: Questions.csv, pairs of statements over pairs of images, nine patterns"),
     "colorswap": ("colorswap", "ColorSwap: image_1, image_2, caption_1, caption_2 blocks"),
+    "bivlc": ("bivlc", "BiVLC: Parquet rows image, caption, negative_caption, negative_image (one 2x2 block each)"),
 }
 for _name, (_module, _description) in FORMAT_MODULES.items():
     _target = _module if ":" in _module else f"{_module}:ADAPTER"

@@ -83,6 +83,8 @@ class ComparisonSet:
     skipped: dict[str, int] = field(default_factory=dict)
     #: Caption occurrences whose text differed from their vertex's only in whitespace or case.
     caption_variants_merged: int = 0
+    #: Why the subset has no comparison to audit (an empty file, every item dropped, an unreadable file); None when it has.
+    unusable: str | None = None
 
     @property
     def n_comparisons(self) -> int:
@@ -215,10 +217,13 @@ class ComparisonSetBuilder:
         self.cycle_tags.append(tuple(tags))
 
     def build(self) -> ComparisonSet:
+        """The subset; one with no comparison is returned empty with its reason (:func:`empty_subset`), never raised."""
         if not self.comparison_ids:
-            raise ValueError(
-                f"benchmark subset {self.name!r} has no comparisons" + (f" (skipped: {self.skipped})" if self.skipped else "")
-            )
+            if self.skipped:
+                reason = f"every item dropped (skipped: {dict(sorted(self.skipped.items()))})"
+            else:
+                reason = "empty: the subset holds no item"
+            return empty_subset(self.name, reason, self.kind, self.skipped)
         edges = np.asarray(self._edges, dtype=np.float64).reshape(-1, 5)
         cycles = np.asarray(self.cycles, dtype=np.int64).reshape(-1, 4) if self.declares_cycles else None
         return ComparisonSet(
@@ -239,6 +244,27 @@ class ComparisonSetBuilder:
             caption_variants_merged=self.caption_variants_merged,
             edge_length=edges[:, 4].copy(),
         )
+
+
+def empty_subset(name: str, reason: str, kind: str = "comparisons", skipped: dict[str, int] | None = None) -> ComparisonSet:
+    """A subset with no comparison: reported as a row (count 0 and ``reason``), never audited, never an abort."""
+    none = np.zeros(0, dtype=np.int64)
+    return ComparisonSet(
+        name=name,
+        images=[],
+        captions=[],
+        comparison_ids=[],
+        item_ids=[],
+        edge_comparison=none,
+        edge_image=none.copy(),
+        edge_caption=none.copy(),
+        edge_weight=np.zeros(0),
+        edge_length=np.zeros(0),
+        tags=[],
+        kind=kind,
+        skipped=dict(skipped or {}),
+        unusable=reason,
+    )
 
 
 @dataclass

@@ -71,6 +71,7 @@ def markdown_table(audit: BenchmarkAudit) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for sub in audit.audits:
         lines.append("| " + " | ".join(_fmt(get(sub.name, sub.metrics)) for _, get in COLUMNS) + " |")
+    lines += unusable_rows(audit)
     s = audit.summary
     total = [
         "**all**",
@@ -109,7 +110,23 @@ def markdown_table(audit: BenchmarkAudit) -> str:
         "Each subset's call is then adjusted with Holm over the subsets' calls (the unadjusted verdict and interval "
         f'are kept); a subset whose adjusted test could not call a difference of {RESOLUTION:.2f} says "could not tell".',
     ]
+    if audit.unusable:
+        lines += [
+            "",
+            f"Not audited: {len(audit.unusable)} subset(s) with no comparison (count 0 and the reason in their row); "
+            "every other subset is audited and pooled without them.",
+        ]
     return "\n".join(lines) + "\n"
+
+
+def unusable_rows(audit: BenchmarkAudit) -> list[str]:
+    """One table row per subset read but not audited: its name, 0 comparisons and items, and the reason."""
+    rows = []
+    for name, row in audit.unusable.items():
+        reason = str(row["reason"]).replace("|", "\\|").replace("\n", " ")
+        cells = [name, "0", "0", f"not audited: {reason}"] + ["-"] * (len(COLUMNS) - 4)
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
 
 
 def weights_label(model: dict[str, Any]) -> str:

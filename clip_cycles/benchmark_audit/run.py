@@ -7,6 +7,8 @@ metrics, language}`` (``dataset`` is ``audit/<format>``), a markdown table and a
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -15,7 +17,7 @@ import numpy as np
 
 from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
-from clip_cycles.benchmark_audit.design import ComparisonSet
+from clip_cycles.benchmark_audit.design import ComparisonSet, empty_subset
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.results import benchmark_record, clean
 from clip_cycles.verbosity import progress_disable
@@ -37,6 +39,10 @@ class BenchmarkAudit:
     settings: AuditSettings
     encode_stats: dict[str, Any] | None = None
     model: dict[str, Any] = field(default_factory=dict)
+    #: The subsets read but not audited, by name: ``{n_comparisons: 0, reason, skipped}`` (:func:`unusable_row`).
+    unusable: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The item-set digest of what was audited (:func:`items_digest`); None for an audit built by hand.
+    items_sha256: str | None = None
 
     def metrics(self) -> dict[str, Any]:
         """The ``metrics`` of the result record: headline numbers first, then per subset."""
@@ -51,6 +57,10 @@ class BenchmarkAudit:
             },
             "subsets": {a.name: a.metrics for a in self.audits},
         }
+        if self.unusable:  # only then: an audit of every subset keeps its bytes
+            out["unusable_subsets"] = self.unusable
+        if self.items_sha256 is not None:
+            out["items_sha256"] = self.items_sha256
         if self.encode_stats is not None:
             out["encoding"] = self.encode_stats
         return out
@@ -100,10 +110,13 @@ def embed_subsets(
             bad_items = {cs.item_ids[c] for c in np.flatnonzero(bad).tolist()}
             bad = np.array([item in bad_items for item in cs.item_ids], dtype=bool)
             if bad.all():
-                raise ValueError(
-                    f"subset {cs.name!r}: every item touches an unreadable image "
-                    f"(first: {next(i.key for i, p in zip(cs.images, present) if not p)!r})"
-                )
+                # Not an abort: the subset becomes a row saying why (the others are still audited).
+                first = next(i.key for i, p in zip(cs.images, present) if not p)
+                skipped = {**cs.skipped, "comparison_of_item_with_bad_image": int(bad.sum())}
+                reason = f"every item touches an unreadable image (first: {first!r})"
+                out_sets.append(empty_subset(cs.name, reason, cs.kind, skipped))
+                out_embeddings.append(Embeddings(np.zeros((0, dim)), np.zeros((0, dim))))
+                continue
             cs = cs.restrict(~bad, "comparison_of_item_with_bad_image")
         phi = np.zeros((len(cs.images), dim), dtype=np.float64)
         for i, item in enumerate(cs.images):
@@ -114,6 +127,40 @@ def embed_subsets(
         out_sets.append(cs)
         out_embeddings.append(Embeddings(phi, psi))
     return out_sets, out_embeddings, encoded.stats
+
+
+def items_digest(sets: Sequence[ComparisonSet], unusable: dict[str, dict[str, Any]]) -> str:
+    """sha256 of what an audit read: per subset (by name), each comparison in the order read as
+    ``[comparison id, item id, [[image key, caption, weight], ...]]``, and the subsets not audited with their reason.
+
+    Images enter by key (a design-only audit never reads them): two releases of one benchmark that differ in
+    one caption, one label (which statement goes with which image, as MMVP's two ground truths) or one item
+    give two digests; the same files read again give the same one.
+    """
+    h = hashlib.sha256()
+    for cs in sorted(sets, key=lambda s: s.name):
+        h.update(json.dumps(["subset", cs.name, cs.kind]).encode("utf-8") + b"\n")
+        edges: list[list[list[Any]]] = [[] for _ in range(cs.n_comparisons)]
+        for c, u, v, w in zip(
+            cs.edge_comparison.tolist(), cs.edge_image.tolist(), cs.edge_caption.tolist(), cs.edge_weight.tolist()
+        ):
+            edges[c].append([cs.images[u].key, cs.captions[v], w])
+        for comparison, item, found in zip(cs.comparison_ids, cs.item_ids, edges):
+            h.update(json.dumps([comparison, item, found], ensure_ascii=False).encode("utf-8") + b"\n")
+    h.update(json.dumps(["not audited", sorted(unusable.items())], sort_keys=True).encode("utf-8"))
+    return h.hexdigest()
+
+
+def unusable_row(cs: ComparisonSet) -> dict[str, Any]:
+    """The report's row of a subset with no comparison: count 0, the reason, the drops counted."""
+    return {"n_comparisons": 0, "reason": cs.unusable or "no comparison", "skipped": dict(sorted(cs.skipped.items()))}
+
+
+def split_unusable(sets: Sequence[ComparisonSet], *more: Sequence[Any]) -> tuple[list[Any], dict[str, dict[str, Any]]]:
+    """The subsets with a comparison (and the parallel entries of ``more``), and the rows of the others."""
+    keep = [k for k, cs in enumerate(sets) if cs.n_comparisons]
+    rows = {cs.name: unusable_row(cs) for cs in sets if not cs.n_comparisons}
+    return [[seq[k] for k in keep] for seq in (sets, *more)], rows
 
 
 def audit_benchmark(
@@ -132,17 +179,22 @@ def audit_benchmark(
     from tqdm import tqdm
 
     settings = settings or AuditSettings()
-    sets = load_benchmark(name, root, subsets)
+    (sets,), unusable = split_unusable(load_benchmark(name, root, subsets))
     embeddings: list[Embeddings | None] = [None] * len(sets)
     stats = None
     model: dict[str, Any] = {}
-    if spec is not None:
+    if spec is not None and sets:
         sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images, caption_format)
-        embeddings = list(found)
+        (sets, embeddings), more = split_unusable(sets, list(found))
+        unusable.update(more)
         stats = encode_stats.to_dict()
         model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend.name}
+    if not sets:
+        rows = "; ".join(f"{subset}: {row['reason']}" for subset, row in unusable.items())
+        raise ValueError(f"{name} root {root}: no subset has a comparison to audit ({rows})")
     audits = [
         audit_subset(cs, emb, settings)
         for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())
     ]
-    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model)
+    unusable = dict(sorted(unusable.items()))
+    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model, unusable, items_digest(sets, unusable))

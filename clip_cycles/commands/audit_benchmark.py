@@ -8,12 +8,18 @@ and the caption-length rules are audited.
 ``clip-cycles audit-benchmark all --root DIR`` (one subfolder per benchmark, named like its
 format) or ``all --benchmark NAME=PATH ...`` audits each benchmark found, writes its own files
 under ``<out>/<name>/`` and one combined table ``audit_all.json`` / ``.md`` / ``.csv`` in ``<out>``.
+
+An odd piece never stops the rest: a subset with no comparison (a file holding ``[]``, an empty
+file, one whose every item is dropped, one that cannot be read) is a row of the table with count 0
+and the reason, is listed under ``metrics.unusable_subsets`` of the JSON and named on stderr; every
+other subset is audited and the exit status is 0. Only when no subset at all is left is it an error.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from pydantic import Field
 
@@ -80,7 +86,15 @@ def audit(command: AuditBenchmarkOptions) -> int:
     path, table = write_outputs(report, out)
     print(table)
     print(f"wrote {path}, {path.stem}.md, {path.stem}.png")
+    _say_unusable(report)
     return 0
+
+
+def _say_unusable(report: BenchmarkAudit) -> None:
+    """Name on stderr the subsets read but not audited (exit status stays 0: every other subset was audited)."""
+    if report.unusable:
+        names = ", ".join(f"{name} ({row['reason']})" for name, row in report.unusable.items())
+        print(f"audit-benchmark {report.benchmark}: {len(report.unusable)} subset(s) not audited: {names}", file=sys.stderr)
 
 
 #: The name that audits every benchmark found (``--root DIR``) or listed (``--benchmark NAME=PATH``).
@@ -117,6 +131,7 @@ def audit_all(command: AuditBenchmarkOptions) -> int:
     for name, root in found:
         report = _audit_one(command, name, root)
         write_outputs(report, out / name)
+        _say_unusable(report)
         reports.append(report)
     path, table = write_combined(reports, out)
     print(table)

@@ -17,9 +17,12 @@ import numpy as np
 from clip_cycles.algebra.contrast import block_scores_from_embeddings
 from clip_cycles.benchmark_audit.adapters import get_adapter, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings
+from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
 from clip_cycles.encoding.run_context import RunOutcome
+from clip_cycles.evaluation.item_set import UNREAD_IMAGE_PREFIX, item_set_digest
 from clip_cycles.evaluation.zero_shot import checked_record, score_blocks
+from clip_cycles.fingerprints import content_hash
 
 if TYPE_CHECKING:  # pragma: no cover
     from clip_cycles.encoding.run_context import RunContext, RunOutcome
@@ -36,7 +39,8 @@ def _root(task: TaskSpec, context: RunContext) -> Path:
 def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, Any]:
     """CycleAcc, text/image/group and counts of a format that declares its blocks, overall and per tag."""
     root = _root(task, context)
-    sets = load_benchmark(task.config, root)
+    # A subset with no block (an empty file) is not scored; one that declares no blocks is the wrong format.
+    sets = [cs for cs in load_benchmark(task.config, root) if cs.n_comparisons]
     if any(cs.cycles is None for cs in sets):
         raise ValueError(
             f"{task.path}: field 'dataset_kwargs.config': format {task.config!r} declares no 2x2 blocks; "
@@ -55,7 +59,7 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
     blocks_all, tags_all = [], []
     skipped: dict[str, int] = {}
     for cs, emb in zip(sets, embeddings):
-        if len(cs.cycles) == 0:
+        if cs.cycles is None or len(cs.cycles) == 0:  # every block dropped for unreadable images
             continue
         blocks_all.append(block_scores_from_embeddings(emb.images, emb.captions, cs.cycles))
         tags_all += list(cs.cycle_tags or [])
@@ -73,8 +77,31 @@ def winoground_cycle_metrics(task: TaskSpec, context: RunContext) -> dict[str, A
     metrics["per_tag"] = per_tag
     metrics["skipped"] = dict(sorted(skipped.items()))
     metrics["encoding"] = stats.to_dict()
+    metrics["items_sha256"] = blocks_digest(task.config, sets)
     metrics["averaged_over"] = "the blocks of the root (each block one exact cycle); per_tag: blocks with that tag"
     return metrics
+
+
+def _image_hash(item: Any) -> str:
+    try:
+        return content_hash(item.read_bytes())
+    except (OSError, ValueError):  # features precomputed elsewhere, the file not here: by its key
+        return f"{UNREAD_IMAGE_PREFIX}{item.key}"
+
+
+def blocks_digest(config: str, sets: Sequence[ComparisonSet]) -> str:
+    """The item-set digest (:func:`~clip_cycles.evaluation.item_set.item_set_digest`) of the blocks scored.
+
+    Each block enters as ``[subset/k, sha256(image_0), sha256(image_1), caption_0, caption_1]`` in the
+    order read, so two releases of one benchmark that differ in one caption, one image byte or one
+    label (which caption goes with which image) give two digests.
+    """
+    items = [
+        (f"{cs.name}/{k}", _image_hash(cs.images[u1]), _image_hash(cs.images[u2]), cs.captions[v1], cs.captions[v2])
+        for cs in sets
+        for k, (u1, u2, v1, v2) in enumerate((cs.cycles if cs.cycles is not None else np.zeros((0, 4), int)).tolist())
+    ]
+    return item_set_digest("test", {"kind": "benchmark", "format": config}, {}, [(0, items)])
 
 
 def run_benchmark_cycles(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:

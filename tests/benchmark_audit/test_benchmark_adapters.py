@@ -199,17 +199,17 @@ def test_block_cycles_cycle_acc_with_model_features(tmp_path: Path) -> None:
 
 
 def test_sugarcrepe_order_blind_ceilings_at_published_sizes(tmp_path: Path) -> None:
-    """SugarCrepe's subset sizes (7,511 in all); 408 of swap_att's 666 and 164 of swap_obj's 245 reorder the
-    same words (572 in all, sugar-crepe#10): the ceilings the issue quotes, 0.694, 0.665 and 0.9619."""
+    r"""SugarCrepe's subset sizes (7,511 in all); under the word rule ``\w+``, 408 of swap_att's 666 and 166 of
+    swap_obj's 245 reorder the same words (574 in all), as the published files hold: 0.694, 0.661 and 0.9618."""
     write_sugarcrepe_published_sizes(tmp_path)
     audit = audit_benchmark("sugarcrepe", tmp_path)
     found = {a.name: a.metrics["ceilings"] for a in audit.audits}
     assert round(found["swap_att"]["bag_of_words_ceiling"], 3) == 0.694
-    assert round(found["swap_obj"]["bag_of_words_ceiling"], 3) == 0.665
+    assert round(found["swap_obj"]["bag_of_words_ceiling"], 3) == 0.661
     assert found["add_obj"]["bag_of_words_ceiling"] == 1.0
     pooled = audit.summary["ceilings"]
-    assert pooled["bag_of_words_forced_ties"] == 572 and audit.summary["n_comparisons"] == 7511
-    assert round(pooled["bag_of_words_ceiling"], 4) == 0.9619
+    assert pooled["bag_of_words_forced_ties"] == 574 and audit.summary["n_comparisons"] == 7511
+    assert round(pooled["bag_of_words_ceiling"], 4) == 0.9618
 
 
 def test_existing_sugarcrepe_fixture_ceilings(tmp_path: Path) -> None:
@@ -490,8 +490,18 @@ def test_a_fifo_among_the_files_is_refused_not_read(tmp_path: Path, name: str, w
     target.unlink()
     os.mkfifo(target)
     error = _load_within(20, name, tmp_path)
-    assert isinstance(error, ValueError) and "FIFO" in str(error) and str(target) in str(error)
+    if name in PIECE_FORMATS:
+        # One piece among many: refused all the same, and reported as that subset's row (the others still read).
+        assert error is None
+        (row,) = [cs for cs in load_benchmark(name, tmp_path) if cs.unusable]
+        assert "FIFO" in row.unusable and str(target) in row.unusable and row.n_comparisons == 0
+    else:
+        assert isinstance(error, ValueError) and "FIFO" in str(error) and str(target) in str(error)
     assert target.exists() and stat.S_ISFIFO(target.stat().st_mode)  # left as it was
+
+
+#: Formats of one file per subset, where an unreadable file is that subset's row rather than an abort.
+PIECE_FORMATS = ("valse", "vl_checklist")
 
 
 def test_a_parquet_benchmark_file_is_read_through_the_bounded_reader(tmp_path: Path, monkeypatch) -> None:

@@ -290,7 +290,7 @@ def test_bad_inputs_name_the_file_field_and_id(tmp_path: Path) -> None:
     rows[1]["subset"] = "other"
     with pytest.raises(ValueError, match=r"u.jsonl: line 2: comparison 'c0' is in subset"):
         load_benchmark("comparison_table", write_table(tmp_path / "u.jsonl", rows))
-    with pytest.raises(ValueError, match="unknown benchmark format 'svo_probes'; registered: aro, cola, colorswap"):
+    with pytest.raises(ValueError, match="unknown benchmark format 'svo_probes'; registered: aro, bivlc, cola, colorswap"):
         load_benchmark("svo_probes", tmp_path)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_benchmark("aro", tmp_path / "nowhere")

@@ -64,8 +64,38 @@ def test_quoted_sugarcrepe_ceilings_hold_at_the_published_sizes(tmp_path: Path, 
     code, report = run(checker, capsys, f"sugarcrepe={tmp_path}", "--require-quoted")
     quoted = report["benchmarks"]["sugarcrepe"]["quoted"]
     assert code == 0 and report["agree"] and report["quoted_hold"]
-    assert quoted["swap_att"]["found"] == pytest.approx(1 - 204 / 666, abs=1e-15)
-    assert quoted["n_all"]["found"] == 7511
+    assert quoted[r"swap_att bag_of_words_ceiling, word rule \w+"]["computed"] == pytest.approx(1 - 204 / 666, abs=1e-15)
+    # The two word rules differ on swap_obj's possessive swaps: each figure is reproduced under its own rule.
+    assert quoted[r"swap_obj bag_of_words_ceiling, word rule \w+"]["computed"] == pytest.approx(1 - 83 / 245, abs=1e-15)
+    assert quoted["swap_obj bag_of_words_ceiling, word rule [a-z0-9']+"]["computed"] == pytest.approx(1 - 82 / 245, abs=1e-15)
+    assert quoted["all bag_of_words_ceiling, word rule [a-z0-9']+"]["computed"] == pytest.approx(1 - 286 / 7511, abs=1e-15)
+    assert quoted["n_all"]["computed"] == 7511
+
+
+def test_a_failing_quoted_figure_is_named_with_its_rule_expected_and_computed(tmp_path: Path, checker, capsys) -> None:
+    write_sugarcrepe_published_sizes(tmp_path)
+    # One more possessive swap turned into a plain swap: a tie under [a-z0-9']+ too, so its 0.665 no longer holds.
+    path = tmp_path / "swap_obj.json"
+    items = json.loads(path.read_text())
+    items["0"]["caption"], items["0"]["negative_caption"] = "a dog on a sofa", "a sofa on a dog"
+    path.write_text(json.dumps(items))
+    code = checker.main([f"sugarcrepe={tmp_path}", "--require-quoted"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "sugarcrepe quoted swap_obj bag_of_words_ceiling, word rule [a-z0-9']+: expected 0.665, computed 0.6632" in err
+    assert r"word rule \w+" not in err  # the \w+ figures still hold: only the failing one is named
+
+
+def test_empty_published_subsets_are_rows_on_both_sides(tmp_path: Path, checker, capsys) -> None:
+    write_vl_checklist(tmp_path)
+    empty = tmp_path / "Object/Size/swig_size/swig_place/swig_place_small.json"
+    empty.parent.mkdir(parents=True)
+    empty.write_text("[]")
+    code, report = run(checker, capsys, f"vl_checklist={tmp_path}")
+    row = report["benchmarks"]["vl_checklist"]["subsets"]["Object/Size/swig_size/swig_place/swig_place_small"]
+    assert code == 0 and report["agree"] and row["agree"]
+    assert row["ours"]["n_comparisons"] == row["independent"]["n_comparisons"] == 0
+    assert row["ours"]["reason"] == "empty: the subset holds no item"
 
 
 def test_says_no_when_the_bag_of_words_view_is_order_sensitive(tmp_path: Path, checker, capsys, monkeypatch) -> None:

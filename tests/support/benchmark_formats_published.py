@@ -266,19 +266,29 @@ def write_colorswap(root: Path) -> Blocks:
 
 
 #: SugarCrepe's published subset sizes (7,511 in all), and how many of swap_att's and swap_obj's reorder the
-#: same words (572 in all, sugar-crepe#10): what the quoted ceilings 0.694, 0.665 and 0.9619 imply.
+#: same words under the project's word rule ``\w+`` (574 in all; sugar-crepe#10), as the published files hold.
 SUGARCREPE_SIZES = SUGARCREPE_PUBLISHED_SIZES
-SUGARCREPE_SAME_WORDS = {"swap_att": 408, "swap_obj": 164}
+SUGARCREPE_SAME_WORDS = {"swap_att": 408, "swap_obj": 166}
+#: Of those, how many swap a possessive ("a woman's head" / "a boy's head"): the same words under ``\w+`` but
+#: not under ``[a-z0-9']+`` (apostrophes kept inside words), as in swap_obj's published file.
+SUGARCREPE_POSSESSIVE_SWAPS = {"swap_obj": 2}
 
 
 def write_sugarcrepe_published_sizes(root: Path) -> None:
-    """SugarCrepe's seven files at the published sizes, with as many same-word negatives as the quoted ceilings imply."""
+    r"""SugarCrepe's seven files at the published sizes, with as many same-word negatives as the published files hold.
+
+    Under ``\w+``: swap_att 1 - 408/1332, swap_obj 1 - 166/490, all 1 - 574/15022; under ``[a-z0-9']+``
+    swap_obj's two possessive swaps are not ties (164, and 572 in all).
+    """
     root.mkdir(parents=True, exist_ok=True)
     for subset, n in SUGARCREPE_SIZES.items():
         items = {}
+        possessive = SUGARCREPE_POSSESSIVE_SWAPS.get(subset, 0)
         for i in range(n):
             caption = f"A white{i} Cat, on a black{i} sofa."
-            if i < SUGARCREPE_SAME_WORDS.get(subset, 0):
+            if i < possessive:
+                caption, negative = f"A white{i} cat on a black{i} dog's sofa.", f"a black{i} cat on a white{i} sofa's dog"
+            elif i < SUGARCREPE_SAME_WORDS.get(subset, 0):
                 negative = f"a black{i} cat on a white{i} sofa"  # same lowercase words, other order and case
             else:
                 negative = f"a white{i} dog on a black{i} sofa"

@@ -23,7 +23,15 @@ from pathlib import Path
 
 from pydantic import Field
 
-from clip_cycles.benchmark_audit.adapters import Adapter, first_dir, hard_negative_subset, image_item, read_records
+from clip_cycles.benchmark_audit.adapters import (
+    UNREADABLE,
+    Adapter,
+    first_dir,
+    hard_negative_subset,
+    image_item,
+    read_records,
+    unreadable_subset,
+)
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.input_formats import TEXT, Open, Text, checked_row
 
@@ -95,8 +103,13 @@ def _reader(valid_only: bool):
         images_dir = first_dir([root / "images", folder / "images"]) or folder
         out = []
         for path in files:
+            try:
+                rows = read_records(path)
+            except UNREADABLE as error:
+                out.append(unreadable_subset(path.stem, error))
+                continue
             items, skipped = [], {}
-            for number, row in enumerate(read_records(path)):
+            for number, row in enumerate(rows):
                 item_id = str(row.get("_id", number))
                 where = f"item {item_id}"
                 if "_bad" in row:

@@ -21,7 +21,15 @@ from typing import Any
 
 from pydantic import Field
 
-from clip_cycles.benchmark_audit.adapters import Adapter, first_dir, hard_negative_subset, image_item, read_json
+from clip_cycles.benchmark_audit.adapters import (
+    UNREADABLE,
+    Adapter,
+    first_dir,
+    hard_negative_subset,
+    image_item,
+    read_json,
+    unreadable_subset,
+)
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.input_formats import Open, Text, checked_row
 
@@ -55,8 +63,15 @@ def read_vl_checklist(root: Path) -> list[ComparisonSet]:
     images_dir = first_dir([base / "images"]) or base
     out = []
     for path in files:
+        name = path.relative_to(base).with_suffix("").as_posix()
+        try:
+            entries = _entries(path)
+        except UNREADABLE as error:
+            # One unreadable file is a row of the report; the other subsets are still read.
+            out.append(unreadable_subset(name, error))
+            continue
         items = []
-        for number, entry in enumerate(_entries(path)):
+        for number, entry in enumerate(entries):
             where = f"entry {number}"
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and entry[0].strip()):
                 raise ValueError(f'{path}: {where} must be [image path, {{"POS": [...], "NEG": [...]}}], got {entry!r}')
@@ -65,7 +80,6 @@ def read_vl_checklist(root: Path) -> list[ComparisonSet]:
             for i, positive in enumerate(texts.POS):
                 for j, negative in enumerate(texts.NEG):
                     items.append(((f"{number}/{i}/{j}", str(number)), image, positive, negative, ()))
-        name = path.relative_to(base).with_suffix("").as_posix()
         out.append(hard_negative_subset(name, path, items))
     return out
 
