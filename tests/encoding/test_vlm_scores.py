@@ -236,7 +236,7 @@ def test_prompt_settings_are_validated_with_the_file_and_field(tmp_path: Path) -
     assert prompt_config_from_yaml(data, "t.yaml") == PromptConfig("C {image}:", "mean")
     with pytest.raises(ValueError, match=r"t.yaml: field lmms_eval_specific_kwargs: .*must contain \{image\}"):
         prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"prompt": "no image"}}}, "t.yaml")
-    with pytest.raises(ValueError, match="score must be one of"):
+    with pytest.raises(ValueError, match=r"PromptConfig option score: 'max' is not one of \['sum', 'mean'\]"):
         prompt_config_from_yaml({"lmms_eval_specific_kwargs": {"default": {"score": "max"}}}, "t.yaml")
 
 
