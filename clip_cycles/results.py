@@ -151,9 +151,10 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
 
 #: The item-set identity of a scored result, top-level fields beside ``dataset`` and ``model`` (never metrics):
 #: ``split`` (the split scored), ``items_sha256`` (sha256 of exactly what was scored, plus the split, the
-#: source and the build thresholds: :func:`clip_cycles.evaluation.item_set.item_set_digest`) and ``source``
-#: (one human line naming the world or raw root). ``clip_benchmark build`` turns each into a CSV column.
-IDENTITY_FIELDS: tuple[str, ...] = ("split", "items_sha256", "source")
+#: source and the build thresholds: :func:`clip_cycles.experiments.item_sets.item_set_digest`), ``source``
+#: (the structured identity of the world or raw root: kind, builder, world parameters, annotation digests) and
+#: ``source_line`` (one human line naming it). ``clip_benchmark build`` turns each into a CSV column.
+IDENTITY_FIELDS: tuple[str, ...] = ("split", "items_sha256", "source", "source_line")
 #: Where the model's weights came from (:meth:`clip_cycles.encoding.encoder.ModelSpec.source`), top-level too.
 MODEL_SOURCE_FIELDS: tuple[str, ...] = ("backend", "weights_sha256")
 #: What :func:`items_sha256_of` gives for a record written before item sets were recorded (or by another tool).
@@ -308,11 +309,27 @@ def result_files(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dic
     """
     record = clean(record)
     path = Path(path)
+    record = bind_samples(record, path)
     files: dict[Path, bytes] = {}
     if not is_stream(path):
         files[detail_path(path)] = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
     files[path] = json_bytes({**record, "metrics": flat_metrics(record["metrics"])}, path)
     return files
+
+
+def bind_samples(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``record`` with its ``samples.path`` relative to the folder of ``path`` (the file the record is written to).
+
+    A result names its samples file (``{"path", "sha256"}``) relative to itself, so a result folder
+    moved or copied with its samples still names them, and no machine path is written.
+    """
+    samples = record.get("samples")
+    if not isinstance(samples, Mapping) or not isinstance(samples.get("path"), str):
+        return dict(record)
+    target = Path(samples["path"])
+    base = Path(path).parent if not is_stream(Path(path)) else Path.cwd()
+    relative = Path(os.path.relpath(target.resolve() if not target.is_absolute() else target, base.resolve()))
+    return {**record, "samples": {**samples, "path": relative.as_posix()}}
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
