@@ -44,6 +44,8 @@ MAX_DEPTH = 4
 #: Files that are not results although they end in .json (the page's own manifest).
 IGNORED_NAMES = ("page_manifest.json",)
 CHANCE = 0.5
+#: The model column of a benchmark audit run without a model (its rows are the benchmark's, not a model's).
+NO_MODEL = "no model (design and length rules only)"
 #: A family or benchmark name that may become a file name of the site.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
@@ -440,7 +442,11 @@ def _paired_verdict(values: dict[str, Any]) -> str | None:
 def add_benchmark_audit(
     data: PageData, benchmark: str, model: str, metrics: dict[str, Any], source_file: str, item: ItemSet | None = None
 ) -> None:
-    """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell."""
+    """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell.
+
+    An audit run without a model (``model`` empty: the design and length rules only) gives benchmark
+    rows only, named as such, never a model row of the leaderboard.
+    """
     subsets = metrics.get("subsets")
     if not isinstance(subsets, dict):
         data.skipped[source_file] = "an audit record without 'subsets'"
@@ -448,8 +454,10 @@ def add_benchmark_audit(
     for name in sorted(subsets):
         sub = subsets[name] if isinstance(subsets[name], dict) else {}
         cycles = sub.get("cycles") if isinstance(sub.get("cycles"), dict) else {}
-        data.benchmarks.append(_benchmark_row(benchmark, name, model, sub, cycles, source_file))
-    data.benchmarks.append(_benchmark_row(benchmark, "all", model, metrics, metrics, source_file))
+        data.benchmarks.append(_benchmark_row(benchmark, name, model or NO_MODEL, sub, cycles, source_file))
+    data.benchmarks.append(_benchmark_row(benchmark, "all", model or NO_MODEL, metrics, metrics, source_file))
+    if not model:
+        return
     if not SAFE_NAME.fullmatch(benchmark):
         data.skipped[source_file] = f"benchmark name {benchmark!r} is not a plain name (letters, digits, '_', '-', '.')"
         return
@@ -616,7 +624,7 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
             facts, weights = record.get("family"), _text(record.get("weights_sha256"))
             add_cycle_metrics(data, name, model, metrics, where, item, facts, samples_of(record, path), weights)
         elif namespace == "audit":
-            add_benchmark_audit(data, name, model, metrics, where, item)
+            add_benchmark_audit(data, name, model if record.get("model") else "", metrics, where, item)
         elif namespace == "attributes" and "f1_selectivity" in metrics:
             strategy = str(metrics.get("strategy") or name)
             data.attributes.append(

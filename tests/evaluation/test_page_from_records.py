@@ -122,7 +122,9 @@ def test_page_from_two_checkpoints_records_alone(two_checkpoints: Path, tmp_path
 
     # Both checkpoints named, by file name and weights digest, and no part of the machine path anywhere.
     index = (out / "index.html").read_text(encoding="utf-8")
-    records = {name: json.loads((results / name / "cycles_shapes_strict_size.json").read_text()) for name in ("clean", "noise0p05")}
+    records = {
+        name: json.loads((results / name / "cycles_shapes_strict_size.json").read_text()) for name in ("clean", "noise0p05")
+    }
     for name, record in records.items():
         assert f"tiny_{name}.safetensors, weights {record['weights_sha256'][:12]}" in index
     forbidden = [str(two_checkpoints), *DEEP]
