@@ -191,16 +191,28 @@ class PageData:
         return sorted({row for row, _ in self.cells if self.family_of(row).startswith("audit/")})
 
 
-def _plain_name(name: str) -> str:
-    """A model or weights name without any machine path: a path's last part (``local-dir:`` kept as a prefix)."""
+#: File endings of weights files: a name ending so is a path, shown by its file name only.
+WEIGHTS_ENDINGS = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npz")
+
+
+def _plain_name(name: str, weights: bool = False) -> str:
+    """A model or weights name without any machine path: a path's last part (``local-dir:`` kept as a prefix).
+
+    A name is a path when it is absolute, starts with ``~``, ``./`` or ``../``, ends like a weights
+    file, follows ``local-dir:``, or (``weights``: local weights were hashed) holds a separator;
+    hub names (``org/repo``) and tags are kept as they are.
+    """
     prefix = ""
-    for known in ("local-dir:", "hf-hub:"):
-        if name.startswith(known):
-            prefix, name = known, name[len(known) :]
-    if prefix == "hf-hub:":
-        return prefix + name
-    if "/" in name or "\\" in name or os.path.isabs(name) or name.startswith("~"):
-        name = Path(name.replace("\\", "/")).name or name
+    if name.startswith("local-dir:"):
+        prefix, name = "local-dir:", name[len("local-dir:") :]
+        weights = True
+    elif name.startswith("hf-hub:"):
+        return name
+    posix = name.replace("\\", "/")
+    path_like = posix.startswith(("/", "~", "./", "../")) or posix.lower().endswith(WEIGHTS_ENDINGS)
+    path_like = path_like or (len(posix) > 2 and posix[1] == ":" and posix[2] == "/")  # a drive letter
+    if path_like or (weights and "/" in posix):
+        name = posix.rstrip("/").rsplit("/", 1)[-1] or name
     return prefix + name
 
 
@@ -214,7 +226,7 @@ def model_name(model: Any, pretrained: Any, backend: Any = None, weights: Any = 
     shown = _plain_name(str(model))
     digest = weights[:12] if isinstance(weights, str) and weights else None
     if pretrained and digest is not None:
-        return f"{shown} ({_plain_name(str(pretrained))}, weights {digest})"
+        return f"{shown} ({_plain_name(str(pretrained), weights=True)}, weights {digest})"
     if pretrained:
         return f"{shown} ({_plain_name(str(pretrained))})"
     if digest is not None:
