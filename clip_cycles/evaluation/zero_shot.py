@@ -44,6 +44,7 @@ from clip_cycles.algebra.bootstrap import (
 )
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.winoground import winoground_scores
+from clip_cycles.encoding.backends import is_random_init
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.evaluation.samples import check_samples_path, cycle_samples, samples_bytes, samples_reference
@@ -427,7 +428,8 @@ def recorded_pretrained(spec: ModelSpec) -> str | None:
     Such a model brings its own weights and OpenCLIP ignores the tag (the default one included),
     so recording it would name weights that were not loaded.
     """
-    if spec.backend.name == "open_clip" and spec.model.startswith(("local-dir:", "hf-hub:")):
+    own_weights = spec.backend.name == "open_clip" and spec.model.startswith(("local-dir:", "hf-hub:"))
+    if own_weights and not is_random_init(spec.pretrained):  # "none" says what it says: kept
         return None
     return spec.pretrained
 
