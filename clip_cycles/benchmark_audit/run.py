@@ -7,6 +7,7 @@ metrics, language}`` (``dataset`` is ``audit/<format>``), a markdown table and a
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -17,6 +18,7 @@ from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.encoding.encoder import encode
+from clip_cycles.fingerprints import canonical_json
 from clip_cycles.results import benchmark_record, clean
 from clip_cycles.verbosity import progress_disable
 
@@ -37,6 +39,8 @@ class BenchmarkAudit:
     settings: AuditSettings
     encode_stats: dict[str, Any] | None = None
     model: dict[str, Any] = field(default_factory=dict)
+    #: The item-set identity of what was audited (:func:`audit_identity`).
+    identity: dict[str, Any] | None = None
 
     def metrics(self) -> dict[str, Any]:
         """The ``metrics`` of the result record: headline numbers first, then per subset."""
@@ -64,7 +68,38 @@ class BenchmarkAudit:
             clean(self.metrics()),
             task=RESULT_TASK,
             language=language,
+            identity=self.identity,
         )
+
+
+#: The split an audit records: a published benchmark is audited whole.
+AUDIT_SPLIT = "all"
+
+
+def audit_identity(name: str, sets: Sequence[ComparisonSet]) -> dict[str, Any]:
+    """The item set an audit scored: sha256 of every subset's comparisons (ids, image keys, captions, signed edges).
+
+    Images enter by key (the benchmark's published file names), captions as read, so another
+    file list, caption or comparison gives another digest; the same files read again the same one.
+    """
+    payload = [
+        {
+            "subset": cs.name,
+            "comparisons": list(cs.comparison_ids),
+            "items": list(cs.item_ids),
+            "images": [item.key for item in cs.images],
+            "captions": list(cs.captions),
+            "edges": [np.asarray(a).tolist() for a in (cs.edge_comparison, cs.edge_image, cs.edge_caption, cs.edge_weight)],
+        }
+        for cs in sorted(sets, key=lambda c: c.name)
+    ]
+    digest = hashlib.sha256(canonical_json({"benchmark": name, "subsets": payload}).encode("utf-8")).hexdigest()
+    return {
+        "split": AUDIT_SPLIT,
+        "items_sha256": digest,
+        "source": {"kind": "benchmark", "builder": name, "world": None, "annotations": {}},
+        "source_line": f"benchmark {name}: {len(sets)} subsets as published",
+    }
 
 
 def embed_subsets(
@@ -145,4 +180,4 @@ def audit_benchmark(
         audit_subset(cs, emb, settings)
         for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())
     ]
-    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model)
+    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model, audit_identity(name, sets))
