@@ -850,7 +850,9 @@ def family_examples(
                 continue
             key = data.family_of(row)
             if row in entry.get("tasks", {}):
-                examples = examples_from_samples(key, model, entry["paths"][row], entry["tasks"][row], n_examples, seed)
+                examples = examples_from_samples(
+                    key, model, entry["paths"][row], entry["tasks"][row], n_examples, seed, interval=cell.ci is None
+                )
             else:
                 examples = FamilyExamples(key, model, "", unavailable_reason=entry.get("rows", {}).get(row, NO_SAMPLES))
             examples.row = row

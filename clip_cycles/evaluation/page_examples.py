@@ -112,9 +112,18 @@ def _image(sample: Mapping[str, Any], which: str) -> ExampleImage:
 
 
 def examples_from_samples(
-    key: str, model: str, samples_file: str, cycles: Mapping[tuple[int, str], Mapping[str, Any]], n: int, seed: int = 0
+    key: str,
+    model: str,
+    samples_file: str,
+    cycles: Mapping[tuple[int, str], Mapping[str, Any]],
+    n: int,
+    seed: int = 0,
+    interval: bool = True,
 ) -> FamilyExamples:
-    """``model``'s example cycles of family ``key`` from its samples (``(seed, cycle_id)`` -> line), and an interval."""
+    """``model``'s example cycles of family ``key`` from its samples (``(seed, cycle_id)`` -> line).
+
+    ``interval``: also bootstrap an interval from the credits (for a record without ``cycle_acc_ci``).
+    """
     entry = FamilyExamples(key, model, samples_file)
     per_seed: dict[int, list[Mapping[str, Any]]] = {}
     for (s, _), sample in sorted(cycles.items()):
@@ -122,9 +131,9 @@ def examples_from_samples(
     if not per_seed:
         entry.unavailable_reason = "the samples file holds no cycle of this family"
         return entry
-    entry.bootstrap = bootstrap_interval(
-        [np.array([float(x["credit"]) for x in lines], dtype=np.float64) for _, lines in sorted(per_seed.items())], seed=seed
-    )
+    if interval:
+        credits = [np.array([float(x["credit"]) for x in lines], dtype=np.float64) for _, lines in sorted(per_seed.items())]
+        entry.bootstrap = bootstrap_interval(credits, seed=seed)
     first = min(per_seed)
     lines = per_seed[first]  # in the file's order of cycle ids (sorted), as the samples hold them
     deltas = np.array([float(x["delta"]) for x in lines], dtype=np.float64)

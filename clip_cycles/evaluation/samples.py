@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
 
 from clip_cycles.algebra.contrast import cycle_credits, deltas_from_blocks
 from clip_cycles.outputs import check_path_length, write_output
@@ -130,35 +131,70 @@ def _line_problem(path: str | Path, number: int, field: str, message: str) -> Va
     return ValueError(f"samples file {path}, line {number}: field {field!r} {message}")
 
 
+#: The fields a samples line may leave out (lines written before they were declared): their defaults.
+_OPTIONAL = {"items_sha256": None, "weights_sha256": None, "image_root": None}
+#: Many lines validated at once (the reader's fast path); a failure is then located line by line.
+_LINES: TypeAdapter[list[SampleLine]] = TypeAdapter(list[SampleLine])
+#: Brackets a flat samples line holds at most for the fast path (a caption may hold a few).
+_FLAT_BRACKETS = 16
+
+
+def _refuse_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not a finite number")
+
+
+def _line_value(path: str | Path, number: int, line: str) -> dict[str, Any]:
+    """One line parsed (bounded, :func:`load_json_text`) as an object; a ValueError naming the file and line."""
+    try:
+        value = load_json_text(line, f"samples file {path}, line {number}")
+    except json.JSONDecodeError as error:
+        raise ValueError(f"samples file {path}, line {number}: not JSON ({error.msg})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"samples file {path}, line {number}: expected an object")
+    return value
+
+
+def _checked(path: str | Path, number: int, value: dict[str, Any]) -> None:
+    """Refuse a line that is not a :class:`SampleLine`: one sentence naming the file, the line and the field."""
+    _, problem = validate(SampleLine, value)
+    if problem is not None:
+        message = problem[1]
+        if message.startswith(f"field {problem[0]!r} "):
+            message = message[len(f"field {problem[0]!r} ") :]
+        hint = "; write it with clip-cycles eval --samples" if "missing" in message else ""
+        raise _line_problem(path, number, problem[0], message + hint)
+
+
 def read_samples(path: str | Path, content: bytes | None = None) -> dict[str, dict[Key, dict[str, Any]]]:
     """Task -> ``(seed, cycle_id)`` -> sample, every line parsed with :class:`SampleLine`.
 
     A line that is not one (a credit of 5, a null seed, a list as delta, a missing field) is a
     ValueError of one sentence naming the file, the line and the field. ``content``: the file's
-    bytes when the caller already read them (to check their sha256).
+    bytes when the caller already read them (to check their sha256). The lines are parsed and
+    validated in one pass when they are flat objects; any problem is then found line by line.
     """
     raw = content if content is not None else read_regular_file(path, MAX_SAMPLES_BYTES, "samples file")
+    lines = [(n, line) for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1) if line.strip()]
+    values: list[Any] | None = None
+    if all(line.count("{") + line.count("[") <= _FLAT_BRACKETS for _, line in lines):
+        try:  # one C-speed parse of every line; NaN and Infinity refused as load_json_text refuses them
+            values = json.loads("[" + ",".join(line for _, line in lines) + "]", parse_constant=_refuse_constant)
+        except ValueError:
+            values = None
+    if values is None or len(values) != len(lines) or not all(isinstance(v, dict) for v in values):
+        values = [_line_value(path, number, line) for number, line in lines]
+    for value in values:
+        if "source" in value and "image_root" not in value:  # written before the line was declared
+            del value["source"]
+    try:
+        _LINES.validate_python(values)
+    except ValidationError as error:
+        first = min((e["loc"][0] for e in error.errors() if e["loc"] and isinstance(e["loc"][0], int)), default=0)
+        _checked(path, lines[first][0], values[first])
+        raise  # not reached: the line that failed fails alone too
     out: dict[str, dict[Key, dict[str, Any]]] = {}
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = load_json_text(line, f"samples file {path}, line {number}")
-        except json.JSONDecodeError as error:
-            raise ValueError(f"samples file {path}, line {number}: not JSON ({error.msg})") from None
-        if not isinstance(value, dict):
-            raise ValueError(f"samples file {path}, line {number}: expected an object")
-        if "source" in value and "image_root" not in value:  # written before the line was declared: read what it says
-            value = {k: v for k, v in value.items() if k != "source"}
-        parsed, problem = validate(SampleLine, value)
-        if problem is not None:
-            message = problem[1]
-            if message.startswith(f"field {problem[0]!r} "):
-                message = message[len(f"field {problem[0]!r} ") :]
-            hint = "; write it with clip-cycles eval --samples" if "missing" in message else ""
-            raise _line_problem(path, number, problem[0], message + hint)
-        assert parsed is not None
-        sample = parsed.model_dump()
+    for (number, _), value in zip(lines, values):
+        sample = {**_OPTIONAL, **value}
         key = (sample["seed"], sample["cycle_id"])
         task = out.setdefault(sample["task"], {})
         if key in task:
