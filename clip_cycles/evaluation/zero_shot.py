@@ -50,7 +50,7 @@ from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.evaluation.samples import check_samples_path, cycle_samples, samples_bytes, samples_reference
 from clip_cycles.experiments.item_sets import family_facts, item_identity
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.outputs import atomic_write_bytes, output_error, write_output
+from clip_cycles.outputs import atomic_write_bytes, is_stream, output_error, write_output
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
@@ -530,7 +530,7 @@ def evaluate_tasks(
         content = samples_bytes(samples or [])
         write_output(samples_path, content, what="samples file")
         reference = samples_reference(samples_path, content)
-        for record in records:
-            if record["metrics"].get("available", True) is not False:
+        for record in records:  # a stream (/dev/stdout) is no file a record can name
+            if record["metrics"].get("available", True) is not False and not is_stream(samples_path):
                 record["samples"] = dict(reference)
     return records, encoded
