@@ -14,12 +14,17 @@ the output folder (``index.html``, ``families/<family>.html``, ``models/<model>.
   an "item set" column names the world and split each row's numbers scored;
 - a comparison page per pair of models: per family the paired difference of CycleAcc with
   its image-bootstrap interval (:func:`clip_cycles.evaluation.compare.compare_family`) when
-  per-cycle samples (``eval --samples``) sit beside both models' results;
-- the benchmark audit table, a page per family (predicate, provenance, build facts, rank
-  sweep and transfer charts with their numbers, example cycles), a page per model, and
-  attribute-split results in the strategies' order.
+  both models' results name their per-cycle samples (``eval --samples``: path and sha256)
+  and the samples are theirs (:func:`clip_cycles.evaluation.samples.pairing_problem`);
+- the benchmark audit table, a page per family (predicate, provenance and order as the
+  results recorded them, build facts, rank sweep and transfer charts with their numbers,
+  example cycles read from the samples files), a page per model, and attribute-split results
+  in the strategies' order.
 
-Paths on the pages are relative to the results given (:meth:`PageData.shown_path`).
+The page reads, never recomputes: no model, no feature cache, no world; it imports neither
+torch nor OpenCLIP nor the encoders and writes nothing outside ``--out``. Paths on the pages
+are relative to the results given (:meth:`PageData.shown_path`); models are named by backend,
+model and weights digest (:func:`clip_cycles.evaluation.page_data.model_name`), never a path.
 Everything is assembled in memory and checked against the byte budget (``--max-bytes``)
 before anything is written; the same inputs give byte-identical files.
 """

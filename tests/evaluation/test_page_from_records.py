@@ -184,3 +184,55 @@ def test_swapped_samples_are_shown_apart_with_the_reason(two_checkpoints: Path, 
     assert "is not the file the result names" in index
     compare = next((tmp_path / "site" / "compare").glob("*.html")).read_text(encoding="utf-8")
     assert "is not the file the result names" in compare and "A above B" not in compare and "B above A" not in compare
+
+
+def _copy_results(two_checkpoints: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    results = tmp_path / "results"
+    shutil.copytree(two_checkpoints / "results", results)
+    return results
+
+
+def _rename_samples(folder: Path, content: bytes) -> None:
+    """Write ``content`` as the folder's samples file and name it, with its sha256, in the folder's record."""
+    import hashlib
+
+    (folder / "samples.jsonl").write_bytes(content)
+    for path in folder.glob("*.json"):
+        record = json.loads(path.read_text())
+        record["samples"]["sha256"] = hashlib.sha256(content).hexdigest()
+        path.write_text(json.dumps(record))
+        path.with_name(path.name.removesuffix(".json") + ".detail.jsonl").unlink()
+
+
+def test_samples_of_another_item_set_are_shown_apart_with_the_reason(two_checkpoints: Path, tmp_path: Path) -> None:
+    from clip_cycles.evaluation.page import build_page
+
+    results = _copy_results(two_checkpoints, tmp_path)
+    folder = results / "clean"
+    lines = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    other = "0" * 64
+    _rename_samples(folder, "".join(json.dumps({**x, "items_sha256": other}) + "\n" for x in lines).encode())
+    build_page([folder], tmp_path / "site")
+    family = (tmp_path / "site" / "families" / "shapes_strict_size.html").read_text(encoding="utf-8")
+    assert "the samples are of item set 000000000000" in family and '<article class="cycle"' not in family
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [({"credit": 5.66}, "credit"), ({"seed": None}, "seed"), ({"seed": [0]}, "seed"), ({"delta": [0.1]}, "delta")],
+)
+def test_a_bad_samples_value_is_a_sentence_on_the_page_never_a_traceback(
+    two_checkpoints: Path, tmp_path: Path, change: dict, field: str
+) -> None:
+    from clip_cycles.cli import main
+
+    results = _copy_results(two_checkpoints, tmp_path)
+    folder = results / "clean"
+    lines = (folder / "samples.jsonl").read_text().splitlines()
+    lines[2] = json.dumps({**json.loads(lines[2]), **change})
+    _rename_samples(folder, ("\n".join(lines) + "\n").encode())
+    assert main(["page", str(folder), "--out", str(tmp_path / "site")]) == 0
+    family = (tmp_path / "site" / "families" / "shapes_strict_size.html").read_text(encoding="utf-8")
+    assert f"line 3: field &#39;{field}&#39;" in family and '<article class="cycle"' not in family
