@@ -200,6 +200,38 @@ def benchmark_record(
     return record
 
 
+#: File endings of weights files: a name ending so is a path, shown by its file name only.
+WEIGHTS_ENDINGS = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npz")
+
+
+def shown_name(name: Any, weights: bool = False) -> str:
+    """A model or weights name as pages, reports and CSVs show it: never a machine path.
+
+    A name is a path when it is absolute, starts with ``~``, ``./`` or ``../``, ends like a
+    weights file, follows ``local-dir:`` (kept as a prefix), or (``weights``: local weights were
+    hashed) holds a separator; it is then shown by its last part. Hub names (``org/repo``,
+    ``hf-hub:``) and tags are kept as they are.
+    """
+    name, prefix = str(name or ""), ""
+    if name.startswith("local-dir:"):
+        prefix, name, weights = "local-dir:", name[len("local-dir:") :], True
+    elif name.startswith("hf-hub:"):
+        return name
+    posix = name.replace("\\", "/")
+    path_like = posix.startswith(("/", "~", "./", "../")) or posix.lower().endswith(WEIGHTS_ENDINGS)
+    path_like = path_like or (len(posix) > 2 and posix[1] == ":" and posix[2] == "/")  # a drive letter
+    if path_like or (weights and "/" in posix):
+        name = posix.rstrip("/").rsplit("/", 1)[-1] or name
+    return prefix + name
+
+
+def shown_weights(pretrained: Any, weights_sha256: Any = None) -> str:
+    """The weights a record names, as shown: a tag as is; a file by its name and the first 12 hex of its digest."""
+    digest = weights_sha256[:12] if isinstance(weights_sha256, str) and weights_sha256 else None
+    name = shown_name(pretrained, weights=digest is not None)
+    return f"{name}, weights {digest}" if name and digest else name
+
+
 def items_sha256_of(record: Mapping[str, Any]) -> str:
     """The record's ``items_sha256``, or :data:`ITEM_SET_NOT_RECORDED` when it has none (an older result)."""
     value = record.get("items_sha256")

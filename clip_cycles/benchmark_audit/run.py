@@ -69,6 +69,7 @@ class BenchmarkAudit:
             task=RESULT_TASK,
             language=language,
             identity=self.identity,
+            model_source={k: self.model[k] for k in ("backend", "weights_sha256") if k in self.model} or None,
         )
 
 
@@ -175,7 +176,12 @@ def audit_benchmark(
         sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images, caption_format)
         embeddings = list(found)
         stats = encode_stats.to_dict()
-        model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend.name}
+        # What ran, as every record names it: the backend and the weights' content digest (spec.source()).
+        model = {
+            "model": spec.model,
+            "pretrained": spec.pretrained,
+            **spec.source(cache_dir and Path(cache_dir) / "fingerprints"),
+        }
     audits = [
         audit_subset(cs, emb, settings)
         for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())

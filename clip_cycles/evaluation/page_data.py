@@ -32,7 +32,7 @@ from clip_cycles.data.folder.writer import read_build_info
 from clip_cycles.encoding.backends import precomputed_backend_name
 from clip_cycles.experiments.item_sets import FIELD_NOT_RECORDED, NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.regular_files import load_json_text
-from clip_cycles.results import UnreadableDetailError, read_result
+from clip_cycles.results import UnreadableDetailError, read_result, shown_name
 from clip_cycles.schemas.build_info import newer_format_problem
 from clip_cycles.schemas.declared import validate
 from clip_cycles.schemas.result import FamilyFacts, SamplesReference
@@ -191,31 +191,6 @@ class PageData:
         return sorted({row for row, _ in self.cells if self.family_of(row).startswith("audit/")})
 
 
-#: File endings of weights files: a name ending so is a path, shown by its file name only.
-WEIGHTS_ENDINGS = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npz")
-
-
-def _plain_name(name: str, weights: bool = False) -> str:
-    """A model or weights name without any machine path: a path's last part (``local-dir:`` kept as a prefix).
-
-    A name is a path when it is absolute, starts with ``~``, ``./`` or ``../``, ends like a weights
-    file, follows ``local-dir:``, or (``weights``: local weights were hashed) holds a separator;
-    hub names (``org/repo``) and tags are kept as they are.
-    """
-    prefix = ""
-    if name.startswith("local-dir:"):
-        prefix, name = "local-dir:", name[len("local-dir:") :]
-        weights = True
-    elif name.startswith("hf-hub:"):
-        return name
-    posix = name.replace("\\", "/")
-    path_like = posix.startswith(("/", "~", "./", "../")) or posix.lower().endswith(WEIGHTS_ENDINGS)
-    path_like = path_like or (len(posix) > 2 and posix[1] == ":" and posix[2] == "/")  # a drive letter
-    if path_like or (weights and "/" in posix):
-        name = posix.rstrip("/").rsplit("/", 1)[-1] or name
-    return prefix + name
-
-
 def model_name(model: Any, pretrained: Any, backend: Any = None, weights: Any = None) -> str:
     """One display name per model, from the record: its backend, model and weights, never a machine path.
 
@@ -223,12 +198,12 @@ def model_name(model: Any, pretrained: Any, backend: Any = None, weights: Any = 
     different files under one path are two models and one file under two paths is one; "random init"
     only when nothing names any weights (an open_clip model without a tag).
     """
-    shown = _plain_name(str(model))
+    shown = shown_name(str(model))
     digest = weights[:12] if isinstance(weights, str) and weights else None
     if pretrained and digest is not None:
-        return f"{shown} ({_plain_name(str(pretrained), weights=True)}, weights {digest})"
+        return f"{shown} ({shown_name(str(pretrained), weights=True)}, weights {digest})"
     if pretrained:
-        return f"{shown} ({_plain_name(str(pretrained))})"
+        return f"{shown} ({shown_name(str(pretrained))})"
     if digest is not None:
         return f"{shown} (weights {digest})"
     if precomputed_backend_name(backend):

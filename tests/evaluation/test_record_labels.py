@@ -79,3 +79,20 @@ def test_two_weights_under_one_path_are_two_models(tmp_path: Path) -> None:
         write_json(record, tmp_path / "in" / f"{name}.json")
     data = collect([tmp_path / "in"])
     assert len(data.models) == 2 and sorted(c.cycle_acc for c in data.cells.values()) == [0.4, 0.9]
+
+
+def test_the_report_names_weights_by_file_and_digest_never_the_path(tmp_path: Path) -> None:
+    from clip_cycles.experiments.report import build_report
+
+    deep = "/srv/machine-only/very-long-checkpoint-store-7f3a/run-2026-11-30"
+    metrics = {"cycle_acc": 0.9, "cycle_acc_sd": 0.0, "n_cycles": 40, "seeds": [0], "tie_tolerance": 1e-9}
+    metrics.update(text_acc=0.5, image_acc=0.5, group_acc=0.25)
+    record = benchmark_record("cycles/shapes_strict_size", "cycles-tiny", f"{deep}/m07.safetensors", metrics)
+    record.update(weights_sha256="ab" * 32, backend="open_clip")
+    write_json(record, tmp_path / "in" / "r.json")
+    paths = build_report(tmp_path / "in")
+    text = paths.markdown.read_text()
+    assert "m07.safetensors, weights abababababab" in text
+    for path in (tmp_path / "in").rglob("*"):
+        if path.is_file() and path.name != "r.json":  # the record itself holds what was given
+            assert "machine-only" not in path.read_bytes().decode("utf-8", errors="replace"), path
