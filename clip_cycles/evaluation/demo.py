@@ -44,6 +44,7 @@ from clip_cycles.benchmark_audit.shapes_benchmark import FORMAT, NAME, demo_subs
 from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint
+from clip_cycles.evaluation.attribute_runner import attribute_identity
 from clip_cycles.evaluation.page import build_page
 from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import evaluate_tasks
@@ -235,7 +236,10 @@ def attribute_splits(run: RunContext, settings: DemoSettings, cache_results: Res
     strategies, _ = (cache_results or ResultCache(None)).get_or_compute(
         "demo_attribute_splits", inputs, list(settings.attribute_seeds), score_strategies
     )
+    world_facts = {"concepts": len(world.data.concepts), "images_per_concept": settings.images_per_concept}
     return {
+        # What was scored, as every record names it (split, items_sha256, source, source_line).
+        **attribute_identity(world.data, "shape-concept world", world=world_facts),
         "experiment": "attributes",
         "model": spec.model,
         "pretrained": spec.pretrained,
