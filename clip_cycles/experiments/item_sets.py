@@ -173,6 +173,30 @@ def item_identity(data: TaskData, encoded: EncodedFeatures) -> dict[str, Any]:
     return {"split": task.split, "items_sha256": items_sha256, "source": source, "source_line": source_line(folder)}
 
 
+def combined_identity(item_sets: Mapping[str, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The identity of a result over several families' item sets (a transfer grid): one digest of theirs.
+
+    ``items_sha256`` is the sha256 of the canonical JSON of ``[[family, its items_sha256], ...]``
+    (families sorted); one family gives its own identity unchanged; None without any.
+    """
+    if not item_sets:
+        return None
+    if len(item_sets) == 1:
+        return dict(next(iter(item_sets.values())))
+    names = sorted(item_sets)
+    splits = {item_sets[n].get("split") for n in names}
+    sources = [item_sets[n].get("source") for n in names]
+    pairs = [[n, item_sets[n].get("items_sha256")] for n in names]
+    digest_ = None if any(p[1] is None for p in pairs) else hashlib.sha256(canonical_json(pairs).encode("utf-8")).hexdigest()
+    lines = sorted({str(item_sets[n].get("source_line")) for n in names})
+    return {
+        "split": splits.pop() if len(splits) == 1 else ", ".join(sorted(map(str, splits))),
+        "items_sha256": digest_,
+        "source": sources[0] if all(s == sources[0] for s in sources) else None,
+        "source_line": f"{len(names)} families of " + "; ".join(lines),
+    }
+
+
 def family_facts(task: TaskSpec) -> dict[str, Any] | None:
     """What a result records of its family, so no reader looks it up in a later registry.
 
