@@ -683,8 +683,12 @@ def _read_named(path: str, sha256: str, data: PageData, files: dict[str, Any]) -
         return files[path]
     try:
         content = read_regular_file(path, MAX_SAMPLES_BYTES, "samples file")
-    except (OSError, ValueError) as error:
-        files[path] = f"the samples file the result names is not readable ({error})"
+    except FileNotFoundError:
+        files[path] = f"the samples file the result names, {data.shown_path(path)}, is not there"
+        return files[path]
+    except (OSError, ValueError) as error:  # named as the page shows it, never by its machine path
+        shown = str(error).replace(str(path), data.shown_path(path))
+        files[path] = f"the samples file the result names is not readable ({shown})"
         return files[path]
     if hashlib.sha256(content).hexdigest() != sha256:
         files[path] = (

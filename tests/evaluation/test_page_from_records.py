@@ -236,3 +236,15 @@ def test_a_bad_samples_value_is_a_sentence_on_the_page_never_a_traceback(
     assert main(["page", str(folder), "--out", str(tmp_path / "site")]) == 0
     family = (tmp_path / "site" / "families" / "shapes_strict_size.html").read_text(encoding="utf-8")
     assert f"line 3: field &#39;{field}&#39;" in family and '<article class="cycle"' not in family
+
+
+def test_a_missing_samples_file_is_said_without_its_machine_path(two_checkpoints: Path, tmp_path: Path) -> None:
+    from clip_cycles.evaluation.page import build_page
+
+    results = _copy_results(two_checkpoints, tmp_path)
+    (results / "clean" / "samples.jsonl").unlink()
+    build_page([results / "clean"], tmp_path / "site")
+    family = (tmp_path / "site" / "families" / "shapes_strict_size.html").read_text(encoding="utf-8")
+    assert "clean/samples.jsonl, is not there" in family
+    for path in (tmp_path / "site").rglob("*.html"):
+        assert str(tmp_path) not in path.read_text(encoding="utf-8"), path
