@@ -345,7 +345,10 @@ def result_files(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dic
     files: dict[Path, bytes] = {}
     if not is_stream(path):
         files[detail_path(path)] = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
-    files[path] = json_bytes({**record, "metrics": flat_metrics(record["metrics"])}, path)
+    # clip_benchmark's `build` makes one CSV column per top-level key: the flat file holds scalars only.
+    # The objects (the structured source, the family's facts, the samples file) are in the detail.
+    flat = {k: v for k, v in record.items() if not isinstance(v, (Mapping, list)) or k == "metrics"}
+    files[path] = json_bytes({**flat, "metrics": flat_metrics(record["metrics"])}, path)
     return files
 
 
@@ -385,7 +388,8 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise UnreadableDetailError(f"{error}; delete it to read {path} as it stands") from None
         same = isinstance(nested, dict) and isinstance(nested.get("metrics"), dict)
         keys = ("dataset", "model", "pretrained", "task", "language", *IDENTITY_FIELDS)
-        same = same and all(nested.get(k) == record.get(k) for k in keys)
+        # The objects stay out of the flat file (result_files): compared where the flat file has them.
+        same = same and all(nested.get(k) == record.get(k) for k in keys if k in record or not isinstance(nested.get(k), dict))
         if same and flat_metrics(nested["metrics"]) == record["metrics"]:
             check_metric_values(nested["metrics"], f"result detail file {detail}")
             return nested

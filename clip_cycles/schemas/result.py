@@ -1,11 +1,11 @@
 """The result record, declared: clip_benchmark's result JSON, which every runner writes.
 
 ``{dataset, model, pretrained, task, metrics, language}`` (clip_benchmark's keys; the
-``dataset`` is the task name), plus the item-set identity of a zero-shot result (``split``,
-``items_sha256``, ``source`` (an object: kind, builder, world parameters, annotation digests),
-``source_line``: top-level, so ``clip_benchmark build`` makes each a column), the family's facts
-as they were when it ran (``family``) and the samples file it wrote (``samples``: path relative
-to the record, sha256).
+``dataset`` is the task name), plus the item-set identity (``split``, ``items_sha256``,
+``source``: an object of kind, builder, world parameters and annotation digests, and
+``source_line``), the family's facts as they were when it ran (``family``) and the samples file
+it wrote (``samples``: path relative to the record, sha256); top-level, the scalars also in the
+flat file (so ``clip_benchmark build`` makes each a column), the objects in the detail.
 ``metrics`` holds the task's metrics and the keys every record shares
 (``tie_tolerance``; ``available`` and ``unavailable_reason`` when a task could not run);
 other keys are kept, since each runner reports its own.

@@ -169,8 +169,10 @@ def test_eval_splits_leave_two_files_each_naming_its_item_set(evaluated: Path, s
         expected = _independent_digest(samples, shapes_cycles, split)
         for record in (flat, detail, read_result(path)):
             assert record["split"] == split and record["items_sha256"] == expected
-            assert record["source"] == _independent_source(shapes_cycles)  # the structure that entered the digest
             assert record["source_line"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
+        for record in (detail, read_result(path)):  # the objects live in the detail: the flat file stays one CSV row
+            assert record["source"] == _independent_source(shapes_cycles)  # the structure that entered the digest
+        assert not [k for k, v in flat.items() if isinstance(v, (dict, list)) and k != "metrics"]
         assert not set(IDENTITY_FIELDS) & set(flat["metrics"])  # beside dataset and model, never a metric
         assert len(samples) == flat["metrics"]["n_cycles"]
         assert all((s["split"], s["items_sha256"]) == (flat["split"], flat["items_sha256"]) for s in samples)

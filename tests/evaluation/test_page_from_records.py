@@ -141,8 +141,10 @@ def test_records_name_their_samples_and_lines_validate(two_checkpoints: Path) ->
     from clip_cycles.commands.schema_formats import schema_text
 
     schema = json.loads(schema_text("samples"))
+    from clip_cycles.results import read_result
+
     folder = two_checkpoints / "results" / "clean"
-    record = json.loads((folder / "cycles_shapes_strict_size.json").read_text())
+    record = read_result(folder / "cycles_shapes_strict_size.json")
     content = (folder / "samples.jsonl").read_bytes()
     import hashlib
 
@@ -199,11 +201,10 @@ def _rename_samples(folder: Path, content: bytes) -> None:
     import hashlib
 
     (folder / "samples.jsonl").write_bytes(content)
-    for path in folder.glob("*.json"):
+    for path in folder.glob("*.detail.jsonl"):  # the record's objects (samples among them) are in its detail
         record = json.loads(path.read_text())
         record["samples"]["sha256"] = hashlib.sha256(content).hexdigest()
-        path.write_text(json.dumps(record))
-        path.with_name(path.name.removesuffix(".json") + ".detail.jsonl").unlink()
+        path.write_text(json.dumps(record) + "\n")
 
 
 def test_samples_of_another_item_set_are_shown_apart_with_the_reason(two_checkpoints: Path, tmp_path: Path) -> None:
