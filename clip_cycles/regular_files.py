@@ -114,7 +114,9 @@ def load_json_text(
     """
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8-sig")
-    depth = json_depth(text)
+    # The depth is at most the number of opening brackets (counted at C speed): a short or flat text,
+    # such as a samples line, skips the scan.
+    depth = 0 if text.count("[") + text.count("{") <= max_depth else json_depth(text)
     if depth > max_depth:
         raise JSONLimitError(
             f"{what} nests arrays or objects {depth} levels deep, more than the {max_depth} allowed; "

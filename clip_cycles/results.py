@@ -151,9 +151,10 @@ def mean_sd(values: Iterable[Any], *, skip_missing: bool = False, count: bool = 
 
 #: The item-set identity of a scored result, top-level fields beside ``dataset`` and ``model`` (never metrics):
 #: ``split`` (the split scored), ``items_sha256`` (sha256 of exactly what was scored, plus the split, the
-#: source and the build thresholds: :func:`clip_cycles.evaluation.item_set.item_set_digest`) and ``source``
-#: (one human line naming the world or raw root). ``clip_benchmark build`` turns each into a CSV column.
-IDENTITY_FIELDS: tuple[str, ...] = ("split", "items_sha256", "source")
+#: source and the build thresholds: :func:`clip_cycles.experiments.item_sets.item_set_digest`), ``source``
+#: (the structured identity of the world or raw root: kind, builder, world parameters, annotation digests) and
+#: ``source_line`` (one human line naming it). ``clip_benchmark build`` turns each into a CSV column.
+IDENTITY_FIELDS: tuple[str, ...] = ("split", "items_sha256", "source", "source_line")
 #: Where the model's weights came from (:meth:`clip_cycles.encoding.encoder.ModelSpec.source`), top-level too.
 MODEL_SOURCE_FIELDS: tuple[str, ...] = ("backend", "weights_sha256")
 #: What :func:`items_sha256_of` gives for a record written before item sets were recorded (or by another tool).
@@ -197,6 +198,38 @@ def benchmark_record(
             raise ValueError(f"result of {dataset}: model source fields {unknown} are not among {list(MODEL_SOURCE_FIELDS)}")
         record.update({key: model_source[key] for key in MODEL_SOURCE_FIELDS if key in model_source})
     return record
+
+
+#: File endings of weights files: a name ending so is a path, shown by its file name only.
+WEIGHTS_ENDINGS = (".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npz")
+
+
+def shown_name(name: Any, weights: bool = False) -> str:
+    """A model or weights name as pages, reports and CSVs show it: never a machine path.
+
+    A name is a path when it is absolute, starts with ``~``, ``./`` or ``../``, ends like a
+    weights file, follows ``local-dir:`` (kept as a prefix), or (``weights``: local weights were
+    hashed) holds a separator; it is then shown by its last part. Hub names (``org/repo``,
+    ``hf-hub:``) and tags are kept as they are.
+    """
+    name, prefix = str(name or ""), ""
+    if name.startswith("local-dir:"):
+        prefix, name, weights = "local-dir:", name[len("local-dir:") :], True
+    elif name.startswith("hf-hub:"):
+        return name
+    posix = name.replace("\\", "/")
+    path_like = posix.startswith(("/", "~", "./", "../")) or posix.lower().endswith(WEIGHTS_ENDINGS)
+    path_like = path_like or (len(posix) > 2 and posix[1] == ":" and posix[2] == "/")  # a drive letter
+    if path_like or (weights and "/" in posix):
+        name = posix.rstrip("/").rsplit("/", 1)[-1] or name
+    return prefix + name
+
+
+def shown_weights(pretrained: Any, weights_sha256: Any = None) -> str:
+    """The weights a record names, as shown: a tag as is; a file by its name and the first 12 hex of its digest."""
+    digest = weights_sha256[:12] if isinstance(weights_sha256, str) and weights_sha256 else None
+    name = shown_name(pretrained, weights=digest is not None)
+    return f"{name}, weights {digest}" if name and digest else name
 
 
 def items_sha256_of(record: Mapping[str, Any]) -> str:
@@ -309,11 +342,30 @@ def result_files(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dic
     """
     record = clean(record)
     path = Path(path)
+    record = bind_samples(record, path)
     files: dict[Path, bytes] = {}
     if not is_stream(path):
         files[detail_path(path)] = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
-    files[path] = json_bytes({**record, "metrics": flat_metrics(record["metrics"])}, path)
+    # clip_benchmark's `build` makes one CSV column per top-level key: the flat file holds scalars only.
+    # The objects (the structured source, the family's facts, the samples file) are in the detail.
+    flat = {k: v for k, v in record.items() if not isinstance(v, (Mapping, list)) or k == "metrics"}
+    files[path] = json_bytes({**flat, "metrics": flat_metrics(record["metrics"])}, path)
     return files
+
+
+def bind_samples(record: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """``record`` with its ``samples.path`` relative to the folder of ``path`` (the file the record is written to).
+
+    A result names its samples file (``{"path", "sha256"}``) relative to itself, so a result folder
+    moved or copied with its samples still names them, and no machine path is written.
+    """
+    samples = record.get("samples")
+    if not isinstance(samples, Mapping) or not isinstance(samples.get("path"), str):
+        return dict(record)
+    target = Path(samples["path"])
+    base = Path(path).parent if not is_stream(Path(path)) else Path.cwd()
+    relative = Path(os.path.relpath(target.resolve() if not target.is_absolute() else target, base.resolve()))
+    return {**record, "samples": {**samples, "path": relative.as_posix()}}
 
 
 def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -337,7 +389,8 @@ def read_result(path: str | os.PathLike[str]) -> dict[str, Any]:
             raise UnreadableDetailError(f"{error}; delete it to read {path} as it stands") from None
         same = isinstance(nested, dict) and isinstance(nested.get("metrics"), dict)
         keys = ("dataset", "model", "pretrained", "task", "language", *IDENTITY_FIELDS)
-        same = same and all(nested.get(k) == record.get(k) for k in keys)
+        # The objects stay out of the flat file (result_files): compared where the flat file has them.
+        same = same and all(nested.get(k) == record.get(k) for k in keys if k in record or not isinstance(nested.get(k), dict))
         if same and flat_metrics(nested["metrics"]) == record["metrics"]:
             check_metric_values(nested["metrics"], f"result detail file {detail}")
             return nested

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.outputs import write_file_set
-from clip_cycles.results import clean, json_bytes
+from clip_cycles.results import clean, json_bytes, shown_name
 
 #: Columns of the combined table, in order (the CSV's header, the Markdown's, each JSON row's keys).
 COMBINED_COLUMNS: tuple[str, ...] = (
@@ -115,7 +115,7 @@ def combined_rows(audits: Sequence[BenchmarkAudit]) -> list[dict[str, Any]]:
     """One row per subset, then an ``all`` row per benchmark (comparison-weighted, exact counts pooled)."""
     rows = []
     for audit in audits:
-        model = audit.model.get("model") or ""
+        model = shown_name(audit.model.get("model") or "")  # never a machine path in the table or the CSV
         for sub in audit.audits:
             dropped = _dropped(sub.metrics["skipped"])
             rows.append(_row(audit.benchmark, sub.name, sub.metrics, model, sub.metrics["n_items"], dropped))

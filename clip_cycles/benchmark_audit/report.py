@@ -10,7 +10,7 @@ from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.encoding.backends import precomputed_backend_name
 from clip_cycles.outputs import write_file_set, write_output
-from clip_cycles.results import json_bytes
+from clip_cycles.results import json_bytes, shown_name, shown_weights
 
 
 def _fmt(value: Any) -> str:
@@ -94,7 +94,7 @@ def markdown_table(audit: BenchmarkAudit) -> str:
     ]
     lines.append("| " + " | ".join(_fmt(v) for v in total) + " |")
     model = audit.model.get("model")
-    who = f"{model} ({weights_label(audit.model)})" if model else "no model (design only)"
+    who = f"{shown_name(model)} ({weights_label(audit.model)})" if model else "no model (design only)"
     lines += [
         "",
         f"Benchmark `{audit.benchmark}`, model {who}; tie tolerance {audit.settings.tie_tolerance:g}. "
@@ -131,8 +131,8 @@ def unusable_rows(audit: BenchmarkAudit) -> list[str]:
 
 def weights_label(model: dict[str, Any]) -> str:
     """What the audited model's numbers come from: its tag, precomputed features, or a random init."""
-    if model.get("pretrained"):
-        return str(model["pretrained"])
+    if model.get("pretrained"):  # a weights file by its name and digest, never its path
+        return shown_weights(model["pretrained"], model.get("weights_sha256"))
     # A features file has no weights at all: calling it "random init" would misread the audit.
     return "precomputed features" if precomputed_backend_name(model.get("backend")) else "random init"
 

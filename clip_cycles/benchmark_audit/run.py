@@ -43,6 +43,8 @@ class BenchmarkAudit:
     unusable: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The item-set digest of what was audited (:func:`items_digest`); None for an audit built by hand.
     items_sha256: str | None = None
+    #: The item-set identity of what was audited (:func:`audit_identity`).
+    identity: dict[str, Any] | None = None
 
     def metrics(self) -> dict[str, Any]:
         """The ``metrics`` of the result record: headline numbers first, then per subset."""
@@ -74,7 +76,28 @@ class BenchmarkAudit:
             clean(self.metrics()),
             task=RESULT_TASK,
             language=language,
+            identity=self.identity,
+            model_source={k: self.model[k] for k in ("backend", "weights_sha256") if k in self.model} or None,
         )
+
+
+#: The split an audit records: a published benchmark is audited whole.
+AUDIT_SPLIT = "all"
+
+
+def audit_identity(name: str, sets: Sequence[ComparisonSet], unusable: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The item set an audit scored: :func:`items_digest` of every subset's comparisons (ids, image keys, captions,
+    weights) and of the subsets not audited; the same digest the metrics carry as ``items_sha256``.
+
+    Images enter by key (the benchmark's published file names), captions as read, so another
+    file list, caption or comparison gives another digest; the same files read again the same one.
+    """
+    return {
+        "split": AUDIT_SPLIT,
+        "items_sha256": items_digest(sets, unusable or {}),
+        "source": {"kind": "benchmark", "builder": name, "world": None, "annotations": {}},
+        "source_line": f"benchmark {name}: {len(sets)} subsets as published",
+    }
 
 
 def embed_subsets(
@@ -188,7 +211,12 @@ def audit_benchmark(
         (sets, embeddings), more = split_unusable(sets, list(found))
         unusable.update(more)
         stats = encode_stats.to_dict()
-        model = {"model": spec.model, "pretrained": spec.pretrained, "backend": spec.backend.name}
+        # What ran, as every record names it: the backend and the weights' content digest (spec.source()).
+        model = {
+            "model": spec.model,
+            "pretrained": spec.pretrained,
+            **spec.source(cache_dir and Path(cache_dir) / "fingerprints"),
+        }
     if not sets:
         rows = "; ".join(f"{subset}: {row['reason']}" for subset, row in unusable.items())
         raise ValueError(f"{name} root {root}: no subset has a comparison to audit ({rows})")
@@ -197,4 +225,7 @@ def audit_benchmark(
         for cs, emb in tqdm(list(zip(sets, embeddings)), desc=f"auditing {name}", disable=progress_disable())
     ]
     unusable = dict(sorted(unusable.items()))
-    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model, unusable, items_digest(sets, unusable))
+    identity = audit_identity(name, sets, unusable)  # one digest: the record's identity and metrics.items_sha256
+    return BenchmarkAudit(
+        name, audits, summarize(audits), settings, stats, model, unusable, identity["items_sha256"], identity
+    )

@@ -53,7 +53,8 @@ def compare(options: CompareOptions) -> int:
     record = compare_samples(options.a, options.b, options.n_resamples, options.level, options.seed)
     for task, row in record["families"].items():
         print(
-            f"{task}: A - B = {row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] "
+            f"{task}: CycleAcc A {row['cycle_acc_a']:.3f}, B {row['cycle_acc_b']:.3f}; "
+            f"A - B = {row['diff']:+.3f} [{row['ci_low']:+.3f}, {row['ci_high']:+.3f}] "
             f"({row['n_cycles']} cycles, {row['n_images']} images): {row['adjusted_verdict']} "
             f"(unadjusted: {row['verdict']}; {record['adjustment']} over {row['n_adjusted']})"
         )

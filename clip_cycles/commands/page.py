@@ -1,4 +1,4 @@
-"""``clip-cycles page``: a static results page (:func:`clip_cycles.evaluation.page.build_page`)."""
+"""``clip-cycles page``: a static results page from result records alone (:func:`clip_cycles.evaluation.page.build_page`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import argparse
 from pydantic import Field
 
 from clip_cycles.commands.derived import configure
-from clip_cycles.commands.model_flags import model_field
-from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.page import DEFAULT_EXAMPLES, DEFAULT_MAX_BYTES, build_page
 from clip_cycles.results import check_output_folder
 from clip_cycles.schemas.options import Options
@@ -37,12 +35,6 @@ class PageOptions(Options):
         ge=0,
         json_schema_extra={"flag": "--sample-seed", "help": "seed of the random example sample and the bootstrap"},
     )
-    model: ModelOptions = model_field(
-        data=True,
-        aliases=True,
-        group="model whose example cycles are shown (as clip-cycles eval; optional)",
-        helps={"model": "model name; omit to build the page from the result files alone (no example cycles)"},
-    )
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +43,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def page(command: PageOptions) -> int:
-    """Build the page and print where its index is."""
+    """Build the page from the records and the samples files they name, and print where its index is."""
     check_output_folder(command.out)  # before any work: a file in the way, a path too long
-    context = RunContext.from_options(command.model) if command.model.model else None
-    index = build_page(list(command.results), command.out, context, command.examples, command.max_bytes, command.sample_seed)
+    index = build_page(list(command.results), command.out, command.examples, command.max_bytes, command.sample_seed)
     print(f"page: {index}")
     return 0

@@ -15,7 +15,7 @@ from clip_cycles.schemas.options import Options
 class SchemaOptions(Options):
     """Options of ``clip-cycles schema``."""
 
-    format: Literal["task", "build-info", "result", "additive-audit"] | None = Field(
+    format: Literal["task", "build-info", "result", "additive-audit", "samples"] | None = Field(
         None, json_schema_extra={"flag": "FORMAT", "nargs": "?", "help": "the file format whose JSON Schema is printed"}
     )
     path: bool = Field(

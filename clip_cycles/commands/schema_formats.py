@@ -2,7 +2,7 @@
 
 The schemas are exported from the declared models (:mod:`clip_cycles.tasks.task_schema`,
 :mod:`clip_cycles.schemas.build_info`, :mod:`clip_cycles.schemas.result`,
-:mod:`clip_cycles.schemas.audit_report`); copies ship in
+:mod:`clip_cycles.schemas.audit_report`, :mod:`clip_cycles.schemas.samples`); copies ship in
 ``clip_cycles/schemas/json/`` for editors (``# yaml-language-server: $schema=<file>``), and a
 test keeps them equal to what the models export. ``clip-cycles schema --out-dir
 clip_cycles/schemas/json`` rewrites them after a model changed.
@@ -18,6 +18,7 @@ from clip_cycles.outputs import atomic_write_bytes
 from clip_cycles.schemas.audit_report import additive_audit_json_schema
 from clip_cycles.schemas.build_info import build_info_json_schema
 from clip_cycles.schemas.result import result_json_schema
+from clip_cycles.schemas.samples import samples_json_schema
 from clip_cycles.tasks.task_schema import task_json_schema
 
 #: Format name -> the function that exports its JSON Schema.
@@ -26,6 +27,7 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
     "build-info": build_info_json_schema,
     "result": result_json_schema,
     "additive-audit": additive_audit_json_schema,
+    "samples": samples_json_schema,
 }
 
 

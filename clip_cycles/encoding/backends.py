@@ -582,6 +582,13 @@ def _refuse_open_clip_remote_code(model_name: str) -> None:
             refuse_remote_code(name)
 
 
+class _DropRandomInitNote(logging.Filter):
+    """Drops OpenCLIP's "Model initialized randomly" note while a checkpoint is about to be loaded."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "initialized randomly" not in record.getMessage()
+
+
 def load_open_clip(
     model_name: str, pretrained: str | None = None, cache_dir: str | None = None, device: str = "cpu"
 ) -> tuple[Any, Any, Any]:
@@ -602,11 +609,20 @@ def load_open_clip(
         check_weights_folder(Path(model_name[len("local-dir:") :]).expanduser())
     check_open_clip_request(model_name, pretrained)
     _refuse_open_clip_remote_code(model_name)
+    # OpenCLIP builds the model before we load a checkpoint into it, and says "No pretrained weights
+    # loaded ... Model initialized randomly" on the way: untrue once the checkpoint is loaded below.
+    quiet = _DropRandomInitNote() if checkpoint is not None else None
+    root = logging.getLogger()
+    if quiet is not None:
+        root.addFilter(quiet)
     try:
         model, _, transform = open_clip.create_model_and_transforms(model_name, pretrained=tag, cache_dir=cache_dir)
     except pickle.UnpicklingError as error:  # a local-dir: or hub checkpoint that is not weights only
         refusal = pickle_refusal(error, model_name if model_name.startswith("local-dir:") else f"{model_name} ({tag})")
         raise (refusal or error) from None
+    finally:
+        if quiet is not None:
+            root.removeFilter(quiet)
     if checkpoint is not None:
         missing, unexpected = model.load_state_dict(load_weights_only(checkpoint), strict=False)
         if missing or unexpected:

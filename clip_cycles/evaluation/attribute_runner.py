@@ -8,6 +8,7 @@ imported only when an attribute task runs (scikit-learn takes about a second to 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +39,7 @@ from clip_cycles.attributes.splitters import STRATEGIES, SplitContext, StrategyU
 from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import checked_record
-from clip_cycles.fingerprints import file_sha256
+from clip_cycles.fingerprints import canonical_json, file_sha256
 from clip_cycles.results import clean, mean_sd
 from clip_cycles.settings import split_embeddings_override
 from clip_cycles.tasks.registry import AnyTask, AttributeTaskSpec
@@ -179,6 +180,34 @@ def task_files(task: AttributeTaskSpec, root: Path) -> dict[str, str | None]:
     return {k: (str(p) + ":" + file_sha256(p)) if p is not None and p.is_file() else None for k, p in names.items()}
 
 
+#: The split an attribute-split record scores: the strategy's own folds over the concepts.
+ATTRIBUTE_SPLIT = "folds"
+
+
+def attribute_identity(
+    data: ConceptAttributeData, kind: str, files: dict[str, str | None] | None = None, world: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The item set an attribute-split result scored: ``split``, ``items_sha256``, ``source``, ``source_line``.
+
+    ``items_sha256`` digests the concepts, the attributes and each concept's labels (in order) and the
+    content of every file read beside them (``files``: role -> ``path:sha256``; the path stays out).
+    """
+    hashes = {role: str(v).rsplit(":", 1)[-1] for role, v in sorted((files or {}).items()) if v}
+    payload = {
+        "concepts": list(data.concepts),
+        "attributes": list(data.attributes),
+        "labels": np.asarray(data.labels, dtype=np.int8).tolist(),
+        "files": hashes,
+    }
+    source = {"kind": kind, "builder": "attributes", "world": world, "annotations": hashes}
+    return {
+        "split": ATTRIBUTE_SPLIT,
+        "items_sha256": hashlib.sha256(canonical_json({"source": source, **payload}).encode("utf-8")).hexdigest(),
+        "source": source,
+        "source_line": f"{kind}: {len(data.concepts)} concepts, {len(data.attributes)} attributes",
+    }
+
+
 @dataclass
 class _Embedded:
     data: ConceptAttributeData
@@ -245,5 +274,7 @@ def run_attributes(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
             "attribute_splits", inputs, list(seeds), partial(attribute_metrics, task, prepared.data, prepared.X, root, seeds)
         )
         metrics["concept_embedding"] = prepared.info
-        records.append(checked_record(task, context.spec, clean(metrics)))
+        record = checked_record(task, context.spec, clean(metrics))
+        record.update(attribute_identity(prepared.data, "THINGS", task_files(task, root)))  # what was scored
+        records.append(record)
     return RunOutcome(records)

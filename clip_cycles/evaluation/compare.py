@@ -1,7 +1,9 @@
 """Two models' per-cycle samples compared on the same cycles: per family, the paired difference of CycleAcc.
 
 The inputs are the per-cycle samples that ``clip-cycles eval --samples`` writes (JSON Lines,
-:func:`clip_cycles.evaluation.zero_shot.cycle_samples`). Cycles are paired by ``(task, seed,
+:mod:`clip_cycles.evaluation.samples`, each line a :class:`clip_cycles.schemas.samples.SampleLine`).
+Each family reports each side's CycleAcc as its result file records it (the mean over seeds)
+beside the paired difference. Cycles are paired by ``(task, seed,
 cycle_id)``; a family is compared only when both files hold the same cycles on the same images
 and captions (and the same ``items_sha256`` where both carry one). The statistic and its
 interval are :func:`clip_cycles.algebra.paired.paired_difference` (two-way image-cluster robust).
@@ -12,7 +14,6 @@ over families of the difference, with one joint variance over the images all fam
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,55 +23,18 @@ from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL,
 from clip_cycles.algebra.crossed import crossed_df, crossed_record, crossed_variance, incidence_codes
 from clip_cycles.algebra.multiplicity import COMPARISON_ADJUSTMENT, adjusted_verdicts
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, paired_difference
-from clip_cycles.regular_files import load_json_text, read_regular_file
+from clip_cycles.evaluation.samples import Key, read_samples, recorded_cycle_acc
 
-#: Largest samples file read (bytes): about two million cycles.
-MAX_SAMPLES_BYTES = 1 << 30
-#: Fields every sample line must carry.
-SAMPLE_FIELDS: tuple[str, ...] = ("task", "seed", "cycle_id", "image_0", "image_1", "caption_0", "caption_1", "credit")
 #: Fields of a cycle that must be equal in both files for it to be the same item.
 ITEM_FIELDS: tuple[str, ...] = ("image_0", "image_1", "caption_0", "caption_1")
 #: Most disagreeing cycles listed per family.
 N_DISAGREEMENTS = 10
 
-Key = tuple[int, str]
-
-
-def read_samples(path: str | Path) -> dict[str, dict[Key, dict[str, Any]]]:
-    """Task -> ``(seed, cycle_id)`` -> sample, from a samples file; a bad line is a ValueError naming file and line."""
-    text = read_regular_file(path, MAX_SAMPLES_BYTES, "samples file").decode("utf-8")
-    out: dict[str, dict[Key, dict[str, Any]]] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            sample = load_json_text(line, f"samples file {path}, line {number}")
-        except json.JSONDecodeError as error:
-            raise ValueError(f"samples file {path}, line {number}: not JSON ({error.msg})") from None
-        if not isinstance(sample, dict):
-            raise ValueError(f"samples file {path}, line {number}: expected an object")
-        missing = [f for f in SAMPLE_FIELDS if f not in sample]
-        if missing:
-            raise ValueError(
-                f"samples file {path}, line {number}: missing {', '.join(missing)}; write it with clip-cycles eval --samples"
-            )
-        credit = sample["credit"]
-        if isinstance(credit, bool) or not isinstance(credit, (int, float)) or not np.isfinite(credit):
-            raise ValueError(f"samples file {path}, line {number}: credit must be a finite number, got {credit!r}")
-        key = (int(sample["seed"]), str(sample["cycle_id"]))
-        task = out.setdefault(str(sample["task"]), {})
-        if key in task:
-            raise ValueError(f"samples file {path}, line {number}: task {sample['task']} seed {key[0]} cycle {key[1]} twice")
-        task[key] = sample
-    if not out:
-        raise ValueError(f"samples file {path} holds no cycles; write it with clip-cycles eval --samples")
-    return out
-
 
 def item_mismatch(task: str, a: Mapping[Key, dict[str, Any]], b: Mapping[Key, dict[str, Any]]) -> str | None:
     """Why ``a`` and ``b`` are not the same cycles of ``task`` (one sentence), or None."""
-    digests_a = {s["items_sha256"] for s in a.values() if "items_sha256" in s}
-    digests_b = {s["items_sha256"] for s in b.values() if "items_sha256" in s}
+    digests_a = {s["items_sha256"] for s in a.values() if s.get("items_sha256")}
+    digests_b = {s["items_sha256"] for s in b.values() if s.get("items_sha256")}
     if digests_a and digests_b and digests_a != digests_b:
         return f"{task}: the item sets differ (items_sha256 {sorted(digests_a)} vs {sorted(digests_b)})"
     only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
@@ -96,7 +60,9 @@ def compare_family(
 ) -> dict[str, Any]:
     """The paired difference of one family's CycleAcc (A - B) over its cycles of every seed, pooled.
 
-    Returns ``n_cycles``, ``n_images``, ``acc_a``, ``acc_b``, ``diff``, ``ci_low``, ``ci_high``,
+    Returns ``cycle_acc_a`` and ``cycle_acc_b`` (each side's CycleAcc as its result file records it:
+    the mean over seeds of each seed's mean credit), ``n_cycles``, ``n_images``, ``acc_a``, ``acc_b``
+    (the pooled means the paired difference is of), ``diff``, ``ci_low``, ``ci_high``,
     ``level``, ``verdict`` and ``disagree_most``: the cycle ids (``seed/cycle_id``) where the
     credits differ, most first (by |credit difference|, then |delta difference|, then id).
     """
@@ -111,6 +77,8 @@ def compare_family(
             delta = abs(float(a[k].get("delta", 0.0)) - float(b[k].get("delta", 0.0)))
             gaps.append((-abs(x - y), -delta, k))
     return {
+        "cycle_acc_a": recorded_cycle_acc(a),
+        "cycle_acc_b": recorded_cycle_acc(b),
         "n_cycles": result.n_cycles,
         "n_images": result.n_images,
         "acc_a": result.mean_a,

@@ -46,6 +46,7 @@ from clip_cycles.benchmark_audit.shapes_benchmark import FORMAT, NAME, demo_subs
 from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import MODEL_NAME, PRETRAINED_TAG, check_shipped_checkpoint
+from clip_cycles.evaluation.attribute_runner import attribute_identity
 from clip_cycles.evaluation.page import build_page
 from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import evaluate_tasks
@@ -138,12 +139,17 @@ def demo_context(world: Path, cache: Path, seeds: Sequence[int]) -> RunContext:
     return RunContext.from_options(options, seeds=seeds)
 
 
-def zero_shot(context: RunContext) -> dict[str, Any]:
+#: The demo's per-cycle samples file under ``--out`` (named by the zero-shot record; the page reads its examples there).
+SAMPLES_FILE = "zero_shot.samples.jsonl"
+
+
+def zero_shot(context: RunContext, samples_path: Path | None = None) -> dict[str, Any]:
     """Zero-shot records of every shapes family (``cycles/shapes_all``) as one experiment record.
 
     The same evaluation as ``clip_benchmark eval --dataset cycles/shapes_all --model cycles-tiny
     --pretrained shapes --dataset_root WORLD``: families are built from the raw world into
-    the cache's ``datasets/`` folder once and reused.
+    the cache's ``datasets/`` folder once and reused. ``samples_path``: the per-cycle samples
+    written there, and named by the record (relative to the record written beside it).
     """
     families: dict[str, Any] = {}
     unavailable: dict[str, str] = {}
@@ -158,6 +164,7 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
         context.num_workers,  # type: ignore[arg-type]
         context.skip_bad_images,
         context.seeds,
+        samples_path,
     )
     for record in records:
         name = record["dataset"].removeprefix("cycles_").removeprefix("cycles/")
@@ -166,9 +173,14 @@ def zero_shot(context: RunContext) -> dict[str, Any]:
             unavailable[name] = str(metrics.get("unavailable_reason") or "unavailable")
             continue
         # Each family names the items it scored (page and report compare only equal item sets).
-        families[name] = {**metrics, **{key: record[key] for key in IDENTITY_FIELDS if key in record}}
+        families[name] = {**metrics, **{key: record[key] for key in (*IDENTITY_FIELDS, "family") if key in record}}
     world = world_of(Path(str(context.dataset_root))) if context.dataset_root else None
+    named = next((r for r in records if "samples" in r), None)
+    bound = {key: records[0][key] for key in ("backend", "weights_sha256") if records and key in records[0]}
+    if named is not None and samples_path is not None:  # the record sits beside its samples file
+        bound["samples"] = {**named["samples"], "path": Path(samples_path).name}
     return {
+        **bound,
         "experiment": "zero_shot",
         "model": spec.model,
         "pretrained": spec.pretrained,
@@ -226,7 +238,10 @@ def attribute_splits(run: RunContext, settings: DemoSettings, cache_results: Res
     strategies, _ = (cache_results or ResultCache(None)).get_or_compute(
         "demo_attribute_splits", inputs, list(settings.attribute_seeds), score_strategies
     )
+    world_facts = {"concepts": len(world.data.concepts), "images_per_concept": settings.images_per_concept}
     return {
+        # What was scored, as every record names it (split, items_sha256, source, source_line).
+        **attribute_identity(world.data, "shape-concept world", world=world_facts),
         "experiment": "attributes",
         "model": spec.model,
         "pretrained": spec.pretrained,
@@ -425,7 +440,7 @@ def run_demo(
     world = prepare_world(cache, settings.world_images)
     context = demo_context(world, cache, settings.seeds)
     lap("shapes world")
-    results: dict[str, dict[str, Any]] = {"zero_shot": zero_shot(context)}
+    results: dict[str, dict[str, Any]] = {"zero_shot": zero_shot(context, out / SAMPLES_FILE)}
     lap("family builds and zero-shot evaluation")
     features = load_from_tasks(
         [COLLECTION],
@@ -476,7 +491,7 @@ def run_demo(
     write_text_output(out / "docs_figures.md", docs_figures_table(figures) + "\n", what="demo output")
     paths = build_report(out)
     lap("report")
-    page = build_page([out], out / PAGE_FOLDER, context)
+    page = build_page([out], out / PAGE_FOLDER)  # from the records and the samples they name: nothing recomputed
     lap("results page")
     logger.info("report: %s (%d figure files); timings (s): %s", paths.markdown, len(paths.figures), json.dumps(timings))
     logger.info("page: %s", page)

@@ -14,6 +14,7 @@ from clip_cycles.encoding.run_context import RunContext, RunOutcome
 from clip_cycles.evaluation.result_cache import ResultCache
 from clip_cycles.evaluation.zero_shot import checked_record
 from clip_cycles.experiments.experiment_data import load_from_tasks, resolve_min_cycles
+from clip_cycles.experiments.item_sets import combined_identity
 from clip_cycles.experiments.oe import OESettings, oe_metrics
 from clip_cycles.experiments.probes import ProbeSettings, probe_metrics
 from clip_cycles.experiments.transfer import TransferSettings, transfer_metrics
@@ -74,7 +75,12 @@ def _run_experiment(
         settings = settings.replace(min_cycles=resolve_min_cycles(task.experiment_kwargs.get("min_cycles"), data))
         # Keyed by the features' content, the settings and the code: a warm rerun reuses the record.
         result, _ = cache.get_or_compute(metrics.__name__, data, settings, partial(metrics, data, settings))
-        records.append(checked_record(task, context.spec, result))
+        record = checked_record(task, context.spec, result)
+        # What was scored: each family's item set, and one identity of them all (never "not recorded").
+        identity = combined_identity(data.item_sets)
+        if identity is not None:
+            record.update({k: v for k, v in identity.items() if v is not None}, item_sets=data.item_sets)
+        records.append(record)
     return RunOutcome(records)
 
 

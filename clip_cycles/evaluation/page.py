@@ -17,19 +17,23 @@ the output folder (``index.html``, ``families/<family>.html``, ``models/<model>.
 - a comparison page per pair of models: per family the paired difference of CycleAcc with
   its two-way image-cluster interval (:func:`clip_cycles.evaluation.compare.compare_family`),
   the verdicts adjusted with Holm over the families, and the joint overall difference, when
-  per-cycle samples (``eval --samples``) sit beside both models' results;
-- the benchmark audit table, a page per family (predicate, provenance, build facts, rank
-  sweep and transfer charts with their numbers, example cycles), a page per model, and
-  attribute-split results in the strategies' order.
+  both models' results name their per-cycle samples (``eval --samples``: path and sha256)
+  and the samples are theirs (:func:`clip_cycles.evaluation.samples.pairing_problem`);
+- the benchmark audit table, a page per family (predicate, provenance and order as the
+  results recorded them, build facts, rank sweep and transfer charts with their numbers,
+  example cycles read from the samples files), a page per model, and attribute-split results
+  in the strategies' order.
 
-Paths on the pages are relative to the results given (:meth:`PageData.shown_path`).
+The page reads, never recomputes: no model, no feature cache, no world; it imports neither
+torch nor OpenCLIP nor the encoders and writes nothing outside ``--out``. Paths on the pages
+are relative to the results given (:meth:`PageData.shown_path`); models are named by backend,
+model and weights digest (:func:`clip_cycles.evaluation.page_data.model_name`), never a path.
 Everything is assembled in memory and checked against the byte budget (``--max-bytes``)
 before anything is written; the same inputs give byte-identical files.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -46,19 +50,14 @@ from clip_cycles.algebra.multiplicity import COMPARISON_ADJUSTMENT, adjusted_ver
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.attributes.splitters import STRATEGIES
 from clip_cycles.data.sources.registry import provenance_label
-from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.board_calls import adjusted_chance_calls, joint_mean, tied_with_best
-from clip_cycles.evaluation.compare import compare_family, item_mismatch, joint_difference, read_samples
-from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect, model_name
-from clip_cycles.evaluation.page_examples import (
-    ExampleCycle,
-    FamilyExamples,
-    family_examples,
-    page_world_cache,
-    thumbnail,
-    world_root,
-)
+from clip_cycles.evaluation.compare import compare_family, item_mismatch, joint_difference
+from clip_cycles.evaluation.page_data import CHANCE, Cell, PageData, collect
+from clip_cycles.evaluation.page_examples import ExampleCycle, FamilyExamples, examples_from_samples, thumbnail
+from clip_cycles.evaluation.samples import MAX_SAMPLES_BYTES, pairing_problem, read_samples
+from clip_cycles.experiments.item_sets import FIELD_NOT_RECORDED
 from clip_cycles.outputs import check_path_length, write_file_set
+from clip_cycles.regular_files import read_regular_file
 
 #: The page's default byte budget (every file it writes, together).
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
@@ -287,7 +286,9 @@ def _family_group(key: str, info: Any) -> str:
     """The group a family's column or row sits in: its builder and source, or an audited benchmark."""
     if key.startswith("audit/"):
         return "benchmark (exact cycles found)"
-    return provenance_label(info.builder, info.source) if info else "unregistered family"
+    if info is None or not info.recorded:
+        return f"family facts {FIELD_NOT_RECORDED}"
+    return provenance_label(info.builder, info.source)
 
 
 def _columns(data: PageData) -> list[dict[str, Any]]:
@@ -356,7 +357,7 @@ def _family_table_rows(data: PageData, calls: Mapping[Any, str] | None = None) -
         if key.startswith("audit/"):
             provenance = "audited benchmark"
         else:
-            provenance = info.provenance if info else "unknown"
+            provenance = info.provenance if info else FIELD_NOT_RECORDED
         cells = [data.cells.get((row, model)) for model in data.models]
         out.append(
             {
@@ -437,7 +438,12 @@ def _pair_file(a: str, b: str) -> str:
 def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
     """The index: the models x families leaderboard, the family table, comparisons, benchmarks, attributes, skipped."""
     pairs = [
-        {"a": a, "b": b, "file": _pair_file(a, b), "samples": a in samples and b in samples}
+        {
+            "a": a,
+            "b": b,
+            "file": _pair_file(a, b),
+            "samples": bool(samples.get(a, {}).get("tasks")) and bool(samples.get(b, {}).get("tasks")),
+        }
         for a, b in itertools.combinations(data.models, 2)
     ]
     columns = _columns(data)
@@ -589,13 +595,12 @@ def _transfers(data: PageData, key: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- family, model and comparison pages
 
 
-def _builds(data: PageData, key: str, examples: Iterable[FamilyExamples]) -> list[dict[str, Any]]:
-    """Counts and exclusions by reason from the build_info.json of the folder the family was read from."""
+def _builds(data: PageData, key: str) -> list[dict[str, Any]]:
+    """Counts and exclusions by reason from the build_info.json files given with the results."""
     info = data.families.get(key)
-    if info is None:
+    if info is None or not info.recorded:
         return []
-    found: list[tuple[str, dict[str, Any]]] = [(e.folder, e.build_info) for e in examples]
-    found += [(folder, b) for folder, b in data.builds if b.get("source") == info.builder]
+    found = [(folder, b) for folder, b in data.builds if b.get("source") == info.builder]
     seen, parts = set(), []
     for folder, build in found:
         fam = build.get("families", {}).get(info.family)
@@ -623,7 +628,7 @@ def _builds(data: PageData, key: str, examples: Iterable[FamilyExamples]) -> lis
     return parts
 
 
-def _example_view(example: ExampleCycle, thumbs: Sequence[str]) -> dict[str, Any]:
+def _example_view(example: ExampleCycle, thumbs: Sequence[str | None]) -> dict[str, Any]:
     (s11, s12), (s21, s22) = example.scores
 
     def score(value: float, name: str) -> dict[str, str]:
@@ -634,7 +639,9 @@ def _example_view(example: ExampleCycle, thumbs: Sequence[str]) -> dict[str, Any
         "cycle_id": example.cycle_id,
         "seed": example.seed,
         "split": example.split,
-        "figures": [{"thumb": t, "caption": c} for t, c in zip(thumbs, example.captions)],
+        "figures": [
+            {"thumb": t, "caption": c, "key": image.key} for t, c, image in zip(thumbs, example.captions, example.images)
+        ],
         "score_rows": [[score(s11, "s11"), score(s12, "s12")], [score(s21, "s21"), score(s22, "s22")]],
         "delta": f"{example.delta:.4f}",
         "delta_value": _value(example.delta),
@@ -643,7 +650,7 @@ def _example_view(example: ExampleCycle, thumbs: Sequence[str]) -> dict[str, Any
     }
 
 
-def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], thumbs: dict[str, str]) -> str:
+def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], thumbs: Mapping[str, str | None]) -> str:
     """One family: what it tests, where its cycles come from, each model's CycleAcc, figures and example cycles."""
     info = data.families.get(key)
     family_rows = [row for row in data.family_rows() if data.family_of(row) == key]
@@ -664,7 +671,7 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
                     }
                 )
     shown_info = None
-    if info is not None:
+    if info is not None and info.recorded:
         shown_info = {
             "predicate": docstring_markup(info.predicate),
             "provenance": docstring_markup(info.provenance),
@@ -684,9 +691,9 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
                 "unavailable": "",
                 "label": data.item_set(entry.row or key).label(key),
                 "n_hardest": sum(e.kind == "hardest" for e in entry.examples),
-                "tie": f"{entry.tie_tolerance:g}",
-                "folder": data.shown_path(entry.folder),
-                "cycles": [_example_view(e, [thumbs[i.key] for i in e.images]) for e in entry.examples],
+                "samples": data.shown_path(entry.samples_file),
+                "missing_images": sum(thumbs.get(i.key) is None for e in entry.examples for i in e.images),
+                "cycles": [_example_view(e, [thumbs.get(i.key) for i in e.images]) for e in entry.examples],
             }
         )
     return render(
@@ -695,8 +702,9 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
         up="../",
         key=key,
         info=shown_info,
+        not_recorded=FIELD_NOT_RECORDED,
         worlds=[_item_view(data, row) for row in family_rows],
-        builds=_builds(data, key, examples),
+        builds=_builds(data, key),
         scores=scores,
         notes=[n for n in data.notes if n.startswith(f"{key}:")],
         sweeps=_sweeps(data, key),
@@ -733,38 +741,72 @@ def model_page(data: PageData, model: str, samples: Mapping[str, Any] | None = N
     )
 
 
-def find_samples(data: PageData) -> dict[str, dict[str, Any]]:
-    """Model -> its per-cycle samples (task -> cycles) and the files read, from ``*.jsonl`` beside its results.
+def _read_named(path: str, sha256: str, data: PageData, files: dict[str, Any]) -> Any:
+    """The parsed samples file at ``path`` (read once), or a string saying why it cannot be shown."""
+    if path in files:
+        return files[path]
+    try:
+        content = read_regular_file(path, MAX_SAMPLES_BYTES, "samples file")
+    except FileNotFoundError:
+        files[path] = f"the samples file the result names, {data.shown_path(path)}, is not there"
+        return files[path]
+    except (OSError, ValueError) as error:  # named as the page shows it, never by its machine path
+        shown = str(error).replace(str(path), data.shown_path(path))
+        files[path] = f"the samples file the result names is not readable ({shown})"
+        return files[path]
+    if hashlib.sha256(content).hexdigest() != sha256:
+        files[path] = (
+            f"samples file {data.shown_path(path)} is not the file the result names "
+            f"(sha256 {hashlib.sha256(content).hexdigest()[:12]}, the result recorded {sha256[:12]})"
+        )
+    else:
+        try:
+            files[path] = read_samples(data.shown_path(path), content)
+        except ValueError as error:
+            files[path] = str(error)
+    return files[path]
 
-    A samples file belongs to the model whose cycle results share its folder; a folder holding
-    several models' results is ambiguous and its samples are skipped (named in ``data.skipped``),
-    as is an unreadable samples file.
+
+def find_samples(data: PageData) -> dict[str, dict[str, Any]]:
+    """Model -> its per-cycle samples (``tasks``: task -> cycles; ``files``; ``rows``: row -> why none), as the records name them.
+
+    Only the samples file a result names (``samples``: path relative to the record, and its sha256)
+    is read, never a file found beside it. A file whose sha256 differs, that does not parse, or whose
+    lines carry another item set or other weights than the result is not used, and the reason is
+    named (in ``data.skipped`` and on the rows it would have served).
     """
-    models_in: dict[Path, set[str]] = {}
-    for cell in data.cells.values():
-        if cell.source_file and not cell.family.startswith("audit/"):
-            models_in.setdefault(Path(cell.source_file).parent, set()).add(cell.model)
+    files: dict[str, Any] = {}
     found: dict[str, dict[str, Any]] = {}
-    for folder, models in sorted(models_in.items()):
-        files = sorted(p for p in folder.glob("*.jsonl") if p.is_file() and not p.is_symlink())
-        if not files:
+    for (row, model), cell in sorted(data.cells.items()):
+        if cell.family.startswith("audit/") or cell.cycle_acc is None:
             continue
-        if len(models) != 1:
-            for path in files:
-                data.skipped[str(path)] = f"per-cycle samples beside results of {len(models)} models: whose they are is unknown"
+        entry = found.setdefault(model, {"tasks": {}, "files": [], "rows": {}, "paths": {}})
+        if cell.samples is None:
+            entry["rows"][row] = f"the result names no samples file ({NO_SAMPLES})"
             continue
-        (model,) = models
-        for path in files:
-            try:
-                tasks = read_samples(path)
-            except ValueError as error:
-                data.skipped[str(path)] = str(error)
-                continue
-            entry = found.setdefault(model, {"tasks": {}, "files": []})
-            entry["files"].append(data.shown_path(str(path)))
-            for task, cycles in tasks.items():
-                entry["tasks"].setdefault(task, {}).update(cycles)
-    return found
+        path, sha256 = cell.samples
+        parsed = _read_named(path, sha256, data, files)
+        if isinstance(parsed, str):
+            data.skipped[path] = parsed
+            entry["rows"][row] = parsed
+            continue
+        task = f"cycles/{cell.family}"
+        cycles = parsed.get(task)
+        problem = (
+            f"the samples file holds no cycle of {task}"
+            if cycles is None
+            else pairing_problem(cycles, cell.item_set.items_sha256, cell.weights_sha256)
+        )
+        if problem is not None:
+            reason = f"{data.shown_path(path)} is not of this result: {problem}; shown apart, not used"
+            data.skipped.setdefault(path, reason)
+            entry["rows"][row] = reason
+            continue
+        entry["tasks"][row] = cycles
+        entry["paths"][row] = path
+        if data.shown_path(path) not in entry["files"]:
+            entry["files"].append(data.shown_path(path))
+    return {model: entry for model, entry in found.items() if entry["tasks"] or entry["rows"]}
 
 
 def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed: int = 0) -> dict[str, Any]:
@@ -786,12 +828,17 @@ def comparison(data: PageData, a: str, b: str, samples: Mapping[str, Any], seed:
             "css": "",
         }
         task = f"cycles/{key}"
-        got_a = samples.get(a, {}).get("tasks", {}).get(task)
-        got_b = samples.get(b, {}).get("tasks", {}).get(task)
+        got_a = samples.get(a, {}).get("tasks", {}).get(row)
+        got_b = samples.get(b, {}).get("tasks", {}).get(row)
         if acc_a is None or acc_b is None:
             view["reason"] = "not evaluated for both models"
         elif got_a is None or got_b is None:
-            view["reason"] = NO_SAMPLES
+            why = [
+                f"{m}: {samples.get(m, {}).get('rows', {}).get(row, NO_SAMPLES)}"
+                for m, got in ((a, got_a), (b, got_b))
+                if got is None
+            ]
+            view["reason"] = "; ".join(why)
         elif (problem := item_mismatch(task, got_a, got_b)) is not None:
             view["reason"] = f"not the same cycles: {problem}"
         else:
@@ -885,49 +932,59 @@ def compare_page(data: PageData, a: str, b: str, samples: Mapping[str, Any], see
 # --------------------------------------------------------------------------- building and writing
 
 
-def check_recomputed(data: PageData, examples: dict[str, FamilyExamples], tolerance: float = 1e-9) -> None:
-    """Refuse examples whose recomputed CycleAcc differs from the record's: they would be of other features or data.
-
-    ``examples`` is keyed by leaderboard row (a family key, or ``<family>@<12 hex>``).
-    """
-    for key, entry in sorted(examples.items()):
-        cell = data.cells.get((key, entry.model))
-        if cell is None or cell.cycle_acc is None or entry.cycle_acc is None:
-            continue
-        if abs(entry.cycle_acc - cell.cycle_acc) > tolerance:
-            raise ValueError(
-                f"{cell.source_file}: family {key} of {entry.model} records cycle_acc {cell.cycle_acc!r}, but its cycles "
-                f"in {entry.folder} (seeds {list(entry.seeds)}, item set: {cell.item_set.describe()}) recompute to "
-                f"{entry.cycle_acc!r} with the cached features; "
-                "the results come from other data or weights: re-run the evaluation, or build the page without model flags"
-            )
-
-
-def apply_bootstrap(data: PageData, examples: dict[str, FamilyExamples]) -> None:
-    """Cells without a recorded ``cycle_acc_ci`` get the page builder's bootstrap interval, named as such."""
-    for key, entry in examples.items():
-        cell = data.cells.get((key, entry.model))
-        if cell is not None and cell.ci is None and entry.bootstrap is not None:
-            cell.ci = entry.bootstrap
-            cell.ci_note = entry.bootstrap["computed_by"]
+def family_examples(
+    data: PageData, samples: Mapping[str, Any], n_examples: int, seed: int = 0
+) -> dict[str, list[FamilyExamples]]:
+    """Family -> each model's example cycles, from the samples files the results name (nothing recomputed)."""
+    out: dict[str, list[FamilyExamples]] = {}
+    if n_examples <= 0:
+        return out
+    for model in data.models:
+        entry = samples.get(model, {})
+        for row in data.family_rows():
+            cell = data.cells.get((row, model))
+            if cell is None or cell.cycle_acc is None:
+                continue
+            key = data.family_of(row)
+            if row in entry.get("tasks", {}):
+                examples = examples_from_samples(
+                    key, model, entry["paths"][row], entry["tasks"][row], n_examples, seed, interval=cell.ci is None
+                )
+            else:
+                examples = FamilyExamples(key, model, "", unavailable_reason=entry.get("rows", {}).get(row, NO_SAMPLES))
+            examples.row = row
+            out.setdefault(key, []).append(examples)
+    return out
 
 
-def build_site(data: PageData, examples: dict[str, list[FamilyExamples]] | None = None, seed: int = 0) -> Site:
-    """Every file of the page in memory (``seed``: of the comparison pages' bootstrap)."""
-    examples = examples or {}
+def apply_bootstrap(data: PageData, examples: Mapping[str, list[FamilyExamples]]) -> None:
+    """Cells without a recorded ``cycle_acc_ci`` get the page builder's bootstrap over their samples, named as such."""
+    for entries in examples.values():
+        for entry in entries:
+            cell = data.cells.get((entry.row, entry.model))
+            if cell is not None and cell.ci is None and entry.bootstrap is not None:
+                cell.ci = entry.bootstrap
+                cell.ci_note = entry.bootstrap["computed_by"]
+
+
+def build_site(data: PageData, n_examples: int = DEFAULT_EXAMPLES, seed: int = 0) -> Site:
+    """Every file of the page in memory (``seed``: of the example sample and the comparison pages' bootstrap)."""
     samples = find_samples(data)
+    examples = family_examples(data, samples, n_examples, seed)
+    apply_bootstrap(data, examples)
     site = Site()
     for name in ASSETS:
         site.add(f"assets/{name}", resources.files("clip_cycles.evaluation").joinpath("page_assets", name).read_bytes())
-    thumbs: dict[str, str] = {}
+    thumbs: dict[str, str | None] = {}
     for entries in examples.values():
         for entry in entries:
             for example in entry.examples:
                 for item in example.images:
                     if item.key not in thumbs:
-                        name, content = thumbnail(item)
-                        thumbs[item.key] = name
-                        site.add(f"thumbs/{name}", content)
+                        made = thumbnail(item)
+                        thumbs[item.key] = made[0] if made is not None else None
+                        if made is not None:
+                            site.add(f"thumbs/{made[0]}", made[1])
     for model in data.models:
         site.add(f"models/{model_slug(model)}.html", model_page(data, model, samples))
     for a, b in itertools.combinations(data.models, 2):
@@ -974,51 +1031,17 @@ def write_site(site: Site, out: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) 
 def build_page(
     inputs: Sequence[str | Path],
     out: str | Path,
-    context: RunContext | None = None,
     n_examples: int = DEFAULT_EXAMPLES,
     max_bytes: int = DEFAULT_MAX_BYTES,
     seed: int = 0,
 ) -> Path:
-    """Read ``inputs``, recompute example cycles with ``context``'s model (if given), write the page; returns index.html."""
+    """Read ``inputs`` and the samples files their results name, and write the page; returns index.html.
+
+    Nothing is recomputed and nothing is written outside ``out``: no model, no feature cache, no world.
+    """
     if n_examples < 0:
         raise ValueError(f"--examples must be 0 or more, not {n_examples}")
     data = collect(inputs)
     if not data.cells and not data.benchmarks and not data.attributes:
         raise ValueError(f"no results found in {', '.join(map(str, inputs))} (skipped: {len(data.skipped)} files)")
-    examples: dict[str, list[FamilyExamples]] = {}
-    if context is not None and n_examples > 0:
-        model = model_name(context.spec.model, context.spec.pretrained)
-        if model not in data.models:
-            raise ValueError(f"the model flags name {model}, which no input result holds; results hold {data.models}")
-        # Each row is recomputed on the seeds, split and world its record scored, so examples and intervals match its
-        # number: without --dataset-root the world its source names is reproduced, never a default one assumed.
-        groups: dict[tuple[tuple[int, ...], str, str], list[str]] = {}
-        roots: dict[str, Path | None] = {}
-        for row in data.family_rows():
-            key, cell = data.family_of(row), data.cells.get((row, model))
-            if key not in data.families or cell is None or cell.cycle_acc is None:
-                continue
-            item, source = cell.item_set, cell.item_set.source or ""
-            if context.dataset_root is None and source not in roots:
-                roots[source] = world_root(item, page_world_cache(context))
-            root = context.dataset_root if context.dataset_root is not None else roots[source]
-            groups.setdefault((tuple(cell.seeds), item.split or "", str(root or "")), []).append(row)
-        found: dict[str, FamilyExamples] = {}
-        for (seeds, split, root), rows in sorted(groups.items()):
-            run = dataclasses.replace(context, seeds=seeds or None, dataset_root=root or context.dataset_root)
-            # A family twice in a group (item sets that differ only in what a build kept): one recomputation each.
-            batches: list[dict[str, str]] = []
-            for row in rows:
-                batch = next((b for b in batches if data.family_of(row) not in b), None)
-                if batch is None:
-                    batches.append(batch := {})
-                batch[data.family_of(row)] = row
-            for by_key in batches:
-                for key, entry in family_examples(run, list(by_key), model, n_examples, seed, split or None).items():
-                    entry.row = by_key[key]
-                    found[entry.row] = entry
-        check_recomputed(data, found)
-        apply_bootstrap(data, found)
-        for row, entry in sorted(found.items()):
-            examples.setdefault(data.family_of(row), []).append(entry)
-    return write_site(build_site(data, examples, seed), out, max_bytes)
+    return write_site(build_site(data, n_examples, seed), out, max_bytes)

@@ -28,15 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from clip_cycles.data.families.registry import family_builder_source, family_provenance, get_family, list_families
 from clip_cycles.data.folder.writer import read_build_info
-from clip_cycles.data.sources.registry import builder_names
 from clip_cycles.encoding.backends import precomputed_backend_name
-from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
+from clip_cycles.experiments.item_sets import FIELD_NOT_RECORDED, NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.regular_files import load_json_text
-from clip_cycles.results import UnreadableDetailError, read_result
+from clip_cycles.results import UnreadableDetailError, read_result, shown_name
 from clip_cycles.schemas.build_info import newer_format_problem
-from clip_cycles.tasks.registry import TaskSpec, expand_tasks
+from clip_cycles.schemas.declared import validate
+from clip_cycles.schemas.result import FamilyFacts, SamplesReference
 
 #: Largest result JSON read (bytes); a bigger file is skipped with its size named.
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -45,6 +44,8 @@ MAX_DEPTH = 4
 #: Files that are not results although they end in .json (the page's own manifest).
 IGNORED_NAMES = ("page_manifest.json",)
 CHANCE = 0.5
+#: The model column of a benchmark audit run without a model (its rows are the benchmark's, not a model's).
+NO_MODEL = "no model (design and length rules only)"
 #: A family or benchmark name that may become a file name of the site.
 SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
@@ -65,6 +66,11 @@ class FamilyInfo:
     def paper(self) -> bool:
         return self.provenance.startswith("paper")
 
+    @property
+    def recorded(self) -> bool:
+        """Whether the result recorded its family's facts (older results did not: shown as "not recorded")."""
+        return self.order >= 0
+
 
 @dataclass
 class Cell:
@@ -84,6 +90,10 @@ class Cell:
     seeds: list[int] = field(default_factory=list)
     family: str = ""  # the family (or ``audit/<benchmark>``) key; ``row`` adds the item set when there are several
     item_set: ItemSet = field(default_factory=ItemSet)
+    #: The samples file the record names (absolute path, sha256), or None (none written, or not recorded).
+    samples: tuple[str, str] | None = None
+    #: The record's ``weights_sha256`` (the samples' lines must carry the same).
+    weights_sha256: str | None = None
 
 
 #: Between a family key and an item set's ident in a cell's key while results are read (:func:`assign_rows`).
@@ -155,7 +165,8 @@ class PageData:
 
         def order(row: str) -> tuple[int, str]:
             key = self.family_of(row)
-            return (self.families[key].order if key in self.families else 10**6, row)
+            info = self.families.get(key)
+            return (info.order if info is not None and info.recorded else 10**6, row)
 
         return sorted(rows, key=order)
 
@@ -181,20 +192,25 @@ class PageData:
 
 
 def model_name(model: Any, pretrained: Any, backend: Any = None, weights: Any = None) -> str:
-    """One display name per model, from the record: ``model (pretrained tag)``.
+    """One display name per model, from the record: its backend, model and weights, never a machine path.
 
-    Without a tag the record's backend and weights digest say where the weights come from;
-    "random init" only when nothing names any weights (an open_clip model without a tag).
+    A pretrained tag: ``model (tag)``; local weights: ``model (file name, weights <12 hex>)``, so two
+    different files under one path are two models and one file under two paths is one; "random init"
+    only when nothing names any weights (an open_clip model without a tag).
     """
+    shown = shown_name(str(model))
+    digest = weights[:12] if isinstance(weights, str) and weights else None
+    if pretrained and digest is not None:
+        return f"{shown} ({shown_name(str(pretrained), weights=True)}, weights {digest})"
     if pretrained:
-        return f"{model} ({pretrained})"
-    if isinstance(weights, str) and weights:
-        return f"{model} (weights {weights[:12]})"
+        return f"{shown} ({shown_name(str(pretrained))})"
+    if digest is not None:
+        return f"{shown} (weights {digest})"
     if precomputed_backend_name(backend):
-        return f"{model} (precomputed features)"
+        return f"{shown} (precomputed features)"
     if isinstance(backend, str) and backend and backend != "open_clip":
-        return f"{model} ({backend} weights)"
-    return f"{model} (random init)"
+        return f"{shown} ({backend} weights)"
+    return f"{shown} (random init)"
 
 
 def _record_name(record: dict[str, Any]) -> str:
@@ -203,31 +219,25 @@ def _record_name(record: dict[str, Any]) -> str:
     return model_name(record.get("model"), record.get("pretrained"), record.get("backend"), weights)
 
 
-def family_info(key: str) -> FamilyInfo | None:
-    """Registry facts about family ``key`` (a ``cycles/<key>`` task), or None when no task of that name exists."""
-    try:
-        tasks = expand_tasks([f"cycles/{key}"])
-    except ValueError:
+def family_info(key: str, record: Any) -> FamilyInfo:
+    """Family ``key`` as the result recorded it (its ``family`` object); "not recorded" where it has none.
+
+    Never today's registry: an old result is shown with what it recorded, or with "not recorded".
+    """
+    facts, problem = validate(FamilyFacts, record) if isinstance(record, dict) else (None, ("family", ""))
+    if problem is not None or facts is None:
+        return FamilyInfo(key, FIELD_NOT_RECORDED, FIELD_NOT_RECORDED, key, FIELD_NOT_RECORDED, FIELD_NOT_RECORDED, -1)
+    assert isinstance(facts, FamilyFacts)
+    return FamilyInfo(key, facts.source, facts.builder, facts.family, facts.predicate, facts.provenance, facts.order)
+
+
+def samples_of(record: dict[str, Any], path: Path) -> tuple[str, str] | None:
+    """The samples file a result names (``samples``: path relative to the record) as (absolute path, sha256)."""
+    reference, problem = validate(SamplesReference, record.get("samples"))
+    if problem is not None or reference is None:
         return None
-    if len(tasks) != 1 or not isinstance(tasks[0], TaskSpec) or tasks[0].members:
-        return None
-    task = tasks[0]
-    try:
-        builder = family_builder_source(task.config)
-        family = get_family(builder, task.config)
-    except ValueError:
-        return None
-    builders = list(builder_names())
-    order = builders.index(builder) * 1000 + list_families(builder).index(task.config)
-    return FamilyInfo(
-        key=key,
-        source=task.source,
-        builder=builder,
-        family=task.config,
-        predicate=family.predicate,
-        provenance=family_provenance(builder, task.config),
-        order=order,
-    )
+    assert isinstance(reference, SamplesReference)
+    return str(path.parent.resolve() / reference.path), reference.sha256
 
 
 # --------------------------------------------------------------------------- discovery
@@ -319,11 +329,20 @@ def _pending_row(key: str, item: ItemSet) -> str:
 
 
 def add_cycle_metrics(
-    data: PageData, key: str, model: str, metrics: dict[str, Any], source_file: str, item: ItemSet | None = None
+    data: PageData,
+    key: str,
+    model: str,
+    metrics: dict[str, Any],
+    source_file: str,
+    item: ItemSet | None = None,
+    facts: Any = None,
+    samples: tuple[str, str] | None = None,
+    weights: str | None = None,
 ) -> None:
     """One leaderboard cell from a zero-shot ``metrics`` mapping scored on ``item``.
 
-    A second record of the same family, model and item set is skipped and named.
+    ``facts``: the record's ``family`` object; ``samples``: the samples file it names; ``weights``:
+    its ``weights_sha256``. A second record of the same family, model and item set is skipped and named.
     """
     item = item or ItemSet()
     if not SAFE_NAME.fullmatch(key):
@@ -334,10 +353,9 @@ def add_cycle_metrics(
     if (row, model) in data.cells:
         data.skipped[source_file] = f"{key} of {model} on this item set is already read from {data.cells[row, model].source_file}"
         return
-    if key not in data.families:
-        info = family_info(key)
-        if info is not None:
-            data.families[key] = info
+    info = family_info(key, facts)
+    if key not in data.families or (info.recorded and not data.families[key].recorded):
+        data.families[key] = info
     if metrics.get("available") is False or _number(metrics.get("cycle_acc")) is None:
         reason = str(metrics.get("unavailable_reason") or "no cycle_acc in the record")
         data.cells[row, model] = Cell(
@@ -361,6 +379,8 @@ def add_cycle_metrics(
         seeds=seeds,
         family=key,
         item_set=item,
+        samples=samples,
+        weights_sha256=weights,
     )
 
 
@@ -412,7 +432,11 @@ def _paired_verdict(values: dict[str, Any]) -> str | None:
 def add_benchmark_audit(
     data: PageData, benchmark: str, model: str, metrics: dict[str, Any], source_file: str, item: ItemSet | None = None
 ) -> None:
-    """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell."""
+    """Rows of the benchmark audit table (each subset and ``all``) and the benchmark's leaderboard cell.
+
+    An audit run without a model (``model`` empty: the design and length rules only) gives benchmark
+    rows only, named as such, never a model row of the leaderboard.
+    """
     subsets = metrics.get("subsets")
     if not isinstance(subsets, dict):
         data.skipped[source_file] = "an audit record without 'subsets'"
@@ -420,8 +444,10 @@ def add_benchmark_audit(
     for name in sorted(subsets):
         sub = subsets[name] if isinstance(subsets[name], dict) else {}
         cycles = sub.get("cycles") if isinstance(sub.get("cycles"), dict) else {}
-        data.benchmarks.append(_benchmark_row(benchmark, name, model, sub, cycles, source_file))
-    data.benchmarks.append(_benchmark_row(benchmark, "all", model, metrics, metrics, source_file))
+        data.benchmarks.append(_benchmark_row(benchmark, name, model or NO_MODEL, sub, cycles, source_file))
+    data.benchmarks.append(_benchmark_row(benchmark, "all", model or NO_MODEL, metrics, metrics, source_file))
+    if not model:
+        return
     if not SAFE_NAME.fullmatch(benchmark):
         data.skipped[source_file] = f"benchmark name {benchmark!r} is not a plain name (letters, digits, '_', '-', '.')"
         return
@@ -548,14 +574,17 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         model = _record_name(record)
         if experiment == "zero_shot":
             # A family's items_sha256 is its own (in its metrics); split and source may be the record's.
-            shared = {k: record.get(k) for k in ("split", "source")}
+            shared = {k: record.get(k) for k in ("split", "source", "source_line")}
+            samples, weights = samples_of(record, path), _text(record.get("weights_sha256"))
             for key, metrics in sorted((record.get("families") or {}).items()):
-                item = _item_set(data, where, metrics if isinstance(metrics, dict) else {}, shared)
+                metrics = metrics if isinstance(metrics, dict) else {}
+                item = _item_set(data, where, metrics, shared)
                 if item is not None:
-                    add_cycle_metrics(data, key, model, metrics, where, item)
+                    add_cycle_metrics(data, key, model, metrics, where, item, metrics.get("family"), samples, weights)
             for key, reason in sorted((record.get("unavailable") or {}).items()):
-                item = ItemSet(_text(shared["split"]), None, _text(shared["source"]))
-                add_cycle_metrics(data, key, model, {"available": False, "unavailable_reason": reason}, where, item)
+                item = _item_set(data, where, {}, shared) or ItemSet()
+                unscored = ItemSet(item.split, None, item.source, item.source_line)
+                add_cycle_metrics(data, key, model, {"available": False, "unavailable_reason": reason}, where, unscored)
         elif experiment == "attributes":
             data.attributes.append(
                 {
@@ -582,9 +611,10 @@ def add_record(data: PageData, path: Path, record: Any) -> None:
         if item is None:
             return
         if namespace == "cycles" and ("cycle_acc" in metrics or metrics.get("available") is False):
-            add_cycle_metrics(data, name, model, metrics, where, item)
+            facts, weights = record.get("family"), _text(record.get("weights_sha256"))
+            add_cycle_metrics(data, name, model, metrics, where, item, facts, samples_of(record, path), weights)
         elif namespace == "audit":
-            add_benchmark_audit(data, name, model, metrics, where, item)
+            add_benchmark_audit(data, name, model if record.get("model") else "", metrics, where, item)
         elif namespace == "attributes" and "f1_selectivity" in metrics:
             strategy = str(metrics.get("strategy") or name)
             data.attributes.append(

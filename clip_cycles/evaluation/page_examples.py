@@ -1,64 +1,56 @@
-"""Example cycles for the results page: the blocks recomputed from the cached features, and thumbnails.
+"""Example cycles for the results page, read from the samples files the results name; and their thumbnails.
 
-For each family task the scored split of every seed is read and encoded through the
-feature cache (:func:`clip_cycles.encoding.task_encoding.encode_tasks`, the same path as
-zero-shot evaluation, so nothing is re-encoded that the evaluation cached). The page shows
-the two images, the two captions, the 2 x 2 cosine block ``[[s11, s12], [s21, s22]]``,
-Delta and the credit of the hardest and easiest cycles (lowest and highest Delta) and
-of a seeded random sample. Without a ``cycle_acc_ci`` in the record, a percentile
-bootstrap over cycles (within each seed, then the mean over seeds) gives the interval.
-
-A result names the world it scored (its item set's ``source``, :mod:`clip_cycles.experiments.item_sets`);
-without ``--dataset-root`` the page reproduces that shapes world (:func:`world_root`) instead of
-assuming one default world, so the recomputed blocks are of the same cycles as the number.
+Nothing is recomputed: every field an example shows (task, seed, split, cycle id, images,
+captions, ``s11..s22``, Delta, credit) is a line of the samples file that ``eval --samples``
+wrote (:mod:`clip_cycles.evaluation.samples`), named by the result record with its sha256.
+The page shows the hardest and easiest cycles (lowest and highest Delta) of the first seed and
+a seeded random sample. Thumbnails are made from the image files the lines name
+(``image_root`` / key) when they are reachable; where they are not, the page says so. Without
+a ``cycle_acc_ci`` in the record, a percentile bootstrap over the samples' credits (within
+each seed, then the mean over seeds) gives the interval, named as the page builder's.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import io
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from PIL import Image
 
-from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
-from clip_cycles.data.sources.images import ImageItem
-from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, cached_world, world_of
-from clip_cycles.encoding.run_context import RunContext
-from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
-from clip_cycles.experiments.item_sets import ItemSet
-from clip_cycles.settings import resolve_cache_dir
-from clip_cycles.tasks.registry import TaskSpec, expand_tasks
+from clip_cycles.regular_files import read_regular_file
 
 #: Thumbnail edge in pixels (the longer side) and JPEG quality: small enough for a page of hundreds.
 THUMBNAIL_SIZE = 96
 JPEG_QUALITY = 80
 #: An image with more pixels than this is not decoded for a thumbnail (decompression bombs).
 MAX_IMAGE_PIXELS = 64_000_000
+#: The largest image file read for a thumbnail.
+MAX_THUMBNAIL_SOURCE_BYTES = 64 << 20
 BOOTSTRAP_RESAMPLES = 1000
 BOOTSTRAP_LEVEL = 0.95
-#: The shapes-world parameters a result's source must name for the page to reproduce the world.
-WORLD_PARAMETERS: tuple[str, ...] = ("n_images", "seed", "image_size", "val_fraction")
-#: Where reproduced worlds are kept, under the cache root.
-PAGE_WORLDS = "page_worlds"
 
-logger = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class ExampleImage:
+    """One image of an example: its key, and the file it was read from (None: the samples name no reachable file)."""
+
+    key: str
+    path: Path | None
 
 
 @dataclass(frozen=True)
 class ExampleCycle:
-    """One cycle as the page shows it."""
+    """One cycle as the page shows it (a samples line)."""
 
     kind: str  # hardest | easiest | random
     cycle_id: str
     seed: int
     split: str
-    images: tuple[ImageItem, ImageItem]
+    images: tuple[ExampleImage, ExampleImage]
     captions: tuple[str, str]
     scores: tuple[tuple[float, float], tuple[float, float]]
     delta: float
@@ -67,20 +59,15 @@ class ExampleCycle:
 
 @dataclass
 class FamilyExamples:
-    """A family's example cycles for one model, the folder they come from, and a bootstrap interval."""
+    """A family's example cycles for one model, the samples file they come from, and a bootstrap interval."""
 
     key: str
     model: str
-    folder: str
-    build_info: dict[str, Any]
-    tie_tolerance: float
+    samples_file: str
     examples: list[ExampleCycle] = field(default_factory=list)
     bootstrap: dict[str, Any] | None = None
     unavailable_reason: str | None = None
-    #: Mean over seeds of the recomputed CycleAcc: must equal the record's, or the examples are of other features.
-    cycle_acc: float | None = None
-    seeds: tuple[int, ...] = ()
-    #: The leaderboard row (family and item set) whose number these examples recompute; the family key when one.
+    #: The leaderboard row (family and item set) whose number these examples belong to; the family key when one.
     row: str = ""
 
 
@@ -104,7 +91,7 @@ def bootstrap_interval(
         "seed": seed,
         "method": "percentile",
         "unit": "cycle",
-        "computed_by": "page builder (the record has no cycle_acc_ci)",
+        "computed_by": "page builder, from the samples' credits (the record has no cycle_acc_ci)",
     }
 
 
@@ -119,126 +106,66 @@ def pick_examples(deltas: np.ndarray, n: int, seed: int) -> list[tuple[str, int]
     return [("hardest", i) for i in hardest] + [("easiest", i) for i in easiest] + [("random", i) for i in sample]
 
 
-def world_root(item: ItemSet, cache_root: Path) -> Path | None:
-    """The raw root of the shapes world ``item`` names, found in the cache or generated there; None if it names none.
+def _image(sample: Mapping[str, Any], which: str) -> ExampleImage:
+    key, root = str(sample[which]), sample.get("image_root")
+    return ExampleImage(key, Path(root) / key if isinstance(root, str) and root else None)
 
-    A world already in the cache is reused when its ``shapes_world.json`` holds exactly the
-    parameters: ``<cache>/datasets/<folder_name>`` (where the demo and root-less tasks keep it,
-    :func:`clip_cycles.data.sources.shapes_world.cached_world`); otherwise it is generated once under
-    ``<cache>/page_worlds/<folder_name>``. A source line naming only some parameters is a ValueError.
+
+def examples_from_samples(
+    key: str,
+    model: str,
+    samples_file: str,
+    cycles: Mapping[tuple[int, str], Mapping[str, Any]],
+    n: int,
+    seed: int = 0,
+    interval: bool = True,
+) -> FamilyExamples:
+    """``model``'s example cycles of family ``key`` from its samples (``(seed, cycle_id)`` -> line).
+
+    ``interval``: also bootstrap an interval from the credits (for a record without ``cycle_acc_ci``).
     """
-    named = item.world()
-    if named is None:
-        return None
-    params = {"val_fraction": DEFAULT_WORLD.val_fraction, **named}
-    missing = [k for k in WORLD_PARAMETERS if k not in params]
-    if missing:
-        raise ValueError(
-            f"the result's source {item.source!r} names a shapes world without {', '.join(missing)}; "
-            "give the world with --dataset-root to recompute its example cycles"
+    entry = FamilyExamples(key, model, samples_file)
+    per_seed: dict[int, list[Mapping[str, Any]]] = {}
+    for (s, _), sample in sorted(cycles.items()):
+        per_seed.setdefault(s, []).append(sample)
+    if not per_seed:
+        entry.unavailable_reason = "the samples file holds no cycle of this family"
+        return entry
+    if interval:
+        credits = [np.array([float(x["credit"]) for x in lines], dtype=np.float64) for _, lines in sorted(per_seed.items())]
+        entry.bootstrap = bootstrap_interval(credits, seed=seed)
+    first = min(per_seed)
+    lines = per_seed[first]  # in the file's order of cycle ids (sorted), as the samples hold them
+    deltas = np.array([float(x["delta"]) for x in lines], dtype=np.float64)
+    for kind, i in pick_examples(deltas, n, seed):
+        x = lines[i]
+        entry.examples.append(
+            ExampleCycle(
+                kind,
+                str(x["cycle_id"]),
+                int(x["seed"]),
+                str(x["split"]),
+                (_image(x, "image_0"), _image(x, "image_1")),
+                (str(x["caption_0"]), str(x["caption_1"])),
+                ((float(x["s11"]), float(x["s12"])), (float(x["s21"]), float(x["s22"]))),
+                float(x["delta"]),
+                float(x["credit"]),
+            )
         )
-    try:
-        world = ShapesWorldOptions.make(**{k: params[k] for k in WORLD_PARAMETERS})
-    except ValueError as error:
-        raise ValueError(
-            f"the result's source {item.source!r} names a shapes world this version cannot generate ({error}); "
-            "give the world with --dataset-root to recompute its example cycles"
-        ) from None
-    shared = cache_root / "datasets" / world.folder_name()
-    if world_of(shared) == world:
-        return shared
-    logger.info("reproducing %s under %s for the page's example cycles", item.source, cache_root / PAGE_WORLDS)
-    return cached_world(cache_root / PAGE_WORLDS, world)  # written in a staging folder, moved into place whole
+    return entry
 
 
-def page_world_cache(context: RunContext) -> Path:
-    """The cache root under which :func:`world_root` looks for and keeps worlds (the feature cache root)."""
-    return Path(context.cache_dir) if context.cache_dir is not None else resolve_cache_dir(None)
+def thumbnail(item: ExampleImage, size: int = THUMBNAIL_SIZE) -> tuple[str, bytes] | None:
+    """A small JPEG of ``item`` and its file name (content-addressed); None when its file is not reachable.
 
-
-def family_examples(
-    context: RunContext, keys: Sequence[str], model: str, n_examples: int, seed: int = 0, split: str | None = None
-) -> dict[str, FamilyExamples]:
-    """Example cycles of ``cycles/<key>`` for every key, recomputed with ``context``'s model from its feature cache.
-
-    ``split`` (the split a result scored) replaces each task's default split when given.
+    Only a regular file within a byte bound is read; an undecodable or oversized image is a ValueError.
     """
-    tasks: list[TaskSpec] = []
-    for key in keys:
-        found = expand_tasks([f"cycles/{key}"])
-        if len(found) == 1 and isinstance(found[0], TaskSpec) and not found[0].members:
-            tasks.append(dataclasses.replace(found[0], split=split) if split else found[0])
-    if not tasks:
-        return {}
-    loaded, encoded = encode_tasks(
-        tasks,
-        context.spec,
-        context.dataset_root,
-        context.cache_dir,
-        context.data_cache_dir,
-        context.batch_size,
-        context.num_workers,
-        context.skip_bad_images,
-        with_audit=False,
-        seeds=context.seeds,
-    )
-    out: dict[str, FamilyExamples] = {}
-    if encoded is None or not hasattr(encoded, "image_features"):
-        return out
-    phi = encoded.image_features.astype(np.float64)
-    psi = encoded.caption_features.astype(np.float64)
-    for data in loaded:
-        task = data.task
-        key = task.name.removeprefix("cycles/")
-        entry = FamilyExamples(key, model, str(data.folder.root), data.folder.info, task.tie_tolerance)
-        out[key] = entry
-        if data.unavailable is not None or not data.splits:
-            entry.unavailable_reason = data.unavailable or "no seed was read"
-            continue
-        credits = []
-        entry.seeds = tuple(sorted(data.splits))
-        for s in sorted(data.splits):
-            rows = data.splits[s][task.split]
-            index, dropped = cycle_index(rows, encoded)
-            kept = np.arange(index.shape[0])
-            if dropped:  # the row of each kept cycle, for its id, images and captions
-                known = np.array([item.key in encoded.image_rows for item in rows.image_items], dtype=bool)
-                kept = np.flatnonzero(known[rows.image_index].all(axis=1))
-            if index.shape[0] == 0:
-                continue
-            blocks = block_scores_from_embeddings(phi, psi, index)
-            deltas = deltas_from_blocks(blocks)
-            credit = cycle_credits(deltas, task.tie_tolerance)
-            credits.append(credit)
-            if entry.examples:
-                continue  # examples come from the first seed; every seed enters the interval
-            for kind, i in pick_examples(deltas, n_examples, seed):
-                row = int(kept[i])
-                block = blocks[i]
-                entry.examples.append(
-                    ExampleCycle(
-                        kind,
-                        str(rows.cycle_ids[row].as_py()),
-                        s,
-                        task.split,
-                        rows.image_pair(row),
-                        rows.caption_pair(row),
-                        ((float(block[0, 0]), float(block[0, 1])), (float(block[1, 0]), float(block[1, 1]))),
-                        float(deltas[i]),
-                        float(credit[i]),
-                    )
-                )
-        if credits:
-            entry.bootstrap = bootstrap_interval(credits, seed=seed)
-            entry.cycle_acc = float(np.mean([c.mean() for c in credits]))
-        else:
-            entry.unavailable_reason = "every cycle touches a skipped image"
-    return out
-
-
-def thumbnail(item: ImageItem, size: int = THUMBNAIL_SIZE) -> tuple[str, bytes]:
-    """A small JPEG of ``item`` and its file name (content-addressed, so each image is made once)."""
-    raw = item.read_bytes()
+    if item.path is None:
+        return None
+    try:
+        raw = read_regular_file(item.path, MAX_THUMBNAIL_SOURCE_BYTES, "image file")
+    except (OSError, ValueError):
+        return None
     try:
         with Image.open(io.BytesIO(raw)) as image:
             width, height = image.size

@@ -41,11 +41,13 @@ from clip_cycles.algebra.bootstrap import (
 from clip_cycles.algebra.contrast import block_scores_from_embeddings, cycle_credits, deltas_from_blocks
 from clip_cycles.algebra.crossed import crossed_group_intervals
 from clip_cycles.algebra.winoground import winoground_scores
+from clip_cycles.encoding.backends import is_random_init
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
-from clip_cycles.evaluation.item_set import item_identity
+from clip_cycles.evaluation.samples import check_samples_path, cycle_samples, samples_bytes, samples_reference
+from clip_cycles.experiments.item_sets import family_facts, item_identity
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.outputs import atomic_write_bytes, check_path_length, output_error, write_output
+from clip_cycles.outputs import atomic_write_bytes, is_stream, output_error, write_output
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
@@ -96,65 +98,6 @@ def score_blocks(
     out["n_cycles"] = int(blocks.shape[0])
     out["n_ties"] = int((np.abs(deltas) <= tie_tolerance).sum())
     return out
-
-
-def cycle_samples(task: TaskSpec, seed: int, rows: Any, encoded: EncodedFeatures, blocks: np.ndarray) -> list[dict[str, Any]]:
-    """One record per scored cycle of ``rows`` (those :func:`cycle_index` kept, in row order), with its four scores.
-
-    Keys: ``task``, ``seed``, ``split``, ``cycle_id``, ``image_0``/``image_1`` (the images'
-    keys: file names relative to the source root), ``caption_0``/``caption_1`` (as scored),
-    ``s11 s12 s21 s22`` (row = image, column = caption), ``delta`` and ``credit`` (1 / 0.5 / 0).
-    """
-    keys = [item.key for item in rows.image_items]
-    kept = np.fromiter((encoded.image_rows.get(k, -1) >= 0 for k in keys), dtype=bool, count=len(keys))
-    rows_kept = np.flatnonzero(kept[rows.image_index].all(axis=1))
-    if rows_kept.shape[0] != blocks.shape[0]:
-        raise ValueError(f"task {task.name} seed {seed}: {rows_kept.shape[0]} kept rows for {blocks.shape[0]} blocks")
-    deltas = deltas_from_blocks(blocks)
-    credits = cycle_credits(deltas, task.tie_tolerance)
-    ids = rows.cycle_ids.to_pylist()
-    out = []
-    for k, i in enumerate(rows_kept.tolist()):
-        (a, b), (c, d) = rows.image_index[i], rows.caption_index[i]
-        out.append(
-            {
-                "task": task.name,
-                "seed": int(seed),
-                "split": task.split,
-                "cycle_id": ids[i],
-                "image_0": keys[a],
-                "image_1": keys[b],
-                "caption_0": rows.captions[c],
-                "caption_1": rows.captions[d],
-                "s11": float(blocks[k, 0, 0]),
-                "s12": float(blocks[k, 0, 1]),
-                "s21": float(blocks[k, 1, 0]),
-                "s22": float(blocks[k, 1, 1]),
-                "delta": float(deltas[k]),
-                "credit": float(credits[k]),
-            }
-        )
-    return out
-
-
-def check_samples_path(path: str | Path) -> Path:
-    """Refuse, before any work, a samples path that is a folder or whose parent is a file."""
-    path = check_path_length(path, "samples file")
-    if path.is_dir():
-        raise ValueError(f"samples file {path} is a folder; name a file, e.g. {path / 'samples.jsonl'}")
-    parent = path.parent
-    if parent.exists() and not parent.is_dir():
-        raise ValueError(f"samples file {path}: {parent} is not a folder")
-    return path
-
-
-def write_samples(samples: Sequence[dict[str, Any]], path: str | Path) -> Path:
-    """Write per-cycle samples as JSON lines (sorted keys) under the output policy; returns the path.
-
-    Written whole or not at all; a FIFO or character device (``/dev/stdout``) is streamed into.
-    """
-    text = "".join(json.dumps(sample, sort_keys=True) + "\n" for sample in samples)
-    return write_output(path, text.encode("utf-8"), what="samples file")
 
 
 #: Bumped when the audit's cached result format changes.
@@ -319,11 +262,13 @@ def score_task(
     encoded: EncodedFeatures,
     cache_dir: Path | None = None,
     samples: list[dict[str, Any]] | None = None,
+    bind: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """clip_benchmark-style ``metrics`` of one task: per-seed values, their mean and sd, their intervals.
 
     ``cache_dir`` (the feature cache root) also keeps the additive audit's results.
-    ``samples``, when given, receives the :func:`cycle_samples` of every scored cycle (seeds in order).
+    ``samples``, when given, receives the :func:`cycle_samples` of every scored cycle (seeds in order),
+    each bound to the result by ``bind`` (its ``items_sha256`` and ``weights_sha256``).
     Every ``<name>_ci`` is two-way image-cluster robust (:func:`task_intervals`); the pooled one is
     that of the mean over seeds, the statistic that ``<name>`` reports.
     """
@@ -359,7 +304,7 @@ def score_task(
         per_seed[str(seed)]["dropped_cycles"] = dropped
         per_seed[str(seed)]["split"] = task.split  # which split these numbers come from
         if samples is not None:
-            samples.extend(cycle_samples(task, seed, rows, encoded, blocks))
+            samples.extend(cycle_samples(task, seed, rows, encoded, blocks, bind))
     metrics: dict[str, Any] = {}
     for name, ci in zip(MEAN_METRICS, pooled):
         if name in task.metric_names:
@@ -408,6 +353,18 @@ def result_record(
     )
 
 
+def recorded_pretrained(spec: ModelSpec) -> str | None:
+    """The pretrained tag a record names: none for an OpenCLIP ``local-dir:``/``hf-hub:`` model.
+
+    Such a model brings its own weights and OpenCLIP ignores the tag (the default one included),
+    so recording it would name weights that were not loaded.
+    """
+    own_weights = spec.backend.name == "open_clip" and spec.model.startswith(("local-dir:", "hf-hub:"))
+    if own_weights and not is_random_init(spec.pretrained):  # "none" says what it says: kept
+        return None
+    return spec.pretrained
+
+
 def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> dict[str, Any]:
     """:func:`result_record` of a runner's metrics, once they hold every metric of the task's ``metric_list``
     and the record matches its declared format (:class:`clip_cycles.schemas.result.ResultRecord`).
@@ -417,7 +374,7 @@ def checked_record(task: AnyTask, spec: ModelSpec, metrics: dict[str, Any]) -> d
     missing = [m for m in task.metric_names if m not in metrics] if metrics.get("available", True) else []
     if missing:
         raise ValueError(f"{task.path}: field 'metric_list' names {missing}, which {task.output_type} did not report")
-    record = result_record(task, spec.model, spec.pretrained, metrics, model_source=spec.source())  # type: ignore[arg-type]
+    record = result_record(task, spec.model, recorded_pretrained(spec), metrics, model_source=spec.source())  # type: ignore[arg-type]
     check_result_record(clean(record), f"{task.path}: the result record of {task.name}")  # what `schema result` promises
     return record
 
@@ -489,15 +446,22 @@ def evaluate_tasks(
         return [], None
     samples: list[dict[str, Any]] | None = [] if samples_path is not None else None
     records = []
+    source = spec.source(None if cache is None else cache / "fingerprints")
     for data in loaded:
-        task_samples: list[dict[str, Any]] | None = [] if samples is not None else None
-        metrics = score_task(data, encoded, cache, task_samples)
         identity = item_identity(data, encoded)
-        source = spec.source(None if cache is None else cache / "fingerprints")
-        records.append(result_record(data.task, spec.model, spec.pretrained, metrics, identity=identity, model_source=source))
-        if samples is not None and task_samples is not None:
-            # Each line names the item set it belongs to, so a samples file read alone says what was scored.
-            samples.extend({**sample, **identity} for sample in task_samples)
+        bind = {"items_sha256": identity["items_sha256"], "weights_sha256": source.get("weights_sha256")}
+        metrics = score_task(data, encoded, cache, samples, bind)
+        record = result_record(data.task, spec.model, recorded_pretrained(spec), metrics, identity=identity, model_source=source)
+        facts = family_facts(data.task)
+        if facts is not None:  # what the page shows of the family, as it was when this ran
+            record["family"] = facts
+        records.append(record)
     if samples_path is not None:
-        write_samples(samples or [], samples_path)
+        # Each line names its result's item set and weights; each record names the file and its sha256.
+        content = samples_bytes(samples or [])
+        write_output(samples_path, content, what="samples file")
+        reference = samples_reference(samples_path, content)
+        for record in records:  # a stream (/dev/stdout) is no file a record can name
+            if record["metrics"].get("available", True) is not False and not is_stream(samples_path):
+                record["samples"] = dict(reference)
     return records, encoded

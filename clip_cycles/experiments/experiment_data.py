@@ -33,6 +33,7 @@ from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE, validate_cycles
 from clip_cycles.data.families.build_config import DEFAULT_MIN_CYCLES, BuildConfig
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.encoding.task_encoding import cycle_index
+from clip_cycles.experiments.item_sets import item_identity
 from clip_cycles.outputs import write_output
 from clip_cycles.settings import min_cycles_override, resolve_data_cache_dir
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
@@ -134,10 +135,19 @@ class ExperimentData:
     #: The minimum-cycle rule the dataset folders were built with (``build_info.json``; the
     #: strictest of several); None when unknown (planted data, older npz files).
     built_min_cycles: int | None = None
+    #: Family -> the item set its test split holds (:func:`clip_cycles.experiments.item_sets.item_identity`:
+    #: ``split``, ``items_sha256``, ``source``, ``source_line``); empty for planted data.
+    item_sets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def identity(self) -> dict[str, Any]:
-        """``model``, ``pretrained``, ``tie_tolerance`` and ``source`` for result JSONs."""
-        return {"model": self.model, "pretrained": self.pretrained, "tie_tolerance": self.tie_tolerance, "source": self.source}
+        """``model``, ``pretrained``, ``tie_tolerance``, ``source`` and each family's ``item_sets`` for result JSONs."""
+        return {
+            "model": self.model,
+            "pretrained": self.pretrained,
+            "tie_tolerance": self.tie_tolerance,
+            "source": self.source,
+            "item_sets": {name: dict(item) for name, item in sorted(self.item_sets.items())},
+        }
 
     def family_names(self) -> list[str]:
         """Every family, available or not, in a stable order (loaded ones first, as given)."""
@@ -300,6 +310,7 @@ def load_experiment_data(path: str | Path) -> ExperimentData:
         unavailable=dict(meta.get("unavailable", {})),
         source=meta.get("source", ""),
         built_min_cycles=meta.get("built_min_cycles"),
+        item_sets=dict(meta.get("item_sets") or {}),
     )
 
 
@@ -371,6 +382,7 @@ def load_from_tasks(
         for caption in unique_captions:
             marker_rows[encoded.caption_rows[caption]] = encoded.caption_rows[marker_caption(caption)]
     families: dict[str, FamilyFeatures] = {}
+    item_sets: dict[str, dict[str, Any]] = {}
     for task_data in loaded:
         cycles: dict[int, dict[str, np.ndarray]] = {}
         dropped = 0
@@ -381,6 +393,7 @@ def load_from_tasks(
                 dropped += n_dropped
                 cycles[seed][split] = index
         name = family_name(task_data.task.name)
+        item_sets[name] = item_identity(task_data, encoded)
         families[name] = FamilyFeatures(name, encoded.image_features, encoded.caption_features, cycles, marker_rows, dropped)
     return ExperimentData(
         model=spec.model,
@@ -390,6 +403,7 @@ def load_from_tasks(
         unavailable=unavailable,
         source=f"tasks {', '.join(t.name for t in tasks)} via backend {spec.backend}",
         built_min_cycles=max(built, default=None),
+        item_sets=item_sets,
     )
 
 

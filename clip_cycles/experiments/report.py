@@ -40,7 +40,7 @@ from clip_cycles.experiments.oe import METHODS
 from clip_cycles.outputs import write_output, write_text_output
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
-from clip_cycles.results import RESULT_TASK, read_result
+from clip_cycles.results import RESULT_TASK, read_result, shown_name, shown_weights
 
 REPORT_FILE = "report.md"
 FIGURE_FORMATS: tuple[str, ...] = ("png", "svg")
@@ -95,6 +95,12 @@ def _read_json(path: Path) -> Any:
         raise ValueError(f"{path} is not valid JSON: {error}") from error
 
 
+def shown_model(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with ``model`` and ``pretrained`` as the report shows them: weights by file name and digest, no path."""
+    pretrained = shown_weights(record.get("pretrained"), record.get("weights_sha256"))
+    return {**record, "model": shown_name(record.get("model")), "pretrained": pretrained}
+
+
 def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
     """The experiment records of a results directory, keyed by section name; checks they share one model.
 
@@ -124,7 +130,7 @@ def load_results(results_dir: str | Path) -> dict[str, dict[str, Any]]:
         for key in ("model", "pretrained", "tie_tolerance", "seeds"):
             if key not in record:
                 raise ValueError(f"{path}: field {key!r} is missing")
-        records[name] = record
+        records[name] = shown_model(record)
     records.update(benchmark_sections(root, skip_zero_shot="zero_shot" in records))
     records = {name: records[name] for name in SECTIONS if name in records}  # the report's section order
     if not records:
@@ -186,7 +192,8 @@ def benchmark_sections(root: Path, skip_zero_shot: bool = False) -> dict[str, di
     identity: tuple[str, str] | None = None
     for path in _benchmark_files(root):
         record = read_result(path)
-        identity = (str(record["model"]), str(record.get("pretrained") or ""))
+        shown = shown_model(record)
+        identity = (str(shown["model"]), str(shown.get("pretrained") or ""))
         metrics = record["metrics"]
         if record["task"] == RESULT_TASK and not skip_zero_shot:
             name = str(record["dataset"]).removeprefix("cycles/")

@@ -1,8 +1,11 @@
 """The result record, declared: clip_benchmark's result JSON, which every runner writes.
 
 ``{dataset, model, pretrained, task, metrics, language}`` (clip_benchmark's keys; the
-``dataset`` is the task name), plus the item-set identity of a zero-shot result (``split``,
-``items_sha256``, ``source``: top-level, so ``clip_benchmark build`` makes each a column).
+``dataset`` is the task name), plus the item-set identity (``split``, ``items_sha256``,
+``source``: an object of kind, builder, world parameters and annotation digests, and
+``source_line``), the family's facts as they were when it ran (``family``) and the samples file
+it wrote (``samples``: path relative to the record, sha256); top-level, the scalars also in the
+flat file (so ``clip_benchmark build`` makes each a column), the objects in the detail.
 ``metrics`` holds the task's metrics and the keys every record shares
 (``tie_tolerance``; ``available`` and ``unavailable_reason`` when a task could not run);
 other keys are kept, since each runner reports its own.
@@ -15,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import Field, StringConstraints, model_validator
 
 from clip_cycles.schemas.build_info import SHA256
-from clip_cycles.schemas.declared import Open, validate
+from clip_cycles.schemas.declared import Declared, Open, validate
 from clip_cycles.schemas.metric_values import _ACCURACY, _COUNT, ACCURACY_NAME, COUNT_NAME, _first_bad_metric
 
 
@@ -38,6 +41,37 @@ class Metrics(Open):
         return self
 
 
+class SourceIdentity(Declared):
+    """The structured identity of the world or raw root a result's items came from (what entered ``items_sha256``)."""
+
+    kind: str = Field(min_length=1, description="a non-empty string: the raw source's kind (shapes, coco, gqa)")
+    builder: str = Field(min_length=1, description="a non-empty string: the family builder that built the folder")
+    world: dict[str, Any] | None = Field(
+        None, description="an object of the shapes world's generation parameters (shapes_world.json), or null"
+    )
+    annotations: dict[str, Annotated[str, StringConstraints(pattern=SHA256)] | None] = Field(
+        default_factory=dict, description="an object of annotation file name -> its sha256"
+    )
+
+
+class FamilyFacts(Declared):
+    """A family as it was registered when the result was written: what it tests and where it comes from."""
+
+    builder: str = Field(min_length=1, description="a non-empty string: the family builder (coco, gqa)")
+    family: str = Field(min_length=1, description="a non-empty string: the registered family name")
+    source: str = Field(min_length=1, description="a non-empty string: the raw source of its task")
+    predicate: str = Field(description="a string: the family's predicate, in words")
+    provenance: str = Field(description="a string: where the family comes from (paper 1, or this project)")
+    order: int = Field(ge=0, description="an integer >= 0: coarse -> strict, the builders' order then registration order")
+
+
+class SamplesReference(Declared):
+    """The per-cycle samples file a result wrote (``eval --samples``)."""
+
+    path: str = Field(min_length=1, description="a non-empty string: the samples file, relative to the result file")
+    sha256: Annotated[str, StringConstraints(pattern=SHA256)] = Field(description="a sha256 hex digest of the file's bytes")
+
+
 class ResultRecord(Open):
     """One result JSON (``clip-cycles eval --output``, the clip_benchmark plugin, lmms-eval's bridge)."""
 
@@ -51,7 +85,10 @@ class ResultRecord(Open):
     items_sha256: Annotated[str, StringConstraints(pattern=SHA256)] | None = Field(
         None, description="a sha256 hex digest (64 lowercase hex digits) of the items scored, or null when nothing was"
     )
-    source: str | None = Field(None, min_length=1, description="a non-empty string: the world or raw root the items came from")
+    source: SourceIdentity | None = Field(None, description="an object: the world or raw root the items came from")
+    source_line: str | None = Field(None, min_length=1, description="a non-empty string: the source, in words")
+    family: FamilyFacts | None = Field(None, description="an object: the family's facts when the result was written")
+    samples: SamplesReference | None = Field(None, description="an object: the samples file this result wrote")
     backend: str | None = Field(None, min_length=1, description="a non-empty string: the backend that loaded the model")
     weights_sha256: Annotated[str, StringConstraints(pattern=SHA256)] | None = Field(
         None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import numpy as np
 from benchmark_formats import write_features, write_sugarcrepe, write_winoground
 
 from clip_cycles.cli import main
-from clip_cycles.results import read_result
+from clip_cycles.results import IDENTITY_FIELDS, read_result
 
 TOL = 1e-9
 
@@ -40,7 +41,11 @@ def test_audit_benchmark_command_with_cycles_tiny(tmp_path: Path, capsys) -> Non
     table = capsys.readouterr().out
     assert "| add_obj | 8 | 8 |" in table and "| swap_att | 4 | 4 |" in table
     record = json.loads((tmp_path / "a" / "audit_sugarcrepe.json").read_text())
-    assert set(record) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
+    assert set(record) - {"weights_sha256"} == {"dataset", "model", "pretrained", "task", "metrics", "language", "backend"} | set(
+        IDENTITY_FIELDS
+    )
+    assert record["split"] == "all" and re.fullmatch(r"[0-9a-f]{64}", record["items_sha256"])  # never "not recorded"
+    assert record["source"]["kind"] == "benchmark" and record["source_line"].startswith("benchmark sugarcrepe")
     assert (record["dataset"], record["model"], record["pretrained"]) == ("audit/sugarcrepe", "cycles-tiny", "shapes")
     subsets = record["metrics"]["subsets"]
     assert subsets["add_obj"]["shortest_caption_acc"] == 1.0

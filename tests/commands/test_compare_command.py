@@ -24,6 +24,10 @@ def _samples(task: str, credits: list[float], n_images: int, seed: int = 0, **ch
             "image_1": f"img{(i + 1) % n_images}.png",
             "caption_0": f"a {i}",
             "caption_1": f"b {i}",
+            "s11": float(credit),
+            "s12": 0.25,
+            "s21": 0.25,
+            "s22": 0.0,
             "delta": float(credit) - 0.5,
             "credit": float(credit),
         }
@@ -57,7 +61,8 @@ def test_compare_writes_the_paired_difference_per_family(tmp_path: Path, capsys:
     assert y["diff"] == pytest.approx(expected_y) and y["ci_low"] <= y["diff"] <= y["ci_high"]
     assert y["verdict"] == "within noise" and sorted(y["disagree_most"]) == [f"0/cycles/y-{i:03d}" for i in range(3)]
     assert z["verdict"] == "too few comparisons" and z["diff"] == 1.0  # below MIN_CYCLES and MIN_IMAGES
-    assert "cycles/x: A - B = +0.900" in capsys.readouterr().out
+    assert "cycles/x: CycleAcc A 1.000, B 0.100; A - B = +0.900" in capsys.readouterr().out
+    assert (x["cycle_acc_a"], x["cycle_acc_b"]) == (1.0, 0.1)
 
 
 def test_swapping_the_files_negates_every_difference(tmp_path: Path) -> None:
@@ -80,13 +85,13 @@ def test_swapping_the_files_negates_every_difference(tmp_path: Path) -> None:
         (lambda: _samples("t", [1.0] * 39, 20), r"cycle sets differ \(1 only in A, 0 only in B; e\.g\. seed 0 cycle t-039\)"),
         (lambda: _samples("u", [1.0] * 40, 20), r"different tasks \(only in A: \['t'\], only in B: \['u'\]\)"),
         (lambda: _samples("t", [1.0] * 40, 20, caption_1="other"), r"cycle t-000 has caption_1 'b 0' in A and 'other' in B"),
-        (lambda: _samples("t", [1.0] * 40, 20, items_sha256="f" * 8), r"item sets differ \(items_sha256"),
+        (lambda: _samples("t", [1.0] * 40, 20, items_sha256="f" * 64), r"item sets differ \(items_sha256"),
     ],
 )
 def test_different_cycles_are_refused_with_a_sentence(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], b_lines: object, message: str
 ) -> None:
-    pa = _write(tmp_path / "a.jsonl", _samples("t", [1.0] * 40, 20, items_sha256="e" * 8))
+    pa = _write(tmp_path / "a.jsonl", _samples("t", [1.0] * 40, 20, items_sha256="e" * 64))
     pb = _write(tmp_path / "b.jsonl", b_lines())  # type: ignore[operator]
     out = tmp_path / "cmp.json"
     assert main(["compare", str(pa), str(pb), "--out", str(out)]) != 0
@@ -100,7 +105,7 @@ def test_a_malformed_samples_file_is_named(tmp_path: Path, capsys: pytest.Captur
     bad = tmp_path / "b.jsonl"
     bad.write_text(json.dumps({"task": "t", "seed": 0, "cycle_id": "c"}) + "\n")
     assert main(["compare", str(good), str(bad)]) != 0
-    assert f"samples file {bad}, line 1: missing image_0" in capsys.readouterr().err
+    assert f"samples file {bad}, line 1: field 'split' is missing" in capsys.readouterr().err
 
 
 def test_compare_adjusts_the_families_with_holm_and_adds_a_joint_overall(tmp_path: Path) -> None:
@@ -130,3 +135,32 @@ def test_compare_adjusts_the_families_with_holm_and_adds_a_joint_overall(tmp_pat
     # The y families share their images (img0..img59): the joint interval is wider than treating them as independent.
     independent = np.sqrt(sum(((f["ci_high"] - f["ci_low"]) / 2) ** 2 for f in families.values())) / 5
     assert (overall["ci_high"] - overall["ci_low"]) / 2 > independent
+
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "words"),
+    [
+        ({"credit": 5.66}, "credit", "0, 0.5 or 1"),
+        ({"credit": -1.0}, "credit", "0, 0.5 or 1"),
+        ({"seed": None}, "seed", "an integer"),
+        ({"seed": [0]}, "seed", "an integer"),
+        ({"seed": 0.5}, "seed", "an integer"),
+        ({"delta": None}, "delta", "a finite number"),
+        ({"delta": [1.0]}, "delta", "a finite number"),
+        ({"s12": "0.3"}, "s12", "a finite number"),
+    ],
+)
+def test_a_bad_value_is_one_sentence_naming_file_line_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict, field: str, words: str
+) -> None:
+    good = _write(tmp_path / "a.jsonl", _samples("t", [1.0] * 3, 3))
+    lines = _samples("t", [1.0] * 3, 3)
+    lines[1] = {**lines[1], **change}
+    bad = tmp_path / "b.jsonl"
+    bad.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "cmp.json"
+    assert main(["compare", str(good), str(bad), "--out", str(out)]) == 2  # a sentence and exit 2, never a traceback
+    err = capsys.readouterr().err
+    assert f"samples file {bad}, line 2: field {field!r}" in err and words in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()

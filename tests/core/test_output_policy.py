@@ -31,7 +31,7 @@ from benchmark_formats import write_sugarcrepe
 
 from clip_cycles import outputs
 from clip_cycles.cli import main
-from clip_cycles.evaluation.zero_shot import write_samples
+from clip_cycles.evaluation.samples import write_samples
 from clip_cycles.outputs import OutputError, write_file_set, write_output, write_outputs
 from clip_cycles.regular_files import MAX_JSON_DEPTH, JSONLimitError, load_json_text, read_json_file
 from clip_cycles.results import benchmark_record, read_result, result_files, write_json, write_result

@@ -136,9 +136,13 @@ def test_cli_eval_writes_clip_benchmark_json_from_the_cache(
     assert code == 0
     path = tmp_path / "cycles_shapes_strict_left_right_none_cycles.json"
     written = json.loads(path.read_text())
-    # clip_benchmark's keys, and the item set it scored (split, items_sha256, source) beside them.
-    keys = {"dataset", "model", "pretrained", "task", "metrics", "language"}
-    assert set(written) == keys | set(IDENTITY_FIELDS) | set(MODEL_SOURCE_FIELDS)
+    # clip_benchmark's keys, and the item set it scored (split, items_sha256, source) beside them,
+    # the family's facts as they were, and the samples file it wrote (relative to the result, with its sha256).
+    keys = {"dataset", "model", "pretrained", "task", "metrics", "language", "family", "samples"}
+    assert set(read_result(path)) == keys | set(IDENTITY_FIELDS) | set(MODEL_SOURCE_FIELDS)
+    assert read_result(path)["samples"]["path"] == "samples.jsonl"
+    # The flat file (clip_benchmark's, one CSV row) holds scalars only; the objects are in the detail.
+    assert set(written) == (keys | set(IDENTITY_FIELDS) | set(MODEL_SOURCE_FIELDS)) - {"family", "samples", "source"}
     # The file holds flat named numbers; CycleAcc is clip_benchmark's headline `acc`.
     flat = written["metrics"]
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat.values()), flat

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from clip_cycles.evaluation.item_set import ITEM_SET_BUILD_FIELDS, item_set_digest
+from clip_cycles.experiments.item_sets import ITEM_SET_BUILD_FIELDS, item_set_digest
 from clip_cycles.results import (
     IDENTITY_FIELDS,
     ITEM_SET_NOT_RECORDED,
@@ -133,6 +133,18 @@ def evaluated(shapes_cycles: Path, tiny: str, tmp_path_factory: pytest.TempPathF
     return tmp
 
 
+def _independent_source(folder: Path) -> dict[str, Any]:
+    """The structured source from the files: build_info.json's fingerprint and the world's shapes_world.json."""
+    info = json.loads((folder / "build_info.json").read_text())
+    fingerprint, world_root = info["source_fingerprint"], Path(info["source_root"])
+    return {
+        "kind": fingerprint["kind"],
+        "builder": info["source"],
+        "world": json.loads((world_root / "shapes_world.json").read_text()),
+        "annotations": {name: entry["sha256"] for name, entry in fingerprint["annotations"].items()},
+    }
+
+
 def _independent_digest(samples: list[dict[str, Any]], folder: Path, split: str) -> str:
     """items_sha256 from the files: the samples' cycles, the images' bytes under the world, build_info.json."""
     info = json.loads((folder / "build_info.json").read_text())
@@ -141,13 +153,7 @@ def _independent_digest(samples: list[dict[str, Any]], folder: Path, split: str)
     for line in samples:
         images = [hashlib.sha256((world_root / line[k]).read_bytes()).hexdigest() for k in ("image_0", "image_1")]
         seeds.setdefault(line["seed"], []).append([line["cycle_id"], *images, line["caption_0"], line["caption_1"]])
-    fingerprint = info["source_fingerprint"]
-    source = {
-        "kind": fingerprint["kind"],
-        "builder": info["source"],
-        "world": json.loads((world_root / "shapes_world.json").read_text()),
-        "annotations": {name: entry["sha256"] for name, entry in fingerprint["annotations"].items()},
-    }
+    source = _independent_source(folder)
     build = {key: info.get(key) for key in ITEM_SET_BUILD_FIELDS}
     return _spec_digest(split, source, build, [[seed, seeds[seed]] for seed in sorted(seeds)])
 
@@ -163,10 +169,13 @@ def test_eval_splits_leave_two_files_each_naming_its_item_set(evaluated: Path, s
         expected = _independent_digest(samples, shapes_cycles, split)
         for record in (flat, detail, read_result(path)):
             assert record["split"] == split and record["items_sha256"] == expected
-            assert record["source"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
+            assert record["source_line"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
+        for record in (detail, read_result(path)):  # the objects live in the detail: the flat file stays one CSV row
+            assert record["source"] == _independent_source(shapes_cycles)  # the structure that entered the digest
+        assert not [k for k, v in flat.items() if isinstance(v, (dict, list)) and k != "metrics"]
         assert not set(IDENTITY_FIELDS) & set(flat["metrics"])  # beside dataset and model, never a metric
         assert len(samples) == flat["metrics"]["n_cycles"]
-        assert all({k: s[k] for k in IDENTITY_FIELDS} == {k: flat[k] for k in IDENTITY_FIELDS} for s in samples)
+        assert all((s["split"], s["items_sha256"]) == (flat["split"], flat["items_sha256"]) for s in samples)
         records[split] = read_result(path)
     assert not same_item_set(records["test"], records["validation"])
 
@@ -218,10 +227,10 @@ def test_clip_benchmark_splits_get_their_own_files_and_csv_columns(shapes_cycles
     assert sorted(rows) == ["test", "validation"]
     for split, row in rows.items():
         record = read_result(tmp_path / "bare" / ("result.json" if split == "test" else "result@validation.json"))
-        assert row["items_sha256"] == record["items_sha256"] and row["source"] == record["source"]
+        assert row["items_sha256"] == record["items_sha256"] and row["source_line"] == record["source_line"]
         assert row["dataset"] == TASK
     assert rows["test"]["items_sha256"] != rows["validation"]["items_sha256"]
-    assert rows["test"]["source"] == rows["validation"]["source"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
+    assert rows["test"]["source_line"] == rows["validation"]["source_line"] == "shapes world: 300 images, 64 px, seed 0, val 0.25"
 
 
 def test_the_identity_fields_are_declared_in_the_result_schema(evaluated: Path) -> None:
@@ -234,7 +243,7 @@ def test_the_identity_fields_are_declared_in_the_result_schema(evaluated: Path) 
     record = json.loads((evaluated / "result@validation.json").read_text())
     assert not list(validator.iter_errors(record))
     check_result_record(record, "here")
-    for field, bad in (("items_sha256", "abc"), ("items_sha256", "A" * 64), ("split", ""), ("source", 3)):
+    for field, bad in (("items_sha256", "abc"), ("items_sha256", "A" * 64), ("split", ""), ("source", 3), ("source", "a line")):
         broken = {**record, field: bad}
         assert list(validator.iter_errors(broken)), (field, bad)
         with pytest.raises(ValueError, match=f"result record field '{field}'"):
@@ -246,7 +255,7 @@ def test_scored_cycles_hash_the_bytes_and_skip_cycles_of_images_not_encoded(tmp_
 
     from clip_cycles.data.folder.reader import CycleRows
     from clip_cycles.data.sources.images import ImageItem
-    from clip_cycles.evaluation.item_set import scored_cycles
+    from clip_cycles.experiments.item_sets import scored_cycles
 
     a, b, c = (ImageItem(k, data=k.encode() * 3) for k in ("a.jpg", "b.jpg", "c.jpg"))
     gone = ImageItem("gone.jpg", path=tmp_path / "gone.jpg")  # features precomputed elsewhere: no file to read

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -12,11 +13,22 @@ import pytest
 from PIL import Image
 
 from clip_cycles.cli import main
-from clip_cycles.data.sources.images import ImageItem
 from clip_cycles.evaluation.page import build_page, build_site, write_site
 from clip_cycles.evaluation.page_data import collect
-from clip_cycles.evaluation.page_examples import bootstrap_interval, pick_examples, thumbnail
+from clip_cycles.evaluation.page_examples import ExampleImage, bootstrap_interval, pick_examples, thumbnail
+from clip_cycles.experiments.item_sets import family_facts
 from clip_cycles.results import benchmark_record, write_json
+from clip_cycles.tasks.registry import expand_tasks
+
+
+def benchmark_record_of(dataset: str, model: str, pretrained: str, metrics: dict) -> dict:
+    """A result record as eval writes it: a cycles/ task's record carries its family's facts (``family``)."""
+    record = benchmark_record(dataset, model, pretrained, metrics)
+    if dataset.startswith("cycles/") and "/.." not in dataset:
+        facts = family_facts(expand_tasks([dataset])[0])
+        if facts is not None:
+            record["family"] = facts
+    return record
 
 
 def _cycle_metrics(cycle_acc: float, acc: float, passed: bool | None = True, **extra: object) -> dict:
@@ -72,10 +84,14 @@ def results(tmp_path: Path) -> Path:
     out = tmp_path / "in"
     ci = {"low": 0.7, "high": 0.9, "level": 0.95, "n_resamples": 1000, "seed": 0, "method": "percentile", "unit": "cycle"}
     write_json(
-        benchmark_record("cycles/shapes_strict_size", "m", "a", _cycle_metrics(0.8, 0.3, cycle_acc_ci=ci)), out / "r1.json"
+        benchmark_record_of("cycles/shapes_strict_size", "m", "a", _cycle_metrics(0.8, 0.3, cycle_acc_ci=ci)), out / "r1.json"
     )
-    write_json(benchmark_record("cycles/shapes_strict_size", "m", "b", _cycle_metrics(0.45, 0.2, passed=False)), out / "r2.json")
-    write_json(benchmark_record("cycles/shapes_coarse_object", "m", "", _cycle_metrics(0.6, 0.1, passed=None)), out / "r3.json")
+    write_json(
+        benchmark_record_of("cycles/shapes_strict_size", "m", "b", _cycle_metrics(0.45, 0.2, passed=False)), out / "r2.json"
+    )
+    write_json(
+        benchmark_record_of("cycles/shapes_coarse_object", "m", "", _cycle_metrics(0.6, 0.1, passed=None)), out / "r3.json"
+    )
     write_json(benchmark_record("audit/sugarcrepe", "m", "a", _audit_metrics()), out / "audits" / "audit_sugarcrepe.json")
     write_json(benchmark_record("cifar10", "m", "a", {"acc1": 0.9}), out / "other_task.json")
     write_json({"hello": 1}, out / "notes.json")
@@ -134,7 +150,7 @@ def test_page_shows_the_recorded_interval_and_says_when_there_is_none(results: P
         assert name in html  # skipped inputs are listed on the page
     family = (tmp_path / "site" / "families" / "shapes_strict_size.html").read_text()
     assert "larger than" in family  # the predicate in words
-    assert "No example cycles" in family
+    assert "no example cycles: the result names no samples file" in family  # said, not guessed from a *.jsonl nearby
 
 
 def test_same_inputs_give_the_same_bytes(results: Path, tmp_path: Path) -> None:
@@ -203,12 +219,18 @@ def test_pick_examples_takes_the_extremes_and_a_seeded_sample() -> None:
 def test_thumbnails_are_small_jpegs_and_bad_images_are_named(tmp_path: Path) -> None:
     buffer = io.BytesIO()
     Image.new("RGB", (300, 150), (200, 10, 10)).save(buffer, format="PNG")
-    name, content = thumbnail(ImageItem("red.png", data=buffer.getvalue()))
+    for name in ("red.png", "other-name.png"):
+        (tmp_path / name).write_bytes(buffer.getvalue())
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    name, content = thumbnail(ExampleImage("red.png", tmp_path / "red.png"))
     with Image.open(io.BytesIO(content)) as small:
         assert small.format == "JPEG" and max(small.size) == 96
-    assert name == thumbnail(ImageItem("other-name.png", data=buffer.getvalue()))[0]  # named by content: made once
+    assert name == thumbnail(ExampleImage("other-name.png", tmp_path / "other-name.png"))[0]  # by content: made once
     with pytest.raises(ValueError, match="'broken.png' cannot be decoded"):
-        thumbnail(ImageItem("broken.png", data=b"not an image"))
+        thumbnail(ExampleImage("broken.png", tmp_path / "broken.png"))
+    # A file the samples name that is not reachable here gives no thumbnail (the page says so), never an error.
+    assert thumbnail(ExampleImage("gone.png", tmp_path / "gone.png")) is None
+    assert thumbnail(ExampleImage("no-root.png", None)) is None
 
 
 def test_names_that_are_paths_never_become_files_outside_the_site(results: Path, tmp_path: Path) -> None:
@@ -236,24 +258,30 @@ def test_every_field_from_a_file_is_escaped_and_no_page_shows_a_machine_path(tmp
     for n, model in enumerate((f"m{EVIL}", "<b>other</b>")):
         folder = results / f"model{n}"
         metrics = _cycle_metrics(0.8 - 0.1 * n, 0.3, cycle_acc_ci={"low": 0.6, "high": 0.9})
-        write_json(benchmark_record("cycles/shapes_strict_size", model, f"<i>tag{n}</i>", metrics), folder / "r.json")
+        write_json(benchmark_record_of("cycles/shapes_strict_size", model, f"<i>tag{n}</i>", metrics), folder / "r.json")
         unavailable = {"available": False, "unavailable_reason": f"reason {EVIL}"}
-        write_json(benchmark_record("cycles/shapes_coarse_object", model, f"<i>tag{n}</i>", unavailable), folder / "u.json")
+        write_json(benchmark_record_of("cycles/shapes_coarse_object", model, f"<i>tag{n}</i>", unavailable), folder / "u.json")
         lines = [
             {
                 "task": "cycles/shapes_strict_size",
                 "seed": 0,
+                "split": "test",
                 "cycle_id": f"c{c}<u>",
                 "image_0": f"i{c}.png",
                 "image_1": f"i{c + 1}.png",
                 "caption_0": f"caption <img src=y onerror=alert({c})>",
                 "caption_1": "b",
+                **{"s11": 0.3, "s12": 0.1, "s21": 0.1, "s22": 0.0},
                 "delta": 0.1,
                 "credit": float((c + n) % 2),
             }
             for c in range(8)
         ]
-        (folder / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        content = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        (folder / "samples.jsonl").write_bytes(content)
+        record = json.loads((folder / "r.json").read_text())
+        record["samples"] = {"path": "samples.jsonl", "sha256": hashlib.sha256(content).hexdigest()}
+        write_json(record, folder / "r.json")
     audit = _audit_metrics()
     audit["subsets"] = {"sub<svg onload=alert(4)>": audit["subsets"]["add_obj"]}
     audit["best_blind"] = f"blind{EVIL}"

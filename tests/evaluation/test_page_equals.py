@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 
 from clip_cycles.cli import main
-from clip_cycles.data.sources.shapes_world import write_shapes_world
 from clip_cycles.evaluation.page import build_page
 from clip_cycles.evaluation.page_data import collect
-from clip_cycles.evaluation.page_examples import world_root
-from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_of, shapes_parameters
+from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_of
 from clip_cycles.results import benchmark_record, write_json
 
 WORLD_A = "shapes world: 1000 images, 64 px, seed 0, val 0.25"
 WORLD_B = "shapes world: 400 images, 96 px, seed 0, val 0.25"
+#: The structured sources the lines name (what a record's ``source`` holds).
+SOURCES = {
+    WORLD_A: {"kind": "shapes", "builder": "coco", "world": {"kind": "shapes", "n_images": 1000, "seed": 0, "image_size": 64}},
+    WORLD_B: {"kind": "shapes", "builder": "coco", "world": {"kind": "shapes", "n_images": 400, "seed": 0, "image_size": 96}},
+}
 FAMILY = "shapes_strict_size"
 
 
@@ -32,7 +35,8 @@ def _metrics(cycle_acc: float) -> dict:
 
 def _write(path: Path, pretrained: str, cycle_acc: float, *, split: str | None, source: str | None, items: str | None) -> None:
     record = benchmark_record(f"cycles/{FAMILY}", "m", pretrained, _metrics(cycle_acc))
-    for name, value in (("split", split), ("source", source), ("items_sha256", items)):
+    structured = {**SOURCES[source], "annotations": {}} if source is not None else None
+    for name, value in (("split", split), ("source", structured), ("source_line", source), ("items_sha256", items)):
         if value is not None:
             record[name] = value
     write_json(record, path)
@@ -140,44 +144,53 @@ def test_the_item_set_is_read_from_the_nested_detail_too(tmp_path: Path) -> None
     from clip_cycles.results import write_result
 
     record = benchmark_record(f"cycles/{FAMILY}", "m", "x", _metrics(0.9))
-    record.update(split="test", source=WORLD_B, items_sha256=_sha("n"))
+    record.update(split="test", source=SOURCES[WORLD_B], source_line=WORLD_B, items_sha256=_sha("n"))
     write_result(record, tmp_path / "in" / "r.json")
     data = collect([tmp_path / "in"])
-    assert data.cells[FAMILY, "m (x)"].item_set == ItemSet("test", _sha("n"), WORLD_B)
+    assert data.cells[FAMILY, "m (x)"].item_set == ItemSet("test", _sha("n"), SOURCES[WORLD_B], WORLD_B)
 
 
-@pytest.mark.parametrize(
-    "source, expected",
-    [
-        (WORLD_A, {"n_images": 1000, "image_size": 64, "seed": 0, "val_fraction": 0.25}),
-        ("shapes world n_images=400 seed=3 image_size=96", {"n_images": 400, "image_size": 96, "seed": 3}),
-        ("COCO root 0123456789ab", None),
-        (None, None),
-    ],
-)
-def test_shapes_source_lines_are_parsed(source: str | None, expected: dict | None) -> None:
-    assert shapes_parameters(source) == expected
+def test_the_world_is_read_from_the_structured_source_never_from_its_line() -> None:
+    """The line is for people: a line that names another world than the object changes nothing a reader compares."""
+    item = item_set_of({"items_sha256": _sha("z"), "source": SOURCES[WORLD_A], "source_line": WORLD_B})
+    assert item.world() == SOURCES[WORLD_A]["world"]
+    old = item_set_of({"items_sha256": _sha("o"), "source": WORLD_A})  # written before source was an object
+    assert old.world() is None and old.source is None and old.line == WORLD_A
+
+
+def test_two_old_results_with_line_only_sources_are_apart_saying_the_structure_is_not_recorded(tmp_path: Path) -> None:
+    results = tmp_path / "in"
+    for name, line, acc in (("a", WORLD_A, 0.9), ("b", WORLD_B, 0.4)):
+        record = benchmark_record(f"cycles/{FAMILY}", "m", name, _metrics(acc))
+        record.update(split="test", source=line, items_sha256=_sha(name))
+        write_json(record, results / f"{name}.json")
+    data = collect([results])
+    assert len(data.family_rows()) == 2 and len(data.notes) == 1
+    assert "not recorded" in data.notes[0] and "n_images" not in data.notes[0]  # no world parsed from prose
 
 
 def test_item_set_fields_fall_back_to_the_metrics() -> None:
-    item = item_set_of({"items_sha256": _sha("z")}, {"split": "validation", "source": WORLD_A})
-    assert item == ItemSet("validation", _sha("z"), WORLD_A) and item.label("f") == f"f.{_sha('z')[:12]}"
+    item = item_set_of({"items_sha256": _sha("z")}, {"split": "validation", "source": SOURCES[WORLD_A], "source_line": WORLD_A})
+    assert item == ItemSet("validation", _sha("z"), SOURCES[WORLD_A], WORLD_A) and item.label("f") == f"f.{_sha('z')[:12]}"
 
 
-def test_the_page_reproduces_the_world_a_result_names(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
-    item = ItemSet("test", _sha("w"), "shapes world: 6 images, 64 px, seed 3, val 0.25")
-    root = world_root(item, cache)
-    assert root == cache / "page_worlds" / "shapes_world-n6-s3-p64-v0.25"
-    marker = json.loads((root / "shapes_world.json").read_text())
-    assert (marker["n_images"], marker["seed"], marker["image_size"]) == (6, 3, 64)
-    assert world_root(item, cache) == root  # found again, not regenerated
-    # A world already in the cache's datasets folder with exactly these parameters is reused.
-    write_shapes_world(cache / "datasets" / "shapes_world-n6-s3-p64-v0.25", n_images=6, seed=3, image_size=64)
-    assert world_root(item, cache) == cache / "datasets" / "shapes_world-n6-s3-p64-v0.25"
-    assert world_root(ItemSet("test", _sha("c"), "COCO root 0123"), cache) is None
-    with pytest.raises(ValueError, match="without n_images"):
-        world_root(ItemSet("test", _sha("p"), "shapes world: 32 px, seed 3"), cache)
+def test_an_old_record_shows_its_family_as_not_recorded_never_todays_registry(tmp_path: Path) -> None:
+    from clip_cycles.data.families.registry import family_builder_source, get_family
+
+    today = get_family(family_builder_source("strict_size"), "strict_size").predicate
+    results = tmp_path / "in"
+    _write(results / "a.json", "x", 0.9, split="test", source=WORLD_A, items=_sha("a"))
+    build_page([results], tmp_path / "site")
+    family = (tmp_path / "site" / "families" / f"{FAMILY}.html").read_text()
+    assert "not recorded" in family and today not in family
+    # A record that carries its family's facts is shown with them, whatever today's registry says.
+    record = json.loads((results / "a.json").read_text())
+    record["family"] = {"builder": "coco", "family": "strict_size", "source": "shapes", "predicate": "as it was then"}
+    record["family"].update(provenance="paper 1: then", order=7)
+    write_json(record, results / "a.json")
+    build_page([results], tmp_path / "site")
+    family = (tmp_path / "site" / "families" / f"{FAMILY}.html").read_text()
+    assert "as it was then" in family and today not in family
 
 
 def test_page_command_on_two_worlds_exits_zero_and_shows_them_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -187,39 +200,3 @@ def test_page_command_on_two_worlds_exits_zero_and_shows_them_apart(tmp_path: Pa
     assert main(["page", str(results), "--out", str(tmp_path / "site")]) == 0
     html = (tmp_path / "site" / "index.html").read_text()
     assert html.count(f'<tr data-row="{FAMILY}@') == 2 and "different item sets, shown apart" in html
-
-
-def _add_item_set(result: Path, **identity: str) -> None:
-    """Add the identity fields to a result file and its detail (as an evaluation that records them writes both)."""
-    for path in (result, result.with_name(result.name.removesuffix(".json") + ".detail.jsonl")):
-        record = json.loads(path.read_text())
-        record.update(identity)
-        path.write_text(json.dumps(record, sort_keys=True) + ("\n" if path.suffix == ".jsonl" else ""))
-
-
-def test_example_cycles_are_recomputed_on_the_world_the_result_names(tmp_path: Path) -> None:
-    """Without --dataset-root the page reproduces the result's world (not the task's default one) and its blocks match."""
-    raw, cache, records = tmp_path / "raw", tmp_path / "cache", tmp_path / "records"
-    write_shapes_world(raw, n_images=120, seed=5, image_size=64)
-    model = [
-        "--model",
-        "cycles-tiny",
-        "--pretrained",
-        "shapes",
-        "--cache-dir",
-        str(cache),
-        "--device",
-        "cpu",
-        "--num-workers",
-        "0",
-    ]
-    template = str(records / "{dataset}_{pretrained}_{model}_{language}_{task}.json")
-    args = ["eval", *model, "--dataset-root", str(raw), "--task", "cycles/shapes_coarse_object", "--output", template]
-    assert main(args) == 0
-    (result,) = records.glob("*.json")
-    source = "shapes world: 120 images, 64 px, seed 5, val 0.25"
-    _add_item_set(result, split="test", source=source, items_sha256=_sha("120 images"))
-    assert main(["page", str(records), "--out", str(tmp_path / "site"), "--examples", "1", *model]) == 0
-    assert (cache / "page_worlds" / "shapes_world-n120-s5-p64-v0.25" / "shapes_world.json").is_file()
-    family = (tmp_path / "site" / "families" / "shapes_coarse_object.html").read_text()
-    assert 'data-kind="hardest"' in family and source in family

@@ -10,7 +10,8 @@ import pytest
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.encoding.run_context import RunContext
 from clip_cycles.evaluation.runners import run_tasks
-from clip_cycles.evaluation.zero_shot import check_samples_path, evaluate_tasks
+from clip_cycles.evaluation.samples import check_samples_path
+from clip_cycles.evaluation.zero_shot import evaluate_tasks
 from clip_cycles.tasks.registry import expand_tasks
 
 

@@ -27,13 +27,15 @@ from tiny_models import TINY_OPEN_CLIP
 
 from clip_cycles.encoding.encoder import ModelSpec
 from clip_cycles.evaluation.zero_shot import checked_record
-from clip_cycles.results import MODEL_SOURCE_FIELDS, read_result
+from clip_cycles.results import IDENTITY_FIELDS, MODEL_SOURCE_FIELDS, read_result
 from clip_cycles.settings import TASKS_PATH_ENV
 from clip_cycles.tasks.registry import AttributeTaskSpec, GroupSpec, TaskRegistry, TaskSpec, get_task, shipped_tasks_dir
 
 TINY = TINY_OPEN_CLIP
 # clip_benchmark's keys and where the weights came from (these runs use local weights or features).
 RESULT_KEYS = {"dataset", "model", "pretrained", "task", "metrics", "language", *MODEL_SOURCE_FIELDS}
+#: Every record kind names the item set it scored (issue 51); experiments also each family's.
+SCORED_KEYS = RESULT_KEYS | set(IDENTITY_FIELDS)
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +222,7 @@ def test_probe_and_oe_through_clip_benchmark(shapes_cycles: Path, tiny_model: st
 
     probe = clip_benchmark("cycles_probe/shapes_strict_left_right", tiny_model, shapes_cycles, tmp_path)
     zero = clip_benchmark("cycles/quick_left_right", tiny_model, shapes_cycles, tmp_path)
-    assert set(probe) == RESULT_KEYS
+    assert set(probe) == SCORED_KEYS | {"item_sets"} and len(probe["items_sha256"]) == 64
     for record in (probe, zero):
         assert_one_vocabulary(record)
     assert (probe["dataset"], probe["task"], probe["pretrained"]) == (
@@ -280,7 +282,8 @@ def test_transfer_through_clip_cycles_eval(shapes_cycles: Path, tiny_model: str,
         ]
     ) in (0, None)
     record = read_result(out / "cycles_transfer_shapes_three_cycle_transfer.json")
-    assert set(record) == RESULT_KEYS and record["task"] == "cycle_transfer"
+    assert set(record) - {"source"} == SCORED_KEYS - {"source"} | {"item_sets"} and record["task"] == "cycle_transfer"
+    assert len(record["items_sha256"]) == 64 and len(record["item_sets"]) > 1
     assert_one_vocabulary(record)
     m = record["metrics"]
     grid = m["transfer"]
@@ -321,7 +324,7 @@ def test_unknown_task_suggests_the_nearest_ones(
 
 def test_attribute_clustering_through_clip_benchmark(things_root: Path, tiny_model: str, env: Path, tmp_path: Path) -> None:
     first = clip_benchmark("attributes/things_clustering", tiny_model, things_root, tmp_path / "a")
-    assert set(first) == RESULT_KEYS
+    assert set(first) == SCORED_KEYS and first["split"] == "folds"
     assert_one_vocabulary(first)
     assert (first["dataset"], first["task"], first["model"]) == ("attributes/things_clustering", "attribute_splits", tiny_model)
     m = first["metrics"]

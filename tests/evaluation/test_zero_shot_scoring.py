@@ -73,7 +73,7 @@ def test_cycle_samples_follow_the_kept_rows_when_an_image_was_skipped() -> None:
     from types import SimpleNamespace
 
     from clip_cycles.algebra.contrast import block_scores_from_embeddings
-    from clip_cycles.evaluation.zero_shot import cycle_samples
+    from clip_cycles.evaluation.samples import cycle_samples
 
     items = {k: ImageItem(key=k) for k in ("a.jpg", "b.jpg", "c.jpg", "gone.jpg")}
     rows = CycleRows.from_pairs(

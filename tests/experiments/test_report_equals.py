@@ -14,6 +14,11 @@ from clip_cycles.results import benchmark_record, write_json, write_result
 
 WORLD_A = "shapes world: 1000 images, 64 px, seed 0, val 0.25"
 WORLD_B = "shapes world: 400 images, 96 px, seed 0, val 0.25"
+#: The structured sources the lines name (a record's ``source``; ``source_line`` is the line).
+SOURCES = {
+    WORLD_A: {"kind": "shapes", "builder": "coco", "world": {"n_images": 1000, "seed": 0, "image_size": 64}, "annotations": {}},
+    WORLD_B: {"kind": "shapes", "builder": "coco", "world": {"n_images": 400, "seed": 0, "image_size": 96}, "annotations": {}},
+}
 
 
 def _sha(text: str) -> str:
@@ -25,6 +30,8 @@ def _write(path: Path, family: str, cycle_acc: float, **identity: str) -> None:
     metrics.update(text_acc=0.5, image_acc=0.5, group_acc=0.25)
     record = benchmark_record(f"cycles/{family}", "m", "x", metrics)
     record.update(identity)
+    if isinstance(identity.get("source"), str) and identity["source"] in SOURCES:
+        record.update(source=SOURCES[identity["source"]], source_line=identity["source"])
     write_result(record, path)
 
 

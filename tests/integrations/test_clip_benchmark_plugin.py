@@ -78,8 +78,12 @@ def test_plugin_matches_clip_benchmark_image_caption_selection(shapes_cycles: Pa
     ours = read_result(ours_path)  # the nested record, from the detail beside the flat file
     theirs = json.loads((tmp_path / "cycles_shapes_strict_left_right_none_en_image_caption_selection.json").read_text())
     # clip_benchmark's keys, the item set it scored (split, items_sha256, source) and where the
-    # weights came from (backend; weights_sha256 for the local tiny checkpoint) beside them.
-    assert set(ours) == {"dataset", "model", "pretrained", "task", "metrics", "language", *IDENTITY_FIELDS, *MODEL_SOURCE_FIELDS}
+    # weights came from (backend; weights_sha256 for the local tiny checkpoint) beside them, the family's
+    # facts as they were, and the samples file this run wrote (relative to the result, with its sha256).
+    keys = {"dataset", "model", "pretrained", "task", "metrics", "language", "family", "samples"}
+    assert set(ours) == keys | set(IDENTITY_FIELDS) | set(MODEL_SOURCE_FIELDS)
+    assert ours["samples"]["path"] == f"samples/{TASK.replace('/', '_')}_none.jsonl"
+    assert (ours_path.parent / ours["samples"]["path"]).is_file()
     assert (ours["dataset"], ours["task"], ours["pretrained"]) == (TASK, "cycles", "none")
     per_seed = ours["metrics"]["per_seed"]
     n = sum(v["n_cycles"] for v in per_seed.values())

@@ -61,7 +61,7 @@ def test_schema_command_prints_the_shipped_file(capsys: pytest.CaptureFixture[st
     assert main(["schema", "build-info", "--path"]) == 0
     assert Path(capsys.readouterr().out.strip()) == shipped_schema_dir() / "build-info.schema.json"
     assert main(["schema"]) == 2  # no format: a sentence, not a traceback
-    assert "name a format (task, build-info, result, additive-audit)" in capsys.readouterr().err
+    assert "name a format (task, build-info, result, additive-audit, samples)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["schema", "nonsense"])
 

@@ -94,7 +94,7 @@ def routes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     page_line = next(
         line.split("#")[0].strip()
         for line in README.read_text(encoding="utf-8").splitlines()
-        if line.startswith("clip-cycles page results/ ") and "--model" in line
+        if line.startswith("clip-cycles page results/ ") and "--examples" in line
     )
     page_args = shlex.split(page_line)
     page = _run([sys.executable, "-m", "clip_cycles", *page_args[1:]], work, cache)
@@ -174,6 +174,6 @@ def test_the_readmes_page_command_after_the_demo_exits_0(routes: dict[str, Any])
     assert routes["page_args"][:4] == ["clip-cycles", "page", "results/", "--out"], routes["page_args"]
     assert done.returncode == 0, f"{routes['page_args']} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     assert "page: site/index.html" in done.stdout
-    # The examples were recomputed (and reproduced the demo's records) on the demo's world.
+    # The examples are read from the samples file the demo's record names (nothing recomputed, no model flags).
     family = (routes["work"] / "site" / "families" / "shapes_coarse_object.html").read_text(encoding="utf-8")
     assert re.findall(r'<article class="cycle" data-kind="(\w+)"', family) == ["hardest"] * 5 + ["easiest"] * 5 + ["random"] * 5
