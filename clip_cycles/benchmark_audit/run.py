@@ -226,6 +226,4 @@ def audit_benchmark(
     ]
     unusable = dict(sorted(unusable.items()))
     identity = audit_identity(name, sets, unusable)  # one digest: the record's identity and metrics.items_sha256
-    return BenchmarkAudit(
-        name, audits, summarize(audits), settings, stats, model, unusable, identity["items_sha256"], identity
-    )
+    return BenchmarkAudit(name, audits, summarize(audits), settings, stats, model, unusable, identity["items_sha256"], identity)

@@ -261,7 +261,8 @@ def overall(data: PageData, model: str, rows: Sequence[str], samples: Mapping[st
     mean = sum(c.cycle_acc for c in scored) / k  # type: ignore[misc]
     ci = None
     tasks = (samples or {}).get(model, {}).get("tasks", {})
-    names = [f"cycles/{data.family_of(row)}" for row, c in zip(rows, cells) if c is not None and c.cycle_acc is not None]
+    # The samples are keyed by the board's rows (find_samples), as every reader of them here.
+    names = [row for row, c in zip(rows, cells) if c is not None and c.cycle_acc is not None]
     if names and all(name in tasks for name in names):
         joint = joint_mean({name: tasks[name] for name in names})
         # Centred on the samples' mean over families of the mean over seeds: the records' statistic.
@@ -320,7 +321,7 @@ def board_calls(data: PageData, samples: Mapping[str, Any]) -> tuple[dict[Any, s
     tied: set[tuple[str, str]] = set()
     for row in rows:
         scores = {m: c.cycle_acc for m in data.models if (c := data.cells.get((row, m))) is not None and c.cycle_acc is not None}
-        found = tied_with_best(scores, tasks_of, [f"cycles/{data.family_of(row)}"])
+        found = tied_with_best(scores, tasks_of, [row])
         if len(found) > 1:  # one model alone is first, not tied
             tied |= {(row, m) for m in found}
     return calls, tied

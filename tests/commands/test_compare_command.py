@@ -137,7 +137,6 @@ def test_compare_adjusts_the_families_with_holm_and_adds_a_joint_overall(tmp_pat
     assert (overall["ci_high"] - overall["ci_low"]) / 2 > independent
 
 
-
 @pytest.mark.parametrize(
     ("change", "field", "words"),
     [

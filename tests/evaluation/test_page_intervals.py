@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -14,26 +15,34 @@ TASKS = ("cycles/shapes_strict_size", "cycles/shapes_coarse_object")
 
 
 def _write_model(root: Path, model: str, credits: dict[str, np.ndarray]) -> None:
+    """One model's result folder: a record per task, each naming the one samples file (path and sha256)."""
     folder = root / model
+    folder.mkdir(parents=True)
     lines = []
     for task, values in credits.items():
-        metrics = {"cycle_acc": float(values.mean()), "n_cycles": len(values), "seeds": [0], "per_seed": {}}
-        write_json(benchmark_record(task, model, "", metrics), folder / f"{task.split('/')[1]}.json")
         lines += [
             {
                 "task": task,
                 "seed": 0,
+                "split": "test",
                 "cycle_id": f"c{c}",
                 "image_0": f"i{c % 60}.png",
                 "image_1": f"i{(c + 11) % 60}.png",
                 "caption_0": "a",
                 "caption_1": "b",
+                **{"s11": 0.3, "s12": 0.1, "s21": 0.1, "s22": 0.0},
                 "delta": 0.1,
                 "credit": float(v),
             }
             for c, v in enumerate(values)
         ]
-    (folder / "samples.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    content = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    (folder / "samples.jsonl").write_bytes(content)
+    for task, values in credits.items():
+        metrics = {"cycle_acc": float(values.mean()), "n_cycles": len(values), "seeds": [0], "per_seed": {}}
+        record = benchmark_record(task, model, "", metrics)
+        record["samples"] = {"path": "samples.jsonl", "sha256": hashlib.sha256(content).hexdigest()}
+        write_json(record, folder / f"{task.split('/')[1]}.json")
 
 
 def test_legend_names_the_method_and_adjustments_and_tied_models_show_tied(tmp_path: Path) -> None:
