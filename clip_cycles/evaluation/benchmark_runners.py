@@ -20,8 +20,8 @@ from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.design import ComparisonSet
 from clip_cycles.benchmark_audit.run import audit_benchmark, embed_subsets
 from clip_cycles.encoding.run_context import RunOutcome
-from clip_cycles.evaluation.item_set import UNREAD_IMAGE_PREFIX, item_set_digest
 from clip_cycles.evaluation.zero_shot import checked_record, score_blocks
+from clip_cycles.experiments.item_sets import UNREAD_IMAGE_PREFIX, item_set_digest
 from clip_cycles.fingerprints import content_hash
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,7 +90,7 @@ def _image_hash(item: Any) -> str:
 
 
 def blocks_digest(config: str, sets: Sequence[ComparisonSet]) -> str:
-    """The item-set digest (:func:`~clip_cycles.evaluation.item_set.item_set_digest`) of the blocks scored.
+    """The item-set digest (:func:`~clip_cycles.experiments.item_sets.item_set_digest`) of the blocks scored.
 
     Each block enters as ``[subset/k, sha256(image_0), sha256(image_1), caption_0, caption_1]`` in the
     order read, so two releases of one benchmark that differ in one caption, one image byte or one

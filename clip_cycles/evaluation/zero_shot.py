@@ -345,7 +345,7 @@ def result_record(
 ) -> dict[str, Any]:
     """clip_benchmark's result JSON of one task: ``{dataset, model, pretrained, task, metrics, language}``.
 
-    ``identity``: the item set scored (:func:`clip_cycles.evaluation.item_set.item_identity`), top-level fields;
+    ``identity``: the item set scored (:func:`clip_cycles.experiments.item_sets.item_identity`), top-level fields;
     ``model_source``: where the weights came from (:meth:`ModelSpec.source`), likewise.
     """
     return benchmark_record(

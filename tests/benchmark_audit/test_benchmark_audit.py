@@ -122,7 +122,12 @@ def test_sugarcrepe_model_probe_and_cycles_with_features(tmp_path: Path) -> None
     assert subsets["swap_att"]["cycles"]["cycle_acc"] == _credit(delta)
     record = audit.record()
     assert_one_vocabulary(record)
-    assert set(record) == {"dataset", "model", "pretrained", "task", "metrics", "language"}
+    # clip_benchmark's keys, the item set audited (issue 51: every record kind) and what ran (backend, weights digest).
+    identity = {"split", "items_sha256", "source", "source_line"}
+    assert (
+        set(record) == {"dataset", "model", "pretrained", "task", "metrics", "language", "backend", "weights_sha256"} | identity
+    )
+    assert record["items_sha256"] == record["metrics"]["items_sha256"]  # one digest of what was read
     assert record["dataset"] == "audit/sugarcrepe" and record["task"] == "benchmark_audit"
     all_model = [subsets[n]["model_acc"] * subsets[n]["n_comparisons"] for n in subsets]
     assert record["metrics"]["model_acc"] == pytest.approx(sum(all_model) / 12)
