@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 from benchmark_formats import write_sugarcrepe
 from page_cdp import Browser, find_browser
@@ -29,8 +28,9 @@ from test_demo import SMALL
 from clip_cycles.cli import main
 from clip_cycles.data.sources.images import ImageItem
 from clip_cycles.encoding.encoder import encode
-from clip_cycles.evaluation.demo import demo_context, prepare_world, run_demo
+from clip_cycles.evaluation.demo import SAMPLES_FILE, demo_context, prepare_world, run_demo
 from clip_cycles.evaluation.page import build_page
+from clip_cycles.evaluation.samples import read_samples
 from clip_cycles.tasks.registry import expand_tasks
 
 TASKS = ("cycles/shapes_coarse_object", "cycles/shapes_strict_size")
@@ -163,7 +163,7 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
     cycles = browser.evaluate(
         """[...document.querySelectorAll('article.cycle')].map(a => ({
           id: a.dataset.cycleId, seed: +a.dataset.seed, split: a.dataset.split, kind: a.dataset.kind,
-          folder: a.closest('.examples').dataset.folder,
+          samples: a.closest('.examples').dataset.samples,
           scores: Object.fromEntries([...a.querySelectorAll('td.score')].map(t => [t.dataset.score, +t.dataset.value])),
           delta: +a.querySelector('.delta').dataset.value, credit: +a.querySelector('.credit').dataset.value,
           alts: [...a.querySelectorAll('img')].map(i => i.alt),
@@ -171,7 +171,7 @@ def test_demo_page_in_headless_chromium(demo: dict[str, Path], browser: Browser,
         }))"""
     )
     assert {c["kind"] for c in cycles} == {"hardest", "easiest", "random"}
-    _check_against_features(cycles, family, demo["cache"])
+    _check_against_features(cycles, family, demo["cache"], results)
     browser.screenshot(shots / f"family_{family}.png")
     _assert_offline_and_clean(browser)
 
@@ -213,19 +213,23 @@ def _check_benchmark_table(chromium: Browser, record: dict[str, Any], benchmark:
         assert not row["wins"] or paired["ci_low"] > 0, row["subset"]
 
 
-def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Path) -> None:
-    """Read each shown cycle's row from its Parquet file, encode through the cache, and recompute its block here."""
+def _check_against_features(cycles: list[dict[str, Any]], family: str, cache: Path, results: Path) -> None:
+    """Each shown cycle is the run's own samples line (read what eval wrote), and its block is recomputed here
+    from the images that line names, encoded through the cache."""
     task = expand_tasks([f"cycles/{family}"])[0]
     context = demo_context(prepare_world(cache, SMALL.world_images), cache, SMALL.seeds)
+    samples = read_samples(results / SAMPLES_FILE)[f"cycles/{family}"]
     for cycle in cycles:
-        # The page names the built folder without the machine's path: the cache's datasets folder holds it.
-        assert not Path(cycle["folder"]).is_absolute() and str(cache) not in cycle["folder"]
-        folder = cache / "datasets" / cycle["folder"]
-        info = json.loads((folder / "build_info.json").read_text())
-        table = pq.read_table(folder / "data" / task.config / f"seed{cycle['seed']}" / f"{cycle['split']}.parquet").to_pylist()
-        row = next(r for r in table if r["cycle_id"] == cycle["id"])
-        images = [ImageItem(row[f"image_{k}"], Path(info["source_root"]) / row[f"image_{k}"]) for k in (0, 1)]
-        captions = [task.format_caption(row[f"caption_{k}"]) for k in (0, 1)]
+        # The page names the samples file it read without the machine's path: the one the demo's record names.
+        shown = Path(cycle["samples"])
+        assert shown.name == SAMPLES_FILE and not shown.is_absolute() and str(results) not in cycle["samples"]
+        row = samples[(cycle["seed"], cycle["id"])]
+        assert row["split"] == cycle["split"], cycle["id"]
+        for name in ("s11", "s12", "s21", "s22"):
+            assert cycle["scores"][name] == row[name], (cycle["id"], name)
+        assert cycle["delta"] == row["delta"] and cycle["credit"] == row["credit"], cycle["id"]
+        images = [ImageItem(row[f"image_{k}"], Path(row["image_root"]) / row[f"image_{k}"]) for k in (0, 1)]
+        captions = [row["caption_0"], row["caption_1"]]  # as scored (the task's prompt applied)
         assert cycle["alts"] == captions and cycle["loaded"], cycle["id"]
         encoded = encode(images, captions, context.spec, cache)
         phi = np.array([encoded.image_features[encoded.image_rows[i.key]] for i in images], dtype=np.float64)

@@ -410,6 +410,7 @@ def test_records_name_the_backend_and_weights_and_the_page_labels_from_them(
     assert ModelSpec("features", str(copy), None).source()["weights_sha256"] != record["weights_sha256"]
     # An OpenCLIP tag names its weights itself: no digest, and the label keeps the tag.
     assert ModelSpec("open_clip", "ViT-B-32", "laion2b_s34b_b79k").source() == {"backend": "open_clip"}
-    # The page's label comes from the record: not "random init" for features without a tag.
+    # The page's label comes from the record: not "random init" for features without a tag, and the file by its
+    # name and digest, never the machine path it was given as (issue 51).
     write_result(record, tmp_path / "results" / "r.json")
-    assert collect([tmp_path / "results"]).models == [f"{features_file} (weights {record['weights_sha256'][:12]})"]
+    assert collect([tmp_path / "results"]).models == [f"{features_file.name} (weights {record['weights_sha256'][:12]})"]
