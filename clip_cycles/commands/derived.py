@@ -25,6 +25,7 @@ back from the parsed namespace, nested models first, with no field listed by han
 from __future__ import annotations
 
 import argparse
+import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,12 +104,18 @@ class FlagSpec:
 
 
 def _extra(info: FieldInfo) -> dict[str, Any]:
-    return dict(info.json_schema_extra) if isinstance(info.json_schema_extra, dict) else {}
+    """A field's flag declaration; a key outside :data:`FLAG_KEYS` (a typo such as ``hepl``) is refused, never ignored."""
+    extra = dict(info.json_schema_extra) if isinstance(info.json_schema_extra, dict) else {}
+    unknown = sorted(set(extra) - set(FLAG_KEYS))
+    if unknown:
+        raise ValueError(f"a flag declaration holds unknown keys {unknown} (field {info.title or info.description!r}); "
+                         f"the keys are {', '.join(FLAG_KEYS)}")  # fmt: skip
+    return extra
 
 
 def _strip_none(annotation: Any) -> Any:
     args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-    if typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)) and len(args) == 1:
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
         return args[0]
     return annotation
 

@@ -81,7 +81,7 @@ register_command(
 register_command(
     "schema",
     f"{_HERE}.schema:configure_parser",
-    "Print the JSON Schema of a file format (task, build-info, result, additive-audit).",
+    "Print the JSON Schema of a file format (task, build-info, result, additive-audit, samples).",
 )
 
 

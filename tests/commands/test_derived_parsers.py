@@ -194,3 +194,22 @@ def test_a_declared_range_is_refused_at_the_command_line_in_one_sentence(
     with pytest.raises(SystemExit):
         main(["compare", "a", "b", "--seed", "-1"])
     assert "-1 is negative; seeds are 0, 1, 2, ..." in capsys.readouterr().err
+
+
+def test_a_misspelled_flag_declaration_is_refused_not_ignored() -> None:
+    from clip_cycles.commands.derived import add_option_arguments
+
+    class Typo(Options):
+        """A field whose help key is misspelled: its help would silently be lost."""
+
+        depth: int = Field(1, ge=1, json_schema_extra={"flag": "--depth", "hepl": "how deep"})
+
+    with pytest.raises(ValueError, match=r"unknown keys \['hepl'\]"):
+        add_option_arguments(argparse.ArgumentParser(), Typo)
+
+    class Right(Options):
+        depth: int = Field(1, ge=1, json_schema_extra={"flag": "--depth", "help": "how deep"})
+
+    parser = argparse.ArgumentParser()
+    add_option_arguments(parser, Right)
+    assert parser.parse_args(["--depth", "3"]).depth == 3
