@@ -109,6 +109,10 @@ def test_naturalbench_rows_are_cycles_and_odd_rows_are_counted(tmp_path: Path) -
     assert cs.cycle_tags[1] == ("source=DOCCI",)
     audit = audit_benchmark("naturalbench", tmp_path)
     assert audit.summary["n_cycles"] == KEPT and audit.summary["witness_acc"] == 0.5
+    # As an audit-benchmark format on the command line: its files written, the dropped rows counted.
+    assert main(["audit-benchmark", "naturalbench", "--root", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "audit_naturalbench.json").read_text())
+    assert written["dataset"] == "audit/naturalbench" and written["metrics"]["n_cycles"] == KEPT
 
 
 def test_naturalbench_retrieval_metadata(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,10 @@ def test_vismin_rows_are_cycles_oriented_by_the_solution(tmp_path: Path) -> None
     # The split folder itself, or the folder holding data/ and solutions/, reads the same.
     audit = audit_benchmark("vismin", tmp_path)
     assert audit.summary["n_cycles"] == KEPT and audit.summary["witness_acc"] == 0.5
+    # As an audit-benchmark format on the command line: its files written, the dropped rows counted.
+    assert main(["audit-benchmark", "vismin", "--root", str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    written = json.loads((tmp_path / "out" / "audit_vismin.json").read_text())
+    assert written["dataset"] == "audit/vismin" and written["metrics"]["n_cycles"] == KEPT
 
 
 def test_vismin_refusals_name_file_and_field(tmp_path: Path) -> None:
