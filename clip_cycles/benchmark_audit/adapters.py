@@ -256,14 +256,20 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
 
 
 def block_subset(
-    name: str, source: Path, blocks: Iterable[tuple[str, ImageItem, ImageItem, str, str, Sequence[str]]]
+    name: str,
+    source: Path,
+    blocks: Iterable[tuple[str, ImageItem, ImageItem, str, str, Sequence[str]]],
+    skipped: dict[str, int] | None = None,
 ) -> ComparisonSet:
     """A subset of 2x2 blocks ``(block id, image_0, image_1, caption_0, caption_1, tags)``, caption_i true of image_i.
 
     Each block gives its two text and two image comparisons (as Winoground) and is declared an
-    exact cycle; a block repeating an image or a caption is dropped and counted.
+    exact cycle; a block repeating an image or a caption is dropped and counted. ``skipped``: rows
+    the format's reader already dropped, per reason (counted with the others).
     """
     builder = ComparisonSetBuilder(name, kind="winoground")
+    for reason, count in (skipped or {}).items():
+        builder.skip(reason, count)
     for block, first, second, caption_0, caption_1, tags in blocks:
         if first.key == second.key or caption_0 == caption_1:
             builder.skip("block_with_repeated_image_or_caption")
@@ -547,6 +553,8 @@ FORMAT_MODULES: dict[str, tuple[str, str]] = {
     "mmvp_vlm": ("mmvp_vlm", "MMVP-VLM: Questions.csv, pairs of statements over pairs of images, nine patterns"),
     "colorswap": ("colorswap", "ColorSwap: image_1, image_2, caption_1, caption_2 blocks"),
     "bivlc": ("bivlc", "BiVLC: Parquet rows image, caption, negative_caption, negative_image (one 2x2 block each)"),
+    "naturalbench": ("naturalbench", "NaturalBench: Parquet rows Image_0, Image_1, Question_0, Question_1 and answers"),
+    "vismin": ("vismin", "VisMin: Arrow save_to_disk rows image_0, image_1, text_0, text_1 and sim_solution.csv"),
 }
 for _name, (_module, _description) in FORMAT_MODULES.items():
     _target = _module if ":" in _module else f"{_module}:ADAPTER"

@@ -5,6 +5,8 @@ format, ``-`` and ``_`` alike, any case); :func:`parse_benchmark_pairs` reads ``
 :func:`combined_rows` gives one row per subset and one ``all`` row per benchmark: its size, the
 model, the best blind floor (with its 95 % item-bootstrap interval and the paired verdict), the exact
 ceilings, the exact cycles and their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``.
+A benchmark with no subset to audit (every subset empty or dropped, no readable file) is one ``all`` row
+with count 0 and ``not audited: <reason>`` (:func:`unusable_benchmark_row`), never an abort of the others.
 """
 
 from __future__ import annotations
@@ -111,8 +113,19 @@ def _row(benchmark: str, subset: str, metrics: dict[str, Any], model: str, n_ite
     }
 
 
-def combined_rows(audits: Sequence[BenchmarkAudit]) -> list[dict[str, Any]]:
-    """One row per subset, then an ``all`` row per benchmark (comparison-weighted, exact counts pooled)."""
+#: The ``dropped`` cell of a benchmark that was not audited starts so; the reason follows.
+NOT_AUDITED = "not audited: "
+
+
+def unusable_benchmark_row(benchmark: str, reason: str) -> dict[str, Any]:
+    """The ``all`` row of a benchmark with nothing to audit: count 0, every measure unavailable, the reason."""
+    row: dict[str, Any] = dict.fromkeys(COMBINED_COLUMNS)
+    return {**row, "benchmark": benchmark, "subset": "all", "n_comparisons": 0, "dropped": NOT_AUDITED + reason}
+
+
+def combined_rows(audits: Sequence[BenchmarkAudit], unusable: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per subset, then an ``all`` row per benchmark (comparison-weighted, exact counts pooled); then the
+    ``all`` row of each benchmark in ``unusable`` (``{benchmark: reason}``: nothing of it could be audited)."""
     rows = []
     for audit in audits:
         model = shown_name(audit.model.get("model") or "")  # never a machine path in the table or the CSV
@@ -128,6 +141,7 @@ def combined_rows(audits: Sequence[BenchmarkAudit]) -> list[dict[str, Any]]:
         # The length floor over all subsets: the better length rule pooled over every comparison.
         ceilings = {**ceilings, "length_floor": max(summary["shortest_caption_acc"], summary["longest_caption_acc"])}
         rows.append(_row(audit.benchmark, "all", {**summary, "ceilings": ceilings}, model, None, _dropped(pooled)))
+    rows += [unusable_benchmark_row(name, reason) for name, reason in (unusable or {}).items()]
     return rows
 
 
@@ -140,7 +154,7 @@ def _cell(value: Any) -> str:
 
 
 def combined_markdown(rows: Sequence[dict[str, Any]]) -> str:
-    """The combined table in Markdown, with how each column is read."""
+    """The combined table in Markdown, with how each column is read (and which benchmarks were not audited)."""
     lines = ["| " + " | ".join(COMBINED_COLUMNS) + " |", "|" + "|".join("---" for _ in COMBINED_COLUMNS) + "|"]
     lines += ["| " + " | ".join(_cell(row[c]) for c in COMBINED_COLUMNS) + " |" for row in rows]
     lines += [
@@ -153,6 +167,13 @@ def combined_markdown(rows: Sequence[dict[str, Any]]) -> str:
         "n_cycles: exact cycles inside the benchmark (no additive score can pass them); cycle_acc: the model's "
         "CycleAcc on them. dropped: entries left out, per reason.",
     ]
+    skipped = [row["benchmark"] for row in rows if str(row["dropped"] or "").startswith(NOT_AUDITED)]
+    if skipped:  # only then: a table of audited benchmarks keeps its bytes
+        lines += [
+            "",
+            f"Not audited: {len(skipped)} benchmark(s) with no subset to audit ({', '.join(skipped)}); each is one "
+            "row with count 0 and the reason in dropped.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -166,20 +187,24 @@ def combined_csv(rows: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path) -> tuple[Path, str]:
-    """``audit_all.json`` (``{columns, rows, benchmarks}``), ``audit_all.md`` and ``audit_all.csv`` under ``out``.
+def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path, unusable: dict[str, str] | None = None) -> tuple[Path, str]:
+    """``audit_all.json`` (``{columns, rows, benchmarks}``, and ``unusable_benchmarks`` when ``unusable`` names any),
+    ``audit_all.md`` and ``audit_all.csv`` under ``out``.
 
-    Returns the JSON's path and the Markdown table, as :func:`~.report.write_outputs` does; the three
-    files are one transaction (:func:`clip_cycles.outputs.write_file_set`), like each audit's own set.
+    ``unusable``: ``{benchmark: reason}`` of the benchmarks with nothing to audit (one row each). Returns the
+    JSON's path and the Markdown table, as :func:`~.report.write_outputs` does; the three files are one
+    transaction (:func:`clip_cycles.outputs.write_file_set`), like each audit's own set.
     """
     folder = Path(out)
-    rows = combined_rows(audits)
+    rows = combined_rows(audits, unusable)
     table = combined_markdown(rows)
-    record = {
+    record: dict[str, Any] = {
         "columns": list(COMBINED_COLUMNS),
         "rows": rows,
         "benchmarks": {a.benchmark: a.record() for a in audits},
     }
+    if unusable:
+        record["unusable_benchmarks"] = {name: {"n_comparisons": 0, "reason": reason} for name, reason in unusable.items()}
     files = {
         "audit_all.json": json_bytes(clean(record), folder / "audit_all.json"),
         "audit_all.md": table.encode("utf-8"),

@@ -13,6 +13,11 @@ An odd piece never stops the rest: a subset with no comparison (a file holding `
 file, one whose every item is dropped, one that cannot be read) is a row of the table with count 0
 and the reason, is listed under ``metrics.unusable_subsets`` of the JSON and named on stderr; every
 other subset is audited and the exit status is 0. Only when no subset at all is left is it an error.
+With ``all`` the same holds one level up: a benchmark with no subset to audit (every subset empty or
+dropped, its folder without a readable file, a file that cannot be read) is one row of the combined
+table (count 0, ``dropped`` = ``not audited: <reason>``), listed under ``unusable_benchmarks`` of
+``audit_all.json`` and named on stderr, with no folder of its own; every other benchmark is audited
+and the exit status is 0. Only when no benchmark at all is left is it an error (exit status 2).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import sys
 from pydantic import Field
 
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
-from clip_cycles.benchmark_audit.adapters import ADAPTERS
+from clip_cycles.benchmark_audit.adapters import ADAPTERS, UNREADABLE
 from clip_cycles.benchmark_audit.audit import AuditSettings
 from clip_cycles.benchmark_audit.combined import find_benchmarks, parse_benchmark_pairs, write_combined
 from clip_cycles.benchmark_audit.report import write_outputs
@@ -127,13 +132,23 @@ def audit_all(command: AuditBenchmarkOptions) -> int:
         raise ValueError("audit-benchmark all: --subset names one benchmark's subsets; audit that benchmark alone instead")
     found = find_benchmarks(command.root) if command.root is not None else parse_benchmark_pairs(command.benchmark or ())
     out = check_output_folder(command.out or os.path.join("results", "audit_all"))  # before any work
-    reports = []
+    reports, unusable = [], {}
     for name, root in found:
-        report = _audit_one(command, name, root)
+        try:
+            report = _audit_one(command, name, root)
+        except UNREADABLE as error:
+            # One benchmark with nothing to audit is a row, never the end of the others; its reason names
+            # files relative to its root (no machine path in the table).
+            unusable[name] = str(error).replace(str(root), f"<{name} root>")
+            print(f"audit-benchmark all: {name} not audited: {unusable[name]}", file=sys.stderr)
+            continue
         write_outputs(report, out / name)
         _say_unusable(report)
         reports.append(report)
-    path, table = write_combined(reports, out)
+    if not reports:
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in unusable.items())
+        raise ValueError(f"audit-benchmark all: no benchmark has a subset to audit ({reasons})")
+    path, table = write_combined(reports, out, unusable)
     print(table)
     print(f"wrote {path}, {path.stem}.md, {path.stem}.csv and one folder per benchmark")
     return 0

@@ -93,7 +93,11 @@ OUTPUT_TYPES: dict[str, OutputType] = {
             ),
         ),
         OutputType("attribute_splits", ("things",), ("f1_selectivity", "cs", "mean_f1", "leakage", "n_attributes_scored")),
-        OutputType("benchmark_cycles", ("winoground", "bivlc"), ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles")),
+        OutputType(
+            "benchmark_cycles",
+            ("winoground", "bivlc", "naturalbench", "vismin"),
+            ("cycle_acc", "text_acc", "image_acc", "group_acc", "n_cycles"),
+        ),
         OutputType(
             "benchmark_audit",
             ("benchmark",),

@@ -356,6 +356,7 @@ def test_audit_benchmark_all_writes_one_combined_table(tmp_path: Path, capsys) -
     rows = {(r["benchmark"], r["subset"]): r for r in record["rows"]}
     assert {b for b, _ in rows} == set(ALL_WRITERS) and len(ALL_WRITERS) >= 8
     assert set(record["benchmarks"]) == set(ALL_WRITERS)
+    assert "unusable_benchmarks" not in record and "Not audited" not in printed  # every benchmark audited
     for key, want in expected.items():
         row = rows[key]
         assert row["n_comparisons"] == want["n_comparisons"]
@@ -402,6 +403,50 @@ def test_audit_benchmark_all_with_name_path_pairs_and_refusals(tmp_path: Path, c
         assert not (tmp_path / f"o{k}" / "audit_all.json").exists()
     assert main(["audit-benchmark", "cola", "--out", str(tmp_path / "o9")]) == 2
     assert "--root is required" in capsys.readouterr().err
+
+
+def test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row(tmp_path: Path, capsys) -> None:
+    """A whole benchmark with no usable subset (every file ``[]``; a folder with no readable file) is a row with
+    count 0 and its reason, the other benchmarks are audited, the exit status is 0 (it used to abort them all)."""
+    root = tmp_path / "benchmarks"
+    write_cola(root / "cola")
+    for size in ("small", "medium", "large"):  # as VL-CheckList publishes swig_place_{small,medium,large}.json
+        path = root / "vl-checklist" / "Object" / "Size" / "swig_size" / "swig_place" / f"swig_place_{size}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("[]")
+    (root / "bivlc").mkdir()
+    (root / "bivlc" / "README.md").write_text("images come later\n")
+    write_valse(root / "valse")
+    assert main(["audit-benchmark", "all", "--root", str(root), "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    record = json.loads((tmp_path / "out" / "audit_all.json").read_text())
+    rows = {(r["benchmark"], r["subset"]): r for r in record["rows"]}
+    assert set(record["benchmarks"]) == {"cola", "valse"}
+    assert rows[("cola", "all")]["n_comparisons"] > 0 and rows[("valse", "all")]["n_comparisons"] > 0
+    for name, reason in (("vl_checklist", "no subset has a comparison to audit"), ("bivlc", "no BiVLC file")):
+        row = rows[(name, "all")]
+        assert row["n_comparisons"] == 0 and row["model_acc"] is None and row["best_blind_acc"] is None
+        assert row["dropped"].startswith("not audited: ") and reason in row["dropped"], row["dropped"]
+        assert reason in record["unusable_benchmarks"][name]["reason"]
+        assert f"audit-benchmark all: {name} not audited: " in captured.err
+        assert not (tmp_path / "out" / name).exists()
+        assert str(root) not in row["dropped"]  # no machine path in the table
+    assert "swig_place_small" in rows[("vl_checklist", "all")]["dropped"]  # each empty subset named
+    markdown = (tmp_path / "out" / "audit_all.md").read_text()
+    assert "Not audited: 2 benchmark(s) with no subset to audit (bivlc, vl_checklist)" in markdown
+    with open(tmp_path / "out" / "audit_all.csv", newline="") as handle:
+        table = {(r["benchmark"], r["subset"]): r for r in csv.DictReader(handle)}
+    assert table[("bivlc", "all")]["n_comparisons"] == "0" and table[("bivlc", "all")]["model_acc"] == ""
+
+    # Nothing at all to audit: one sentence listing each benchmark's reason, exit status 2, nothing written.
+    empty = tmp_path / "empty"
+    (empty / "bivlc").mkdir(parents=True)
+    (empty / "vl_checklist").mkdir()
+    (empty / "vl_checklist" / "a.json").write_text("[]")
+    assert main(["audit-benchmark", "all", "--root", str(empty), "--out", str(tmp_path / "out2")]) == 2
+    err = capsys.readouterr().err
+    assert "no benchmark has a subset to audit (bivlc: " in err and "vl_checklist: " in err and "Traceback" not in err
+    assert not (tmp_path / "out2" / "audit_all.json").exists()
 
 
 def test_every_new_format_is_registered_lazily_with_its_module() -> None:

@@ -84,7 +84,9 @@ def test_schema_files_are_package_data() -> None:
 def test_every_shipped_task_validates_against_the_exported_schema() -> None:
     validator = _validator("task")
     files = _shipped_task_files()
-    assert len(files) == 47  # 42 task files (valse twice, bivlc twice) and 5 collections (the 21 shapes twins have no file)
+    assert (
+        len(files) == 51
+    )  # 46 task files (valse, bivlc, naturalbench, vismin twice) and 5 collections (the 21 shapes twins have no file)
     for path in files:
         resolved = read_task_yaml(path)
         errors = [e.message for e in validator.iter_errors(resolved)]

@@ -37,8 +37,9 @@ def test_shipped_tasks_cover_every_registered_family() -> None:
     # Every shipped benchmark format has its audit task.
     formats = sorted(ADAPTERS.names(entry_points=False))
     expected_some = {"winoground", "sugarcrepe", "aro", "comparison_table", "valse", "valse_all", "colorswap"}
-    assert len(formats) == 14 and expected_some | {"bivlc"} <= set(formats)
-    benchmarks = {"cycles/winoground", "cycles/bivlc", *(f"audit/{f}" for f in formats)}
+    assert len(formats) == 16 and expected_some | {"bivlc", "naturalbench", "vismin"} <= set(formats)
+    cycles = {"cycles/winoground", "cycles/bivlc", "cycles/naturalbench", "cycles/vismin"}
+    benchmarks = {*cycles, *(f"audit/{f}" for f in formats)}
     assert set(registry.task_names(derived=False)) == coco | gqa | shapes | shapes_gqa | attributes | benchmarks
     assert registry.group_names(derived=False) == [
         "attributes/things_all",
