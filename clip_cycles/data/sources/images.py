@@ -68,6 +68,17 @@ class ImageItem:
         return data
 
 
+def decode_errors() -> tuple[type[BaseException], ...]:
+    """Every error PIL raises on a file it cannot decode: OSError (UnidentifiedImageError, a truncated file),
+    ValueError, SyntaxError and EOFError (malformed chunks), IndexError and struct.error (lying headers),
+    and DecompressionBombError (more pixels than PIL allows). ``--skip-bad-images`` counts each one."""
+    import struct
+
+    from PIL import Image
+
+    return (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, Image.DecompressionBombError)
+
+
 def _sixteen_bit_to_8(values: np.ndarray) -> np.ndarray:
     # round(v * 255 / 65535) in integers: 0 -> 0, 65535 -> 255, monotone, no clipping.
     return ((values.astype(np.uint32) * 255 + 32767) // 65535).astype(np.uint8)
