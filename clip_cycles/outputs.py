@@ -13,6 +13,10 @@
 - A folder a builder fills itself (a dataset folder, a shapes world, a task's cached build) is
   staged the same way: :func:`staging_folder` gives the fresh ``.<name>.building-<pid>`` (after
   :func:`recover_sets` cleaned up what dead processes left), :func:`replace_folder` swaps it in.
+- A folder that cannot be swapped (:func:`unswappable_reason`: the working folder, a mount point, a
+  parent refusing writes; or a swap refused with EBUSY) is written inside: staged in full in a hidden
+  folder within it, then a manifest, then each file renamed into place (:data:`INSIDE_GUARANTEE`: per
+  file, not per set; a set killed midway is finished by the next write's :func:`recover_sets`).
 - Every OS error (no space, quota, read-only, permission, name too long, a loop of links, a
   folder or file in the way) is an :class:`OutputError`: an OSError and a ValueError, so every
   entry point reports it as one sentence naming the path and what to do (exit 2).
