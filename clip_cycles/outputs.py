@@ -526,7 +526,7 @@ def replace_folder(staging: Path, target: Path) -> None:
     """
     absolute = Path(os.path.abspath(target))
     if Path(os.path.abspath(staging)).parent == absolute:
-        _replace_inside(staging, absolute, unswappable_reason(absolute) or "it could not be renamed")
+        _commit_inside(absolute, staging, True, unswappable_reason(absolute) or "it could not be renamed", "output folder")
         return
     if not target.exists():
         os.replace(staging, target)
@@ -547,7 +547,7 @@ def replace_folder(staging: Path, target: Path) -> None:
         shutil.rmtree(inside, ignore_errors=True)
         shutil.copytree(staging, inside, symlinks=True)
         shutil.rmtree(staging, ignore_errors=True)
-        _replace_inside(inside, absolute, f"it could not be renamed: {error.strerror or error}")
+        _commit_inside(absolute, inside, True, f"it could not be renamed: {error.strerror or error}", "output folder")
         return
     try:
         os.replace(staging, target)
@@ -593,10 +593,18 @@ def unswappable_reason(target: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def _inside_names(target: Path, pid: int) -> tuple[Path, Path]:
-    """The staging folder and the manifest of a set written inside ``target`` by process ``pid``."""
+def _inside_names(target: Path, pid: int) -> tuple[Path, Path, Path]:
+    """A set written inside ``target`` by process ``pid``: the folder it is staged in, the folder its files are
+    moved from once complete (the staging folder renamed, so a builder's clean-up of its staging folder never
+    takes them), and the manifest."""
     name = target.name or "root"
-    return target / f".{name}.building-{pid}", target / f".{name}.manifest-{pid}.json"
+    return target / f".{name}.building-{pid}", target / f".{name}.moving-{pid}", target / f".{name}.manifest-{pid}.json"
+
+
+def _own_entry(name: str, target: Path) -> bool:
+    """Whether ``name`` (an entry of ``target``) is a staging folder, a moving folder or a manifest of a set."""
+    prefix = f".{target.name or 'root'}."
+    return name.startswith(prefix) and any(tag in name for tag in (".building-", ".moving-", ".manifest-"))
 
 
 def _staged_files(staging: Path) -> list[str]:
@@ -613,16 +621,16 @@ def _safe_name(name: object) -> bool:
     return isinstance(name, str) and bool(name) and not Path(name).is_absolute() and ".." not in Path(name).parts
 
 
-def _move_in(target: Path, staging: Path, manifest: Path) -> None:
-    """Move each file the manifest names from ``staging`` into ``target`` (each one an atomic rename), remove the
-    others when it says so, then the staging folder and the manifest. Files already moved (a run killed midway)
+def _move_in(target: Path, moving: Path, manifest: Path) -> None:
+    """Move each file the manifest names from ``moving`` into ``target`` (each one an atomic rename), remove the
+    others when it says so, then the moving folder and the manifest. Files already moved (a run killed midway)
     are skipped, so running it again finishes the set."""
     plan = json.loads(manifest.read_bytes())
     if not isinstance(plan, dict):
         raise ValueError(f"{manifest} is not a manifest")
     files = [name for name in plan.get("files", []) if _safe_name(name)]
     for name in files:
-        source, destination = staging / name, target / name
+        source, destination = moving / name, target / name
         if not os.path.lexists(source):
             continue  # moved before the kill
         destination.parent.mkdir(parents=True, exist_ok=True)
@@ -631,54 +639,52 @@ def _move_in(target: Path, staging: Path, manifest: Path) -> None:
         os.replace(source, destination)
     if plan.get("remove_others"):
         _remove_others(target, set(files))
-    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(moving, ignore_errors=True)
     manifest.unlink(missing_ok=True)  # last: from here on nothing is left to finish
 
 
 def _remove_others(target: Path, keep: set[str]) -> None:
     """Remove every file under ``target`` the new set does not hold, then the folders left empty (never a staging
     folder or manifest of a set written in place, nor ``lost+found``)."""
-    prefix = f".{target.name or 'root'}."
     for folder, dirs, names in os.walk(target, topdown=True):
         base = Path(folder).relative_to(target)
         if base == Path("."):
-            dirs[:] = [d for d in dirs if not (d.startswith(prefix) and ".building-" in d) and d != "lost+found"]
-            names = [n for n in names if not (n.startswith(prefix) and ".manifest-" in n)]
+            dirs[:] = [d for d in dirs if not _own_entry(d, target) and d != "lost+found"]
+            names = [n for n in names if not _own_entry(n, target)]
         for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             if (base / name).as_posix() not in keep:
                 os.unlink(os.path.join(folder, name))
     for folder, _, _ in sorted(os.walk(target), key=lambda entry: -len(Path(entry[0]).parts)):
         relative = Path(folder).relative_to(target)
-        if relative != Path(".") and not relative.parts[0].startswith(prefix) and relative.parts[0] != "lost+found":
+        if relative != Path(".") and not _own_entry(relative.parts[0], target) and relative.parts[0] != "lost+found":
             try:
                 os.rmdir(folder)  # only an empty one
             except OSError:
                 pass
 
 
-def _write_manifest(manifest: Path, files: Sequence[str], remove_others: bool) -> None:
-    data = json.dumps({"files": list(files), "remove_others": remove_others}, sort_keys=True).encode("utf-8")
-    write_atomic_raw(manifest, data)
-
-
-def _replace_inside(staging: Path, target: Path, why: str, what: str = "output folder") -> None:
-    """Move a staging folder made inside ``target`` into place file by file (the folder becomes exactly the set)."""
-    _, manifest = _inside_names(target, os.getpid())
+def _commit_inside(target: Path, staging: Path, remove_others: bool, why: str, what: str) -> None:
+    """Move a complete staging folder inside ``target`` into place: renamed to the moving folder, the manifest
+    written (from here a kill is finished by the next write), then each file moved in (:func:`_move_in`)."""
+    _, moving, manifest = _inside_names(target, os.getpid())
     try:
-        _write_manifest(manifest, _staged_files(staging), remove_others=True)
+        files = _staged_files(staging)
+        shutil.rmtree(moving, ignore_errors=True)
+        os.replace(staging, moving)
+        data = json.dumps({"files": files, "remove_others": remove_others}, sort_keys=True).encode("utf-8")
+        write_atomic_raw(manifest, data)
     except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
+        # No file of the folder was touched yet: the previous files are all there.
+        for leftover in (staging, moving):
+            shutil.rmtree(leftover, ignore_errors=True)
+        manifest.unlink(missing_ok=True)
         raise _named(error, target, what, DEFAULT_HINT) from None
-    _finish_inside(target, staging, manifest, why, what)
-
-
-def _finish_inside(target: Path, staging: Path, manifest: Path, why: str, what: str) -> None:
     try:
-        _move_in(target, staging, manifest)
+        _move_in(target, moving, manifest)
     except OSError as error:
         hint = (
             f"{target} cannot be swapped whole ({why}), so its staged files are moved in one by one and that stopped "
-            f"midway: some files are new, the rest wait in {staging}; the next write of this folder moves them in"
+            f"midway: some files are new, the rest wait in {moving}; the next write of this folder moves them in"
         )
         raise _named(error, target, what, hint) from None
     logger.info("%s %s cannot be swapped whole (%s): %s", what, target, why, INSIDE_GUARANTEE)
@@ -687,31 +693,29 @@ def _finish_inside(target: Path, staging: Path, manifest: Path, why: str, what: 
 def _recover_inside(target: Path) -> list[Path]:
     """Sets written inside ``target`` by dead processes: finished where the manifest was written, else removed."""
     touched: list[Path] = []
-    name = target.name or "root"
-    prefixes = (f".{name}.manifest-", f".{name}.building-")
     try:
         entries = sorted(os.scandir(target), key=lambda e: e.name)
     except OSError:
         return touched
     for entry in entries:
-        prefix = next((p for p in prefixes if entry.name.startswith(p)), None)
-        if prefix is None:
+        if not _own_entry(entry.name, target):
             continue
-        pid = entry.name[len(prefix) :].removesuffix(".json")
+        pid = entry.name.rsplit("-", 1)[-1].removesuffix(".json")
         if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
             continue
-        staging, manifest = _inside_names(target, int(pid))
-        if prefix.endswith(".manifest-"):
+        staging, moving, manifest = _inside_names(target, int(pid))
+        if Path(entry.path) == manifest:
             try:
                 if manifest.stat().st_size > _MAX_MANIFEST_BYTES:
                     raise ValueError("too large")
-                _move_in(target, staging, manifest)  # every file was on disk before the manifest: finish the set
+                _move_in(target, moving, manifest)  # every file was on disk before the manifest: finish the set
             except (OSError, ValueError):
+                shutil.rmtree(moving, ignore_errors=True)
                 manifest.unlink(missing_ok=True)
             touched.append(manifest)
-        elif not manifest.exists() and os.path.lexists(staging):
-            shutil.rmtree(staging, ignore_errors=True)  # killed while staging: the old files were never touched
-            touched.append(staging)
+        elif Path(entry.path) in (staging, moving) and not manifest.exists():
+            shutil.rmtree(entry.path, ignore_errors=True)  # killed before its manifest: the old files were never touched
+            touched.append(Path(entry.path))
     return touched
 
 
@@ -786,7 +790,7 @@ def write_file_set(
 
 def _write_set_inside(target: Path, files: Mapping[str, bytes], keep_others: bool, what: str, hint: str, why: str) -> Path:
     """:func:`write_file_set` inside a folder that cannot be swapped: staged and synced in full, a manifest, then moves."""
-    staging, manifest = _inside_names(target, os.getpid())
+    staging = _inside_names(target, os.getpid())[0]
     try:
         recover_sets(target)
         if staging.exists():
@@ -796,11 +800,9 @@ def _write_set_inside(target: Path, files: Mapping[str, bytes], keep_others: boo
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             _write_new_file(path, data)
-        _write_manifest(manifest, sorted(files), remove_others=not keep_others)
     except OSError as error:
         # Nothing in the folder was touched yet: the previous files are all there.
         shutil.rmtree(staging, ignore_errors=True)
-        manifest.unlink(missing_ok=True)
         raise _named(error, target, what, hint) from None
-    _finish_inside(target, staging, manifest, why, what)
+    _commit_inside(target, staging, not keep_others, why, what)
     return target

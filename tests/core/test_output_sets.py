@@ -20,6 +20,7 @@ import errno
 import json
 import os
 import random
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -214,7 +215,7 @@ def test_page_out_on_a_mount_point_is_written_inside_and_the_note_says_the_guara
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     site = tmp_path / "site"
-    site.mkdir()
+    (site / "lost+found").mkdir(parents=True)  # a fresh ext4 volume's mount point
     _mount(monkeypatch, site)
     inode = os.stat(site).st_ino
     assert main(["page", str(_page_inputs(tmp_path / "old", 0.3)), "--out", str(site)]) == 0  # an empty mount point
@@ -223,6 +224,7 @@ def test_page_out_on_a_mount_point_is_written_inside_and_the_note_says_the_guara
     assert main(["page", str(_page_inputs(tmp_path / "in", 0.8)), "--out", str(site)]) == 0
     assert os.stat(site).st_ino == inode  # the mount point itself was never moved
     assert (site / "index.html").is_file() and not (site / "assets" / "stale.css").exists()  # the page is the whole folder
+    assert (site / "lost+found").is_dir()  # the file system's own folder stays
     assert _leftovers(site) == []
     note = capsys.readouterr().err  # the guarantee that holds there, said once
     assert f"page --out {site} cannot be swapped whole (it is a mount point): " in note
@@ -301,13 +303,41 @@ def test_a_failed_move_inside_says_which_files_wait_and_the_next_write_finishes_
     assert _tree(out) == {"a.json": b"2", "b.json": b"2"} and _leftovers(out) == []
 
 
+def test_a_builder_s_failed_move_inside_keeps_the_rest_for_the_next_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "world"
+    out.mkdir()
+    (out / "old.json").write_text("old")
+    _mount(monkeypatch, out)
+    staging = outputs.staging_folder(out)
+    assert staging.parent == out  # staged inside the mount point
+    for name in ("a.json", "sub/b.json"):
+        (staging / name).parent.mkdir(parents=True, exist_ok=True)
+        (staging / name).write_text("new")
+    real = os.replace
+
+    def second_fails(source, destination):  # noqa: ANN001, ANN202
+        if Path(destination) == out / "sub" / "b.json":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(source, destination)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(outputs.os, "replace", second_fails)
+        with pytest.raises(OutputError, match="some files are new, the rest wait in"):
+            outputs.replace_folder(staging, out)
+    shutil.rmtree(staging, ignore_errors=True)  # what every builder's clean-up does: the files to move are elsewhere
+    outputs.recover_sets(out)
+    assert _tree(out) == {"a.json": b"new", "sub/b.json": b"new"} and _leftovers(out) == []
+
+
 def test_a_planted_manifest_cannot_move_files_out_of_the_folder(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     dead = 2**22 + 12345  # above the default pid_max: no such process
-    staging, manifest = outputs._inside_names(out, dead)
-    staging.mkdir()
-    (staging / "x").write_text("x")
+    _, moving, manifest = outputs._inside_names(out, dead)
+    moving.mkdir()
+    (moving / "x").write_text("x")
     manifest.write_text(json.dumps({"files": ["../escaped", "/etc/passwd", "x"], "remove_others": False}))
     outputs.recover_sets(out)
     assert _tree(out) == {"x": b"x"} and not (tmp_path / "escaped").exists()
