@@ -376,12 +376,16 @@ def test_a_rename_that_fails_puts_back_the_results_already_renamed(tmp_path: Pat
 # --------------------------------------------------------------------------- build --out through the policy
 
 
-def test_build_shapes_with_a_name_too_long_is_a_sentence_naming_the_limit(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "command", [["shapes", "--n-images", "8"], ["coco", "--coco-root", "nowhere"], ["gqa", "--gqa-root", "nowhere"]]
+)
+def test_build_with_a_name_too_long_is_a_sentence_naming_the_limit_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
-    assert main(["build", "shapes", "--out", str(tmp_path / ("w" * 300)), "--n-images", "8"]) == 2
+    assert main(["build", *command, "--out", str(tmp_path / ("w" * 300))]) == 2
     err = capsys.readouterr().err
     assert "has 300 bytes, more than the 255 a file system accepts for one name" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_build_shapes_on_a_read_only_file_system_is_a_sentence(
