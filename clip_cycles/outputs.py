@@ -552,7 +552,13 @@ def replace_folder(staging: Path, target: Path) -> None:
     try:
         os.replace(staging, target)
     except BaseException:
-        os.replace(old, target)  # the second rename failed: the old folder goes back at once
+        try:
+            os.replace(old, target)  # the second rename failed: the old folder goes back at once
+        except OSError as undo:
+            raise OutputError(
+                f"could not move the new {target} into place, nor the previous one back ({undo.strerror or undo}); "
+                f"the previous folder is {old}, and the next write to {target} puts it back"
+            ) from undo
         raise
     shutil.rmtree(old, ignore_errors=True)
 
