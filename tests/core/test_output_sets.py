@@ -373,6 +373,28 @@ def test_a_rename_that_fails_puts_back_the_results_already_renamed(tmp_path: Pat
     assert json.loads(second.read_text())["metrics"]["cycle_acc"] == 0.75 and samples.read_text() == '{"new": 1}\n'
 
 
+def test_eval_samples_and_result_are_one_set_a_full_disk_keeps_both_old_files(
+    tmp_path: Path, shapes_world: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    common = ["--model", "cycles-tiny", "--task", "cycles/shapes_strict_size", "--device", "cpu", "--num-workers", "0"]
+    common += ["--dataset-root", str(shapes_world), "--cache-dir", str(tmp_path / "cache")]
+    output, samples = tmp_path / "out" / "r.json", tmp_path / "out" / "s.jsonl"
+    assert main(["eval", *common, "--output", str(output), "--samples", str(samples)]) == 0
+    old = _tree(tmp_path / "out")
+    assert set(old) == {"r.json", "r.detail.jsonl", "s.jsonl"}
+    newer = ["--seeds", "1"]
+    scratch = tmp_path / "scratch"
+    assert main(["eval", *common, *newer, "--output", str(scratch / "r.json"), "--samples", str(scratch / "s.jsonl")]) == 0
+    capsys.readouterr()
+    with monkeypatch.context() as patch:
+        # The new samples file is staged whole, then the disk fills while the result is staged: nothing is renamed.
+        _no_space_after(patch, len((scratch / "s.jsonl").read_bytes()) + 10)
+        assert main(["eval", *common, *newer, "--output", str(output), "--samples", str(samples)]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on the device while writing" in err and TRUE_HINT in err and "Traceback" not in err
+    assert _tree(tmp_path / "out") == old  # the old samples file stays beside its own result
+
+
 # --------------------------------------------------------------------------- build --out through the policy
 
 
