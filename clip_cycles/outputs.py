@@ -13,6 +13,10 @@
 - A folder a builder fills itself (a dataset folder, a shapes world, a task's cached build) is
   staged the same way: :func:`staging_folder` gives the fresh ``.<name>.building-<pid>`` (after
   :func:`recover_sets` cleaned up what dead processes left), :func:`replace_folder` swaps it in.
+- A folder that cannot be swapped (:func:`unswappable_reason`: the working folder, a mount point, a
+  parent refusing writes; or a swap refused with EBUSY) is written inside: staged in full in a hidden
+  folder within it, then a manifest, then each file renamed into place (:data:`INSIDE_GUARANTEE`: per
+  file, not per set; a set killed midway is finished by the next write's :func:`recover_sets`).
 - Every OS error (no space, quota, read-only, permission, name too long, a loop of links, a
   folder or file in the way) is an :class:`OutputError`: an OSError and a ValueError, so every
   entry point reports it as one sentence naming the path and what to do (exit 2).
@@ -23,13 +27,17 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import json
+import logging
 import os
 import re
 import shutil
 import stat
 import time
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
+
+logger = logging.getLogger(__name__)
 
 #: The longest path the system accepts (Linux PATH_MAX) and the longest name of one entry.
 MAX_PATH_BYTES = 4096
@@ -273,15 +281,22 @@ def write_text_output(path: str | os.PathLike[str], text: str, *, what: str = "o
 
 
 def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = "output", hint: str = DEFAULT_HINT) -> None:
-    """Write several files that may lie in different folders: all or none for every error before the renames.
+    """Write several files that may lie in different folders: all or none for every error.
 
     Every regular (or missing) target's bytes are first written and synced to its temporary
-    sibling; only when all are on disk are they renamed into place (streams are written last).
-    A full disk, a quota or a refused folder leaves every previous file as it was and no
-    temporary behind. (A kill between the renames can leave some renamed: each rename is whole.)
+    sibling; only when all are on disk are they renamed into place, in the order of ``files``
+    (streams are written last). A full disk, a quota or a refused folder before the renames
+    leaves every previous file as it was and no temporary behind; a rename that fails puts
+    back the files already renamed (each previous file was kept as a hard link until then).
+    A kill during the renames (after every file is on disk) can leave the first files of the
+    order renamed and the rest old: callers order the files so that a reader detects that
+    (``eval`` renames the samples file first, then each result's detail, then its JSON, which
+    names the samples by sha256).
     """
     staged: list[tuple[Path, Path]] = []
     streams: list[tuple[Path, bytes, str]] = []
+    kept: dict[Path, Path | None] = {}  # target -> hard link of its previous file (None: there was none)
+    renamed: list[Path] = []
     current: Path | None = None
     try:
         for name, data in files.items():
@@ -295,14 +310,24 @@ def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = 
             tmp = _temporary_name(path)
             staged.append((tmp, path))
             _write_new_file(tmp, data)
+        for _, path in staged:
+            kept[path] = _keep_previous(path)
         for tmp, path in staged:
             current = path
             os.replace(tmp, path)
+            renamed.append(path)
+        renamed = []  # every rename done: nothing to put back
         for path, data, kind in streams:
             _stream(path, data, kind, what)
     except OutputError:
         raise
     except OSError as error:
+        unrestored = _put_back(renamed, kept)
+        if unrestored:
+            hint = (
+                f"the files renamed before the error could not all be put back ({', '.join(map(str, unrestored))} "
+                "hold the new content); run again once the cause is fixed"
+            )
         named = output_error(error, current or "", hint)
         if named is error:
             raise OutputError(f"could not write {what} {current}: {error.strerror or error}; {hint}") from error
@@ -313,6 +338,39 @@ def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = 
                 os.unlink(tmp)
             except OSError:
                 pass
+        for link in kept.values():
+            if link is not None:
+                try:
+                    os.unlink(link)
+                except OSError:
+                    pass
+
+
+def _keep_previous(path: Path) -> Path | None:
+    """A hard link to ``path``'s previous regular file (a temporary sibling name, swept if this process dies), or None."""
+    if not os.path.isfile(path) or os.path.islink(path):
+        return None
+    link = _temporary_name(path)
+    try:
+        os.link(path, link)
+    except OSError:  # a file system without hard links: a copy (results and samples are small)
+        shutil.copy2(path, link)
+    return link
+
+
+def _put_back(renamed: Sequence[Path], kept: Mapping[Path, Path | None]) -> list[Path]:
+    """Undo ``renamed`` (newest first): each previous file back from its link, a new file removed; the paths left new."""
+    left = []
+    for path in reversed(renamed):
+        previous = kept.get(path)
+        try:
+            if previous is None:
+                os.unlink(path)
+            else:
+                os.replace(previous, path)
+        except OSError:
+            left.append(path)
+    return left
 
 
 # --- sets of files: staged beside the folder, swapped in whole ------------------------------------------------
@@ -337,16 +395,30 @@ def exchange_paths(a: Path, b: Path) -> bool:
     raise OSError(code, os.strerror(code), os.fspath(a))
 
 
-def set_target(folder: str | os.PathLike[str]) -> Path:
+def set_target(folder: str | os.PathLike[str], what: str = "--out") -> Path:
     """The folder a set (or a build of ``--out folder``) replaces: ``folder`` itself, or the folder a symlink
     ``folder`` points to.
 
     A symlinked folder is followed so the link keeps pointing at the rewritten folder (the target
     is replaced; the link is never turned into a folder), and the staging folder sits beside the
-    target, on its file system, where the final rename must happen.
+    target, on its file system, where the final rename must happen. A path too long for the
+    system, or one the system cannot look at, is an :class:`OutputError` naming ``what``.
     """
-    folder = Path(folder)
-    return Path(os.path.realpath(folder)) if folder.is_symlink() else folder
+    folder = check_path_length(folder, what)
+    try:
+        return Path(os.path.realpath(folder)) if folder.is_symlink() else folder
+    except OSError as error:
+        raise _named(error, folder, what, DEFAULT_HINT) from None
+
+
+def _named(error: OSError, path: str | os.PathLike[str], what: str, hint: str) -> OutputError:
+    """``error`` as one :class:`OutputError` sentence naming ``path`` (a generic one where ``_REASONS`` has none)."""
+    named = output_error(error, path, hint)
+    if isinstance(named, OutputError):
+        return named
+    generic = OutputError(f"could not write {what} {path}: {error.strerror or error}; {hint}")
+    generic.errno = error.errno
+    return generic
 
 
 def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
@@ -373,7 +445,9 @@ def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
 
 def recover_sets(target: Path) -> list[Path]:
     """Finish or undo what a dead process left beside ``target``: an old folder swapped out but not back
-    in is put back, staging and old folders are removed. Returns the removed or restored paths."""
+    in is put back, staging and old folders are removed. Inside ``target`` (a folder written in place,
+    :func:`unswappable_reason`), a dead process's set whose manifest was written is moved in the rest of
+    the way, and a staging folder without one is removed. Returns the removed or restored paths."""
     parent = target.parent
     touched: list[Path] = []
     if not parent.is_dir():
@@ -390,6 +464,8 @@ def recover_sets(target: Path) -> list[Path]:
             else:
                 path.unlink(missing_ok=True)
             touched.append(path)
+    if target.is_dir() and not target.is_symlink():
+        touched += _recover_inside(Path(os.path.abspath(target)))
     return touched
 
 
@@ -399,12 +475,30 @@ _STAGED = re.compile(r"\.(.+)\.building-\d+")
 
 def staging_folder(target: Path) -> Path:
     """A fresh, empty ``.<name>.building-<pid>`` beside ``target`` (its parents made), after :func:`recover_sets`
-    cleaned up (or put back) what dead processes left beside it."""
-    recover_sets(target)
-    staging = target.parent / f".{target.name}.building-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    cleaned up (or put back) what dead processes left beside it.
+
+    Where ``target`` cannot be swapped (:func:`unswappable_reason`: a mount point, a parent that is not
+    writable), the staging folder is made inside it instead and :func:`replace_folder` moves its files
+    in one by one. OS errors are :class:`OutputError` sentences.
+    """
+    try:
+        recover_sets(target)
+        why = unswappable_reason(target)
+        inside = _inside_names(Path(os.path.abspath(target)), os.getpid())[0]
+        staging = inside if why else target.parent / f".{target.name}.building-{os.getpid()}"
+        if staging.exists():
+            shutil.rmtree(staging)
+        try:
+            staging.mkdir(parents=True)
+        except OSError as error:
+            if why or error.errno not in _UNSWAPPABLE or not target.is_dir():
+                raise
+            staging = inside  # no room beside the folder (a parent refusing writes): stage inside it
+            if staging.exists():
+                shutil.rmtree(staging)
+            staging.mkdir()
+    except OSError as error:
+        raise _named(error, target, "output folder", DEFAULT_HINT) from None
     return staging
 
 
@@ -425,24 +519,210 @@ def replace_folder(staging: Path, target: Path) -> None:
     A new ``target`` is one rename; an existing one is exchanged with ``staging`` in one atomic
     step (then removed), or, where the system has no exchange, renamed to ``.<name>.old-<pid>``
     and replaced (a kill between those two renames is undone by the next :func:`recover_sets`).
-    OS errors are raised as they are, for the caller to name.
+    A staging folder made inside ``target`` (:func:`staging_folder` on a folder that cannot be
+    swapped), or a target the system refuses to rename (EBUSY: a mount point), has its files moved
+    in one by one under a manifest (:func:`_move_in`); the other OS errors are raised as they are,
+    for the caller to name.
     """
+    absolute = Path(os.path.abspath(target))
+    if Path(os.path.abspath(staging)).parent == absolute:
+        _commit_inside(absolute, staging, True, unswappable_reason(absolute) or "it could not be renamed", "output folder")
+        return
     if not target.exists():
         os.replace(staging, target)
         return
     old = target.parent / f".{target.name}.old-{os.getpid()}"
     if old.exists():
         shutil.rmtree(old)
-    if exchange_paths(staging, target):  # after the exchange the staging name holds the old folder
+    try:
+        if exchange_paths(staging, target):  # after the exchange the staging name holds the old folder
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        os.replace(target, old)
+    except OSError as error:
+        if error.errno not in (errno.EBUSY, errno.EXDEV):
+            raise
+        # The folder itself cannot move (a bind mount os.path.ismount does not see): its files are moved in.
+        inside = _inside_names(absolute, os.getpid())[0]
+        shutil.rmtree(inside, ignore_errors=True)
+        shutil.copytree(staging, inside, symlinks=True)
         shutil.rmtree(staging, ignore_errors=True)
+        _commit_inside(absolute, inside, True, f"it could not be renamed: {error.strerror or error}", "output folder")
         return
-    os.replace(target, old)
     try:
         os.replace(staging, target)
     except BaseException:
-        os.replace(old, target)  # the second rename failed: the old folder goes back at once
+        try:
+            os.replace(old, target)  # the second rename failed: the old folder goes back at once
+        except OSError as undo:
+            raise OutputError(
+                f"could not move the new {target} into place, nor the previous one back ({undo.strerror or undo}); "
+                f"the previous folder is {old}, and the next write to {target} puts it back"
+            ) from undo
         raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+# --- a folder that cannot be swapped (a mount point, a read-only parent): written inside, file by file ----------
+
+#: The errors of a swap that mean "stage inside the folder instead": it cannot be renamed (a mount point, another
+#: file system) or nothing can be made beside it (a parent not writable, or on a read-only file system).
+_UNSWAPPABLE = (errno.EBUSY, errno.EXDEV, errno.EACCES, errno.EPERM, errno.EROFS)
+#: The longest manifest a recovery reads (a stranger's planted file is ignored past it).
+_MAX_MANIFEST_BYTES = 64 << 20
+#: What the message says holds for a folder written in place.
+INSIDE_GUARANTEE = (
+    "every file was staged in full inside it first, then moved into place one by one: each file is whole, "
+    "a reader during the moves may see old and new files together, and a run killed midway is finished by the "
+    "next write of this folder"
+)
+
+
+def unswappable_reason(target: str | os.PathLike[str]) -> str | None:
+    """Why the existing folder ``target`` cannot be replaced by a rename beside it, or None where it can.
+
+    The working folder (or one above it) is never swapped out from under the process; a mount point
+    cannot be renamed (EBUSY); a parent that refuses writes has no room for a staging folder.
+    """
+    target = Path(os.path.abspath(target))
+    if not target.is_dir():
+        return None
+    cwd = Path(os.getcwd())
+    if target == target.parent:
+        return "it is the root folder"
+    if target == cwd or target in cwd.parents:
+        return "it is the working folder or holds it"
+    if os.path.ismount(target):
+        return "it is a mount point"
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        return "its parent folder is not writable"
+    return None
+
+
+def _inside_names(target: Path, pid: int) -> tuple[Path, Path, Path]:
+    """A set written inside ``target`` by process ``pid``: the folder it is staged in, the folder its files are
+    moved from once complete (the staging folder renamed, so a builder's clean-up of its staging folder never
+    takes them), and the manifest."""
+    name = target.name or "root"
+    return target / f".{name}.building-{pid}", target / f".{name}.moving-{pid}", target / f".{name}.manifest-{pid}.json"
+
+
+def _own_entry(name: str, target: Path) -> bool:
+    """Whether ``name`` (an entry of ``target``) is a staging folder, a moving folder or a manifest of a set."""
+    prefix = f".{target.name or 'root'}."
+    return name.startswith(prefix) and any(tag in name for tag in (".building-", ".moving-", ".manifest-"))
+
+
+def _staged_files(staging: Path) -> list[str]:
+    """Every file (and link) under ``staging``, as sorted relative paths."""
+    found = []
+    for folder, dirs, names in os.walk(staging):
+        base = Path(folder).relative_to(staging)
+        found += [(base / n).as_posix() for n in names]
+        found += [(base / d).as_posix() for d in dirs if os.path.islink(os.path.join(folder, d))]
+    return sorted(found)
+
+
+def _safe_name(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and not Path(name).is_absolute() and ".." not in Path(name).parts
+
+
+def _move_in(target: Path, moving: Path, manifest: Path) -> None:
+    """Move each file the manifest names from ``moving`` into ``target`` (each one an atomic rename), remove the
+    others when it says so, then the moving folder and the manifest. Files already moved (a run killed midway)
+    are skipped, so running it again finishes the set."""
+    plan = json.loads(manifest.read_bytes())
+    if not isinstance(plan, dict):
+        raise ValueError(f"{manifest} is not a manifest")
+    files = [name for name in plan.get("files", []) if _safe_name(name)]
+    for name in files:
+        source, destination = moving / name, target / name
+        if not os.path.lexists(source):
+            continue  # moved before the kill
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        if destination.is_dir() and not destination.is_symlink():
+            shutil.rmtree(destination)  # a folder where the new set has a file
+        os.replace(source, destination)
+    if plan.get("remove_others"):
+        _remove_others(target, set(files))
+    shutil.rmtree(moving, ignore_errors=True)
+    manifest.unlink(missing_ok=True)  # last: from here on nothing is left to finish
+
+
+def _remove_others(target: Path, keep: set[str]) -> None:
+    """Remove every file under ``target`` the new set does not hold, then the folders left empty (never a staging
+    folder or manifest of a set written in place, nor ``lost+found``)."""
+    for folder, dirs, names in os.walk(target, topdown=True):
+        base = Path(folder).relative_to(target)
+        if base == Path("."):
+            dirs[:] = [d for d in dirs if not _own_entry(d, target) and d != "lost+found"]
+            names = [n for n in names if not _own_entry(n, target)]
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            if (base / name).as_posix() not in keep:
+                os.unlink(os.path.join(folder, name))
+    for folder, _, _ in sorted(os.walk(target), key=lambda entry: -len(Path(entry[0]).parts)):
+        relative = Path(folder).relative_to(target)
+        if relative != Path(".") and not _own_entry(relative.parts[0], target) and relative.parts[0] != "lost+found":
+            try:
+                os.rmdir(folder)  # only an empty one
+            except OSError:
+                pass
+
+
+def _commit_inside(target: Path, staging: Path, remove_others: bool, why: str, what: str) -> None:
+    """Move a complete staging folder inside ``target`` into place: renamed to the moving folder, the manifest
+    written (from here a kill is finished by the next write), then each file moved in (:func:`_move_in`)."""
+    _, moving, manifest = _inside_names(target, os.getpid())
+    try:
+        files = _staged_files(staging)
+        shutil.rmtree(moving, ignore_errors=True)
+        os.replace(staging, moving)
+        data = json.dumps({"files": files, "remove_others": remove_others}, sort_keys=True).encode("utf-8")
+        write_atomic_raw(manifest, data)
+    except OSError as error:
+        # No file of the folder was touched yet: the previous files are all there.
+        for leftover in (staging, moving):
+            shutil.rmtree(leftover, ignore_errors=True)
+        manifest.unlink(missing_ok=True)
+        raise _named(error, target, what, DEFAULT_HINT) from None
+    try:
+        _move_in(target, moving, manifest)
+    except OSError as error:
+        hint = (
+            f"{target} cannot be swapped whole ({why}), so its staged files are moved in one by one and that stopped "
+            f"midway: some files are new, the rest wait in {moving}; the next write of this folder moves them in"
+        )
+        raise _named(error, target, what, hint) from None
+    logger.info("%s %s cannot be swapped whole (%s): %s", what, target, why, INSIDE_GUARANTEE)
+
+
+def _recover_inside(target: Path) -> list[Path]:
+    """Sets written inside ``target`` by dead processes: finished where the manifest was written, else removed."""
+    touched: list[Path] = []
+    try:
+        entries = sorted(os.scandir(target), key=lambda e: e.name)
+    except OSError:
+        return touched
+    for entry in entries:
+        if not _own_entry(entry.name, target):
+            continue
+        pid = entry.name.rsplit("-", 1)[-1].removesuffix(".json")
+        if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
+            continue
+        staging, moving, manifest = _inside_names(target, int(pid))
+        if Path(entry.path) == manifest:
+            try:
+                if manifest.stat().st_size > _MAX_MANIFEST_BYTES:
+                    raise ValueError("too large")
+                _move_in(target, moving, manifest)  # every file was on disk before the manifest: finish the set
+            except (OSError, ValueError):
+                shutil.rmtree(moving, ignore_errors=True)
+                manifest.unlink(missing_ok=True)
+            touched.append(manifest)
+        elif Path(entry.path) in (staging, moving) and not manifest.exists():
+            shutil.rmtree(entry.path, ignore_errors=True)  # killed before its manifest: the old files were never touched
+            touched.append(Path(entry.path))
+    return touched
 
 
 def _link_or_copy(source: str, destination: str) -> None:
@@ -465,21 +745,21 @@ def write_file_set(
     The new folder is built in ``.<name>.building-<pid>`` beside it (with the folder's other
     entries linked in when ``keep_others``), then exchanged with the old one in one step, so a
     reader or a kill sees the old set or the new one, never a mixture. Leftovers of dead
-    processes are removed (or an old folder put back) first. OS errors are :class:`OutputError`.
+    processes are removed (or an old folder put back) first. A folder that cannot be swapped
+    (:func:`unswappable_reason`: the working folder, a mount point, a parent refusing writes, or a
+    rename refused with EBUSY) is written inside: every file staged in ``.<name>.building-<pid>``
+    within it, then a manifest, then each file moved into place (:data:`INSIDE_GUARANTEE`, said in
+    a note). OS errors are :class:`OutputError`.
     """
     check_path_length(folder, what)
     for name in files:
         if Path(name).is_absolute() or ".." in Path(name).parts or not Path(name).parts:
             raise ValueError(f"{what} {folder}: file name {name!r} would land outside the folder; refusing to write any")
         check_path_length(Path(folder) / name, what)
-    target = Path(os.path.abspath(set_target(folder)))
-    cwd = Path(os.getcwd())
-    if target == target.parent or target == cwd or target in cwd.parents:
-        # The working folder (or one above it) is never swapped out from under the process: each file
-        # is still written whole, but the set is not one transaction there.
-        for name, data in sorted(files.items()):
-            write_output(target / name, data, what=what, hint=hint)
-        return target
+    target = Path(os.path.abspath(set_target(folder, what)))
+    why = unswappable_reason(target)
+    if why:
+        return _write_set_inside(target, files, keep_others, what, hint, why)
     staging = target.parent / f".{target.name}.building-{os.getpid()}"
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -506,8 +786,29 @@ def write_file_set(
         raise
     except OSError as error:
         shutil.rmtree(staging, ignore_errors=True)
-        named = output_error(error, folder, hint)
-        if named is error:
-            raise OutputError(f"could not write {what} {folder}: {error.strerror or error}; {hint}") from error
-        raise named from None
+        if error.errno in _UNSWAPPABLE and target.is_dir() and error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            # Nothing could be made beside the folder, or the folder itself would not move: write inside it.
+            reason = _REASONS.get(error.errno, error.strerror or str(error))
+            return _write_set_inside(target, files, keep_others, what, hint, f"nothing could be staged beside it: {reason}")
+        raise _named(error, folder, what, hint) from None
+    return target
+
+
+def _write_set_inside(target: Path, files: Mapping[str, bytes], keep_others: bool, what: str, hint: str, why: str) -> Path:
+    """:func:`write_file_set` inside a folder that cannot be swapped: staged and synced in full, a manifest, then moves."""
+    staging = _inside_names(target, os.getpid())[0]
+    try:
+        recover_sets(target)
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir()
+        for name, data in sorted(files.items()):
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_new_file(path, data)
+    except OSError as error:
+        # Nothing in the folder was touched yet: the previous files are all there.
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _named(error, target, what, hint) from None
+    _commit_inside(target, staging, not keep_others, why, what)
     return target

@@ -111,8 +111,16 @@ def read_text(path: Path) -> str:
 
 
 def read_csv_rows(path: Path) -> csv.DictReader:
-    """A CSV benchmark file's rows (:func:`read_text`: regular and bounded)."""
-    return csv.DictReader(io.StringIO(read_text(path), newline=""))
+    """A CSV benchmark file's rows (:func:`read_text`: regular and bounded).
+
+    A field may be as long as the file (the csv module's default limit of 131,072 characters
+    would raise ``_csv.Error`` on a long caption): the whole file is bounded already, so the
+    limit is raised to the file's length, never lowered.
+    """
+    text = read_text(path)
+    if csv.field_size_limit() < len(text):
+        csv.field_size_limit(len(text))
+    return csv.DictReader(io.StringIO(text, newline=""))
 
 
 def _read_json(path: Path) -> Any:
@@ -382,9 +390,9 @@ def read_sugarcrepe(root: Path) -> list[ComparisonSet]:
             continue
         items = []
         for number, row in enumerate(rows):
-            item_id = str(row.get("_id", number))
+            item_id = str(row.get("_id", number)) if isinstance(row, dict) else str(number)
             where = f"item {item_id}"
-            if "_bad" in row:
+            if not isinstance(row, dict) or "_bad" in row:  # a list (or object) of non-objects
                 raise ValueError(f"{path}: {where} must be an object with filename, caption, negative_caption")
             item = checked_row(SugarCrepeItem, row, path, where)
             image = ImageItem(key=item.filename, path=_image_file(images_dir, item.filename))

@@ -4,7 +4,8 @@
 format, ``-`` and ``_`` alike, any case); :func:`parse_benchmark_pairs` reads ``NAME=PATH`` items.
 :func:`combined_rows` gives one row per subset and one ``all`` row per benchmark: its size, the
 model, the best blind floor (with its 95 % item-bootstrap interval and the paired verdict), the exact
-ceilings, the exact cycles and their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``.
+ceilings, the exact cycles and their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``;
+:func:`write_all` writes them with every benchmark's own folder as one transaction (``audit-benchmark all``).
 A benchmark with no subset to audit (every subset empty or dropped, no readable file) is one ``all`` row
 with count 0 and ``not audited: <reason>`` (:func:`unusable_benchmark_row`), never an abort of the others.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from clip_cycles.benchmark_audit.adapters import ADAPTERS
+from clip_cycles.benchmark_audit.report import output_files
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.outputs import write_file_set
 from clip_cycles.results import clean, json_bytes, shown_name
@@ -196,6 +198,15 @@ def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path, unusable: 
     transaction (:func:`clip_cycles.outputs.write_file_set`), like each audit's own set.
     """
     folder = Path(out)
+    files, table = combined_files(audits, folder, unusable)
+    write_file_set(folder, files, what="audit-benchmark all --out")
+    return folder / "audit_all.json", table
+
+
+def combined_files(
+    audits: Sequence[BenchmarkAudit], folder: Path, unusable: dict[str, str] | None = None
+) -> tuple[dict[str, bytes], str]:
+    """The files :func:`write_combined` writes under ``folder`` (name -> bytes) and the Markdown table."""
     rows = combined_rows(audits, unusable)
     table = combined_markdown(rows)
     record: dict[str, Any] = {
@@ -210,5 +221,25 @@ def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path, unusable: 
         "audit_all.md": table.encode("utf-8"),
         "audit_all.csv": combined_csv(rows).encode("utf-8"),
     }
+    return files, table
+
+
+def write_all(audits: Sequence[BenchmarkAudit], out: str | Path, unusable: dict[str, str] | None = None) -> tuple[Path, str]:
+    """Every benchmark's files under ``<out>/<name>/`` and the combined table in ``out``, as ONE transaction.
+
+    The whole set is staged in one folder beside ``out`` and swapped in with one exchange
+    (:func:`clip_cycles.outputs.write_file_set`; written inside ``out`` file by file where it cannot be
+    swapped): a kill or a full disk leaves the previous set whole (benchmark folders and table alike),
+    never new benchmark folders beside an old table. Other files in ``out`` are kept. ``unusable``: as in
+    :func:`write_combined` (one row each, no folder). Returns the combined JSON's path and the combined
+    Markdown table.
+    """
+    folder = Path(out)
+    files: dict[str, bytes] = {}
+    for audit in audits:
+        own, _ = output_files(audit, folder / audit.benchmark)
+        files.update({f"{audit.benchmark}/{name}": data for name, data in own.items()})
+    combined, table = combined_files(audits, folder, unusable)
+    files.update(combined)
     write_file_set(folder, files, what="audit-benchmark all --out")
     return folder / "audit_all.json", table

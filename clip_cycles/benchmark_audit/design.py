@@ -17,6 +17,7 @@ comparisons (u1, v1 > v2) and (u2, v2 > v1) on different images together are the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Hashable, Sequence
 
@@ -24,7 +25,7 @@ import numpy as np
 from scipy import sparse
 
 from clip_cycles.algebra.audits import DEGREE_TOL
-from clip_cycles.data.sources.images import ImageItem, decode_rgb
+from clip_cycles.data.sources.images import ImageItem, decode_errors, decode_rgb
 from clip_cycles.data.sources.text_normalize import caption_key
 
 
@@ -41,18 +42,45 @@ class CroppedImageItem(ImageItem):
     def read_bytes(self) -> bytes:
         import io
 
-        from PIL import Image, UnidentifiedImageError
+        from PIL import Image
 
         raw = super().read_bytes()
         x, y, w, h = self.box
+        label = f"image {self.key!r} at {self.path}"
         try:
             with Image.open(io.BytesIO(raw)) as image:
-                crop = decode_rgb(image, f"image {self.key!r} at {self.path}").crop((x, y, x + w, y + h))
-        except (OSError, UnidentifiedImageError) as error:
-            raise ValueError(f"image {self.key!r} at {self.path} cannot be decoded: {error}") from error
-        out = io.BytesIO()
-        crop.save(out, format="PNG")
+                check_box(self.box, image.size, label)  # before the crop: a box of 1e300 is no allocation
+                crop = decode_rgb(image, label).crop((x, y, x + w, y + h))
+            out = io.BytesIO()
+            crop.save(out, format="PNG")
+        except ValueError:
+            raise  # already a sentence naming the image
+        except decode_errors() as error:
+            detail = str(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+            raise ValueError(f"{label} cannot be decoded: {detail}") from error
         return out.getvalue()
+
+
+def check_box(box: tuple[float, float, float, float], size: tuple[int, int], label: str) -> None:
+    """Refuse a crop box ``(x, y, w, h)`` that is not finite or reaches more than one image size past the
+    ``(width, height)`` image's edges (a published box lies on its image; a hostile one would make PIL
+    allocate its area), with a sentence naming the image and the box."""
+    x, y, w, h = box
+    width, height = size
+    inside = (
+        all(math.isfinite(v) for v in box)
+        and w > 0
+        and h > 0
+        and x >= -width
+        and y >= -height
+        and x + w <= 2 * width
+        and y + h <= 2 * height
+    )
+    if not inside:
+        raise ValueError(
+            f"{label}: box x={x:g} y={y:g} w={w:g} h={h:g} does not fit its {width}x{height} image; "
+            "fix the item's bbox_x, bbox_y, bbox_w, bbox_h or pass --skip-bad-images to count and skip it"
+        )
 
 
 @dataclass

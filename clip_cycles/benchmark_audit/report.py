@@ -188,6 +188,13 @@ def write_outputs(audit: BenchmarkAudit, out: str | Path) -> tuple[Path, str]:
     full disk leaves the previous set (or none), never a new ``.json`` beside an old ``.png``.
     """
     folder = Path(out)
+    files, table = output_files(audit, folder)
+    write_file_set(folder, files, what="audit-benchmark --out")
+    return folder / f"audit_{audit.benchmark}.json", table
+
+
+def output_files(audit: BenchmarkAudit, folder: Path) -> tuple[dict[str, bytes], str]:
+    """The files :func:`write_outputs` writes under ``folder`` (name -> bytes) and the Markdown table."""
     stem = f"audit_{audit.benchmark}"
     table = markdown_table(audit)
     files = {
@@ -195,5 +202,4 @@ def write_outputs(audit: BenchmarkAudit, out: str | Path) -> tuple[Path, str]:
         f"{stem}.md": table.encode("utf-8"),
         f"{stem}.png": figure_bytes(audit),
     }
-    write_file_set(folder, files, what="audit-benchmark --out")
-    return folder / f"{stem}.json", table
+    return files, table

@@ -7,7 +7,8 @@ and the caption-length rules are audited.
 
 ``clip-cycles audit-benchmark all --root DIR`` (one subfolder per benchmark, named like its
 format) or ``all --benchmark NAME=PATH ...`` audits each benchmark found, writes its own files
-under ``<out>/<name>/`` and one combined table ``audit_all.json`` / ``.md`` / ``.csv`` in ``<out>``.
+under ``<out>/<name>/`` and one combined table ``audit_all.json`` / ``.md`` / ``.csv`` in ``<out>``,
+all of them one transaction: a kill or a full disk leaves the previous set whole.
 
 An odd piece never stops the rest: a subset with no comparison (a file holding ``[]``, an empty
 file, one whose every item is dropped, one that cannot be read) is a row of the table with count 0
@@ -31,7 +32,7 @@ from pydantic import Field
 from clip_cycles.algebra.contrast import DEFAULT_TIE_TOLERANCE
 from clip_cycles.benchmark_audit.adapters import ADAPTERS, UNREADABLE
 from clip_cycles.benchmark_audit.audit import AuditSettings
-from clip_cycles.benchmark_audit.combined import find_benchmarks, parse_benchmark_pairs, write_combined
+from clip_cycles.benchmark_audit.combined import find_benchmarks, parse_benchmark_pairs, write_all
 from clip_cycles.benchmark_audit.report import write_outputs
 from clip_cycles.benchmark_audit.run import BenchmarkAudit, audit_benchmark
 from clip_cycles.commands.derived import configure
@@ -142,13 +143,13 @@ def audit_all(command: AuditBenchmarkOptions) -> int:
             unusable[name] = str(error).replace(str(root), f"<{name} root>")
             print(f"audit-benchmark all: {name} not audited: {unusable[name]}", file=sys.stderr)
             continue
-        write_outputs(report, out / name)
         _say_unusable(report)
         reports.append(report)
     if not reports:
         reasons = "; ".join(f"{name}: {reason}" for name, reason in unusable.items())
         raise ValueError(f"audit-benchmark all: no benchmark has a subset to audit ({reasons})")
-    path, table = write_combined(reports, out, unusable)
+    # Every benchmark's folder and the combined table: one transaction, written once all are audited.
+    path, table = write_all(reports, out, unusable)
     print(table)
     print(f"wrote {path}, {path.stem}.md, {path.stem}.csv and one folder per benchmark")
     return 0

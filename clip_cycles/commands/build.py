@@ -30,6 +30,7 @@ from clip_cycles.data.families.build_config import (
 from clip_cycles.data.folder.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.sources.registry import get_source, source_names
 from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, write_shapes_world
+from clip_cycles.outputs import check_path_length
 from clip_cycles.registry import Registry
 from clip_cycles.schemas.options import Options
 
@@ -69,6 +70,7 @@ class ShapesBuildOptions(Options):
 def run_shapes(options: ShapesBuildOptions) -> int:
     """``clip-cycles build shapes``: write the world and print where."""
     world = options.world
+    check_path_length(options.out, "--out")  # a name the file system refuses: a sentence before any work
     out = write_shapes_world(options.out, **world.model_dump())
     default = " (the default world)" if world == DEFAULT_WORLD else ""
     print(f"{world.describe()}{default} written to {out}")
@@ -117,6 +119,7 @@ class CocoBuildOptions(Options):
 
 def run_coco(options: CocoBuildOptions) -> int:
     """``clip-cycles build coco``: build, audit and write; print one line per family."""
+    check_path_length(options.out, "--out")  # a name the file system refuses: a sentence before any work
     out, builds = build_coco_folder(options.root, options.out, config=options.config)
     _summary(out, builds)
     return 0
@@ -152,6 +155,7 @@ class GqaBuildOptions(Options):
 
 def run_gqa(options: GqaBuildOptions) -> int:
     """``clip-cycles build gqa``: build, audit and write; print one line per family."""
+    check_path_length(options.out, "--out")  # a name the file system refuses: a sentence before any work
     out, builds = build_gqa_folder(options.root, options.out, config=options.config)
     _summary(out, builds)
     return 0

@@ -86,6 +86,8 @@ def evaluate(command: EvalOptions) -> int:
     # reachable, else one sentence before any data is read. A run that may be warm asks at its first cache miss.
     context.spec.require_weights_if_cold(context.cache_dir)  # asked once: the model's load reuses this answer
     context.samples_path = Path(command.samples) if command.samples else None
+    if command.output != "-":
+        context.staged_outputs = {}  # the samples file is written with the results: one set (below)
     spec = context.spec
     # Each task's --output file, expanded once: the plan checked here is the one the results are written to.
     planned = {} if command.output == "-" else output_plan(command.output, tasks, context)
@@ -109,8 +111,11 @@ def evaluate(command: EvalOptions) -> int:
         for record in outcome.records:
             print(json.dumps(record, sort_keys=True, indent=2))
     else:
-        # Every result's files are written all or none: a full disk leaves each previous result as it was.
-        files: dict[Path, bytes] = {}
+        # The samples file and every result's files are written all or none: a full disk leaves each previous
+        # file as it was. Renamed in this order (samples, then each detail and its JSON), so a kill during the
+        # renames leaves no new result beside an old samples file; an old result beside new samples names
+        # another sha256, which every reader of the pair checks.
+        files: dict[Path, bytes] = dict(context.staged_outputs or {})
         for record in outcome.records:
             files.update(result_files(record, planned[record["dataset"]]))
         write_outputs(files, what="--output")

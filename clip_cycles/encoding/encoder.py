@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from clip_cycles.data.sources.images import IMAGE_DECODING, ImageItem, decode_rgb
+from clip_cycles.data.sources.images import IMAGE_DECODING, ImageItem, decode_errors, decode_rgb
 from clip_cycles.encoding.backends import PRECOMPUTED_FEATURES, Backend, is_random_init, no_prompts, resolve_backend
 from clip_cycles.encoding.backends_vision import require_embeddings
 from clip_cycles.encoding.encode_options import DEFAULT_BATCH_SIZE, EncodeOptions
@@ -308,7 +308,7 @@ class _ImageDataset:
     def __getitem__(self, index: int) -> tuple[int, Any, str | None]:
         import io
 
-        from PIL import Image, UnidentifiedImageError
+        from PIL import Image
 
         item = self.items[index]
         where = f" ({item.path})" if item.path is not None else ""
@@ -323,7 +323,7 @@ class _ImageDataset:
                 None,
                 (f"image {item.key!r}{where} is refused as a possible decompression bomb (more pixels than PIL allows): {error}"),
             )
-        except (OSError, ValueError, UnidentifiedImageError) as error:
+        except decode_errors() as error:  # every PIL decode error: counted with --skip-bad-images, else one sentence
             return index, None, f"image {item.key!r}{where} cannot be decoded: {type(error).__name__}: {error}"
         return index, pixels, None
 

@@ -129,7 +129,9 @@ class RunContext:
 
     ``cache_dir`` is the feature cache root (None: encode without storing);
     ``data_cache_dir`` keeps dataset folders built from raw roots; ``samples_path``, when
-    set, receives one JSON line per scored cycle of the zero-shot cycle tasks (``--samples``).
+    set, receives one JSON line per scored cycle of the zero-shot cycle tasks (``--samples``);
+    ``staged_outputs``, when set (``eval``), collects that file's bytes instead of writing them, so the
+    caller writes it with its results as one set (``clip_cycles.outputs.write_outputs``).
     """
 
     spec: ModelSpec
@@ -142,6 +144,7 @@ class RunContext:
     seeds: Sequence[int] | None = None
     language: str = "en"
     samples_path: Path | None = None
+    staged_outputs: dict[Path, bytes] | None = None
 
     @classmethod
     def from_options(

@@ -1017,7 +1017,7 @@ def write_site(site: Site, out: str | Path, max_bytes: int = DEFAULT_MAX_BYTES) 
                 json.loads(manifest.read_text(encoding="utf-8")).get("files", {})  # only an older page is replaced
             except (ValueError, AttributeError) as error:
                 raise ValueError(f"{manifest} is not a page manifest ({error}); remove it or choose another --out") from error
-        elif any(out.iterdir()):
+        elif any(entry.name != "lost+found" for entry in out.iterdir()):  # a fresh file system's mount point holds one
             raise ValueError(f"--out {out} holds files that no page wrote; choose an empty or new folder")
     root = out.resolve()
     outside = [path for path in site.files if root not in (root / path).resolve().parents]

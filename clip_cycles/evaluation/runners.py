@@ -141,6 +141,7 @@ def run_selection(tasks: Sequence[AnyTask], context: RunContext) -> RunOutcome:
         skip_bad_images=context.skip_bad_images,
         seeds=context.seeds,
         samples_path=context.samples_path,
+        staged=context.staged_outputs,
     )
     return RunOutcome(records, encoded, main=encoded is not None)
 

@@ -425,11 +425,14 @@ def evaluate_tasks(
     skip_bad_images: bool = False,
     seeds: Sequence[int] | None = None,
     samples_path: str | Path | None = None,
+    staged: dict[Path, bytes] | None = None,
 ) -> tuple[list[dict[str, Any]], EncodedFeatures | None]:
     """:func:`evaluate` on resolved task specs, with the feature cache (None: none) and data cache already chosen.
 
     ``samples_path``: one JSON line per scored cycle of every task, in task then seed order; each line
     also carries its task's ``items_sha256`` and ``source`` (as the records do, with ``split``).
+    ``staged``: where a regular samples file's bytes go instead of the disk, for the caller to write
+    with its results as one set (a stream is written here, before any result, as ever).
     """
     other = [t.name for t in tasks if t.output_type != "cycle_selection"]
     if other:
@@ -459,7 +462,10 @@ def evaluate_tasks(
     if samples_path is not None:
         # Each line names its result's item set and weights; each record names the file and its sha256.
         content = samples_bytes(samples or [])
-        write_output(samples_path, content, what="samples file")
+        if staged is not None and not is_stream(samples_path):
+            staged[Path(samples_path)] = content  # written by the caller, first of its set
+        else:
+            write_output(samples_path, content, what="samples file")
         reference = samples_reference(samples_path, content)
         for record in records:  # a stream (/dev/stdout) is no file a record can name
             if record["metrics"].get("available", True) is not False and not is_stream(samples_path):

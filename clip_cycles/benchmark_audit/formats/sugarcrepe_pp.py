@@ -44,9 +44,9 @@ def read_sugarcrepe_pp(root: Path) -> list[ComparisonSet]:
             continue
         items = []
         for number, row in enumerate(read_records(path)):
-            item_id = str(row.get("_id", row.get("id", number)))
+            item_id = str(row.get("_id", row.get("id", number))) if isinstance(row, dict) else str(number)
             where = f"item {item_id}"
-            if "_bad" in row:
+            if not isinstance(row, dict) or "_bad" in row:  # a list (or object) of non-objects
                 raise ValueError(f"{path}: {where} must be an object with filename, caption, caption2, negative_caption")
             item = checked_row(SugarCrepePPItem, row, path, where)
             image = image_item(images_dir, item.filename)

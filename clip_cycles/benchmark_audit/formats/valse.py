@@ -110,9 +110,9 @@ def _reader(valid_only: bool):
                 continue
             items, skipped = [], {}
             for number, row in enumerate(rows):
-                item_id = str(row.get("_id", number))
+                item_id = str(row.get("_id", number)) if isinstance(row, dict) else str(number)
                 where = f"item {item_id}"
-                if "_bad" in row:
+                if not isinstance(row, dict) or "_bad" in row:  # a list (or object) of non-objects
                     raise ValueError(f"{path}: {where} must be an object with image_file, caption, foil")
                 item = checked_row(ValseItem, _row(row, path, where), path, where)
                 if valid_only and not _is_valid(row, path, where):

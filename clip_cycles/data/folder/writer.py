@@ -72,7 +72,7 @@ from clip_cycles.data.folder.card_yaml import Quoted, card_header
 from clip_cycles.data.sources.annotations import parse_json
 from clip_cycles.data.sources.registry import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
 from clip_cycles.fingerprints import canonical_json
-from clip_cycles.outputs import output_error, replace_folder, set_target, staged_name, staging_folder
+from clip_cycles.outputs import output_error, recover_sets, replace_folder, set_target, staged_name, staging_folder
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import write_json
 from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo, newer_format_problem
@@ -632,6 +632,7 @@ def write_folder(
             f"no family has an available split, nothing was written to {out} ({reasons}); lower --min-cycles, "
             "use a larger pool, or pass --allow-empty to write the folder anyway"
         )
+    recover_sets(out)  # a build killed while moving its files into a mount point is finished first
     foreign = _check_out(out, config.overwrite)
     staging = staging_folder(out)
     try:

@@ -23,6 +23,7 @@ the feature-cache key, so features decoded under older rules are never served.
 from __future__ import annotations
 
 import io
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,15 @@ class ImageItem:
             where = f" at {self.path}" if self.path is not None else " (embedded)"
             raise ValueError(f"image {self.key!r}{where} is an empty (0-byte) file; restore it or {_SKIP_HINT}")
         return data
+
+
+def decode_errors() -> tuple[type[BaseException], ...]:
+    """Every error PIL raises on a file it cannot decode: OSError (UnidentifiedImageError, a truncated file),
+    ValueError, SyntaxError and EOFError (malformed chunks), IndexError and struct.error (lying headers),
+    and DecompressionBombError (more pixels than PIL allows). ``--skip-bad-images`` counts each one."""
+    from PIL import Image
+
+    return (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error, Image.DecompressionBombError)
 
 
 def _sixteen_bit_to_8(values: np.ndarray) -> np.ndarray:

@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import Field
 
 from clip_cycles.data.sources.shape_vocabulary import CATEGORIES, SHAPE_WORDS
-from clip_cycles.outputs import atomic_write_bytes, output_error, replace_folder, set_target, staging_folder
+from clip_cycles.outputs import atomic_write_bytes, output_error, recover_sets, replace_folder, set_target, staging_folder
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.schemas.options import Options
 from clip_cycles.verbosity import progress_disable
@@ -339,6 +339,7 @@ def write_shapes_world(
     given = Path(out)
     out = set_target(given)  # a symlinked --out: its target is rewritten, the link stays
     world = generate_world(n_images, seed, image_size, val_fraction)
+    recover_sets(out)  # a build killed while moving its files into a mount point is finished first
     foreign = _foreign_files(out)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
