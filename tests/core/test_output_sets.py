@@ -102,13 +102,16 @@ def test_audit_all_is_one_set_a_full_disk_anywhere_leaves_the_old_set_and_says_s
     assert {"cola/audit_cola.json", "valse/audit_valse.json", "audit_all.json"} <= changed  # one run replaced all three
 
 
-def test_a_failing_audit_writes_no_benchmark_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unreadable_benchmark_is_a_row_of_the_one_set(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = _benchmarks(tmp_path / "in")
     (tmp_path / "in" / "valse" / "existence.json").write_text("[1]")  # the second benchmark refuses its file
     out = tmp_path / "out"
-    assert main(_all(args, out, "0")) == 2
+    assert main(_all(args, out, "0")) == 0
     assert "existence.json: item 0 must be an object" in capsys.readouterr().err
-    assert not out.exists()  # cola was audited, but nothing of the set was written
+    # The set is written once, with cola's folder and valse as a row of the table, never a folder of its own.
+    record = json.loads((out / "audit_all.json").read_text())
+    assert "existence.json: item 0 must be an object" in record["unusable_benchmarks"]["valse"]["reason"]
+    assert (out / "cola").is_dir() and not (out / "valse").exists()
 
 
 def _child(argv: list[str], report: int, inside: bool) -> None:
