@@ -31,6 +31,7 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
+from clip_cycles.outputs import plan_outputs
 from clip_cycles.processes import WorkerDiedError, check_num_proc
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
@@ -264,6 +265,7 @@ def run_experiment(options: ExperimentOptions, settings: Any, run: Callable[...,
     it is neither in the record nor in the cache key.
     """
     check_configuration(options)
+    plan_outputs({"--out": options.out, f"--out's {file_name}": Path(options.out) / file_name}, {"--features": options.features})
     extra = {} if num_proc is None else {"num_proc": check_num_proc(num_proc)}
     cache = experiment_cache(options.model)
     tasks = None if options.task is None else list(options.task)
