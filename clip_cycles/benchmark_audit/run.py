@@ -18,6 +18,7 @@ import numpy as np
 from clip_cycles.benchmark_audit.adapters import ADAPTERS, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
 from clip_cycles.benchmark_audit.design import ComparisonSet, empty_subset
+from clip_cycles.encoding.backends import PRECOMPUTED_FEATURES
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.results import benchmark_record, clean
 from clip_cycles.verbosity import progress_disable
@@ -225,7 +226,9 @@ def audit_benchmark(
     stats = None
     model: dict[str, Any] = {}
     if spec is not None and sets:
-        if not skip_bad_images:  # before the model loads: say where the images go, not only which one is missing
+        # Before the model loads: say where the images go, not only which one is missing (a backend of
+        # precomputed features reads no image file).
+        if not skip_bad_images and not spec.backend.can(PRECOMPUTED_FEATURES):
             check_images_present(name, root, sets)
         sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images, caption_format)
         (sets, embeddings), more = split_unusable(sets, list(found))

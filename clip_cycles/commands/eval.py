@@ -82,9 +82,6 @@ def evaluate(command: EvalOptions) -> int:
     tasks = with_split(registry.expand(names), command.split)
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
-    # A run sure to load the model (no cache, or nothing of this model in it): its weights here or the hub
-    # reachable, else one sentence before any data is read. A run that may be warm asks at its first cache miss.
-    context.spec.require_weights_if_cold(context.cache_dir)  # asked once: the model's load reuses this answer
     context.samples_path = Path(command.samples) if command.samples else None
     spec = context.spec
     # Each task's --output file, expanded once: the plan checked here is the one the results are written to.
@@ -92,6 +89,9 @@ def evaluate(command: EvalOptions) -> int:
     if planned:  # every result file checked before anything is encoded, so no result is lost
         check_output_plan(planned, command.output)
     plan_outputs(eval_writes(planned, context.samples_path))  # no two outputs name one file (the detail files too)
+    # A run sure to load the model (no cache, or nothing of this model in it): its weights here or the hub
+    # reachable, else one sentence before any data is read. A run that may be warm asks at its first cache miss.
+    context.spec.require_weights_if_cold(context.cache_dir)  # asked once: the model's load reuses this answer
     with process_group(spec):
         outcome = run_tasks(tasks, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports

@@ -36,7 +36,7 @@ def item_mismatch(task: str, a: Mapping[Key, dict[str, Any]], b: Mapping[Key, di
 
     Different splits are named first: test against validation shares cycle ids and would otherwise pass.
     """
-    splits_a, splits_b = sorted({s["split"] for s in a.values()}), sorted({s["split"] for s in b.values()})
+    splits_a, splits_b = (sorted({str(s.get("split")) for s in side.values()}) for side in (a, b))
     if splits_a != splits_b:
         return (
             f"{task}: the splits differ (A scored {' and '.join(splits_a)}, B scored {' and '.join(splits_b)}); "

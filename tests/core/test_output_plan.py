@@ -149,3 +149,24 @@ def test_build_out_naming_the_raw_root_is_refused(tmp_path: Path, capsys) -> Non
     assert main(["build", "coco", "--coco-root", str(root), "--out", str(root)]) == 2
     assert f"--out {root} is the input --coco-root ({root})" in capsys.readouterr().err
     assert list(root.iterdir()) == []
+
+
+def test_the_plugin_s_samples_on_its_result_file_are_refused_before_any_work(
+    shapes_cycles: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from clip_cycles.commands.clip_benchmark import main as plugin_main
+
+    def run_tasks(*args, **kwargs):  # noqa: ANN002, ANN003
+        raise AssertionError("the plugin started its work")
+
+    monkeypatch.setattr("clip_cycles.integrations.clip_benchmark.run_tasks", run_tasks)
+    monkeypatch.setenv("CLIP_CYCLES_CACHE", str(tmp_path / "cache"))
+    output = tmp_path / "r.json"
+    monkeypatch.setenv("CLIP_CYCLES_SAMPLES", str(output))
+    args = ["eval", "--dataset", "cycles/shapes_strict_size", "--model", "cycles-tiny", "--pretrained", "shapes"]
+    args += ["--dataset_root", str(shapes_cycles), "--num_workers", "0", "--output", str(output)]
+    with pytest.raises(SystemExit) as exit_info:
+        plugin_main(args)
+    assert exit_info.value.code == 2
+    assert f"--output {output} and CLIP_CYCLES_SAMPLES {output} name the same file" in capsys.readouterr().err
+    assert not output.exists()
