@@ -170,3 +170,19 @@ def test_the_plugin_s_samples_on_its_result_file_are_refused_before_any_work(
     assert exit_info.value.code == 2
     assert f"--output {output} and CLIP_CYCLES_SAMPLES {output} name the same file" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_splits_out_naming_an_input_is_refused_and_distinct_paths_go_on(tmp_path: Path, capsys) -> None:
+    things = tmp_path / "things"
+    things.mkdir()
+    assert main(["splits", "--things-root", str(things), "--out", str(things)]) == 2
+    assert f"--out {things} is the input --things-root ({things})" in capsys.readouterr().err
+    npz = tmp_path / "out" / "results.json"  # an embeddings file where the results JSON would go
+    npz.parent.mkdir()
+    npz.write_bytes(b"kept")
+    assert main(["splits", "--embeddings", f"m={npz}", "--out", str(npz.parent)]) == 2
+    assert f"--out's results.json {npz} is the input --embeddings m={npz}" in capsys.readouterr().err
+    assert npz.read_bytes() == b"kept"
+    # Distinct paths pass the plan: the next sentence is about the flags, not the outputs.
+    assert main(["splits", "--things-root", str(things), "--out", str(tmp_path / "elsewhere")]) == 2
+    assert "give --things-root with --model MODEL" in capsys.readouterr().err
