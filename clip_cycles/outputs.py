@@ -17,6 +17,8 @@
   parent refusing writes; or a swap refused with EBUSY) is written inside: staged in full in a hidden
   folder within it, then a manifest, then each file renamed into place (:data:`INSIDE_GUARANTEE`: per
   file, not per set; a set killed midway is finished by the next write's :func:`recover_sets`).
+- Every path a command will write is planned before the work (:func:`plan_outputs`): two outputs
+  that name one file, or an output that names an input, are refused with a sentence.
 - Every OS error (no space, quota, read-only, permission, name too long, a loop of links, a
   folder or file in the way) is an :class:`OutputError`: an OSError and a ValueError, so every
   entry point reports it as one sentence naming the path and what to do (exit 2).
@@ -134,6 +136,59 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
         return _special_kind(Path(path)) in ("fifo", "char")
     except OSError:
         return False
+
+
+class OutputCollision(ValueError):
+    """Two outputs of one command name the same file, or an output names an input: refused before any work."""
+
+
+def _file_identity(path: Path) -> tuple[object, ...]:
+    """What makes two paths one file: an existing one's device and inode (so symbolic and hard links meet),
+    else its absolute path with every symbolic link of its folders resolved."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ("path", os.path.realpath(path))
+    return ("inode", info.st_dev, info.st_ino)
+
+
+def plan_outputs(
+    writes: Mapping[str, str | os.PathLike[str] | None], reads: Mapping[str, str | os.PathLike[str] | None] | None = None
+) -> dict[str, Path]:
+    """The one output plan of a command: every path it will write, checked against each other and its inputs.
+
+    ``writes`` maps what names an output (``"--samples"``, ``"the detail file of --output"``) to its
+    path, ``reads`` maps each input (``"A"``, ``"--features"``) to its path; ``None`` is an output or
+    input not asked for. Two writes that name one file (the same path, a symbolic or a hard link to
+    it), or a write that names an input, are an :class:`OutputCollision` sentence naming both, before
+    any work. Streams (``/dev/null``, a FIFO) are written into and never replaced, so they may be shared.
+    Returns each write as a :class:`~pathlib.Path`.
+    """
+    owners: dict[tuple[object, ...], tuple[str, str, bool]] = {}
+    for label, path in (reads or {}).items():
+        if path is not None and not is_stream(path):
+            owners.setdefault(_file_identity(Path(path)), (label, os.fspath(path), True))
+    planned: dict[str, Path] = {}
+    for label, path in writes.items():
+        if path is None:
+            continue
+        planned[label] = Path(path)
+        if is_stream(path):
+            continue
+        key = _file_identity(Path(path))
+        if key in owners:
+            other, other_path, is_input = owners[key]
+            if is_input:
+                raise OutputCollision(
+                    f"{label} {os.fspath(path)} is the input {other} ({other_path}): an output never replaces "
+                    f"what its command reads; give {label} another path"
+                )
+            raise OutputCollision(
+                f"{other} {other_path} and {label} {os.fspath(path)} name the same file: one would overwrite the "
+                "other; give each its own path"
+            )
+        owners[key] = (label, os.fspath(path), False)
+    return planned
 
 
 def _stream(path: Path, data: bytes, kind: str, what: str) -> None:

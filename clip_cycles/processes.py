@@ -10,6 +10,12 @@ This is the project's one fork pool: :func:`run_jobs` (experiments: a list, a pr
 :func:`iterate_jobs` (each result as soon as it and all before it are done; the dataset builds'
 ``parallel_map`` / ``parallel_imap`` in :mod:`clip_cycles.data.families.registry`) share it. A pool is never
 started inside a worker: there the jobs run in that worker, in order.
+
+A worker that dies (the out-of-memory killer's ``SIGKILL``, a crash in native code) is noticed at
+once: the pool is a :class:`concurrent.futures.ProcessPoolExecutor` on ``fork``, which watches every
+worker's sentinel, and the run stops with one :class:`WorkerDiedError` sentence naming the jobs,
+what the caller kept and how to resume (a ``multiprocessing.Pool`` silently replaces the dead
+worker and waits forever for the job it held).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from clip_cycles.verbosity import progress_disable
@@ -26,6 +34,28 @@ R = TypeVar("R")
 
 #: What the forked workers read: set by :func:`iterate_jobs` just before the pool starts, reset after it.
 _SHARED: tuple[Callable[[Any, Any], Any], Any] | None = None
+#: What a caller that says nothing about its caches kept when a worker died.
+NOTHING_KEPT = "nothing of this step was kept"
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process died while running ``desc`` (``done`` of ``total`` finished): the whole sentence for the user.
+
+    ``kept`` says what survives (a caller that knows its caches says so through :meth:`keeping`);
+    ``flag`` is the process-count flag a rerun may lower.
+    """
+
+    def __init__(self, desc: str, done: int, total: int, kept: str = NOTHING_KEPT, flag: str = "--num-proc") -> None:
+        self.desc, self.done, self.total, self.kept, self.flag = desc, done, total, kept, flag
+        super().__init__(
+            f"a worker process died while running the {desc} ({done} of {total} done; the out-of-memory "
+            f"killer is the usual cause); {kept}; rerun the same command to resume, "
+            f"with a lower {flag} if memory ran out"
+        )
+
+    def keeping(self, kept: str) -> WorkerDiedError:
+        """The same death, saying ``kept`` survives (the command layer knows its caches)."""
+        return WorkerDiedError(self.desc, self.done, self.total, kept, self.flag)
 
 
 def usable_cores() -> int:
@@ -67,12 +97,33 @@ def _run_one(job: Any) -> Any:
     return fn(shared, job)
 
 
-def iterate_jobs(fn: Callable[[Any, J], R], shared: Any, jobs: Sequence[J], num_proc: int | None = None) -> Iterator[R]:
+def _stop_workers(executor: ProcessPoolExecutor) -> None:
+    """Kill the workers still running jobs nobody will read (the caller stopped early or a job raised)."""
+    terminate = getattr(executor, "terminate_workers", None)  # Python 3.14
+    if terminate is not None:
+        terminate()
+        return
+    # Before 3.14 the executor keeps its worker processes here; shutdown alone would wait for their jobs.
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+
+
+def iterate_jobs(
+    fn: Callable[[Any, J], R],
+    shared: Any,
+    jobs: Sequence[J],
+    num_proc: int | None = None,
+    desc: str = "jobs",
+    kept: str = NOTHING_KEPT,
+) -> Iterator[R]:
     """``fn(shared, job) for job in jobs``, in job order, on up to ``num_proc`` forked processes (None: the usable cores).
 
     The next free worker takes the next job; each result is yielded as soon as it and all before it
     are done. One process, one job, a platform without ``fork``, or a call from inside a worker (or
-    while this process's pool is open) runs the jobs here, in order.
+    while this process's pool is open) runs the jobs here, in order. A worker that dies raises
+    :class:`WorkerDiedError` (with ``desc`` and ``kept``: what the caller's
+    caches hold) within moments; the other workers are stopped.
     """
     global _SHARED
     workers = min(check_num_proc(num_proc), len(jobs))
@@ -81,16 +132,34 @@ def iterate_jobs(fn: Callable[[Any, J], R], shared: Any, jobs: Sequence[J], num_
             yield fn(shared, job)
         return
     _SHARED = (fn, shared)  # inherited by the forked workers: ``shared`` is never pickled
+    context = multiprocessing.get_context("fork")
+    executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_single_threaded)
+    finished = False
     try:
-        with multiprocessing.get_context("fork").Pool(workers, initializer=_single_threaded) as pool:
-            # chunksize 1, in order: a long job never holds the ones behind it in another worker.
-            yield from pool.imap(_run_one, jobs, chunksize=1)
+        # One job per task, read in order: a long job never holds the ones behind it in another worker.
+        # With fork the executor starts every worker at the first submit, while ``_SHARED`` is set.
+        futures = [executor.submit(_run_one, job) for job in jobs]
+        for done, future in enumerate(futures):
+            try:
+                result = future.result()
+            except BrokenProcessPool as error:
+                raise WorkerDiedError(desc, done, len(jobs), kept) from error
+            yield result
+        finished = True
     finally:
         _SHARED = None
+        if not finished:
+            _stop_workers(executor)
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def run_jobs(
-    fn: Callable[[Any, J], R], shared: Any, jobs: Sequence[J], num_proc: int | None = None, desc: str = "jobs"
+    fn: Callable[[Any, J], R],
+    shared: Any,
+    jobs: Sequence[J],
+    num_proc: int | None = None,
+    desc: str = "jobs",
+    kept: str = NOTHING_KEPT,
 ) -> list[R]:
     """``[fn(shared, job) for job in jobs]``, in up to ``num_proc`` forked processes (None: the usable cores).
 
@@ -101,7 +170,7 @@ def run_jobs(
     check_num_proc(num_proc)  # a bad count is refused before the bar is drawn
     with tqdm(total=len(jobs), desc=desc, disable=progress_disable(), leave=False) as bar:
         results = []
-        for result in iterate_jobs(fn, shared, jobs, num_proc):
+        for result in iterate_jobs(fn, shared, jobs, num_proc, desc, kept):
             results.append(result)
             bar.update(1)
         return results

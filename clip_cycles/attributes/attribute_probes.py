@@ -353,7 +353,7 @@ def fit_logistic_sklearn(
             batches = [np.arange(start, K, workers * 8) for start in range(workers * 8)]
             batches = [b for b in batches if len(b)]
             shared = (X, y, train_mask, max_iter, tol)  # inherited by the forked workers, never pickled
-            for b, (c, i, n) in zip(batches, iterate_jobs(_sklearn_batch, shared, batches, workers)):
+            for b, (c, i, n) in zip(batches, iterate_jobs(_sklearn_batch, shared, batches, workers, "scikit-learn probe fits")):
                 coef[b], intercept[b], n_iter[b] = c, i, n
                 bar.update(len(b))
     finally:

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from clip_cycles.benchmark_audit.adapters import load_benchmark
+from clip_cycles.benchmark_audit.adapters import ADAPTERS, load_benchmark
 from clip_cycles.benchmark_audit.audit import AuditSettings, Embeddings, SubsetAudit, audit_subset, summarize
 from clip_cycles.benchmark_audit.design import ComparisonSet, empty_subset
+from clip_cycles.encoding.backends import PRECOMPUTED_FEATURES
 from clip_cycles.encoding.encoder import encode
 from clip_cycles.results import benchmark_record, clean
 from clip_cycles.verbosity import progress_disable
@@ -98,6 +99,24 @@ def audit_identity(name: str, sets: Sequence[ComparisonSet], unusable: dict[str,
         "source": {"kind": "benchmark", "builder": name, "world": None, "annotations": {}},
         "source_line": f"benchmark {name}: {len(sets)} subsets as published",
     }
+
+
+def check_images_present(name: str, root: str | Path, subsets: Sequence[ComparisonSet]) -> None:
+    """Refuse, before any encoding, an audit with a model whose images are not where the format's layout puts them.
+
+    The sentence names the documented layout (the adapter's ``expects``), the flag that skips missing
+    images and the audit that needs none (no ``--model``).
+    """
+    images = {item.key: item for cs in subsets for item in cs.images}
+    missing = [item for item in images.values() if item.data is None and item.path is not None and not item.path.is_file()]
+    if missing:
+        first = missing[0]
+        raise FileNotFoundError(
+            f"{name} root {root}: {len(missing)} of {len(images)} images are not there (the first, {first.key!r}, "
+            f"was looked for at {first.path}); an audit with a model reads {ADAPTERS.get(name).expects}: put the "
+            "images there, pass --skip-bad-images to count and skip the missing ones, or drop --model to audit the "
+            "design and length rules only"
+        )
 
 
 def embed_subsets(
@@ -207,6 +226,10 @@ def audit_benchmark(
     stats = None
     model: dict[str, Any] = {}
     if spec is not None and sets:
+        # Before the model loads: say where the images go, not only which one is missing (a backend of
+        # precomputed features reads no image file).
+        if not skip_bad_images and not spec.backend.can(PRECOMPUTED_FEATURES):
+            check_images_present(name, root, sets)
         sets, found, encode_stats = embed_subsets(sets, spec, cache_dir, batch_size, num_workers, skip_bad_images, caption_format)
         (sets, embeddings), more = split_unusable(sets, list(found))
         unusable.update(more)

@@ -26,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
+from typing import Sequence
 
 from pydantic import Field
 
@@ -38,6 +40,7 @@ from clip_cycles.benchmark_audit.run import BenchmarkAudit, audit_benchmark
 from clip_cycles.commands.derived import configure
 from clip_cycles.commands.model_flags import model_field
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
+from clip_cycles.outputs import plan_outputs
 from clip_cycles.results import check_output_folder
 from clip_cycles.schemas.options import Options
 
@@ -88,12 +91,25 @@ def audit(command: AuditBenchmarkOptions) -> int:
     if command.name not in ADAPTERS:
         raise ValueError(f"unknown benchmark format {command.name!r}; registered: {', '.join(sorted(ADAPTERS))}")
     out = check_output_folder(command.out or os.path.join("results", f"audit_{command.name}"))  # before any work
+    plan_outputs(audit_writes(out, [f"audit_{command.name}"]), {"--root": command.root})
     report = _audit_one(command, command.name, command.root)
     path, table = write_outputs(report, out)
     print(table)
     print(f"wrote {path}, {path.stem}.md, {path.stem}.png")
     _say_unusable(report)
     return 0
+
+
+def audit_writes(out: Path, stems: Sequence[str], folders: Sequence[str] = ()) -> dict[str, Path]:
+    """What an audit writes, for :func:`~clip_cycles.outputs.plan_outputs`: ``--out``, each stem's
+    ``.json``/``.md`` (and the figure or the CSV) and, with ``all``, one folder per benchmark."""
+    writes = {"--out": out}
+    for stem in stems:
+        for suffix in (".json", ".md", ".png", ".csv"):
+            writes[f"--out's {stem}{suffix}"] = out / f"{stem}{suffix}"
+    for name in folders:
+        writes[f"--out's {name}/"] = out / name
+    return writes
 
 
 def _say_unusable(report: BenchmarkAudit) -> None:
@@ -133,6 +149,7 @@ def audit_all(command: AuditBenchmarkOptions) -> int:
         raise ValueError("audit-benchmark all: --subset names one benchmark's subsets; audit that benchmark alone instead")
     found = find_benchmarks(command.root) if command.root is not None else parse_benchmark_pairs(command.benchmark or ())
     out = check_output_folder(command.out or os.path.join("results", "audit_all"))  # before any work
+    plan_outputs(audit_writes(out, ["audit_all"], [name for name, _ in found]), {f"--root of {n}": r for n, r in found})
     reports, unusable = [], {}
     for name, root in found:
         try:

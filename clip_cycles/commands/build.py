@@ -30,7 +30,7 @@ from clip_cycles.data.families.build_config import (
 from clip_cycles.data.folder.build import build_coco_folder, build_gqa_folder
 from clip_cycles.data.sources.registry import get_source, source_names
 from clip_cycles.data.sources.shapes_world import DEFAULT_WORLD, ShapesWorldOptions, write_shapes_world
-from clip_cycles.outputs import check_path_length
+from clip_cycles.outputs import check_path_length, plan_outputs
 from clip_cycles.registry import Registry
 from clip_cycles.schemas.options import Options
 
@@ -120,6 +120,7 @@ class CocoBuildOptions(Options):
 def run_coco(options: CocoBuildOptions) -> int:
     """``clip-cycles build coco``: build, audit and write; print one line per family."""
     check_path_length(options.out, "--out")  # a name the file system refuses: a sentence before any work
+    _plan(options.out, "coco", options.root)
     out, builds = build_coco_folder(options.root, options.out, config=options.config)
     _summary(out, builds)
     return 0
@@ -156,9 +157,15 @@ class GqaBuildOptions(Options):
 def run_gqa(options: GqaBuildOptions) -> int:
     """``clip-cycles build gqa``: build, audit and write; print one line per family."""
     check_path_length(options.out, "--out")  # a name the file system refuses: a sentence before any work
+    _plan(options.out, "gqa", options.root)
     out, builds = build_gqa_folder(options.root, options.out, config=options.config)
     _summary(out, builds)
     return 0
+
+
+def _plan(out: str, source: str, root: str) -> None:
+    """The build's output plan: ``--out`` is never the raw root it reads."""
+    plan_outputs({"--out": out}, {get_source(source).root_flag or f"--{source}-root": root})
 
 
 def _summary(out: Path, builds: Sequence[Any]) -> None:

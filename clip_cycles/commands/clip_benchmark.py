@@ -31,6 +31,7 @@ from clip_cycles.integrations.clip_benchmark import (
     run_cycles,
     tag_for_backend,
 )
+from clip_cycles.processes import WorkerDiedError
 from clip_cycles.tasks.registry import TaskRegistry, expand_tasks, get_task, is_task_name
 from clip_cycles.verbosity import command_level, configured_logging
 
@@ -132,7 +133,7 @@ def patch_cli(cli: ModuleType) -> None:
                     check_flags(base, tasks)
                     check_weights(base)  # a model that cannot be had stops the run before any data is built
                     build_families_once(base, tasks)
-        except (ValueError, FileNotFoundError) as error:
+        except (ValueError, FileNotFoundError, WorkerDiedError) as error:
             print(f"clip_benchmark: error: {error}", file=sys.stderr)
             raise SystemExit(2) from None
         with plugin_logging(base):  # the runs of cycles datasets (and the families built for them) say so
@@ -158,7 +159,7 @@ def patch_cli(cli: ModuleType) -> None:
                 f"{args.dataset}: cycles datasets support --task auto (cycle metrics) or "
                 f"image_caption_selection, not {args.task!r}"
             )
-        except (ValueError, FileNotFoundError) as error:
+        except (ValueError, FileNotFoundError, WorkerDiedError) as error:
             # User-facing errors already name the file, field or id: no traceback.
             print(f"clip_benchmark: error: {error}", file=sys.stderr)
             raise SystemExit(2) from None

@@ -10,6 +10,7 @@ from pydantic import Field
 from clip_cycles.algebra.bootstrap import DEFAULT_BOOTSTRAP_SEED, DEFAULT_LEVEL, DEFAULT_N_RESAMPLES
 from clip_cycles.commands.derived import configure
 from clip_cycles.evaluation.compare import compare_samples
+from clip_cycles.outputs import plan_outputs
 from clip_cycles.results import check_output_file, write_json
 from clip_cycles.schemas.options import Options
 
@@ -50,6 +51,7 @@ def compare(options: CompareOptions) -> int:
     """Compare, print one line per family and write (or print) the JSON."""
     if options.out is not None:
         check_output_file(options.out, "--out")
+    plan_outputs({"--out": options.out}, {"A": options.a, "B": options.b})  # --out never overwrites a samples file
     record = compare_samples(options.a, options.b, options.n_resamples, options.level, options.seed)
     for task, row in record["families"].items():
         print(

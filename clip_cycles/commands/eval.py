@@ -17,8 +17,8 @@ from clip_cycles.encoding.distributed import process_group
 from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
-from clip_cycles.outputs import write_outputs
-from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, output_path, result_files
+from clip_cycles.outputs import is_stream, plan_outputs, write_outputs
+from clip_cycles.results import DEFAULT_OUTPUT, check_output_plan, detail_path, output_path, result_files
 from clip_cycles.schemas.options import Options
 from clip_cycles.tasks.names import folder_scope, resolve_task_names
 from clip_cycles.tasks.registry import AnyTask, TaskRegistry
@@ -82,9 +82,6 @@ def evaluate(command: EvalOptions) -> int:
     tasks = with_split(registry.expand(names), command.split)
     check_backend_for_tasks(tasks, options.model_type, options.model)
     context = RunContext.from_options(options, seeds=None if command.seeds is None else list(command.seeds))
-    # A run sure to load the model (no cache, or nothing of this model in it): its weights here or the hub
-    # reachable, else one sentence before any data is read. A run that may be warm asks at its first cache miss.
-    context.spec.require_weights_if_cold(context.cache_dir)  # asked once: the model's load reuses this answer
     context.samples_path = Path(command.samples) if command.samples else None
     if command.output != "-":
         context.staged_outputs = {}  # the samples file is written with the results: one set (below)
@@ -93,6 +90,10 @@ def evaluate(command: EvalOptions) -> int:
     planned = {} if command.output == "-" else output_plan(command.output, tasks, context)
     if planned:  # every result file checked before anything is encoded, so no result is lost
         check_output_plan(planned, command.output)
+    plan_outputs(eval_writes(planned, context.samples_path))  # no two outputs name one file (the detail files too)
+    # A run sure to load the model (no cache, or nothing of this model in it): its weights here or the hub
+    # reachable, else one sentence before any data is read. A run that may be warm asks at its first cache miss.
+    context.spec.require_weights_if_cold(context.cache_dir)  # asked once: the model's load reuses this answer
     with process_group(spec):
         outcome = run_tasks(tasks, context)
     if not outcome.main:  # a rank other than 0: its shard is in the cache, rank 0 reports
@@ -141,6 +142,18 @@ def with_split(tasks: Sequence[AnyTask], split: str | None) -> list[AnyTask]:
             "and test; attribute splits: their folds); only zero-shot cycles/ tasks score another split: drop --split"
         )
     return [replace(t, split=split) if t.output_type == "cycle_selection" else t for t in tasks]  # type: ignore[type-var]
+
+
+def eval_writes(planned: dict[str, str], samples: Path | None) -> dict[str, str | Path | None]:
+    """Every file eval writes, named for :func:`~clip_cycles.outputs.plan_outputs`: each result, its detail file, the samples."""
+    writes: dict[str, str | Path | None] = {}
+    for task, path in planned.items():
+        label = "--output" if len(planned) == 1 else f"--output of {task}"
+        writes[label] = path
+        if not is_stream(path):  # a stream gets the flat result only (results.result_files)
+            writes[f"the detail file of {label}"] = detail_path(path)
+    writes["--samples"] = samples
+    return writes
 
 
 def output_plan(template: str, tasks: Sequence[AnyTask], context: RunContext) -> dict[str, str]:

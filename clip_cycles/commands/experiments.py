@@ -31,7 +31,8 @@ from clip_cycles.experiments.oe import OESettings
 from clip_cycles.experiments.probes import DEFAULT_SEEDS, FULL_HEADS, PROBE_RANKS, REFERENCE_RANK, ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings
-from clip_cycles.processes import check_num_proc
+from clip_cycles.outputs import plan_outputs
+from clip_cycles.processes import WorkerDiedError, check_num_proc
 from clip_cycles.results import write_json
 from clip_cycles.schemas.options import Options
 from clip_cycles.settings import MIN_CYCLES_ENV, resolve_cache_dir
@@ -246,6 +247,15 @@ def experiment_cache(options: ModelOptions) -> ResultCache:
     return ResultCache(resolve_cache_dir(options.cache_dir) if options.use_cache else None)
 
 
+def _kept_after_death(options: ExperimentOptions, cache: ResultCache) -> str:
+    """What a rerun finds when a worker died: the features come back without encoding again (or nothing)."""
+    if options.features is not None:
+        return f"the features file {options.features} is unchanged"
+    if cache.root is None:
+        return "nothing was cached (--no-cache): the rerun encodes again"
+    return f"the encoded features stay in the feature cache {cache.root}"
+
+
 def run_experiment(options: ExperimentOptions, settings: Any, run: Callable[..., dict[str, Any]], file_name: str,
                    with_markers: bool = False, num_proc: int | None = None) -> int:  # fmt: skip
     """Check the configuration, load the input, settle the minimum cycles, run the experiment (or reuse
@@ -255,12 +265,16 @@ def run_experiment(options: ExperimentOptions, settings: Any, run: Callable[...,
     it is neither in the record nor in the cache key.
     """
     check_configuration(options)
+    plan_outputs({"--out": options.out, f"--out's {file_name}": Path(options.out) / file_name}, {"--features": options.features})
     extra = {} if num_proc is None else {"num_proc": check_num_proc(num_proc)}
     cache = experiment_cache(options.model)
     tasks = None if options.task is None else list(options.task)
     data = load_input(options.features, tasks, options.model, settings.seeds, with_markers=with_markers)
     settings = settings.replace(min_cycles=resolve_min_cycles(options.min_cycles, data))
-    record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings, **extra))
+    try:
+        record, reused = cache.get_or_compute(run.__name__, data, settings, lambda: run(data, settings, **extra))
+    except WorkerDiedError as died:
+        raise died.keeping(_kept_after_death(options, cache)) from died
     print(f"{'reused the cached' if reused else 'computed the'} {run.__name__} result (result cache: {cache.root or 'off'})")
     return finish(record, options.out, file_name, report=options.report)
 

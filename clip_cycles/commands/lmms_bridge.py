@@ -13,6 +13,8 @@ from typing import Sequence
 
 from clip_cycles.commands.flags import add_verbosity_arguments, seed_argument
 from clip_cycles.integrations import lmms_bridge
+from clip_cycles.outputs import plan_outputs
+from clip_cycles.processes import WorkerDiedError
 from clip_cycles.verbosity import command_level, configured_logging
 
 #: The command's spelling, in its usage line and its error sentences (argparse's own say ``PROG: error:`` too).
@@ -38,8 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with configured_logging(command_level(args.quiet, args.verbose)):  # notes (families built) on stderr
+            plan_outputs({"--out": args.out}, {"--dataset-root": args.dataset_root})  # never over the folder it reads
             names = lmms_bridge.write_lmms_tasks(args.dataset_root, args.out, args.task, args.seeds, args.loglikelihood_is_loss)
-    except (ValueError, FileNotFoundError) as error:
+    except (ValueError, FileNotFoundError, WorkerDiedError) as error:
         print(f"{PROG}: error: {error}", file=sys.stderr)
         return 2
     print(json.dumps({"include_path": str(Path(args.out).resolve()), "tasks": names}, indent=2))

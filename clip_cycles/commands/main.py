@@ -20,6 +20,7 @@ import sys
 from typing import Callable, Sequence
 
 from clip_cycles.commands.flags import add_verbosity_arguments
+from clip_cycles.processes import WorkerDiedError
 from clip_cycles.registry import Registry
 from clip_cycles.verbosity import QUIET_FLAGS, VERBOSE_FLAGS, command_level, configured_logging
 
@@ -122,8 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with configured_logging(command_level(quiet, verbose)):
             code = namespace.func(namespace)
-    except (ValueError, FileNotFoundError, PermissionError) as error:
-        # User-facing errors: the message already names the file, field or id.
+    except (ValueError, FileNotFoundError, PermissionError, WorkerDiedError) as error:
+        # User-facing errors: the message already names the file, field or id (or the jobs a dead worker ran).
         print(f"clip-cycles {name}: error: {error}", file=sys.stderr)
         return 2
     return int(code or 0)

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from clip_cycles.commands.derived import configure
 from clip_cycles.evaluation.page import DEFAULT_EXAMPLES, DEFAULT_MAX_BYTES, build_page
+from clip_cycles.outputs import plan_outputs
 from clip_cycles.results import check_output_folder
 from clip_cycles.schemas.options import Options
 
@@ -45,6 +46,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 def page(command: PageOptions) -> int:
     """Build the page from the records and the samples files they name, and print where its index is."""
     check_output_folder(command.out)  # before any work: a file in the way, a path too long
+    # The site never replaces a results folder or file it reads.
+    plan_outputs({"--out": command.out}, {f"RESULTS {path}": path for path in command.results})
     index = build_page(list(command.results), command.out, command.examples, command.max_bytes, command.sample_seed)
     print(f"page: {index}")
     return 0

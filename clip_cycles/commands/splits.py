@@ -32,7 +32,7 @@ from clip_cycles.attributes.attribute_probes import DEFAULT_SOLVER, PROBE_SOLVER
 from clip_cycles.attributes.paper2_protocol import check_protocol
 from clip_cycles.attributes.splitters import FOLD_ASSIGNMENTS
 from clip_cycles.commands.derived import configure
-from clip_cycles.outputs import OutputError, write_file_set
+from clip_cycles.outputs import OutputError, plan_outputs, write_file_set
 from clip_cycles.results import check_output_folder, clean, json_bytes
 from clip_cycles.schemas.options import Options
 
@@ -120,6 +120,7 @@ def run_splits(options: SplitsOptions) -> int:
         )
     elif inputs.concept_sets:
         raise ValueError("--concept-sets is paper 2's CS input; it is read only with --protocol paper2")
+    plan_outputs(splits_writes(options.out), splits_reads(inputs))  # before any input is read
     data, models, context = load_inputs(inputs)
     paper2_cs = protocol_cs(inputs, data) if protocol == "paper2" else None
     dominance = paper2_cs.dominance if paper2_cs is not None else None
@@ -153,6 +154,28 @@ def run_splits(options: SplitsOptions) -> int:
     print(markdown_report(results))
     print(f"wrote {out / 'results.json'}, {out / 'results.md'} and {len(written)} figures")
     return 0
+
+
+def splits_writes(out: str) -> dict[str, Path | str]:
+    """What ``splits`` writes, for :func:`~clip_cycles.outputs.plan_outputs`: the folder and its two files."""
+    return {"--out": out, "--out's results.json": Path(out) / "results.json", "--out's results.md": Path(out) / "results.md"}
+
+
+def splits_reads(inputs: SplitInputs) -> dict[str, Any]:
+    """Every input file or folder ``splits`` reads (``NAME=FILE`` flags by their file)."""
+    reads: dict[str, Any] = {
+        "--things-root": inputs.things_root,
+        "--pairs": inputs.pairs,
+        "--concept-list": inputs.concept_list,
+        "--categories": inputs.categories,
+        "--groups": inputs.groups,
+        "--split-embeddings": inputs.split_embeddings,
+        "--attributes": inputs.attributes,
+    }
+    for flag, specs in (("--embeddings", inputs.embeddings), ("--published-split", inputs.published_split)):
+        for spec in specs:
+            reads[f"{flag} {spec}"] = spec.partition("=")[2] or spec
+    return reads
 
 
 def _write_results(results: dict[str, Any], out: Path) -> list[Path]:

@@ -53,7 +53,7 @@ import numpy as np
 
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.encoding.weights_files import WEIGHTS_SUFFIXES, check_weights_file, check_weights_folder, require_file
-from clip_cycles.registry import Registry, resolve_target
+from clip_cycles.registry import Registry, close_matches, resolve_target
 from clip_cycles.regular_files import load_json_text, read_regular_file
 
 logger = logging.getLogger(__name__)
@@ -530,6 +530,23 @@ def _clean_tag(tag: str) -> str:
     return tag.lower().replace("-", "_")
 
 
+#: How many close names an unknown model name is answered with.
+MODEL_SUGGESTIONS = 5
+#: How a user lists every OpenCLIP name (the list itself is kilobytes: never printed in a sentence).
+LIST_OPEN_CLIP = 'python -c "import open_clip; print(open_clip.list_models())"'
+
+
+def unknown_open_clip_model(name: str, known: Sequence[str]) -> str:
+    """An unknown OpenCLIP name: "did you mean" the closest known names (case aside), how to list all, the other forms."""
+    by_lower = {k.lower(): k for k in known}
+    near = [by_lower[m] for m in close_matches(name.lower(), list(by_lower), n=MODEL_SUGGESTIONS)]
+    hint = f"did you mean {', '.join(near)}?" if near else "no OpenCLIP model has a name close to it."
+    return (
+        f"unknown OpenCLIP model {name!r}; {hint} OpenCLIP knows {len(known)} models (list them with {LIST_OPEN_CLIP}); "
+        "or pass local-dir:<folder> or hf-hub:<repo>"
+    )
+
+
 def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
     """Refuse an unknown OpenCLIP model or pretrained tag with a message listing what exists.
 
@@ -539,10 +556,7 @@ def check_open_clip_request(model_name: str, pretrained: str | None) -> None:
     import open_clip
 
     if not (model_name.startswith(("local-dir:", "hf-hub:")) or model_name in open_clip.list_models()):
-        raise ValueError(
-            f"unknown OpenCLIP model {model_name!r}; available: {', '.join(open_clip.list_models())} "
-            "(or local-dir:<folder>, hf-hub:<repo>)"
-        )
+        raise ValueError(unknown_open_clip_model(model_name, open_clip.list_models()))
     if is_random_init(pretrained) or os.path.isfile(pretrained or "") or model_name.startswith(("local-dir:", "hf-hub:")):
         return
     assert pretrained is not None

@@ -43,6 +43,7 @@ from clip_cycles.fingerprints import (
     weights_content,
     weights_fingerprint,
 )
+from clip_cycles.processes import WorkerDiedError
 from clip_cycles.settings import FAULT_ENV, injected_fault_limit
 from clip_cycles.verbosity import progress_disable
 
@@ -452,12 +453,14 @@ def _encode_images(
     store: Callable[[list[str], np.ndarray], None],
     stats: EncodeStats,
     between: Callable[[], None] | None = None,
+    kept: str = "nothing was cached",
 ) -> None:
     """Encode ``items`` in batches decoded by ``num_workers`` workers; ``between`` runs before each batch.
 
     While the main process runs ``between`` (the caption batches), the workers keep
     decoding the next image batches, so the model is not left waiting on decoding; the
-    first ``between`` runs while the workers start and decode the first batch.
+    first ``between`` runs while the workers start and decode the first batch. A decoding worker
+    that dies is :class:`WorkerDiedError` (``kept``: what the feature cache holds), not torch's traceback.
     """
     import torch
 
@@ -474,10 +477,16 @@ def _encode_images(
     autocast = torch.autocast("cuda") if spec.precision == "amp" else nullcontext()
     n_batches = (len(items) + batch_size - 1) // batch_size
     batches = iter(loader)  # the workers start decoding here, before the first caption batch
-    for _ in _progress(range(n_batches), n_batches, "encoding images"):
+    for done in _progress(range(n_batches), n_batches, "encoding images"):
         if between is not None:
             between()
-        indices, pixels, bad = next(batches)
+        try:
+            indices, pixels, bad = next(batches)
+        except RuntimeError as error:
+            # torch's words for a worker killed (SIGKILL, the OOM killer) or gone: "DataLoader worker (pid ...".
+            if not str(error).startswith("DataLoader worker"):
+                raise
+            raise WorkerDiedError("image-decoding batches", done, n_batches, kept, "--num-workers") from error
         for index, message in bad:
             if not skip_bad:
                 raise ValueError(message + " (pass --skip-bad-images to count and skip it)")
@@ -617,8 +626,18 @@ def encode(
 
             between = advance
 
+        kept = "the features encoded so far stay in the feature cache" if namespaces is not None else "nothing was cached"
         _encode_images(
-            session, todo, missing_images, batch_size, workers, skip_bad_images, storer("image", image_table), stats, between
+            session,
+            todo,
+            missing_images,
+            batch_size,
+            workers,
+            skip_bad_images,
+            storer("image", image_table),
+            stats,
+            between,
+            kept,
         )
     for _ in caption_steps:  # what is left (all of them without decoding workers)
         pass

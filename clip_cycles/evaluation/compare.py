@@ -32,7 +32,16 @@ N_DISAGREEMENTS = 10
 
 
 def item_mismatch(task: str, a: Mapping[Key, dict[str, Any]], b: Mapping[Key, dict[str, Any]]) -> str | None:
-    """Why ``a`` and ``b`` are not the same cycles of ``task`` (one sentence), or None."""
+    """Why ``a`` and ``b`` are not the same cycles of ``task`` (one sentence), or None.
+
+    Different splits are named first: test against validation shares cycle ids and would otherwise pass.
+    """
+    splits_a, splits_b = (sorted({str(s.get("split")) for s in side.values()}) for side in (a, b))
+    if splits_a != splits_b:
+        return (
+            f"{task}: the splits differ (A scored {' and '.join(splits_a)}, B scored {' and '.join(splits_b)}); "
+            "evaluate both models on the same split (clip-cycles eval --split)"
+        )
     digests_a = {s["items_sha256"] for s in a.values() if s.get("items_sha256")}
     digests_b = {s["items_sha256"] for s in b.values() if s.get("items_sha256")}
     if digests_a and digests_b and digests_a != digests_b:

@@ -165,6 +165,34 @@ def _checked(path: str | Path, number: int, value: dict[str, Any]) -> None:
         raise _line_problem(path, number, problem[0], message + hint)
 
 
+def _result_file_problem(path: str | Path, raw: bytes, first: str) -> str | None:
+    """The sentence for a result file (``eval --output``, or its ``.detail.jsonl``) given where samples belong, or None.
+
+    A samples file's first line is a flat object with a ``cycle_id`` and is passed at once; otherwise the
+    file is parsed whole (bounded) and an object with ``metrics`` is a result, named as one.
+    """
+    try:
+        head = json.loads(first)
+    except ValueError:
+        head = None
+    if isinstance(head, dict) and "cycle_id" in head:
+        return None
+    try:
+        record = head if head is not None else load_json_text(raw, f"file {path}")
+    except ValueError:
+        return None  # neither: the line-by-line reading below names the problem
+    if not isinstance(record, dict) or "metrics" not in record:
+        return None
+    samples = record.get("samples")
+    named = ""
+    if isinstance(samples, dict) and isinstance(samples.get("path"), str):  # a detail line names its samples
+        named = f" (this result's samples: {Path(path).parent / samples['path']})"
+    return (
+        f"{path} is a result file (clip-cycles eval --output: a task's metrics), not a per-cycle samples file; pass "
+        f"the samples file that eval wrote with --samples{named}"
+    )
+
+
 def read_samples(path: str | Path, content: bytes | None = None) -> dict[str, dict[Key, dict[str, Any]]]:
     """Task -> ``(seed, cycle_id)`` -> sample, every line parsed with :class:`SampleLine`.
 
@@ -175,6 +203,8 @@ def read_samples(path: str | Path, content: bytes | None = None) -> dict[str, di
     """
     raw = content if content is not None else read_regular_file(path, MAX_SAMPLES_BYTES, "samples file")
     lines = [(n, line) for n, line in enumerate(raw.decode("utf-8").splitlines(), start=1) if line.strip()]
+    if lines and (named := _result_file_problem(path, raw, lines[0][1])) is not None:
+        raise ValueError(named)
     values: list[Any] | None = None
     if all(line.count("{") + line.count("[") <= _FLAT_BRACKETS for _, line in lines):
         try:  # one C-speed parse of every line; NaN and Infinity refused as load_json_text refuses them

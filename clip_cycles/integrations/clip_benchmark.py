@@ -72,7 +72,8 @@ from clip_cycles.encoding.run_context import ModelOptions, RunContext
 from clip_cycles.encoding.tiny_model import register_tiny_model
 from clip_cycles.evaluation.capabilities import check_backend_for_tasks
 from clip_cycles.evaluation.runners import run_tasks, runner_for
-from clip_cycles.results import output_path, write_result
+from clip_cycles.outputs import is_stream, plan_outputs
+from clip_cycles.results import detail_path, output_path, write_result
 from clip_cycles.settings import SAMPLES_ENV, resolve_cache_dir, resolve_data_cache_dir, samples_template, skip_bad_images
 from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots
 from clip_cycles.tasks.names import folder_scope, is_pattern, match, resolve_task_names, unknown_name_message
@@ -433,6 +434,9 @@ def run_cycles(args: Any) -> int:
     options = options_from_clip_benchmark(args, device)
     context = RunContext.from_options(options, language=args.language, loader=clip_benchmark_loader(options))
     context.samples_path = samples_path_for(args, runner.result_task, split)
+    # The one output plan: the result, its detail file and the samples are three files, before any work.
+    detail = None if is_stream(output) else detail_path(output)
+    plan_outputs({"--output": output, "the detail file of --output": detail, SAMPLES_ENV: context.samples_path})
     # The group stays up for the next dataset of this clip_benchmark invocation (one init per process).
     with process_group(context.spec, keep=True, enabled=not runs_split):
         outcome = run_tasks([task], context)

@@ -39,14 +39,19 @@ logger = logging.getLogger(__name__)
 
 
 def _expected_roots_message(task: TaskSpec, root: Path | None) -> str:
-    where = f"--dataset_root {root}" if root is not None else "no --dataset_root"
     builder = get_builder(get_source(task.source).builders[0])
     roots = "; ".join(f"{source.title}: {source.layout}" for source in map(get_source, source_names()))
-    return (
-        f"task {task.name}: {where} is neither a built dataset folder (a folder with build_info.json and "
-        f"data/<family>/seed<k>/<split>.parquet, made by `clip-cycles build {builder.name} "
-        f"{builder.root_flag} <raw root> --out <folder>`) nor a raw source root ({roots})"
+    built = (
+        f"a built dataset folder (a folder with build_info.json and data/<family>/seed<k>/<split>.parquet, made by "
+        f"`clip-cycles build {builder.name} {builder.root_flag} <raw root> --out <folder>`)"
     )
+    if root is None:  # say what to pass, with an example, rather than what the missing value is not
+        return (
+            f"task {task.name} needs its data and no --dataset-root was given (--dataset_root under clip_benchmark): "
+            f"pass {built} or a raw source root ({roots}), e.g. --dataset-root {task.source}_cycles for a built "
+            f"folder or --dataset-root /data/{task.source} for the raw root"
+        )
+    return f"task {task.name}: --dataset_root {root} is neither {built} nor a raw source root ({roots})"
 
 
 def _accepting(task: TaskSpec, raw_source: str) -> str:

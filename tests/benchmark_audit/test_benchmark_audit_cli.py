@@ -81,6 +81,24 @@ def test_audit_benchmark_command_with_cycles_tiny(tmp_path: Path, capsys) -> Non
     assert "sugarcrepe root" in capsys.readouterr().err
 
 
+def test_an_audit_whose_images_are_elsewhere_names_the_layout_and_the_ways_out(tmp_path: Path, capsys) -> None:
+    """Images in a folder the layout does not name: one sentence naming val2017/, --skip-bad-images and no --model."""
+    write_sugarcrepe(tmp_path / "sc")
+    (tmp_path / "sc" / "val2017").rename(tmp_path / "sc" / "coco_images")  # where a new user might put them
+    args = ["audit-benchmark", "sugarcrepe", "--root", str(tmp_path / "sc"), "--out", str(tmp_path / "out")]
+    model = ["--model", "cycles-tiny", "--pretrained", "shapes", "--cache-dir", str(tmp_path / "cache"), "--device", "cpu"]
+    assert main([*args, *model]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"sugarcrepe root \S+: \d+ of \d+ images are not there \(the first, '\S+\.jpg', was looked for at ", err)
+    assert "an audit with a model reads the seven SugarCrepe files" in err and "COCO val2017 images (val2017/ or images/)" in err
+    assert "pass --skip-bad-images to count and skip the missing ones, or drop --model to audit the design" in err
+    assert "Traceback" not in err and not (tmp_path / "cache").exists()  # refused before the model was loaded
+    # Each way out works: the design audit without a model, and the images where the layout puts them.
+    assert main(args) == 0
+    (tmp_path / "sc" / "coco_images").rename(tmp_path / "sc" / "val2017")
+    assert main([*args, *model, "--num-workers", "0"]) == 0
+
+
 def _env(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLIP_CYCLES_", "PYTHONPATH"))}
     env.update({"CLIP_CYCLES_CACHE": str(tmp / "cache"), "TQDM_DISABLE": "1"})

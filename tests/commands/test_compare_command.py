@@ -163,3 +163,35 @@ def test_a_bad_value_is_one_sentence_naming_file_line_and_field(
     err = capsys.readouterr().err
     assert f"samples file {bad}, line 2: field {field!r}" in err and words in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_result_file_given_for_samples_says_so_and_names_the_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    samples = _write(tmp_path / "b.jsonl", _samples("cycles/x", [1.0] * 10, 10))
+    pretty = tmp_path / "r.json"  # eval --output writes the flat result indented, over several lines
+    pretty.write_text(json.dumps({"dataset": "cycles/x", "metrics": {"cycle_acc": 0.5}}, indent=2))
+    detail = tmp_path / "r.detail.jsonl"  # the nested record names its samples file, relative to itself
+    detail.write_text(json.dumps({"dataset": "cycles/x", "metrics": {}, "samples": {"path": "s.jsonl", "sha256": "0"}}) + "\n")
+    for result, named in ((pretty, ""), (detail, f" (this result's samples: {tmp_path / 's.jsonl'})")):
+        assert main(["compare", str(result), str(samples)]) == 2
+        assert capsys.readouterr().err == (
+            f"clip-cycles compare: error: {result} is a result file (clip-cycles eval --output: a task's metrics), not a "
+            f"per-cycle samples file; pass the samples file that eval wrote with --samples{named}\n"
+        )
+    # A samples file whose lines are broken is still read line by line, not taken for a result.
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{not json\n")
+    assert main(["compare", str(broken), str(samples)]) == 2
+    assert "samples file" in capsys.readouterr().err
+
+
+def test_test_against_validation_samples_names_the_splits(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    credits = [1.0, 0.0] * 20
+    a = _write(tmp_path / "a.jsonl", _samples("cycles/x", credits, 40))
+    b = _write(tmp_path / "b.jsonl", _samples("cycles/x", credits, 40, split="validation"))
+    assert main(["compare", str(a), str(b)]) == 2  # the same cycle ids: without the check it compared them, exit 0
+    assert capsys.readouterr().err == (
+        f"clip-cycles compare: error: {a} and {b} are not the same cycles: cycles/x: the splits differ (A scored test, "
+        "B scored validation); evaluate both models on the same split (clip-cycles eval --split)\n"
+    )
+    same = _write(tmp_path / "c.jsonl", _samples("cycles/x", credits, 40, split="validation"))
+    assert main(["compare", str(b), str(same)]) == 0  # the same split on both sides is compared

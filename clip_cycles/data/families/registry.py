@@ -104,6 +104,10 @@ def cycle_collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+#: What a build keeps when one of its workers dies (a build is written aside and swapped in only when complete).
+BUILD_KEPT = "the output folder was left as it was"
+
+
 def _apply_to_chunk(fn: Callable[[T], R], chunk: Sequence[T]) -> list[R]:
     """One job of the pool: ``fn`` (inherited by the forked worker, never pickled) over a chunk of items."""
     return [fn(item) for item in chunk]
@@ -113,7 +117,7 @@ def _chunk_results(fn: Callable[[T], R], chunks: list[list[T]], processes: int) 
     """``[fn(x) for x in chunk]`` for each chunk, in order, on ``processes`` workers of the one fork pool
     (:func:`clip_cycles.processes.iterate_jobs`: each free worker takes the next chunk); here with one
     process, inside a worker, or without the ``fork`` start method (Windows)."""
-    return iterate_jobs(_apply_to_chunk, fn, chunks, processes)
+    return iterate_jobs(_apply_to_chunk, fn, chunks, processes, "build steps", BUILD_KEPT)
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], chunk_size: int = 64, processes: int = 1) -> list[R]:

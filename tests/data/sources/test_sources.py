@@ -319,9 +319,13 @@ def test_a_task_without_a_root_gets_its_sources_default_root(tmp_path: Path, toy
     kind, root = _raw_root(_task("toy"), None, tmp_path / "cache")
     assert (kind, root) == ("toy", tmp_path / "cache" / "toy_world") and (root / "toy.json").is_file()
     assert CALLS == [{"default_root": str(tmp_path / "cache")}]
-    with pytest.raises(ValueError, match="no --dataset_root is neither a built dataset folder") as info:
+    with pytest.raises(ValueError, match="task cycles/coco_strict_size needs its data and no --dataset-root was given") as info:
         _raw_root(_task("coco"), None, tmp_path / "cache")  # coco has no default root
     message = str(info.value)
+    # What to pass, with an example: a built folder or a raw root (never "no --dataset_root is neither ...").
+    assert "pass a built dataset folder (a folder with build_info.json" in message and " or a raw source root (" in message
+    assert message.endswith("e.g. --dataset-root coco_cycles for a built folder or --dataset-root /data/coco for the raw root")
+    assert "is neither" not in message
     assert "clip-cycles build coco --coco-root <raw root>" in message
     for name in source_names():  # every registered source's root layout is listed
         assert f"{get_source(name).title}: {get_source(name).layout}" in message
