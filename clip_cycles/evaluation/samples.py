@@ -171,10 +171,12 @@ def _result_file_problem(path: str | Path, raw: bytes, first: str) -> str | None
     A samples file's first line is a flat object with a ``cycle_id`` and is passed at once; otherwise the
     file is parsed whole (bounded) and an object with ``metrics`` is a result, named as one.
     """
-    try:
-        head = json.loads(first)
-    except ValueError:
-        head = None
+    head = None
+    if first.count("{") + first.count("[") <= _FLAT_BRACKETS:  # a deep line is never parsed here (no recursion)
+        try:
+            head = json.loads(first)
+        except ValueError:
+            head = None
     if isinstance(head, dict) and "cycle_id" in head:
         return None
     try:
