@@ -761,6 +761,12 @@ def _recover_inside(target: Path) -> list[Path]:
     for entry in entries:
         if not _own_entry(entry.name, target):
             continue
+        if ".tmp-" in entry.name:  # a manifest's temporary: its writer was killed before the manifest existed
+            writer = entry.name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
+            if writer.isdigit() and (int(writer) == os.getpid() or not _pid_alive(int(writer))):
+                Path(entry.path).unlink(missing_ok=True)
+                touched.append(Path(entry.path))
+            continue
         pid = entry.name.rsplit("-", 1)[-1].removesuffix(".json")
         if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
             continue

@@ -437,3 +437,18 @@ def test_build_shapes_on_a_mount_point_is_written_inside_with_the_same_bytes(
     assert os.stat(world).st_ino == inode and _tree(world) == _tree(tmp_path / "plain")
     assert main(["build", "shapes", "--out", str(world), "--n-images", "8", "--seed", "1"]) == 0  # replaced in place
     assert _tree(world) != _tree(tmp_path / "plain") and _leftovers(world) == []
+
+
+def test_a_manifest_temporary_of_a_dead_writer_is_removed_by_the_next_write(tmp_path: Path) -> None:
+    # A kill inside the manifest's own atomic write leaves `<manifest>.tmp-<pid>-<ns>`; the next write removes it.
+    target = tmp_path / "out"
+    target.mkdir()
+    dead = os.fork()
+    if dead == 0:
+        os._exit(0)
+    os.waitpid(dead, 0)
+    stray = target / f".out.manifest-{dead}.json.tmp-{dead}-123456789"
+    stray.write_bytes(b'{"files": [')
+    alive = target / f".out.manifest-{os.getppid()}.json.tmp-{os.getppid()}-1"  # a live writer's is left alone
+    alive.write_bytes(b"{")
+    assert outputs.recover_sets(target) and not stray.exists() and alive.exists()
