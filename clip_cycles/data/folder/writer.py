@@ -72,7 +72,7 @@ from clip_cycles.data.folder.card_yaml import Quoted, card_header
 from clip_cycles.data.sources.annotations import parse_json
 from clip_cycles.data.sources.registry import SourceCard, card_for, fingerprint_changes, raw_root_fingerprint, source_feeding
 from clip_cycles.fingerprints import canonical_json
-from clip_cycles.outputs import output_error, recover_sets, replace_folder, set_target, staged_name, staging_folder
+from clip_cycles.outputs import OutputError, output_error, recover_sets, replace_folder, set_target, staged_name, staging_folder
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import write_json
 from clip_cycles.schemas.build_info import FOLDER_LAYOUTS, FOLDER_MODES, FORMAT_VERSION, BuildInfo, newer_format_problem
@@ -569,13 +569,23 @@ def _commit(staging: Path, out: Path, foreign: Sequence[str]) -> None:
         replace_folder(staging, out)
         return
     # Foreign files stay (--overwrite): remove our old files, move the new ones in, card and info last.
-    for name in sorted(_own_files(out)):
-        (out / name).unlink()
-    new = _relative_files(staging)
-    for name in sorted(new, key=lambda n: (n in _OWN_TOP, n)):
-        target = out / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging / name, target)
+    try:
+        for name in sorted(_own_files(out)):
+            (out / name).unlink()
+        new = _relative_files(staging)
+        for name in sorted(new, key=lambda n: (n in _OWN_TOP, n)):
+            target = out / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, target)
+    except OSError as error:
+        # Past the first removal the folder is no longer as it was: say so, never "left as it was".
+        hint = (
+            f"{out} holds files the build did not write (--overwrite), so its own files are replaced one by one and "
+            "that stopped midway: the folder is incomplete (its card and build_info.json are the last files written); "
+            "free space or fix the permissions and rerun the same build"
+        )
+        named = output_error(error, out, hint)
+        raise (named if named is not error else OutputError(f"{error} while writing {out}; {hint}")) from error
     for directory in sorted((p for p in (out / "data").rglob("*") if p.is_dir()), reverse=True):
         with contextlib.suppress(OSError):
             directory.rmdir()  # only empty ones: folders of families no longer built

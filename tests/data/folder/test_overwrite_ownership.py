@@ -37,3 +37,29 @@ def test_a_rebuild_refuses_it_and_overwrite_keeps_it(built: Path, shapes_world: 
     assert (built / UNLISTED).read_bytes() == content
     assert (built / "data" / FAMILY / "seed1" / "test.parquet").is_file()  # the new build is in place
     assert foreign_files(built) == [UNLISTED]
+
+
+def test_a_failed_overwrite_never_claims_the_folder_was_left_as_it_was(
+    built: Path, shapes_world: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+
+    import clip_cycles.data.folder.writer as writer
+
+    real, moves = os.replace, []
+
+    def replace(source: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+        if str(target).startswith(str(built)) and "parquet" in str(target):
+            moves.append(target)
+            if len(moves) == 2:  # our old files are already removed and one new file is in: a full disk
+                raise OSError(errno.ENOSPC, "No space left on device")
+        real(source, target)
+
+    monkeypatch.setattr(writer.os, "replace", replace)
+    with pytest.raises(ValueError) as refused:
+        build_coco_folder(shapes_world, built, families=[FAMILY], seeds=[0, 1], min_cycles=5, overwrite=True)
+    message = str(refused.value)
+    assert "left as it was" not in message
+    assert "stopped midway: the folder is incomplete" in message and "rerun the same build" in message
+    assert (built / UNLISTED).is_file()  # the foreign file is still never touched
