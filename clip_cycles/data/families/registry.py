@@ -260,6 +260,11 @@ class Family:
         """Whether the caption is false beyond doubt for the image: what a swapped caption must be."""
         return self.verdict(index, image_id, meaning) == "false"
 
+    def holds_and_refutes(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> tuple[bool, bool]:
+        """(:meth:`holds`, :meth:`refutes`) of one pair, as the audit's gates ask them. A family whose
+        two answers come from one :meth:`verdict` overrides it to decide the pair once."""
+        return bool(self.holds(index, image_id, meaning)), bool(self.refutes(index, image_id, meaning))
+
     def exclude(self, reason: str, count: int = 1) -> None:
         """Count a candidate the family rule rejected (``FamilyBuild.excluded``, the card)."""
         counter = self.__dict__.get("_excluded")
@@ -472,22 +477,22 @@ def audit_family_cycles(
                     parsed[meaning] = json.loads(meaning)
                 meanings[vertex] = parsed[meaning]
         rows.append((c.image_id_0, c.image_id_1, v0, v1))
-    held: dict[tuple[int, str], bool] = memo.setdefault(("gate", "holds", family.source, family.name), {})
-    refuted: dict[tuple[int, str], bool] = memo.setdefault(("gate", "refutes", family.source, family.name), {})
+    # One memo of both answers per (image, meaning): a pair asked as a matched and as a swapped pair is decided once.
+    truths: dict[tuple[int, str], tuple[bool, bool]] = memo.setdefault(("gate", family.source, family.name), {})
+    truth_values = family.holds_and_refutes
+
+    def truth(image_id: int, vertex: tuple[str, str]) -> tuple[bool, bool]:
+        key = (image_id, vertex[1])
+        value = truths.get(key)
+        if value is None:
+            value = truths[key] = truth_values(index, image_id, meanings[vertex])
+        return value
 
     def holds(image_id: int, vertex: tuple[str, str]) -> bool:
-        key = (image_id, vertex[1])
-        value = held.get(key)
-        if value is None:
-            value = held[key] = bool(family.holds(index, image_id, meanings[vertex]))
-        return value
+        return truth(image_id, vertex)[0]
 
     def refutes(image_id: int, vertex: tuple[str, str]) -> bool:
-        key = (image_id, vertex[1])
-        value = refuted.get(key)
-        if value is None:
-            value = refuted[key] = bool(family.refutes(index, image_id, meanings[vertex]))
-        return value
+        return truth(image_id, vertex)[1]
 
     report = audit_cycles(rows, predicate=holds, cycle_ids=cycle_ids, refutes=refutes)
     return report.to_dict()
