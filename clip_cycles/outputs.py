@@ -577,7 +577,8 @@ def drawn_files(kind: str, inputs: object, draw: Callable[[], Mapping[str, bytes
     try:
         for name, data in files.items():
             atomic_write_bytes(entry / "files" / name, data, durable=False)
-        manifest_text = json.dumps({name: hashlib.sha256(data).hexdigest() for name, data in files.items()}, sort_keys=True)
+        # In the order drawn (not sorted): a reused entry gives its files back in that order.
+        manifest_text = json.dumps({name: hashlib.sha256(data).hexdigest() for name, data in files.items()})
         atomic_write_bytes(entry / "manifest.json", manifest_text.encode("utf-8"), durable=False)  # last: the entry is whole
     except OSError:
         pass

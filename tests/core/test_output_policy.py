@@ -847,14 +847,15 @@ def test_drawn_files_are_kept_by_their_inputs_and_a_damaged_entry_is_drawn_again
 
     def draw() -> dict[str, bytes]:
         calls.append(1)
-        return {"figure.png": b"png bytes", "figure.svg": b"<svg/>"}
+        return {"figure.svg": b"<svg/>", "figure.png": b"png bytes"}  # not in sorted order
 
     assert drawn_files("kind", {"x": 1}, draw) == draw() and len(calls) == 2  # no cache: drawn every time
     kept = tmp_path / "kept"
     with drawn_files_cache(kept):
         first = drawn_files("kind", {"x": 1}, draw)
         assert drawn_files("kind", {"x": 1}, draw) == first and len(calls) == 3  # reused, in the same order
-        assert list(first) == ["figure.png", "figure.svg"]
+        assert list(first) == ["figure.svg", "figure.png"]
+        assert list(drawn_files("kind", {"x": 1}, draw)) == ["figure.svg", "figure.png"]  # kept in the order drawn
         drawn_files("kind", {"x": 2}, draw)  # other inputs, other key
         drawn_files("other kind", {"x": 1}, draw)  # other code, other key
         assert len(calls) == 5
