@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -36,8 +37,10 @@ import re
 import shutil
 import stat
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
@@ -873,3 +876,82 @@ def _write_set_inside(target: Path, files: Mapping[str, bytes], keep_others: boo
         raise _named(error, target, what, hint) from None
     _commit_inside(target, staging, not keep_others, why, what)
     return target
+
+
+# --- drawn files kept by what they were drawn from -------------------------------------------------------------
+
+#: The folder where :func:`drawn_files` keeps rendered files by the content they were drawn from (None: always drawn).
+_DRAWN_CACHE: ContextVar[Path | None] = ContextVar("drawn_cache", default=None)
+
+
+@contextmanager
+def drawn_files_cache(folder: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Inside the block, :func:`drawn_files` keeps and reuses its files under ``folder`` (None: draws every time).
+
+    The demo sets it to its cache: a warm rerun copies the figures it drew before from the same
+    records instead of drawing them again (matplotlib took most of a warm demo's time).
+    """
+    token = _DRAWN_CACHE.set(None if folder is None else Path(folder))
+    try:
+        yield
+    finally:
+        _DRAWN_CACHE.reset(token)
+
+
+#: The names a kept entry may hold: plain file names, never a path out of the entry (the cache may be shared).
+_KEPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: The largest kept file read back (figures are well below it).
+_KEPT_MAX_BYTES = 64 << 20
+
+
+def _kept_file(path: Path) -> bytes:
+    """A kept file's bytes if it is a regular file within :data:`_KEPT_MAX_BYTES` (a FIFO put there never blocks)."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > _KEPT_MAX_BYTES:
+        raise ValueError(f"{path}: not a kept file")
+    return path.read_bytes()
+
+
+def _key_value(value: object) -> object:
+    """A numpy scalar as its Python value; anything else without an exact JSON form is refused (TypeError)."""
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "shape", None) == ():
+        return item()
+    raise TypeError(f"{type(value).__name__} has no exact JSON form")
+
+
+def drawn_files(kind: str, inputs: object, draw: Callable[[], Mapping[str, bytes]]) -> dict[str, bytes]:
+    """The files ``draw()`` makes (name -> bytes), reused from :func:`drawn_files_cache`'s folder when kept there.
+
+    They are keyed by ``kind`` (name the drawing code and its version in it) and ``inputs`` (JSON-able:
+    everything the drawing reads), so the same key means the same bytes. A kept entry is read only
+    when every file matches the sha256 its manifest records; anything else is drawn again and kept
+    (a cache that cannot be written is not an error: the files are drawn as without it).
+    """
+    folder = _DRAWN_CACHE.get()
+    if folder is None:
+        return dict(draw())
+    try:
+        text = json.dumps([kind, inputs], sort_keys=True, default=_key_value, allow_nan=True)
+    except (TypeError, ValueError):
+        return dict(draw())  # an input with no exact JSON form is never a key (a repr may elide values)
+    entry = folder / hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+    try:
+        manifest = json.loads(_kept_file(entry / "manifest.json"))
+        if not isinstance(manifest, dict) or not all(_KEPT_NAME.fullmatch(name) for name in manifest):
+            raise ValueError(f"{entry}: not a manifest of drawn files")
+        files = {name: _kept_file(entry / "files" / name) for name in manifest}
+        if all(hashlib.sha256(data).hexdigest() == manifest[name] for name, data in files.items()):
+            return files
+    except (OSError, ValueError, TypeError):
+        pass
+    files = dict(draw())
+    try:
+        for name, data in files.items():
+            atomic_write_bytes(entry / "files" / name, data, durable=False)
+        # In the order drawn (not sorted): a reused entry gives its files back in that order.
+        manifest_text = json.dumps({name: hashlib.sha256(data).hexdigest() for name, data in files.items()})
+        atomic_write_bytes(entry / "manifest.json", manifest_text.encode("utf-8"), durable=False)  # last: the entry is whole
+    except OSError:
+        pass
+    return files

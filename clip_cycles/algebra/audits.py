@@ -137,8 +137,14 @@ def signed_degrees(image_ids: Sequence[Hashable], caption_ids: Sequence[Hashable
 CYCLE_WEIGHTS = (1.0, -1.0, -1.0, 1.0)
 
 
+class _CycleRows(list):
+    """Rows already checked by :func:`_as_cycle_rows`: the audit's parts share one pass over them."""
+
+
 def _as_cycle_rows(cycles: Iterable[Sequence[Hashable]]) -> list[tuple[Hashable, Hashable, Hashable, Hashable]]:
-    rows = []
+    if isinstance(cycles, _CycleRows):
+        return cycles
+    rows = _CycleRows()
     for i, row in enumerate(cycles):
         row = tuple(row.tolist() if isinstance(row, np.ndarray) else row)
         if len(row) != 4:

@@ -52,6 +52,16 @@ NORMAL_DF = 100_000.0
 _GRID = 200_001
 
 
+@lru_cache(maxsize=1)
+def _t_grid() -> tuple[np.ndarray, np.ndarray]:
+    """The grid of theta in [0, pi / 2] and its cosines: the same for every df (an evaluation asks for dozens)."""
+    theta = np.linspace(0.0, np.pi / 2.0, _GRID)
+    theta.flags.writeable = False
+    cosine = np.cos(theta)
+    cosine.flags.writeable = False
+    return theta, cosine
+
+
 @lru_cache(maxsize=64)
 def _t_table(df: float) -> tuple[np.ndarray, np.ndarray]:
     """``(theta, F)``: P(|T| <= sqrt(df) tan theta) on a grid of theta in [0, pi / 2], for T ~ t(df).
@@ -60,8 +70,8 @@ def _t_table(df: float) -> tuple[np.ndarray, np.ndarray]:
     integral, which becomes the integral of cos^(df - 1) over [0, theta], normalised: smooth and
     on a finite range for every df > 0.
     """
-    theta = np.linspace(0.0, np.pi / 2.0, _GRID)
-    density = np.cos(theta) ** (df - 1.0) if df != 1.0 else np.ones_like(theta)
+    theta, cosine = _t_grid()
+    density = cosine ** (df - 1.0) if df != 1.0 else np.ones_like(theta)
     density[-1] = 0.0 if df > 1.0 else density[-1]
     steps = (density[1:] + density[:-1]) * (theta[1] - theta[0]) / 2.0
     cumulative = np.concatenate([[0.0], np.cumsum(steps)])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,7 @@ from clip_cycles.algebra.multiplicity import RESOLUTION
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.encoding.backends import precomputed_backend_name
-from clip_cycles.outputs import write_file_set, write_output
+from clip_cycles.outputs import drawn_files, write_file_set, write_output
 from clip_cycles.results import json_bytes, shown_name, shown_weights
 
 
@@ -143,15 +145,8 @@ def write_figure(audit: BenchmarkAudit, path: str | Path) -> Path:
 
 
 def figure_bytes(audit: BenchmarkAudit) -> bytes:
-    """The PNG bytes of :func:`write_figure`'s figure."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import numpy as np
-
+    """The PNG bytes of :func:`write_figure`'s figure (reused from the drawn-files cache when it holds them:
+    :func:`clip_cycles.outputs.drawn_files`, keyed by the numbers drawn and this module's code)."""
     names = [a.name for a in audit.audits]
     series = {
         "model": [a.metrics.get("model_acc") for a in audit.audits],
@@ -161,6 +156,33 @@ def figure_bytes(audit: BenchmarkAudit) -> bytes:
         "CycleAcc (paired cycles)": [a.metrics["cycles"].get("cycle_acc") for a in audit.audits],
     }
     series = {k: v for k, v in series.items() if any(x is not None for x in v)}
+    title = f"{audit.benchmark}: model vs blind baselines"
+    inputs = {"names": names, "series": list(series.items()), "title": title}
+    kind = f"benchmark audit figure {_figure_code()}"
+    return drawn_files(kind, inputs, lambda: {"figure.png": _draw_figure(names, series, title)})["figure.png"]
+
+
+@functools.lru_cache(maxsize=1)
+def _figure_code() -> str:
+    """What the figure's bytes depend on besides its numbers: this module's source and matplotlib's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        matplotlib_version = version("matplotlib")
+    except PackageNotFoundError:
+        matplotlib_version = ""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest() + " matplotlib " + matplotlib_version
+
+
+def _draw_figure(names: list[str], series: dict[str, list[Any]], title: str) -> bytes:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
     x = np.arange(len(names))
     width = 0.8 / max(len(series), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(names) + 3.5), 3.6))
@@ -171,7 +193,7 @@ def figure_bytes(audit: BenchmarkAudit) -> bytes:
     ax.set_xticks(x, names, rotation=30, ha="right")
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
-    ax.set_title(f"{audit.benchmark}: model vs blind baselines")
+    ax.set_title(title)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     buffer = io.BytesIO()

@@ -55,7 +55,7 @@ from clip_cycles.experiments.oe import OESettings, run_oe
 from clip_cycles.experiments.probes import ProbeSettings, run_probes
 from clip_cycles.experiments.report import build_report
 from clip_cycles.experiments.transfer import TransferSettings, run_transfer
-from clip_cycles.outputs import write_text_output
+from clip_cycles.outputs import drawn_files_cache, write_text_output
 from clip_cycles.results import IDENTITY_FIELDS, mean_sd, write_json
 from clip_cycles.schemas.options import CheckedOptions
 from clip_cycles.settings import resolve_cache_dir, resolve_data_cache_dir
@@ -138,6 +138,9 @@ def demo_context(world: Path, cache: Path, seeds: Sequence[int]) -> RunContext:
     options = ModelOptions(model=MODEL_NAME, pretrained=PRETRAINED_TAG, device="cpu", cache_dir=cache, dataset_root=world)
     return RunContext.from_options(options, seeds=seeds)
 
+
+#: The folder under the cache where the demo keeps the figures it drew (by the records they were drawn from).
+DRAWN_FIGURES = "drawn_figures"
 
 #: The demo's per-cycle samples file under ``--out`` (named by the zero-shot record; the page reads its examples there).
 SAMPLES_FILE = "zero_shot.samples.jsonl"
@@ -482,14 +485,16 @@ def run_demo(
         ", ".join(reuse.stats.reused) or "nothing",
         ", ".join(reuse.stats.computed) or "nothing",
     )
-    audit_shapes_benchmark(context, out)  # audit_<name>.json beside the results, read by the report and the page
-    lap("benchmark audit")
-    for name, record in results.items():
-        write_json(record, out / f"{name}.json")
-    figures = docs_figures(results)
-    write_json(figures, out / "docs_figures.json")
-    write_text_output(out / "docs_figures.md", docs_figures_table(figures) + "\n", what="demo output")
-    paths = build_report(out)
+    # Figures drawn from the same records by the same code are copied from the cache, not drawn again.
+    with drawn_files_cache(cache / DRAWN_FIGURES):
+        audit_shapes_benchmark(context, out)  # audit_<name>.json beside the results, read by the report and the page
+        lap("benchmark audit")
+        for name, record in results.items():
+            write_json(record, out / f"{name}.json")
+        figures = docs_figures(results)
+        write_json(figures, out / "docs_figures.json")
+        write_text_output(out / "docs_figures.md", docs_figures_table(figures) + "\n", what="demo output")
+        paths = build_report(out)
     lap("report")
     page = build_page([out], out / PAGE_FOLDER)  # from the records and the samples they name: nothing recomputed
     lap("results page")

@@ -275,6 +275,23 @@ def overall(data: PageData, model: str, rows: Sequence[str], samples: Mapping[st
     return {"value": _value(mean), "acc": _f(mean), "ci": ci, "k": k, "mean": mean, "joint": False}
 
 
+#: The overall cells of one site, by (model, rows): the board and each model's page show the same one
+#: (its joint interval is the page's costliest number), so a build computes each once.
+Overalls = dict[tuple[str, tuple[str, ...]], "dict[str, Any] | None"]
+
+
+def _overall_of(
+    data: PageData, model: str, rows: Sequence[str], samples: Mapping[str, Any] | None, memo: Overalls | None
+) -> dict[str, Any] | None:
+    """:func:`overall`, read from ``memo`` when this build computed it already (None: computed)."""
+    if memo is None:
+        return overall(data, model, rows, samples)
+    key = (model, tuple(rows))
+    if key not in memo:
+        memo[key] = overall(data, model, rows, samples)
+    return memo[key]
+
+
 def _item_view(data: PageData, row: str) -> dict[str, str]:
     item, key = data.item_set(row), data.family_of(row)
     return {"label": item.label(key), "describe": item.describe()}
@@ -328,10 +345,14 @@ def board_calls(data: PageData, samples: Mapping[str, Any]) -> tuple[dict[Any, s
 
 
 def _board(
-    data: PageData, samples: Mapping[str, Any], calls: Mapping[Any, str], tied: set[tuple[str, str]]
+    data: PageData,
+    samples: Mapping[str, Any],
+    calls: Mapping[Any, str],
+    tied: set[tuple[str, str]],
+    memo: Overalls | None = None,
 ) -> list[dict[str, Any]]:
     rows = data.family_rows()
-    overalls = {model: overall(data, model, rows, samples) for model in data.models}
+    overalls = {model: _overall_of(data, model, rows, samples, memo) for model in data.models}
     full = {m: o for m, o in overalls.items() if o is not None and o.get("joint") and o["k"] == len(rows)}
     tasks_of = {model: entry.get("tasks", {}) for model, entry in samples.items()}
     names = next(iter(full.values()))["names"] if full else []
@@ -436,8 +457,10 @@ def _pair_file(a: str, b: str) -> str:
     return f"{model_slug(a)}--{model_slug(b)}.html"
 
 
-def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
-    """The index: the models x families leaderboard, the family table, comparisons, benchmarks, attributes, skipped."""
+def index_page(data: PageData, samples: Mapping[str, Any], overalls: Overalls | None = None) -> str:
+    """The index: the models x families leaderboard, the family table, comparisons, benchmarks, attributes, skipped.
+
+    ``overalls``: the build's memo of overall cells (shared with :func:`model_page`)."""
     pairs = [
         {
             "a": a,
@@ -459,7 +482,7 @@ def index_page(data: PageData, samples: Mapping[str, Any]) -> str:
         n_benchmarks=len(data.benchmark_rows()),
         columns=columns,
         column_groups=_column_groups(columns),
-        board=_board(data, samples, calls, tied),
+        board=_board(data, samples, calls, tied, overalls),
         models=data.models,
         rows=_family_table_rows(data, calls),
         notes=data.notes,
@@ -714,8 +737,10 @@ def family_page(data: PageData, key: str, examples: Sequence[FamilyExamples], th
     )
 
 
-def model_page(data: PageData, model: str, samples: Mapping[str, Any] | None = None) -> str:
-    """One model: its CycleAcc on every family and benchmark, the audit, and the file each number was read from."""
+def model_page(data: PageData, model: str, samples: Mapping[str, Any] | None = None, overalls: Overalls | None = None) -> str:
+    """One model: its CycleAcc on every family and benchmark, the audit, and the file each number was read from.
+
+    ``overalls``: the build's memo of overall cells (shared with :func:`index_page`)."""
     rows = []
     for row in data.family_rows() + data.benchmark_rows():
         cell = data.cells.get((row, model))
@@ -737,7 +762,7 @@ def model_page(data: PageData, model: str, samples: Mapping[str, Any] | None = N
         title=f"clip_cycles: {model}",
         up="../",
         model=model,
-        overall=overall(data, model, data.family_rows(), samples),
+        overall=_overall_of(data, model, data.family_rows(), samples, overalls),
         rows=rows,
     )
 
@@ -986,11 +1011,12 @@ def build_site(data: PageData, n_examples: int = DEFAULT_EXAMPLES, seed: int = 0
                         thumbs[item.key] = made[0] if made is not None else None
                         if made is not None:
                             site.add(f"thumbs/{made[0]}", made[1])
+    overalls: Overalls = {}
     for model in data.models:
-        site.add(f"models/{model_slug(model)}.html", model_page(data, model, samples))
+        site.add(f"models/{model_slug(model)}.html", model_page(data, model, samples, overalls))
     for a, b in itertools.combinations(data.models, 2):
         site.add(f"compare/{_pair_file(a, b)}", compare_page(data, a, b, samples, seed))
-    site.add("index.html", index_page(data, samples))  # last: find_samples may name skipped files
+    site.add("index.html", index_page(data, samples, overalls))  # last: find_samples may name skipped files
     for key in data.family_keys():
         site.add(f"families/{key}.html", family_page(data, key, examples.get(key, []), thumbs))
     manifest = {

@@ -27,6 +27,8 @@ Same JSONs give the same bytes (sorted keys, no timestamps, fixed SVG hash salt)
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
 import json
 from dataclasses import dataclass, field
@@ -37,7 +39,7 @@ import numpy as np
 
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.experiments.oe import METHODS
-from clip_cycles.outputs import write_output, write_text_output
+from clip_cycles.outputs import drawn_files, write_output, write_text_output
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import RESULT_TASK, read_result, shown_name, shown_weights
@@ -300,6 +302,38 @@ def _save(fig: Any, out: Path, stem: str) -> list[Path]:
     return paths
 
 
+@functools.lru_cache(maxsize=1)
+def _figure_code() -> str:
+    """What the figures' bytes depend on besides their records: this module's source and matplotlib's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        matplotlib_version = version("matplotlib")
+    except PackageNotFoundError:
+        matplotlib_version = ""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest() + " matplotlib " + matplotlib_version
+
+
+def _kept_figures(draw: Callable[[dict[str, Any], Path], list[Path]]) -> Callable[[dict[str, Any], Path], list[Path]]:
+    """A figure function ``(record, out) -> paths`` whose files are reused from the drawn-files cache
+    (:func:`clip_cycles.outputs.drawn_files`) when the same record was drawn by the same code before."""
+
+    @functools.wraps(draw)
+    def figures(record: dict[str, Any], out: Path) -> list[Path]:
+        drawn: list[Path] = []
+
+        def render() -> dict[str, bytes]:
+            drawn.extend(draw(record, out))
+            return {path.name: path.read_bytes() for path in drawn}
+
+        files = drawn_files(f"report {draw.__name__} {_figure_code()}", record, render)
+        if drawn:  # drawn just now, straight into ``out``
+            return drawn
+        return [write_output(out / name, data, what="figure") for name, data in files.items()]
+
+    return figures
+
+
 def _na_bar(ax: Any, x: float, width: float, label: str = "n/a") -> None:
     ax.bar([x], [1.0], width=width, color="none", edgecolor="#999999", hatch="//", linewidth=0.8)
     ax.text(x, 0.5, label, ha="center", va="center", rotation=90, fontsize=8, color="#555555")
@@ -326,6 +360,7 @@ def _order(record: dict[str, Any], available: list[str]) -> list[str]:
     return order
 
 
+@_kept_figures
 def strict_relation_figure(probe: dict[str, Any], out: Path) -> list[Path]:
     """Zero-shot vs rank-64 probe bars per family (strict families when present); n/a families hatched."""
     plt = _pyplot()
@@ -393,6 +428,7 @@ def family_kind(name: str) -> str:
     return next(kind for kind, prefixes in FAMILY_KINDS if bare.startswith(prefixes))
 
 
+@_kept_figures
 def rank_sweep_figure(probe: dict[str, Any], out: Path) -> list[Path]:
     """Low-rank probe test CycleAcc against rank: one panel per family kind, one line per family, n/a families noted.
 
@@ -458,6 +494,7 @@ def _full_matrix(transfer: dict[str, Any], key: str) -> tuple[list[str], np.ndar
     return order, matrix
 
 
+@_kept_figures
 def transfer_heatmap_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
     """Mean transfer CycleAcc (rows: trained on, columns: tested on); unavailable rows/columns hatched n/a."""
     plt = _pyplot()
@@ -494,6 +531,7 @@ def transfer_heatmap_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
     return _save(fig, out, "transfer_heatmap")
 
 
+@_kept_figures
 def alignment_scatter_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
     """Alignment against transfer over ordered off-diagonal pairs, one colour per seed."""
     plt = _pyplot()
@@ -517,6 +555,7 @@ def alignment_scatter_figure(transfer: dict[str, Any], out: Path) -> list[Path]:
     return _save(fig, out, "alignment_vs_transfer")
 
 
+@_kept_figures
 def oe_figure(oe: dict[str, Any], out: Path) -> list[Path]:
     """Exact test CycleAcc of Cycle OE, Shortcut OE and four-entry BCE per family (sd over seeds)."""
     plt = _pyplot()
@@ -577,9 +616,9 @@ def _figure_links(paths: list[Path]) -> list[str]:
     return [f"![{p.stem}]({p.name})" for p in paths if p.suffix == ".png"]
 
 
-@register_section("zero_shot", "zero_shot.json", "Zero-shot CycleAcc")
-def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
-    """Zero-shot section: per family CycleAcc, Winoground scores, the additive audit; one bar figure."""
+@_kept_figures
+def zero_shot_figure(zero: dict[str, Any], out: Path) -> list[Path]:
+    """Per family CycleAcc (mean ± sd over seeds), unavailable families as n/a bars."""
     plt = _pyplot()
     names = sorted(zero["families"]) + sorted(zero.get("unavailable", {}))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(names)), 3.6))
@@ -594,7 +633,14 @@ def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[P
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("exact CycleAcc")
     ax.set_title(f"Zero-shot CycleAcc ({zero['model']}, {zero['pretrained']})")
-    figures = _save(fig, out, "zero_shot")
+    return _save(fig, out, "zero_shot")
+
+
+@register_section("zero_shot", "zero_shot.json", "Zero-shot CycleAcc")
+def render_zero_shot(zero: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Zero-shot section: per family CycleAcc, Winoground scores, the additive audit; one bar figure."""
+    figures = zero_shot_figure(zero, out)
+    names = sorted(zero["families"]) + sorted(zero.get("unavailable", {}))
     header = ["family", "CycleAcc", "CycleAcc 95 % CI", "text", "image", "group", "cycles (test)", "additive audit", "item set"]
     lines = [
         f"Cells: mean ± sd over seeds {zero['seeds']}; tie tolerance {zero['tie_tolerance']}; "
@@ -731,9 +777,9 @@ def render_oe(oe: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
     return lines + _figure_links(figures), figures
 
 
-@register_section("attributes", "attributes.json", "Attribute splits: F1 selectivity and CS")
-def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
-    """Attribute-split section: F1 selectivity and CS per strategy (mean ± sd over seeds); one figure."""
+@_kept_figures
+def attribute_splits_figure(attributes: dict[str, Any], out: Path) -> list[Path]:
+    """F1 selectivity and CS per strategy (mean ± sd over seeds), side by side."""
     plt = _pyplot()
     names = list(attributes["strategies"])
     # Constrained layout leaves room for each panel's tick labels and y label (the CS panel's
@@ -752,7 +798,14 @@ def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str],
         ax.set_ylabel(label)
         ax.axhline(0.0, color="black", linewidth=0.8)
     fig.suptitle("Attribute generalization splits")
-    figures = _save(fig, out, "attribute_splits")
+    return _save(fig, out, "attribute_splits")
+
+
+@register_section("attributes", "attributes.json", "Attribute splits: F1 selectivity and CS")
+def render_attributes(attributes: dict[str, Any], out: Path) -> tuple[list[str], list[Path]]:
+    """Attribute-split section: F1 selectivity and CS per strategy (mean ± sd over seeds); one figure."""
+    names = list(attributes["strategies"])
+    figures = attribute_splits_figure(attributes, out)
     world = attributes.get("world", {})
     lines = [
         f"World: {json.dumps(world, sort_keys=True)}",

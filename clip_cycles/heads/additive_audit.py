@@ -158,6 +158,40 @@ class ProbeFit:
     final_loss: float
 
 
+class _Batches:
+    """The feature rows and labels of each training batch, gathered once and shared by the audit's probes.
+
+    Every probe of an audit draws the same batches (one seed), so each batch's image and caption
+    rows are gathered once, when a probe first needs them, not once per probe.
+    """
+
+    #: Bytes of gathered rows kept at most; beyond it a batch is gathered again for each probe (large train designs).
+    MAX_BYTES = 64 << 20
+
+    def __init__(self, phi: np.ndarray, psi: np.ndarray, pairs: np.ndarray) -> None:
+        self.phi, self.psi, self.pairs = phi, psi, pairs
+        self.labels = pairs[:, 2].astype(np.float64)
+        self._rows: dict[bytes, list[np.ndarray | None]] = {}
+        self._bytes = 0
+
+    def __call__(
+        self, batch: np.ndarray, use_image: bool, use_text: bool
+    ) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+        key = np.asarray(batch).tobytes()
+        rows = self._rows.get(key)
+        if rows is None:
+            rows = [None, None, self.labels[batch]]
+            if self._bytes < self.MAX_BYTES:
+                self._rows[key] = rows
+        if use_image and rows[0] is None:
+            rows[0] = self.phi[self.pairs[batch, 0]]
+            self._bytes += rows[0].nbytes
+        if use_text and rows[1] is None:
+            rows[1] = self.psi[self.pairs[batch, 1]]
+            self._bytes += rows[1].nbytes
+        return (rows[0] if use_image else None), (rows[1] if use_text else None), rows[2]
+
+
 def fit_additive_probe(
     head: str,
     phi: np.ndarray,
@@ -168,12 +202,14 @@ def fit_additive_probe(
     weight_decay: float = 1e-4,
     batch_size: int = 512,
     seed: int = 0,
+    batches: _Batches | None = None,
 ) -> ProbeFit:
     """BCE on (image, caption, label) pairs for an additive head, with numpy Adam in float64.
 
     Weights start at zero, so the first step moves along the mean feature difference of
     valid and invalid pairs: whatever marginal cue the pairs carry is picked up at once.
-    The bias lives on the image side (any split of a constant gives the same logits).
+    The bias lives on the image side (any split of a constant gives the same logits). ``batches``:
+    the feature rows of each batch, shared by the probes of one audit (they draw the same batches).
     """
     if head not in ADDITIVE_PROBES:
         raise ValueError(f"unknown additive probe {head!r}; known: {ADDITIVE_PROBES}")
@@ -181,27 +217,25 @@ def fit_additive_probe(
     use_image, use_text = head in ("image_only", "additive"), head in ("text_only", "additive")
     w_image, w_text, bias = np.zeros(phi.shape[1]), np.zeros(psi.shape[1]), np.zeros(1)
     labels = pairs[:, 2].astype(np.float64)
+    gather = batches if batches is not None else _Batches(phi, psi, pairs)
+    # Adam moves only the weights the probe sees: the unseen side's weights have zero gradient and
+    # zero decay from zero, so they stay exactly zero, as if Adam had stepped them too.
+    params = [w for w, used in ((w_image, use_image), (w_text, use_text)) if used] + [bias]
 
     def batch_loss(batch: np.ndarray) -> NumpyLoss:
-        x_image = phi[pairs[batch, 0]] if use_image else None
-        x_text = psi[pairs[batch, 1]] if use_text else None
+        x_image, x_text, y = gather(batch, use_image, use_text)
         logit = np.full(len(batch), bias[0])
         if x_image is not None:
             logit += x_image @ w_image
         if x_text is not None:
             logit += x_text @ w_text
-        y = labels[batch]
         residual = (1.0 / (1.0 + np.exp(-logit)) - y) / len(batch)  # d mean BCE / d logit
-        grads = [
-            x_image.T @ residual if x_image is not None else np.zeros_like(w_image),
-            x_text.T @ residual if x_text is not None else np.zeros_like(w_text),
-            np.array([residual.sum()]),
-        ]
+        grads = [x.T @ residual for x in (x_image, x_text) if x is not None] + [np.array([residual.sum()])]
         return NumpyLoss(value=float(np.mean(np.logaddexp(0.0, logit) - y * logit)), grads=grads)
 
     # No validation: an additive probe has nothing to select on exact cycles, so the last epoch is kept.
     run = fit(
-        NumpyAdam([w_image, w_text, bias], lr=lr, weight_decay=weight_decay),
+        NumpyAdam(params, lr=lr, weight_decay=weight_decay),
         batch_loss,
         len(pairs),
         np.random.default_rng(seed).permutation,
@@ -369,19 +403,26 @@ def additive_audit(
             f"{found.side} row {found.vertex} has signed degree {found.value:g} in comparison {i}"
         )
     probes: dict[str, ProbeAudit] = {}
+    batches = _Batches(phi, psi, fit_pairs)
+    # Fitted on the scored pairs themselves (``audit_fit: scored``): one AUROC serves both.
+    same_pairs = fit_pairs.shape == scored_pairs.shape and bool(np.array_equal(fit_pairs, scored_pairs))
     for name in ADDITIVE_PROBES:
-        fit = fit_additive_probe(name, phi, psi, fit_pairs, epochs, lr, weight_decay, batch_size, seed)
+        fit = fit_additive_probe(name, phi, psi, fit_pairs, epochs, lr, weight_decay, batch_size, seed, batches)
         values = test.values(fit.image_logit, fit.caption_logit)
+        scored_auroc = pair_auroc(fit.image_logit[scored_pairs[:, 0]] + fit.caption_logit[scored_pairs[:, 1]], scored_pairs[:, 2])
+        train_auroc = (
+            scored_auroc
+            if same_pairs
+            else pair_auroc(fit.image_logit[fit_pairs[:, 0]] + fit.caption_logit[fit_pairs[:, 1]], fit_pairs[:, 2])
+        )
         audit = ProbeAudit(
             head=name,
             cycle_acc=float(cycle_credits(values, tie_tolerance).mean()),
             max_abs_delta=float(np.max(np.abs(values))),
             steps_taken=fit.steps,
             train_loss=fit.final_loss,
-            pair_auroc=pair_auroc(
-                fit.image_logit[scored_pairs[:, 0]] + fit.caption_logit[scored_pairs[:, 1]], scored_pairs[:, 2]
-            ),
-            train_pair_auroc=pair_auroc(fit.image_logit[fit_pairs[:, 0]] + fit.caption_logit[fit_pairs[:, 1]], fit_pairs[:, 2]),
+            pair_auroc=scored_auroc,
+            train_pair_auroc=train_auroc,
         )
         probes[name] = audit
         if not audit.passed:

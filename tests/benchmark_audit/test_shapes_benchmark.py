@@ -181,3 +181,21 @@ def test_demo_step_without_any_family_names_each_reason_and_removes_a_stale_audi
     for subset, reason in reasons.items():
         assert f"subset {subset} left out: {reason}" in err
     assert "benchmark audit skipped" in err
+
+
+def test_a_rerun_on_the_same_rows_leaves_the_folder_alone_and_a_changed_folder_is_rewritten(
+    tmp_path: Path, images: list[ImageItem]
+) -> None:
+    root = tmp_path / "bench"
+    write_shapes_sugarcrepe(root, _rows(images))
+    tree = _tree(root)
+    inode = (root / "shapes_benchmark.json").stat().st_ino
+    write_shapes_sugarcrepe(root, _rows(images))  # already this benchmark, byte for byte: nothing rewritten
+    assert (root / "shapes_benchmark.json").stat().st_ino == inode and _tree(root) == tree
+    image = next(p for p in sorted((root / "images").rglob("*")) if p.is_file())
+    image.write_bytes(b"edited")  # a changed file, then an extra one: each makes the folder be written again
+    write_shapes_sugarcrepe(root, _rows(images))
+    assert _tree(root) == tree
+    (root / "stray.json").write_text("{}")
+    write_shapes_sugarcrepe(root, _rows(images))
+    assert _tree(root) == tree and not (root / "stray.json").exists()

@@ -838,3 +838,56 @@ def test_the_clip_benchmark_plugin_refuses_a_newer_format_with_the_same_sentence
     assert code not in (0, None)
     assert NEWER in capsys.readouterr().err
     assert not list(tmp_path.glob("*.json"))
+
+
+def test_drawn_files_are_kept_by_their_inputs_and_a_damaged_entry_is_drawn_again(tmp_path: Path) -> None:
+    from clip_cycles.outputs import drawn_files, drawn_files_cache
+
+    calls: list[int] = []
+
+    def draw() -> dict[str, bytes]:
+        calls.append(1)
+        return {"figure.svg": b"<svg/>", "figure.png": b"png bytes"}  # not in sorted order
+
+    assert drawn_files("kind", {"x": 1}, draw) == draw() and len(calls) == 2  # no cache: drawn every time
+    kept = tmp_path / "kept"
+    with drawn_files_cache(kept):
+        first = drawn_files("kind", {"x": 1}, draw)
+        assert drawn_files("kind", {"x": 1}, draw) == first and len(calls) == 3  # reused, in the same order
+        assert list(first) == ["figure.svg", "figure.png"]
+        assert list(drawn_files("kind", {"x": 1}, draw)) == ["figure.svg", "figure.png"]  # kept in the order drawn
+        drawn_files("kind", {"x": 2}, draw)  # other inputs, other key
+        drawn_files("other kind", {"x": 1}, draw)  # other code, other key
+        assert len(calls) == 5
+        entries = sorted(kept.iterdir())
+        assert len(entries) == 3
+        for entry in entries:
+            (entry / "files" / "figure.png").write_bytes(b"torn")  # fails its sha256: drawn again and rewritten
+        assert drawn_files("kind", {"x": 1}, draw) == first and len(calls) == 6
+        assert drawn_files("kind", {"x": 1}, draw) == first and len(calls) == 6
+        for entry in entries:
+            manifest = json.loads((entry / "manifest.json").read_text())
+            (entry / "manifest.json").write_text(json.dumps({"../escape": manifest["figure.png"]}))
+        assert drawn_files("kind", {"x": 1}, draw) == first and len(calls) == 7  # a name out of the entry is refused
+    with drawn_files_cache(None):
+        drawn_files("kind", {"x": 1}, draw)
+        assert len(calls) == 8
+
+
+def test_drawn_files_never_key_by_an_eliding_repr(tmp_path: Path) -> None:
+    # Two arrays whose repr is the same ("[0 1 2 ... 1997 1998 1999]") but whose values differ are never one key.
+    import numpy as np
+
+    from clip_cycles.outputs import drawn_files, drawn_files_cache
+
+    first, second = np.arange(2000), np.arange(2000)
+    second[1000] = -1
+    assert repr(first) == repr(second)
+    calls: list[int] = []
+    with drawn_files_cache(tmp_path / "kept"):
+        for values in (first, second):
+            got = drawn_files("test figure v1", {"values": values}, lambda v=values: calls.append(1) or {"f.bin": v.tobytes()})
+            assert got == {"f.bin": values.tobytes()}
+        assert drawn_files("test figure v1", {"x": np.float64(0.5)}, lambda: {"f.bin": b"a"}) == {"f.bin": b"a"}
+        assert drawn_files("test figure v1", {"x": np.float64(0.5)}, lambda: {"f.bin": b"b"}) == {"f.bin": b"a"}  # kept
+    assert len(calls) == 2

@@ -67,3 +67,23 @@ def test_legend_names_the_method_and_adjustments_and_tied_models_show_tied(tmp_p
     assert "joint over 2 families" in rows["best"]  # the overall interval's title: one joint interval
     compare = next((site / "compare").glob("*.html")).read_text()
     assert "holm" in compare and "Overall (mean over 2 families)" in compare and "smallest called" in compare
+
+
+def test_each_models_joint_overall_is_computed_once_for_the_board_and_its_page(tmp_path: Path, monkeypatch) -> None:
+    from clip_cycles.evaluation import page
+
+    rng = np.random.default_rng(7)
+    root = tmp_path / "in"
+    for model in ("best", "close"):
+        _write_model(root, model, {task: (rng.random(150) < 0.7).astype(float) for task in TASKS})
+    calls: list[tuple[str, ...]] = []
+    joint = page.joint_mean
+
+    def counted(tasks, *args, **kwargs):
+        calls.append(tuple(sorted(tasks)))
+        return joint(tasks, *args, **kwargs)
+
+    monkeypatch.setattr(page, "joint_mean", counted)
+    site = tmp_path / "site"
+    build_page([root], site)
+    assert len(calls) == 2  # one per model, not once for the board and again for the model's page

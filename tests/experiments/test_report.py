@@ -71,6 +71,33 @@ def test_report_is_byte_identical_when_rebuilt(results: Path, tmp_path: Path) ->
         assert path.read_bytes() == (second / path.name).read_bytes(), path.name
 
 
+def test_kept_figures_are_copied_not_drawn_and_give_the_same_bytes(
+    results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clip_cycles.experiments import report
+    from clip_cycles.outputs import drawn_files_cache
+
+    plain, first, second = tmp_path / "plain", tmp_path / "a", tmp_path / "b"
+    for folder in (plain, first, second):
+        shutil.copytree(results, folder)
+    build_report(plain)  # no cache: drawn as always
+    with drawn_files_cache(tmp_path / "kept"):
+        build_report(first)  # drawn, and kept
+        monkeypatch.setattr(report, "_pyplot", lambda: pytest.fail("a kept figure was drawn again"))
+        paths = build_report(second)
+    assert sorted(p.name for p in paths.figures) == sorted(f"{s}.{ext}" for s in STEMS for ext in ("png", "svg"))
+    for folder in (first, second):
+        assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in plain.iterdir())
+        for path in sorted(plain.iterdir()):
+            assert path.read_bytes() == (folder / path.name).read_bytes(), path.name
+    # Another record is another key: a changed number is drawn, never served from the kept figure.
+    probe = json.loads((second / "probe.json").read_text())
+    probe["seeds"] = [*probe["seeds"], 99]
+    (second / "probe.json").write_text(json.dumps(probe))
+    with drawn_files_cache(tmp_path / "kept"), pytest.raises(pytest.fail.Exception, match="drawn again"):
+        build_report(second)
+
+
 def test_results_from_another_model_are_refused_by_name(results: Path, tmp_path: Path) -> None:
     from clip_cycles.cli import main
 

@@ -194,3 +194,30 @@ def test_fit_through_the_shared_loop_equals_the_hand_written_float64_adam(head):
     expected_caption = psi @ w_text if head != "image_only" else np.zeros(2 * n)
     assert fit.image_logit.tobytes() == expected_image.tobytes()
     assert fit.caption_logit.tobytes() == expected_caption.tobytes()
+
+
+def test_shared_batches_and_one_sided_adam_give_the_reports_of_independent_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from clip_cycles.heads import additive_audit as module
+
+    rng = np.random.default_rng(5)
+    phi, psi = rng.normal(size=(40, 6)), rng.normal(size=(50, 6))
+    train = np.stack(
+        [rng.integers(0, 20, 300), rng.integers(20, 40, 300), rng.integers(0, 25, 300), rng.integers(25, 50, 300)], 1
+    )
+    test = train[:120]
+    shared = [module.additive_audit(phi, psi, t, test, seed=3, batch_size=64).to_dict() for t in (train, test)]
+    monkeypatch.setattr(module._Batches, "MAX_BYTES", 0)  # nothing kept: every probe gathers its own rows
+    alone = [module.additive_audit(phi, psi, t, test, seed=3, batch_size=64).to_dict() for t in (train, test)]
+    assert shared == alone
+    for name in module.ADDITIVE_PROBES:  # fitted on other pairs: its own train AUROC, recomputed from its fit
+        fit = module.fit_additive_probe(
+            name, phi, psi, module.comparisons(train, "cycles", 40, 50, "t").pairs(), seed=3, batch_size=64
+        )
+        pairs = module.comparisons(train, "cycles", 40, 50, "t").pairs()
+        expected = module.pair_auroc(fit.image_logit[pairs[:, 0]] + fit.caption_logit[pairs[:, 1]], pairs[:, 2])
+        assert shared[0]["probes"][name]["train_pair_auroc"] == expected
+        unseen = (
+            fit.caption_logit if name == "image_only" else fit.image_logit - fit.image_logit[0] if name == "text_only" else None
+        )
+        if unseen is not None:
+            assert not unseen.any()  # the side a probe does not see stays exactly zero

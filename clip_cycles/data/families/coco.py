@@ -207,6 +207,7 @@ class CocoIndex:
         self.mentions = MentionMatcher(names)
         self._objects: dict[int, ImageObjects] = {}
         self._mentions: dict[str, tuple[str, ...]] = {}
+        self._file_names: dict[int, str] = {}
         #: Per-image facts of the families, shared by all seeds and splits (they do not depend on either).
         self.memo: dict[tuple[Any, ...], Any] = {}
 
@@ -227,8 +228,12 @@ class CocoIndex:
         return sorted(ids)
 
     def file_name(self, image_id: int) -> str:
-        """File name relative to the COCO root, e.g. ``val2017/000000000139.jpg``."""
-        return self.splits[self.split_of[image_id]].images[image_id].file_name
+        """File name relative to the COCO root, e.g. ``val2017/000000000139.jpg`` (cached: every row asks twice)."""
+        try:
+            return self._file_names[image_id]
+        except KeyError:
+            name = self._file_names[image_id] = self.splits[self.split_of[image_id]].images[image_id].file_name
+            return name
 
     def objects(self, image_id: int) -> ImageObjects:
         """The image's objects grouped by category name (cached)."""
@@ -478,11 +483,15 @@ def _cross_pairs(
     left, right = _shuffled(left, rng), _shuffled(right, rng)
     left_keys, right_keys = [key(a) for a in left], [key(b) for b in right]
     n_left, n_right = len(left), len(right)
-    for shift in range(uses.max_uses):
+    # uses.can_pair inlined (with its state in locals): this loop runs millions of times at COCO scale.
+    count, made, limit = uses.count, uses.pairs, uses.max_uses
+    for shift in range(limit):
         for i in range(max(n_left, n_right)):
             j = (i + shift) % n_right
             ka, kb = left_keys[i % n_left], right_keys[j]
-            if uses.can_pair(ka, kb):
+            if ka == kb or count.get(ka, 0) >= limit or count.get(kb, 0) >= limit:
+                continue
+            if ((ka, kb) if ka < kb else (kb, ka)) not in made:
                 uses.take(ka, kb)
                 out.append((left[i % n_left], right[j]))
     return out
@@ -493,18 +502,24 @@ def _greedy_pairs(
 ) -> list[tuple[Any, Any]]:
     """Pair items whose exchange is invalid (``ok``), searching ``PARTNER_TRIES`` later items of a shuffle."""
     out = []
-    for _ in range(uses.max_uses):
+    # uses.free and uses.can_pair inlined (with their state in locals): the inner loop runs millions of
+    # times at COCO scale. ``ka``'s count does not change inside it (a take ends it), so it is checked once.
+    count, made, limit = uses.count, uses.pairs, uses.max_uses
+    for _ in range(limit):
         order = _shuffled(items, rng)
         keys = [key(x) for x in order]
         n = len(order)
         for i, a in enumerate(order):
             ka = keys[i]
-            if not uses.free(ka):
+            if count.get(ka, 0) >= limit:
                 continue
             for j in range(i + 1, min(n, i + 1 + PARTNER_TRIES)):
+                kb = keys[j]
+                if kb == ka or count.get(kb, 0) >= limit or ((ka, kb) if ka < kb else (kb, ka)) in made:
+                    continue
                 b = order[j]
-                if uses.can_pair(ka, keys[j]) and ok(a, b):
-                    uses.take(ka, keys[j])
+                if ok(a, b):
+                    uses.take(ka, kb)
                     out.append((a, b))
                     break
     return out
@@ -527,6 +542,16 @@ class CocoFamily(Family):
         """Whether the caption meaning is true of the image (its verdict is ``true``)."""
         return self.verdict(index, image_id, meaning) == TRUE
 
+    def holds_and_refutes(self, index: CocoIndex, image_id: int, meaning: Mapping[str, Any]) -> tuple[bool, bool]:
+        """Both gate answers from one verdict (``holds`` and ``refutes`` both read it)."""
+        if meaning["kind"] == "relation":  # the audit's hot path: relation_verdict without its call layers
+            objects = index.objects(image_id)
+            verdict = _relation_verdicts(objects, meaning["subject"], meaning["object"], meaning.get("margin", 0.0),
+                                         meaning.get("ratio", 1.0))[meaning["relation"]]  # fmt: skip
+        else:
+            verdict = self.verdict(index, image_id, meaning)
+        return verdict == TRUE, verdict == FALSE
+
     def caption_matches(self, index: CocoIndex, caption: str, meaning: Mapping[str, Any]) -> bool:
         """Template families: the caption is the template rendering of its meaning."""
         return caption == render_caption(meaning)
@@ -544,9 +569,17 @@ _CAPTIONS: dict[str, str] = {}
 
 
 def _flat_json(obj: Mapping[str, Any]) -> str:
-    """canonical_json of a flat object (values scalars or lists of scalars), cached: meanings repeat a lot."""
-    key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(obj.items()))
-    found = _JSON.get(key)
+    """canonical_json of a flat object (values scalars or lists of scalars), cached: meanings repeat a lot.
+
+    Keyed by the items in insertion order (the same items in another order are another key with the
+    same text): sorting them on every call cost more than the lookup saved.
+    """
+    key: tuple[Any, ...] = tuple(obj.items())
+    try:
+        found = _JSON.get(key)
+    except TypeError:  # a list value is unhashable: key it as a tuple
+        key = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in obj.items())
+        found = _JSON.get(key)
     if found is None:
         found = _JSON[key] = canonical_json(obj)
     return found
@@ -787,11 +820,13 @@ class RelationFamily(CocoFamily):
         """True relation meanings of ``relations`` (every instance pair agrees) of the image (memoised);
         each category pair with no true relation on the axis is counted as excluded, with its reason."""
         key = ("relation_facts", image_id, tuple(relations), self.margin, self.ratio)
-        if key not in index.memo:
-            index.memo[key] = self._relation_facts(index, image_id, relations)
-        facts, excluded = index.memo[key]
-        for reason in excluded:
-            self.exclude(reason)
+        found = index.memo.get(key)
+        if found is None:
+            facts, excluded = self._relation_facts(index, image_id, relations)
+            found = index.memo[key] = (facts, tuple(Counter(excluded).items()))  # counted per reason, once
+        facts, excluded = found
+        for reason, count in excluded:
+            self.exclude(reason, count)
         return facts
 
     def _relation_facts(self, index: CocoIndex, image_id: int, relations: Sequence[str]

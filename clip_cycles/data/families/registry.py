@@ -264,6 +264,12 @@ class Family:
         """Whether the caption is false beyond doubt for the image: what a swapped caption must be."""
         return self.verdict(index, image_id, meaning) == "false"
 
+    def holds_and_refutes(self, index: Any, image_id: int, meaning: Mapping[str, Any]) -> tuple[bool, bool]:
+        """(:meth:`holds`, :meth:`refutes`) of one pair. A family whose two answers come from one
+        :meth:`verdict` overrides it: the build's audit then decides each pair once, for both gates
+        (otherwise it asks each method only for the pairs that gate checks)."""
+        return bool(self.holds(index, image_id, meaning)), bool(self.refutes(index, image_id, meaning))
+
     def exclude(self, reason: str, count: int = 1) -> None:
         """Count a candidate the family rule rejected (``FamilyBuild.excluded``, the card)."""
         counter = self.__dict__.get("_excluded")
@@ -476,22 +482,33 @@ def audit_family_cycles(
                     parsed[meaning] = json.loads(meaning)
                 meanings[vertex] = parsed[meaning]
         rows.append((c.image_id_0, c.image_id_1, v0, v1))
-    held: dict[tuple[int, str], bool] = memo.setdefault(("gate", "holds", family.source, family.name), {})
-    refuted: dict[tuple[int, str], bool] = memo.setdefault(("gate", "refutes", family.source, family.name), {})
+    # One memo per (image, meaning) of [holds, refutes], each filled when first asked; a family that decides
+    # both from one verdict (it overrides holds_and_refutes) fills both at once.
+    truths: dict[tuple[int, str], list[bool | None]] = memo.setdefault(("gate", family.source, family.name), {})
+    both_at_once = type(family).holds_and_refutes is not Family.holds_and_refutes
+
+    def truth(image_id: int, vertex: tuple[str, str], which: int) -> bool:
+        key = (image_id, vertex[1])
+        value = truths.get(key)
+        if value is None:
+            value = truths[key] = [None, None]
+        found = value[which]
+        if found is None:
+            meaning = meanings[vertex]
+            if both_at_once:
+                value[0], value[1] = family.holds_and_refutes(index, image_id, meaning)
+            elif which == 0:
+                value[0] = bool(family.holds(index, image_id, meaning))
+            else:
+                value[1] = bool(family.refutes(index, image_id, meaning))
+            found = value[which]
+        return bool(found)
 
     def holds(image_id: int, vertex: tuple[str, str]) -> bool:
-        key = (image_id, vertex[1])
-        value = held.get(key)
-        if value is None:
-            value = held[key] = bool(family.holds(index, image_id, meanings[vertex]))
-        return value
+        return truth(image_id, vertex, 0)
 
     def refutes(image_id: int, vertex: tuple[str, str]) -> bool:
-        key = (image_id, vertex[1])
-        value = refuted.get(key)
-        if value is None:
-            value = refuted[key] = bool(family.refutes(index, image_id, meanings[vertex]))
-        return value
+        return truth(image_id, vertex, 1)
 
     report = audit_cycles(rows, predicate=holds, cycle_ids=cycle_ids, refutes=refutes)
     return report.to_dict()

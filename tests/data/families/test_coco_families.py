@@ -316,3 +316,27 @@ def test_every_family_loads_with_datasets(shapes_cycles, tmp_path):
         assert all(n.startswith("val2017/") for n in list(test["image_0"]) + list(test["image_1"]))
     other = datasets.load_dataset(str(shapes_cycles), "strict_size_seed2", split="validation", cache_dir=str(tmp_path))
     assert set(other["seed"]) == {2} and len(other) == info["families"]["strict_size"]["counts"]["2"]["validation"]
+
+
+def test_the_build_audit_asks_a_family_without_one_verdict_only_what_each_gate_checks() -> None:
+    """A family that does not decide both answers at once is asked holds for matched pairs and refutes for
+    swapped ones, each (image, meaning) once (the gate's memo), never both of every pair."""
+    from types import SimpleNamespace
+
+    asked: list[tuple[str, int, str]] = []
+
+    class Counted(Family):
+        source, name, predicate = "coco", "counted", "k is the image id minus one"
+
+        def holds(self, index, image_id, meaning):
+            asked.append(("holds", image_id, meaning["k"]))
+            return meaning["k"] == image_id - 1
+
+        def refutes(self, index, image_id, meaning):
+            asked.append(("refutes", image_id, meaning["k"]))
+            return meaning["k"] != image_id - 1
+
+    cycles = [Cycle(1, 2, "x", "y", '{"k":0}', '{"k":1}')] * 3
+    index = SimpleNamespace(memo={})
+    assert audit_family_cycles(Counted(), index, cycles)["passed"]
+    assert sorted(asked) == [("holds", 1, 0), ("holds", 2, 1), ("refutes", 1, 1), ("refutes", 2, 0)]

@@ -126,3 +126,37 @@ def test_relation_family_verdicts_and_facts_use_the_build_geometry():
     wider = registered.configured(BuildConfig.make(margin=0.25, size_ratio=2.5))
     assert wider.verdicts(objects(boxes), "car", "bus")["larger than"] == "sub_margin"
     assert registered.ratio == 1.5 and registered.margin == 0.1  # the registered family keeps the defaults
+
+
+def test_holds_and_refutes_of_a_coco_family_are_its_holds_and_refutes():
+    """The audit asks both answers at once (one verdict); they must be the two it would get one by one."""
+    boxes = {
+        "dog": [(0.0, 0.0, 20.0, 20.0)],
+        "cat": [(40.0, 35.0, 40.0, 20.0)],
+        "bus": [(150.0, 5.0, 20.0, 60.0), (100.0, 60.0, 30.0, 30.0)],
+        "car": [(120.0, 0.0, 10.0, 10.0)],
+    }
+    image = objects(boxes, crowd=("person",))
+    index = SimpleNamespace(memo={}, objects=lambda image_id: image, supercategories={"dog": "animal", "cat": "animal"})
+    meanings = [
+        rel(a, r, b, **extra)
+        for a in ("dog", "cat", "bus", "person", "zebra")
+        for b in ("dog", "cat", "bus", "car")
+        for r in ("to the left of", "to the right of", "above", "below", "larger than", "smaller than")
+        for extra in ({}, {"margin": 0.25}, {"ratio": 1.5})
+    ]
+    meanings += [
+        {"kind": "position", "subject": s, "side": side, "margin": 0.1}
+        for s in ("dog", "bus", "person")
+        for side in ("left", "right")
+    ]
+    meanings += [{"kind": "count", "subject": s, "count": n} for s in ("bus", "person") for n in (1, 2)]
+    meanings += [{"kind": "mentions", "categories": c} for c in (["dog"], ["dog", "zebra"])]
+    answers = set()
+    for name in ("strict_left_right", "box_size", "object_position", "category_count", "object_variant"):
+        family = get_family("coco", name)
+        for meaning in meanings:
+            both = family.holds_and_refutes(index, 1, meaning)
+            assert both == (family.holds(index, 1, meaning), family.refutes(index, 1, meaning)), (name, meaning)
+            answers.add(both)
+    assert answers == {(True, False), (False, True), (False, False)}  # true, false beyond doubt, undecided
