@@ -255,18 +255,27 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
 # --------------------------------------------------------------------------- shared shapes
 
 
+#: Skip reason of a block whose two captions differ only in whitespace or case (one caption vertex).
+CAPTIONS_EQUAL_UNDER_KEY = "block_with_captions_equal_up_to_whitespace_and_case"
+
+
 def block_subset(
     name: str, source: Path, blocks: Iterable[tuple[str, ImageItem, ImageItem, str, str, Sequence[str]]]
 ) -> ComparisonSet:
     """A subset of 2x2 blocks ``(block id, image_0, image_1, caption_0, caption_1, tags)``, caption_i true of image_i.
 
     Each block gives its two text and two image comparisons (as Winoground) and is declared an
-    exact cycle; a block repeating an image or a caption is dropped and counted.
+    exact cycle; a block repeating an image or a caption is dropped and counted. Captions repeat under
+    the builder's vertex identity (:func:`caption_key`: whitespace and case), so a block whose captions
+    differ only there would be one caption vertex, no cycle: it is counted under its own reason.
     """
     builder = ComparisonSetBuilder(name, kind="winoground")
     for block, first, second, caption_0, caption_1, tags in blocks:
         if first.key == second.key or caption_0 == caption_1:
             builder.skip("block_with_repeated_image_or_caption")
+            continue
+        if caption_key(caption_0) == caption_key(caption_1):
+            builder.skip(CAPTIONS_EQUAL_UNDER_KEY)
             continue
         items = {first.key: first, second.key: second}
         for which in ("text", "image"):
