@@ -369,7 +369,18 @@ def _config(
         + [f"    {extra}/" for extra in SCRATCH_EXTRAS if (REPO / extra).is_dir()]
         + [""]
     )
-    return "\n".join(lines)
+    return "\n".join(lines) + _pytest_section()
+
+
+def _pytest_section() -> str:
+    """The repository's ``[tool:pytest]`` section (pythonpath = tests/support, ...), which the scratch
+    setup.cfg must repeat: the test files import their helpers from tests/support/."""
+    text = (REPO / "setup.cfg").read_text(encoding="utf-8")
+    start = text.find("[tool:pytest]")
+    if start < 0:
+        return ""
+    end = text.find("\n[", start + 1)
+    return "\n" + (text[start:] if end < 0 else text[start : end + 1])
 
 
 def run_module(
@@ -392,6 +403,7 @@ def run_module(
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
         (scratch / "tests").mkdir()
         for test in (*TEST_HELPERS, *test_files):
+            (scratch / test).parent.mkdir(parents=True, exist_ok=True)  # tests/<room>/ since tests mirror the package
             shutil.copy(REPO / test, scratch / test)
         for extra in SCRATCH_EXTRAS:
             if (REPO / extra).is_dir():
