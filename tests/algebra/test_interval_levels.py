@@ -1,0 +1,143 @@
+"""The level of a paired interval, checked against formulas written out here (dense matrices, scipy's t, a replay).
+
+What is pinned: which quantiles a level asks for (the bootstrap's ``(1 -+ level) / 2`` percentiles, the
+two-way interval's ``t_{(1 + level) / 2, df}``), the seed the bootstrap draws from, the two-way variance and
+its Bell-McCaffrey degrees of freedom, and the laws every interval keeps (a 95 % interval holds the 90 %
+one; swapping A and B negates the difference and swaps the bounds).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from clip_cycles.algebra.crossed import crossed_df, crossed_variance, incidence_codes, t_quantile, t_two_sided_p
+from clip_cycles.algebra.paired import paired_difference
+
+
+def _dense_variance_and_df(values: np.ndarray, pairs: np.ndarray, weights: np.ndarray, groups: np.ndarray):
+    """The module docstring's formulas with n x n matrices: K (cycles sharing an image), C (centring per group)."""
+    n = len(values)
+    shared = np.array([[bool(set(pairs[i]) & set(pairs[j])) for j in range(n)] for i in range(n)], dtype=float)
+    centre = np.eye(n) - np.array(
+        [[float(groups[i] == groups[j]) / (groups == groups[i]).sum() for j in range(n)] for i in range(n)]
+    )
+    u = weights * (centre @ values)
+    raw = float(u @ shared @ u)
+    same_pair = np.array([[float(sorted(pairs[i]) == sorted(pairs[j])) for j in range(n)] for i in range(n)])
+    one_way = float(u @ same_pair @ u)
+    q = centre @ np.diag(weights) @ shared @ np.diag(weights) @ centre
+    n_images = len(set(pairs.ravel().tolist()))
+    total = float((weights**2).sum())
+    factor = total / max(float(np.trace(q)), total / n_images)
+    variance = factor * (raw if raw > 1e-9 * one_way else one_way)
+    df = min(n_images - 1, max(float(np.trace(q)) ** 2 / float(np.trace(q @ q)), 1.0))
+    return variance, df
+
+
+def _design(seed: int, n: int = 36, n_images: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    pairs = np.stack([rng.permutation(n_images)[:2] for _ in range(n)])
+    return rng.choice([0.0, 0.5, 1.0], size=n), rng.choice([0.0, 0.5, 1.0], size=n), pairs
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_two_way_variance_and_df_match_the_dense_formulas(seed: int) -> None:
+    a, b, pairs = _design(seed)
+    codes = incidence_codes(pairs, len(a))
+    n = len(a)
+    variance, df = _dense_variance_and_df(a - b, pairs, np.full(n, 1.0 / n), np.zeros(n, dtype=int))
+    assert float(crossed_variance(a - b, codes)[0]) == pytest.approx(variance, rel=1e-10)
+    assert crossed_df(codes) == pytest.approx(df, rel=1e-10)
+    # Two groups of unequal size, each weighing half (a mean of two families' means).
+    groups = (np.arange(n) >= 10).astype(int)
+    weights = np.where(groups == 0, 0.5 / 10, 0.5 / (n - 10))
+    variance, df = _dense_variance_and_df(a - b, pairs, weights, groups)
+    assert float(crossed_variance(a - b, codes, weights, groups)[0]) == pytest.approx(variance, rel=1e-10)
+    assert crossed_df(codes, weights, groups) == pytest.approx(df, rel=1e-10)
+
+
+@pytest.mark.parametrize("level", [0.8, 0.9, 0.95, 0.99])
+def test_the_two_way_interval_is_diff_plus_minus_scipys_t_quantile_times_se(level: float) -> None:
+    a, b, pairs = _design(4)
+    n = len(a)
+    variance, df = _dense_variance_and_df(a - b, pairs, np.full(n, 1.0 / n), np.zeros(n, dtype=int))
+    out = paired_difference(a, b, pairs, level=level)
+    half = stats.t.ppf(0.5 + level / 2.0, df) * np.sqrt(variance)
+    diff = a.mean() - b.mean()
+    assert (out.ci_low, out.ci_high) == pytest.approx((diff - half, diff + half), abs=1e-7)
+    assert out.se == pytest.approx(np.sqrt(variance), rel=1e-10) and out.df == pytest.approx(df, rel=1e-10)
+    assert out.p_value == pytest.approx(2.0 * stats.t.sf(abs(diff) / np.sqrt(variance), df), abs=1e-7)
+    assert out.level == level and out.mean_a == pytest.approx(a.mean()) and out.mean_b == pytest.approx(b.mean())
+    assert out.n_images == 12 and out.n_cycles == n
+
+
+@pytest.mark.parametrize(("probability", "df"), [(0.975, 1.0), (0.95, 3.5), (0.975, 11.0), (0.995, 40.0), (0.9, 2e5)])
+def test_t_quantile_and_p_value_are_scipys(probability: float, df: float) -> None:
+    # Above NORMAL_DF degrees of freedom the normal quantile stands in (they differ by < 1e-5 there).
+    assert t_quantile(probability, df) == pytest.approx(stats.t.ppf(probability, df), abs=1e-6 if df < 1e5 else 1e-5)
+    assert t_two_sided_p(1.7, df) == pytest.approx(2.0 * stats.t.sf(1.7, df), abs=1e-6 if df < 1e5 else 1e-5)
+
+
+def _replayed_item_bootstrap(a: np.ndarray, b: np.ndarray, items: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The documented draw order, one resample at a time: items drawn with replacement, each weighing its count."""
+    labels = sorted(set(items.tolist()))
+    code = np.array([labels.index(x) for x in items.tolist()])
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n_resamples):
+        counts = np.bincount(rng.integers(0, len(labels), size=len(labels)), minlength=len(labels)).astype(float)
+        w = counts[code]
+        out.append(float(w @ (a - b) / w.sum()))
+    return np.array(out)
+
+
+def _percentile(draws: np.ndarray, q: float) -> float:
+    """Linear interpolation between order statistics (numpy's default), written out."""
+    ordered = np.sort(draws)
+    position = q * (len(ordered) - 1)
+    below = int(np.floor(position))
+    above = min(below + 1, len(ordered) - 1)
+    return float(ordered[below] + (position - below) * (ordered[above] - ordered[below]))
+
+
+@pytest.mark.parametrize(("level", "seed"), [(0.95, 0), (0.9, 7), (0.5, 123)])
+def test_the_item_bootstrap_interval_takes_the_levels_percentiles_of_the_seeded_draws(level: float, seed: int) -> None:
+    rng = np.random.default_rng(11)
+    items = rng.integers(0, 25, size=60)
+    a, b = rng.choice([0.0, 0.5, 1.0], size=60), rng.choice([0.0, 1.0], size=60)
+    out = paired_difference(a, b, items, n_resamples=400, level=level, seed=seed)
+    draws = _replayed_item_bootstrap(a, b, items, 400, seed)
+    alpha = (1.0 - level) / 2.0
+    assert out.ci_low == pytest.approx(_percentile(draws, alpha), abs=1e-12)
+    assert out.ci_high == pytest.approx(_percentile(draws, 1.0 - alpha), abs=1e-12)
+    assert out.se == pytest.approx(float(np.std(draws, ddof=1)), abs=1e-12)
+    share = min(float(np.mean(draws <= 0.0)), float(np.mean(draws >= 0.0)))
+    assert out.p_value == pytest.approx(min(1.0, 2.0 * share), abs=1e-12)
+    assert (out.seed, out.n_resamples, out.level, out.unit) == (seed, 400, level, "items")
+    assert out.n_images == len(set(items.tolist()))
+    # The seed reaches the draws: another seed gives another interval.
+    other = paired_difference(a, b, items, n_resamples=400, level=level, seed=seed + 1)
+    assert (other.ci_low, other.ci_high) != (out.ci_low, out.ci_high)
+
+
+pairs_or_items = st.sampled_from(["pairs", "items"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), pairs_or_items)
+def test_a_95_interval_holds_the_90_interval_and_swapping_sides_mirrors_it(seed: int, design: str) -> None:
+    a, b, pairs = _design(seed, n=40, n_images=14)
+    ids = pairs if design == "pairs" else pairs[:, 0]
+    wide = paired_difference(a, b, ids, n_resamples=300, level=0.95, seed=seed)
+    narrow = paired_difference(a, b, ids, n_resamples=300, level=0.90, seed=seed)
+    assert wide.ci_low <= narrow.ci_low <= narrow.ci_high <= wide.ci_high
+    if design == "pairs":  # diff +- t se: symmetric about the difference
+        assert narrow.ci_low <= narrow.diff <= narrow.ci_high
+    swapped = paired_difference(b, a, ids, n_resamples=300, level=0.95, seed=seed)
+    assert swapped.diff == pytest.approx(-wide.diff, abs=1e-12)
+    assert (swapped.ci_low, swapped.ci_high) == pytest.approx((-wide.ci_high, -wide.ci_low), abs=1e-12)
+    assert (swapped.mean_a, swapped.mean_b) == (wide.mean_b, wide.mean_a)
