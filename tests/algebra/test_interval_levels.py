@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dense_intervals import dense_variance_and_df
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -19,23 +20,7 @@ from clip_cycles.algebra.paired import paired_difference
 
 
 def _dense_variance_and_df(values: np.ndarray, pairs: np.ndarray, weights: np.ndarray, groups: np.ndarray):
-    """The module docstring's formulas with n x n matrices: K (cycles sharing an image), C (centring per group)."""
-    n = len(values)
-    shared = np.array([[bool(set(pairs[i]) & set(pairs[j])) for j in range(n)] for i in range(n)], dtype=float)
-    centre = np.eye(n) - np.array(
-        [[float(groups[i] == groups[j]) / (groups == groups[i]).sum() for j in range(n)] for i in range(n)]
-    )
-    u = weights * (centre @ values)
-    raw = float(u @ shared @ u)
-    same_pair = np.array([[float(sorted(pairs[i]) == sorted(pairs[j])) for j in range(n)] for i in range(n)])
-    one_way = float(u @ same_pair @ u)
-    q = centre @ np.diag(weights) @ shared @ np.diag(weights) @ centre
-    n_images = len(set(pairs.ravel().tolist()))
-    total = float((weights**2).sum())
-    factor = total / max(float(np.trace(q)), total / n_images)
-    variance = factor * (raw if raw > 1e-9 * one_way else one_way)
-    df = min(n_images - 1, max(float(np.trace(q)) ** 2 / float(np.trace(q @ q)), 1.0))
-    return variance, df
+    return dense_variance_and_df(values, [tuple(map(str, p)) for p in pairs.tolist()], weights, groups.tolist())
 
 
 def _design(seed: int, n: int = 36, n_images: int = 12) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
