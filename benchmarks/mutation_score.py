@@ -41,6 +41,9 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # The pattern counts and the interval cache helpers are pinned against plain loops in test_warm_fast_paths.py.
     "bootstrap": ("tests/algebra/test_bootstrap.py", "tests/evaluation/test_warm_fast_paths.py"),
     "winoground": ("tests/algebra/test_winoground.py",),
+    # The interval levels are pinned against dense formulas, scipy's t and a replayed bootstrap there.
+    "paired": ("tests/algebra/test_paired.py", "tests/algebra/test_interval_levels.py"),
+    "crossed": ("tests/algebra/test_interval_levels.py", "tests/algebra/test_paired.py"),
     "audits": ("tests/algebra/test_audits.py", "tests/algebra/test_audit_reports.py", "tests/algebra/test_pass_clauses.py"),
     # Not tests/evaluation/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": (
