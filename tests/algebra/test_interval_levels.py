@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dense_intervals import dense_variance_and_df
+from dense_intervals import dense_interval, dense_variance_and_df
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from clip_cycles.algebra.crossed import crossed_df, crossed_variance, incidence_codes, t_quantile, t_two_sided_p
+from clip_cycles.algebra.crossed import (
+    crossed_df,
+    crossed_group_intervals,
+    crossed_mean_intervals,
+    crossed_record,
+    crossed_variance,
+    incidence_codes,
+    t_quantile,
+    t_two_sided_p,
+)
 from clip_cycles.algebra.paired import paired_difference
 
 
@@ -126,3 +135,96 @@ def test_a_95_interval_holds_the_90_interval_and_swapping_sides_mirrors_it(seed:
     assert swapped.diff == pytest.approx(-wide.diff, abs=1e-12)
     assert (swapped.ci_low, swapped.ci_high) == pytest.approx((-wide.ci_high, -wide.ci_low), abs=1e-12)
     assert (swapped.mean_a, swapped.mean_b) == (wide.mean_b, wide.mean_a)
+
+
+def _messy_design(seed: int, n: int = 24, n_images: int = 8) -> list[tuple[str, str]]:
+    """Cycles on image pairs with repeats, both orders of a pair, and cycles whose two slots are one image."""
+    rng = np.random.default_rng(seed)
+    pairs = [tuple(f"i{x}" for x in rng.integers(0, n_images, size=2)) for _ in range(n)]
+    pairs[1] = pairs[0]
+    pairs[2] = (pairs[0][1], pairs[0][0])
+    pairs[3] = ("i0", "i0")
+    return pairs
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_mean_intervals_per_column_on_messy_designs_match_the_dense_formula(seed: int) -> None:
+    pairs = _messy_design(seed)
+    rng = np.random.default_rng(seed)
+    values = rng.choice([0.0, 0.5, 1.0], size=(len(pairs), 3))
+    records = crossed_mean_intervals(values, np.array(pairs), 0.9)
+    assert len(records) == 3
+    for column, record in enumerate(records):
+        estimate, low, high = dense_interval(values[:, column], pairs, 0.9)
+        variance, df = dense_variance_and_df(values[:, column], pairs)
+        assert (record["low"], record["high"]) == pytest.approx((low, high), abs=1e-7)
+        assert record["se"] == pytest.approx(np.sqrt(variance), rel=1e-9) and record["df"] == pytest.approx(df, rel=1e-9)
+        assert (record["level"], record["n_images"], record["unit"]) == (0.9, len({i for p in pairs for i in p}), "images")
+        assert record["low"] + record["high"] == pytest.approx(2 * estimate)
+    # One image per cycle: the image is the cluster.
+    items = [(p[0],) for p in pairs]
+    (one,) = crossed_mean_intervals(values[:, 0], np.array([p[0] for p in pairs]), 0.95)
+    assert (one["low"], one["high"]) == pytest.approx(dense_interval(values[:, 0], items, 0.95)[1:], abs=1e-7)
+
+
+def test_a_cancelled_two_way_sum_falls_back_to_the_one_way_sum() -> None:
+    for seed in range(200):  # a design whose two-way sum is not positive (shared images, opposite residuals)
+        pairs = _messy_design(seed, n=8, n_images=5)
+        values = np.random.default_rng(seed).choice([0.0, 1.0], size=8)
+        u = (values - values.mean()) / 8
+        shared = np.array([[float(bool(set(a) & set(b))) for b in pairs] for a in pairs])
+        if values.std() > 0 and u @ shared @ u <= 0:
+            break
+    else:
+        pytest.fail("no design with a cancelled two-way sum found")
+    variance, _ = dense_variance_and_df(values, pairs)
+    assert variance > 0
+    assert float(crossed_variance(values, incidence_codes(np.array(pairs), 8))[0]) == pytest.approx(variance, rel=1e-9)
+
+
+def test_group_intervals_each_group_and_the_pooled_mean_of_group_means() -> None:
+    rng = np.random.default_rng(12)
+    sizes = (10, 25, 16)
+    images = [np.array(_messy_design(s, n=n, n_images=9)) for s, n in zip((5, 6, 7), sizes)]
+    groups = [rng.choice([0.0, 0.5, 1.0], size=(n, 2)) for n in sizes]
+    per_group, pooled = crossed_group_intervals(groups, images, 0.95)
+    for values, labels, records in zip(groups, images, per_group):
+        pairs = [tuple(p) for p in labels.tolist()]
+        for column in range(2):
+            _, low, high = dense_interval(values[:, column], pairs, 0.95)
+            assert (records[column]["low"], records[column]["high"]) == pytest.approx((low, high), abs=1e-7)
+    pairs = [tuple(p) for labels in images for p in labels.tolist()]
+    group_of = [g for g, n in enumerate(sizes) for _ in range(n)]
+    weights = [1.0 / (3 * sizes[g]) for g in group_of]
+    for column in range(2):
+        values = np.concatenate([v[:, column] for v in groups])
+        estimate, low, high = dense_interval(values, pairs, 0.95, weights, group_of)
+        assert estimate == pytest.approx(np.mean([v[:, column].mean() for v in groups]))
+        assert (pooled[column]["low"], pooled[column]["high"]) == pytest.approx((low, high), abs=1e-7)
+        assert pooled[column]["n_images"] == len({i for p in pairs for i in p})
+
+
+def test_records_and_refusals_at_the_edges() -> None:
+    assert crossed_record(0.7, 0.1, 1, 3.0, 0.95)["low"] == crossed_record(0.7, 0.1, 1, 3.0, 0.95)["high"] == 0.7
+    wide = crossed_record(0.7, 0.1, 2, 3.0, 0.95)
+    assert wide["high"] - 0.7 == pytest.approx(stats.t.ppf(0.975, 3.0) * 0.1, abs=1e-7) and wide["se"] == 0.1
+    assert crossed_df(incidence_codes(np.array([["a", "a"], ["a", "a"]]), 2)) == 1.0  # one image: no spread to count
+    for probability, df in ((0.5, 3.0), (1.0, 3.0), (0.975, 0.0), (0.975, -1.0)):
+        with pytest.raises(ValueError, match=r"^t_quantile: need 0.5 < probability < 1 and df > 0"):
+            t_quantile(probability, df)
+    with pytest.raises(ValueError, match=r"^t_two_sided_p: df must be positive"):
+        t_two_sided_p(1.0, 0.0)
+    assert t_two_sided_p(float("inf"), 4.0) == 0.0 and t_two_sided_p(0.0, 4.0) == pytest.approx(1.0)
+    assert t_two_sided_p(0.5, 2e5) == pytest.approx(2.0 * stats.norm.sf(0.5), abs=1e-12)
+    assert t_quantile(0.975, 2e5) == pytest.approx(stats.norm.ppf(0.975), abs=1e-12)
+    with pytest.raises(ValueError, match=r"^image_ids: expected \(2,\) or \(2, 2\) labels, got shape \(2, 3\)"):
+        incidence_codes(np.array([["a", "b", "c"], ["a", "b", "c"]]), 2)
+    assert incidence_codes(np.array(["b", "a", "b"]), 3).tolist() == [[1], [0], [1]]
+    with pytest.raises(ValueError, match=r"^weights and groups must have one entry per cycle \(3\)"):
+        crossed_variance(np.ones(3), incidence_codes(np.array(["a", "b", "c"]), 3), weights=np.ones(2))
+    with pytest.raises(ValueError, match=r"^weights and groups must have one entry per cycle \(3\)"):
+        crossed_df(incidence_codes(np.array(["a", "b", "c"]), 3), groups=[0, 1])
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        crossed_mean_intervals(np.ones(3), np.array(["a", "b", "c"]), 1.0)
+    with pytest.raises(ValueError, match="non-empty finite"):
+        crossed_mean_intervals(np.array([1.0, np.nan]), np.array(["a", "b"]), 0.95)
