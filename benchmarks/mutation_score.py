@@ -44,6 +44,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # The interval levels are pinned against dense formulas, scipy's t and a replayed bootstrap there.
     "paired": ("tests/algebra/test_paired.py", "tests/algebra/test_interval_levels.py"),
     "multiplicity": ("tests/algebra/test_multiplicity.py",),
+    # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
+    "coverage": ("tests/algebra/test_coverage_worlds.py",),
     "crossed": ("tests/algebra/test_interval_levels.py", "tests/algebra/test_paired.py", "tests/evaluation/test_board_calls.py"),
     "audits": ("tests/algebra/test_audits.py", "tests/algebra/test_audit_reports.py", "tests/algebra/test_pass_clauses.py"),
     # Not tests/evaluation/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
