@@ -43,6 +43,13 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "winoground": ("tests/algebra/test_winoground.py",),
     # The interval levels are pinned against dense formulas, scipy's t and a replayed bootstrap there.
     "paired": ("tests/algebra/test_paired.py", "tests/algebra/test_interval_levels.py"),
+    # Not test_samples_flag.py / test_page_from_records.py: they run eval or build pages (seconds a mutant).
+    "samples": (
+        "tests/evaluation/test_samples_credit.py",
+        "tests/evaluation/test_samples_reader.py",
+        "tests/evaluation/test_zero_shot_scoring.py",
+    ),
+    "compare": ("tests/evaluation/test_compare_rules.py",),
     "multiplicity": ("tests/algebra/test_multiplicity.py",),
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
