@@ -228,3 +228,42 @@ def test_records_and_refusals_at_the_edges() -> None:
         crossed_mean_intervals(np.ones(3), np.array(["a", "b", "c"]), 1.0)
     with pytest.raises(ValueError, match="non-empty finite"):
         crossed_mean_intervals(np.array([1.0, np.nan]), np.array(["a", "b"]), 0.95)
+
+
+def test_pair_identity_of_cycles_does_not_collide_and_one_image_designs_keep_their_se() -> None:
+    # Codes a..d = 0..3: the pairs (b, b) and (a, d) must stay two pairs (a coarse pair code would merge them).
+    pairs = [("b", "b"), ("a", "d"), ("a", "b"), ("c", "d"), ("b", "c"), ("a", "d"), ("b", "b")]
+    codes = incidence_codes(np.array(pairs), len(pairs))
+    for seed in range(3):
+        values = np.random.default_rng(seed).choice([0.0, 0.5, 1.0], size=len(pairs))
+        variance, df = dense_variance_and_df(values, pairs)
+        assert float(crossed_variance(values, codes)[0]) == pytest.approx(variance, rel=1e-9)
+        assert crossed_df(codes) == pytest.approx(df, rel=1e-9)
+    # Every cycle on one image: no width (one cluster), but the se is still the formula's.
+    single = [("a", "a")] * 4
+    values = np.array([1.0, 0.0, 0.5, 1.0])
+    (record,) = crossed_mean_intervals(values, np.array(single), 0.95)
+    assert record["low"] == record["high"] == pytest.approx(0.625) and record["n_images"] == 1
+    assert record["se"] == pytest.approx(np.sqrt(dense_variance_and_df(values, single)[0]), rel=1e-9)
+
+
+def test_every_cycle_its_own_group_has_g_minus_1_df_and_the_variance_scales_with_the_square() -> None:
+    pairs = _messy_design(8, n=10, n_images=6)
+    codes = incidence_codes(np.array(pairs), 10)
+    n_images = len({i for p in pairs for i in p})
+    assert crossed_df(codes, np.full(10, 0.1), np.arange(10)) == float(n_images - 1)  # nothing left to vary
+    values = np.random.default_rng(2).choice([0.0, 1.0], size=10)
+    for scale in (1e-4, 1.0, 1e3):  # Var(c y) = c^2 Var(y): no absolute threshold hides inside
+        scaled = float(crossed_variance(scale * values, codes)[0])
+        assert scaled == pytest.approx(scale**2 * float(crossed_variance(values, codes)[0]), rel=1e-9)
+
+
+def test_degenerate_inputs_are_refused_and_one_cycle_is_an_interval() -> None:
+    with pytest.raises(ValueError, match="non-empty finite"):
+        crossed_mean_intervals(np.array([]), np.array([]), 0.95)
+    with pytest.raises(ValueError, match="strictly between 0 and 1"):
+        crossed_mean_intervals(np.ones(3), np.array(["a", "b", "c"]), 0.0)
+    with pytest.raises(ValueError, match=r"^image_ids: expected \(2,\) or \(2, 2\) labels"):
+        incidence_codes(np.zeros((2, 2, 1)), 2)
+    (one,) = crossed_mean_intervals(np.array([1.0]), np.array([["a", "b"]]), 0.95)
+    assert one["low"] <= 1.0 <= one["high"] and one["n_images"] == 2

@@ -3,7 +3,8 @@
 Independent of :mod:`clip_cycles.algebra.crossed`'s sparse sums: ``K[c, c'] = 1`` when cycles c and c'
 share an image, ``C`` centres within groups, ``Q = C W K W C``. The variance is
 ``sum(w^2) / max(tr Q, sum(w^2) / G) * raw`` with ``raw = u' K u`` (``u = W C y``), or the one-way sum over
-image pairs when ``raw`` cancels; the t quantile's df is ``min(G - 1, max(tr(Q)^2 / tr(Q^2), 1))``.
+image pairs when ``raw`` cancels; the t quantile's df is ``min(G - 1, max(tr(Q)^2 / tr(Q^2), 1))``
+(``G - 1`` when ``Q`` vanishes).
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ def dense_variance_and_df(
     total = float((w**2).sum())
     factor = total / max(float(np.trace(q)), total / n_images)
     variance = factor * (raw if raw > 1e-9 * one_way else one_way)
-    df = min(n_images - 1, max(float(np.trace(q)) ** 2 / float(np.trace(q @ q)), 1.0))
-    return variance, float(df)
+    if n_images < 2:  # one cluster: the df is a placeholder (the interval has no width)
+        return variance, 1.0
+    squared = float(np.trace(q @ q))
+    bell_mccaffrey = float(np.trace(q)) ** 2 / squared if squared > 0 else float(n_images - 1)
+    return variance, float(min(n_images - 1, max(bell_mccaffrey, 1.0)))
 
 
 def dense_interval(
