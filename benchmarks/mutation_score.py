@@ -50,6 +50,9 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_zero_shot_scoring.py",
     ),
     "compare": ("tests/evaluation/test_compare_rules.py",),
+    # Not test_paper2_protocol.py: it replays the released pipeline (about a minute a mutant).
+    "paper2_protocol": ("tests/attributes/test_paper2_protocol_units.py",),
+    "result_cache": ("tests/evaluation/test_result_cache_keys.py",),
     "multiplicity": ("tests/algebra/test_multiplicity.py",),
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
