@@ -146,3 +146,16 @@ def test_the_callable_difference_by_scipy(se: float, df: float, m: int, level: f
     assert out["adjusted_verdict"] == COULD_NOT_TELL
     record = _record(0.01, 0.6, se=RESOLUTION / quantile * 0.99) | {"df": df}
     assert adjusted_verdicts([record] + [_record(0.0, 0.9)] * (m - 1), "holm", level)[0]["adjusted_verdict"] == "within noise"
+
+
+def test_records_without_se_or_df_and_a_t_quantile_at_one_df() -> None:
+    # No se recorded: nothing to resolve, the callable difference is 0 (never "could not tell").
+    bare = {"diff": 0.01, "p_value": 0.7, "verdict": "within noise"}
+    out = adjusted_verdicts([bare], "holm", 0.95)[0]
+    assert out["callable_difference"] == 0.0 and out["adjusted_verdict"] == "within noise"
+    # An se without df: the normal quantile.
+    out = adjusted_verdicts([{**bare, "se": 0.01}], "holm", 0.95)[0]
+    assert out["callable_difference"] == pytest.approx(stats.norm.ppf(0.975) * 0.01, abs=1e-9)
+    # One degree of freedom is a t quantile, not the normal one.
+    assert callable_difference(0.01, 1.0, 1, 0.95) == pytest.approx(stats.t.ppf(0.975, 1.0) * 0.01, abs=1e-6)
+    assert callable_difference(0.01, 1.5, 2, 0.9) == pytest.approx(stats.t.ppf(0.975, 1.5) * 0.01, abs=1e-6)
