@@ -53,6 +53,15 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_paper2_protocol.py: it replays the released pipeline (about a minute a mutant).
     "paper2_protocol": ("tests/attributes/test_paper2_protocol_units.py",),
     "result_cache": ("tests/evaluation/test_result_cache_keys.py",),
+    # Not test_output_policy.py: its fifo, device and kill tests take 5-12 s each, for most mutants of the writers.
+    "outputs": ("tests/core/test_output_guards.py", "tests/core/test_output_folders.py"),
+    # Not test_page_from_records.py / test_item_identity.py / test_record_labels.py: they build pages from results.
+    "page_data": (
+        "tests/evaluation/test_page_numbers.py",
+        "tests/evaluation/test_record_identity.py",
+        "tests/evaluation/test_page_equals.py",
+    ),
+    "ceilings": ("tests/benchmark_audit/test_blind_floors.py", "tests/benchmark_audit/test_adapter_roles.py"),
     "multiplicity": ("tests/algebra/test_multiplicity.py",),
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
