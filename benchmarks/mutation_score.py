@@ -17,7 +17,8 @@ Output: ``{module: {mutants, killed, survived, no_tests, timeout, score, survivo
 "total": {...}}``. ``score`` is killed / mutants; a mutant no test reaches
 (``no_tests``) or that outlives its CPU limit without failing counts against it. A module that
 runs past ``--timeout`` reports the mutants that ran, with ``"partial": true`` and ``not_run``.
-Needs ``pip install mutmut`` (3.8; not a dependency of the package, not run in CI).
+Needs ``pip install mutmut`` (3.8.1 or later 3.x: 3.8.0 reads ``item._nodeid``, which pytest 9 removed; not a dependency
+of the package, not run in CI).
 """
 
 from __future__ import annotations
