@@ -64,3 +64,9 @@ def test_coverage_counts_the_worlds_whose_interval_holds_the_truth(regime: str, 
     assert (out["regime"], out["n_cycles"], out["n_images"], out["n_worlds"], out["level"]) == (
         regime, n_cycles, n_images, n_worlds, level)  # fmt: skip
     assert "bootstrap" not in coverage(regime, n_cycles, n_images, 2, level=level, seed=3)
+
+
+def test_the_defaults_are_a_95_interval_from_seed_0() -> None:
+    assert coverage("mixed", 20, 7, 3) == coverage("mixed", 20, 7, 3, level=0.95, seed=0)
+    assert coverage("mixed", 20, 7, 3)["level"] == 0.95
+    assert coverage("mixed", 20, 7, 3, seed=1)["two_way_se_over_sd"] != coverage("mixed", 20, 7, 3)["two_way_se_over_sd"]
