@@ -339,6 +339,8 @@ MODULE_ALIASES: dict[str, str] = {
     "folder_audit": "data/folder/audit",
     "sources": "data/sources/registry",
     "audit": "benchmark_audit/audit",
+    "compare": "evaluation/compare",  # not commands/compare.py (the CLI)
+    "samples": "evaluation/samples",  # not schemas/samples.py (the declared line)
 }
 
 
