@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dense_intervals import dense_interval, dense_variance_and_df
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -122,3 +123,91 @@ def test_swapping_a_and_b_negates_every_difference_and_swaps_the_bounds(seed: in
     assert ba["n_disagree"] == ab["n_disagree"] and ba["disagree_most"] == ab["disagree_most"]
     expected = float(np.mean([x["credit"] - y["credit"] for x, y in zip(lines_a, lines_b)]))
     assert ab["diff"] == pytest.approx(expected, abs=1e-12)
+
+
+def _two_families(seed: int = 0) -> tuple[list[dict], list[dict]]:
+    rng = np.random.default_rng(seed)
+    lines_a, lines_b = [], []
+    for task, n in (("cycles/f", 34), ("cycles/g", 21)):
+        for i in range(n):
+            pair = tuple(f"i{x}" for x in rng.permutation(14)[:2])
+            line = _line(task, int(i % 2), f"c{i}", float(rng.choice([0.0, 0.5, 1.0])), float(rng.normal()), images=pair)
+            lines_a.append(line)
+            lines_b.append({**line, "credit": float(rng.choice([0.0, 0.5, 1.0])), "delta": float(rng.normal())})
+    return lines_a, lines_b
+
+
+def test_the_comparison_record_field_by_field(tmp_path: Path) -> None:
+    lines_a, lines_b = _two_families()
+    a, b = _write(tmp_path / "a.jsonl", lines_a), _write(tmp_path / "b.jsonl", lines_b)
+    out = compare_samples(a, b, n_resamples=50, level=0.9, seed=3)
+    assert set(out) == {"a", "b", "statistic", "min_cycles", "min_images", "adjustment", "families", "overall"}
+    assert (out["a"], out["b"], out["min_cycles"], out["min_images"], out["adjustment"]) == (str(a), str(b), 30, 20, "holm")
+    assert out["statistic"] == "CycleAcc(A) - CycleAcc(B), every seed's cycles pooled"
+    for task in ("cycles/f", "cycles/g"):
+        fam = out["families"][task]
+        mine = [x for x in lines_a if x["task"] == task]
+        theirs = [x for x in lines_b if x["task"] == task]
+        diff = np.array([x["credit"] - y["credit"] for x, y in zip(mine, theirs)])
+        images = [(x["image_0"], x["image_1"]) for x in mine]
+        estimate, low, high = dense_interval(diff, images, 0.9)
+        variance, df = dense_variance_and_df(diff, images)
+        assert (fam["diff"], fam["ci_low"], fam["ci_high"]) == pytest.approx((estimate, low, high), abs=1e-7)
+        assert (fam["se"], fam["df"]) == pytest.approx((np.sqrt(variance), df), rel=1e-9)
+        assert (fam["level"], fam["n_resamples"], fam["seed"], fam["unit"]) == (0.9, 0, 0, "images")
+        assert fam["method"] == fam["interval_method"] == "two-way image-cluster robust, t (Bell-McCaffrey df)"
+        assert 0.0 <= fam["p_value"] <= 1.0 and fam["adjustment"] == "holm"
+        assert fam["verdict"] == fam["adjusted_verdict"] == "too few comparisons"  # 14 images < 20
+    overall = out["overall"]
+    diffs = [x["credit"] - y["credit"] for x, y in zip(lines_a, lines_b)]
+    images = [(x["image_0"], x["image_1"]) for x in lines_a]
+    groups = [x["task"] for x in lines_a]
+    sizes = {t: groups.count(t) for t in set(groups)}
+    weights = [1.0 / (2 * sizes[t]) for t in groups]
+    estimate, low, high = dense_interval(diffs, images, 0.9, weights, groups)
+    variance, df = dense_variance_and_df(diffs, images, weights, groups)
+    assert (overall["diff"], overall["ci_low"], overall["ci_high"]) == pytest.approx((estimate, low, high), abs=1e-7)
+    assert (overall["se"], overall["df"]) == pytest.approx((np.sqrt(variance), df), rel=1e-9)
+    assert (overall["level"], overall["n_families"], overall["n_cycles"], overall["n_images"]) == (0.9, 2, 55, 14)
+    assert overall["interval_method"] == "two-way image-cluster robust, t (Bell-McCaffrey df), joint over families"
+    assert overall["unit"] == "images"
+
+
+def test_refusals_name_what_differs(tmp_path: Path) -> None:
+    lines_a, lines_b = _two_families(1)
+    a = _write(tmp_path / "a.jsonl", lines_a)
+    b = _write(tmp_path / "b.jsonl", [x for x in lines_b if x["task"] == "cycles/f"] + [_line("cycles/h", 0, "c0", 1.0)])
+    message = (
+        f"{a} and {b} hold different tasks (only in A: ['cycles/g'], only in B: ['cycles/h']); "
+        "evaluate both models on the same tasks"
+    )
+    with pytest.raises(ValueError) as caught:
+        compare_samples(a, b)
+    assert str(caught.value) == message
+    # Another image on seed 1: named by seed, cycle and field.
+    moved = [
+        {**x, "image_1": "elsewhere"} if (x["seed"], x["cycle_id"], x["task"]) == (1, "c3", "cycles/f") else x for x in lines_b
+    ]
+    b = _write(tmp_path / "b.jsonl", moved)
+    with pytest.raises(ValueError, match=rf"^{a} and {b} are not the same cycles: cycles/f: seed 1 cycle c3 has image_1 "):
+        compare_samples(a, b)
+
+
+def test_item_set_digests_decide_only_when_both_sides_carry_them() -> None:
+    one, two = "1" * 64, "2" * 64
+    plain = _line("cycles/f", 0, "c0", 1.0)
+    a, b = _family([{**plain, "items_sha256": one}]), _family([{**plain, "items_sha256": two}])
+    assert item_mismatch("cycles/f", a, b) == f"cycles/f: the item sets differ (items_sha256 ['{one}'] vs ['{two}'])"
+    assert item_mismatch("cycles/f", a, _family([plain])) is None  # B carries none
+    assert item_mismatch("cycles/f", _family([plain]), b) is None  # A carries none
+    assert item_mismatch("cycles/f", a, _family([{**plain, "items_sha256": one, "credit": 0.0}])) is None
+
+
+def test_a_missing_delta_counts_as_zero_in_the_disagreement_order() -> None:
+    a = _family([_line("cycles/f", 0, "c0", 1.0, 0.4), _line("cycles/f", 0, "c1", 1.0, 0.2)])
+    b = _family([_line("cycles/f", 0, "c0", 0.0, 0.4), _line("cycles/f", 0, "c1", 0.0, 0.2)])
+    for side in (a, b):
+        for line in side.values():
+            del line["delta"]
+    a[0, "c1"]["delta"] = 0.5  # c1: |0.5 - 0| beats c0's |0 - 0|
+    assert compare_family(a, b)["disagree_most"] == ["0/c1", "0/c0"]
