@@ -7,7 +7,8 @@ process mutmut forks per mutant. A module argument is a module file name (``cont
 restricted to some functions (``zero_shot:score_blocks,score_task``; glob patterns allowed;
 a method as ``Class.method``; ``name:all`` for the whole module where ``DEFAULT_FUNCTIONS``
 restricts it by default) and optionally given its own test files
-(``zero_shot=tests/evaluation/test_evaluate.py+tests/algebra/test_contrast.py``)::
+(``zero_shot=tests/evaluation/test_evaluate.py+tests/algebra/test_contrast.py``; a pytest node id
+``file.py::test_name`` picks one test of a file)::
 
     python benchmarks/mutation_score.py contrast winoground audits zero_shot:score_*
     python benchmarks/mutation_score.py --show-survivors contrast   # diffs on stderr
@@ -53,7 +54,17 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "compare": ("tests/evaluation/test_compare_rules.py",),
     # Not test_paper2_protocol.py: it replays the released pipeline (about a minute a mutant).
     "paper2_protocol": ("tests/attributes/test_paper2_protocol_units.py",),
-    "result_cache": ("tests/evaluation/test_result_cache_keys.py",),
+    # The cache's own tests from test_result_cache.py (a node id each), not its command tests (minutes a mutant).
+    "result_cache": (
+        "tests/evaluation/test_result_cache_keys.py",
+        "tests/evaluation/test_result_cache.py::test_declaration_matches_the_key",
+        "tests/evaluation/test_result_cache.py::test_each_key_field_changes_the_key_and_misses",
+        "tests/evaluation/test_result_cache.py::test_a_hit_hands_back_the_cold_value_exactly",
+        "tests/evaluation/test_result_cache.py::test_no_root_computes_every_time_and_writes_nothing",
+        "tests/evaluation/test_result_cache.py::test_a_corrupt_entry_is_refused_with_a_note_and_recomputed",
+        "tests/evaluation/test_result_cache.py::test_content_key_tells_dtype_shape_order_and_refuses_unknown_types",
+        "tests/evaluation/test_result_cache.py::test_code_version_follows_the_experiment_sources",
+    ),
     # Not test_output_policy.py: its fifo, device and kill tests take 5-12 s each, for most mutants of the writers.
     "outputs": ("tests/core/test_output_guards.py", "tests/core/test_output_folders.py"),
     # Not test_page_from_records.py / test_item_identity.py / test_record_labels.py: they build pages from results.
@@ -325,7 +336,7 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     module_file(name)  # exits naming the module when there is none
     test_files = tuple(tests.split("+")) if tests else DEFAULT_TESTS.get(name, (f"tests/test_{name}.py",))
     for test in test_files:
-        if not (REPO / test).is_file():
+        if not (REPO / test.partition("::")[0]).is_file():
             raise SystemExit(f"mutation_score: test file {test} of module {name} does not exist")
     if functions == "all":
         return name, [], test_files
@@ -430,7 +441,7 @@ def run_module(
     try:
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
         (scratch / "tests").mkdir()
-        for test in (*TEST_HELPERS, *test_files):
+        for test in sorted({t.partition("::")[0] for t in (*TEST_HELPERS, *test_files)}):  # a node id: its file
             (scratch / test).parent.mkdir(parents=True, exist_ok=True)  # tests/<room>/ since tests mirror the package
             shutil.copy(REPO / test, scratch / test)
         for extra in SCRATCH_EXTRAS:
