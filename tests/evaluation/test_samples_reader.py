@@ -108,3 +108,65 @@ def test_paths_roots_and_bytes(tmp_path: Path) -> None:
     data = samples_bytes([{"b": 1, "a": 2}, {"c": 3}])
     assert data == b'{"a": 2, "b": 1}\n{"c": 3}\n'
     assert samples_reference("s.jsonl", data) == {"path": "s.jsonl", "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def test_the_sentences_in_full(tmp_path: Path) -> None:
+    good = _line(cycle="a")
+    cases = [
+        (_line(credit=5), "field 'credit' is 5.0; a cycle's credit is 0, 0.5 or 1"),
+        ({k: v for k, v in _line().items() if k != "seed"},
+         "field 'seed' is missing; must be an integer: the build seed the cycle comes from; "
+         "write it with clip-cycles eval --samples"),
+        (_line(source="s", image_root="r"), "field 'source' unknown key (allowed: caption_0, caption_1, credit, cycle_id, delta, "
+         "image_0, image_1, image_root, items_sha256, s11, s12, s21, s22, seed, split, task, weights_sha256)"),
+    ]  # fmt: skip
+    for bad, sentence in cases:
+        path = _write(tmp_path / "s.jsonl", [good, bad, _line(cycle="z", credit=7)])  # two bad lines: the first is named
+        with pytest.raises(ValueError) as caught:
+            read_samples(path)
+        assert str(caught.value) == f"samples file {path}, line 2: {sentence}"
+    with pytest.raises(FileNotFoundError, match=rf"^samples file {tmp_path / 'missing.jsonl'} does not exist"):
+        read_samples(tmp_path / "missing.jsonl")
+    with pytest.raises(ValueError) as caught:
+        check_samples_path(tmp_path)
+    assert str(caught.value) == f"samples file {tmp_path} is a folder; name a file, e.g. {tmp_path / 'samples.jsonl'}"
+    with pytest.raises(ValueError, match=r"^samples file path of \d+ bytes"):
+        check_samples_path("x/" * 3000 + "s.jsonl")
+    weights = {
+        (0, "a"): {"items_sha256": None, "weights_sha256": WEIGHTS},
+        (0, "b"): {"items_sha256": None, "weights_sha256": None},
+    }
+    assert (
+        pairing_problem(weights, None, WEIGHTS)
+        == f"the samples are of weights {WEIGHTS[:12]}, none recorded, the result of {WEIGHTS[:12]}"
+    )
+    assert image_root(ImageItem(key="u.jpg", path=Path("/data/imgX/u.jpg"))) == "/data/imgX"
+
+
+def test_lines_written_for_a_result_carry_its_digests_and_their_shared_image_root(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from clip_cycles.data.folder.reader import CycleRows
+    from clip_cycles.encoding.encoder import EncodedFeatures, EncodeStats
+    from clip_cycles.evaluation.samples import cycle_samples, write_samples
+
+    root = tmp_path / "images"
+    a, b = ImageItem(key="a.jpg", path=root / "a.jpg"), ImageItem(key="b.jpg", path=root / "b.jpg")
+    c = ImageItem(key="c.jpg", path=tmp_path / "other" / "c.jpg")
+    rows = CycleRows.from_pairs(["c0", "c1"], [(a, b), (a, c)], [("x", "y"), ("x", "y")])
+    encoded = EncodedFeatures(np.zeros((3, 2), np.float32), np.zeros((2, 2), np.float32), {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2},
+                              {"x": 0, "y": 1}, EncodeStats())  # fmt: skip
+    task = SimpleNamespace(name="cycles/t", split="test", tie_tolerance=0.0)
+    blocks = np.zeros((2, 2, 2))
+    lines = cycle_samples(task, 0, rows, encoded, blocks, {"items_sha256": ITEMS, "weights_sha256": WEIGHTS})
+    assert [(x["items_sha256"], x["weights_sha256"]) for x in lines] == [(ITEMS, WEIGHTS)] * 2
+    assert [x["image_root"] for x in lines] == [str(root), None]  # one root only when both images share it
+    assert cycle_samples(task, 0, rows, encoded, blocks)[0]["items_sha256"] is None
+    with pytest.raises(ValueError, match=r"^task cycles/t seed 0: 2 kept rows for 3 blocks$"):
+        cycle_samples(task, 0, rows, encoded, np.zeros((3, 2, 2)))
+    path = write_samples(lines, tmp_path / "out" / "s.jsonl")
+    assert path.read_bytes() == samples_bytes(lines)
+    with pytest.raises(OSError, match="samples file"):
+        write_samples(lines, tmp_path / "out" / "s.jsonl" / "below.jsonl")
