@@ -4,11 +4,16 @@ computes a cached result enter it; changing any one of them is another key."""
 from __future__ import annotations
 
 import dataclasses
+import enum
 import inspect
+import json
+import logging
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -171,3 +176,73 @@ def test_an_edit_to_any_computing_source_is_another_code_version(
         assert result_cache.code_version() != before
     finally:
         result_cache.code_version.cache_clear()
+
+
+@dataclasses.dataclass
+class _A:
+    x: int = 1
+
+
+@dataclasses.dataclass
+class _B:
+    x: int = 1
+
+
+class _Colour(enum.Enum):
+    RED = 1
+
+
+class _Shade(enum.Enum):
+    RED = 1
+
+
+def test_the_type_of_a_structured_value_is_in_its_key() -> None:
+    assert content_key(_A()) != content_key(_B())  # same fields, another class
+    assert content_key(_Colour.RED) != content_key(_Shade.RED)
+    assert content_key(ProbeSettings()) != content_key(ProbeSettings(epochs=31))
+    objects = np.array([{"a": 1}, None], dtype=object)
+    assert content_key(objects) == content_key(np.array([{"a": 1}, None], dtype=object))
+    assert content_key(objects) != content_key(np.array([{"a": 2}, None], dtype=object))
+
+
+def test_hits_misses_and_refusals_are_counted_logged_and_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = result_cache.ResultCache(tmp_path)
+    with caplog.at_level(logging.INFO, logger="clip_cycles.evaluation.result_cache"):
+        cold, reused = cache.get_or_compute("probe", 1, 2, lambda: {"name": "caf\u00e9", "x": 0.5})
+        warm, again = cache.get_or_compute("probe", 1, 2, lambda: pytest.fail("a hit computes nothing"))
+    assert (cold, reused, again) == ({"name": "caf\u00e9", "x": 0.5}, False, True) and warm == cold  # non-ASCII text too
+    assert cache.stats.computed == ["probe"] and cache.stats.reused == ["probe"] and cache.stats.refused == []
+    path = cache.path(result_description("probe", 1, 2))
+    assert f"result cache: computed probe result {path.name}" in caplog.text
+    assert f"result cache: reused probe result {path.name}" in caplog.text
+    assert "caf\u00e9" in path.read_text(encoding="utf-8")  # stored as text, not escaped
+    # A foreign key, then an edited result: each refused with its reason, deleted, recomputed.
+    entry = json.loads(path.read_text(encoding="utf-8"))
+    edits = [
+        (lambda e: e["key"].update(code="other"), "its key does not match"),
+        (lambda e: e.update(result={"x": 1.0}), "checksum mismatch (the result changed after it was written)"),
+    ]
+    for edit, reason in edits:
+        broken = json.loads(json.dumps(entry))
+        edit(broken)
+        path.write_text(json.dumps(broken), encoding="utf-8")
+        caplog.clear()
+        with pytest.warns(UserWarning, match=re.escape(f"result cache: entry {path} refused ({reason}); probe is recomputed")):
+            with caplog.at_level(logging.WARNING, logger="clip_cycles.evaluation.result_cache"):
+                value, reused = cache.get_or_compute("probe", 1, 2, lambda: {"x": 0.25})
+        assert (value, reused) == ({"x": 0.25}, False)
+        assert f"result cache: entry {path} refused ({reason}); probe is recomputed" in caplog.text
+        assert cache.stats.refused[-1] == str(path)
+        entry = json.loads(path.read_text(encoding="utf-8"))  # the recomputed entry replaced the refused one
+    # A dangling symlink is an entry too: refused and removed, never followed.
+    path.unlink()
+    path.symlink_to(tmp_path / "nowhere.json")
+    with pytest.warns(UserWarning, match="refused"):
+        assert cache.get_or_compute("probe", 1, 2, lambda: {"x": 2.0}) == ({"x": 2.0}, False)
+    assert not path.is_symlink()
+
+
+def test_an_unwritable_cache_says_what_to_do(tmp_path: Path) -> None:
+    (tmp_path / "results").write_text("a file where the cache folder should be")
+    with pytest.raises(OSError, match="point CLIP_CYCLES_CACHE or --cache-dir at a writable folder, or pass --no-cache"):
+        result_cache.ResultCache(tmp_path).get_or_compute("probe", 1, 2, lambda: {"x": 1})
