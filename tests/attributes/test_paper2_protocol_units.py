@@ -172,3 +172,58 @@ def test_cs_inputs_from_the_data_or_a_file(tmp_path: Path) -> None:
     summary = from_file.summary()
     assert summary["concept_sets"] == str(path) and summary["n_attributes_without_set"] == 1
     assert "first category marked 1" in summary["rule"]
+
+
+def test_published_files_under_paper_2s_protocol() -> None:
+    from clip_cycles.attributes.paper2_protocol import paper2_published_splitter
+    from clip_cycles.attributes.splitters import PublishedSplit
+
+    moves = paper2_published_splitter(PublishedSplit("m", "m.json", "moves", moved_rows=np.array([4, 2, 2])))
+    assert type(moves) is MovedToTrainSplit and moves.moved_rows.tolist() == [2, 4]
+    assert (moves.n_splits, moves.test_size, moves.random_state) == (5, 0.4, 42)
+    empty = paper2_published_splitter(PublishedSplit("m", "m.json", "moves"))
+    assert empty.moved_rows.tolist() == [] and empty.moved_rows.dtype == np.int64
+    folds = {"red": [(np.array([0, 1]), np.array([2]))]}
+    as_is = paper2_published_splitter(PublishedSplit("f", "f.json", "folds", folds_by_attribute=folds))
+    assert type(as_is) is not MovedToTrainSplit
+
+
+def test_defaults_and_sentences_in_full() -> None:
+    splitter = OneFoldPerAttribute(SupercategorySplit(tuple("ab" * 6)))
+    assert (splitter.n_splits, splitter.n_repeats, splitter.random_state, splitter.fold_assignment) == (5, 1, 0, "per_attribute")
+    one_group = paper2_splitter("llm", _context(concept_groups=(("c0", "c1"),)))  # the first group's id is 0
+    assert one_group.moved_rows.tolist() == [0, 1]
+    with pytest.raises(StrategyUnavailable, match=r"^llm split needs a concept groups file \(--groups\); none was given$"):
+        paper2_splitter("llm", _context())
+    with pytest.raises(StrategyUnavailable, match=r"^no concept group has two known concepts$"):
+        paper2_splitter("llm", _context(concept_groups=(("c1", "x"),)))
+    with pytest.raises(
+        StrategyUnavailable, match=r"^supercategory split needs supercategories \(a category TSV\); none are known$"
+    ):
+        paper2_splitter("supercategory", _context(supercategories=None))
+    with pytest.raises(
+        ValueError, match=r"give --split-embeddings NAME_OR_FILE or --split-model \(dataset_kwargs.split_embeddings in a task\)$"
+    ):
+        paper2_splitter("clustering", _context(split_embeddings=None))
+    with pytest.raises(ValueError, match="split embeddings"):
+        paper2_splitter("similarity", _context(split_embeddings=np.ones(12)))
+    with pytest.raises(
+        ValueError, match=r"^OneFoldPerAttribute assigns one fold per attribute: pass that attribute's labels as y$"
+    ):
+        next(splitter.split(np.zeros((12, 2))))
+    rule = paper2_cs_inputs(
+        ConceptAttributeData(("apple",), ("sweet",), np.ones((1, 1), dtype=bool), (None,)), _table(), None
+    ).summary()["rule"]
+    assert rule == ("dominance = max over categories (first category marked 1, concepts keyed by the raw TSV Word) "
+                    "of |attribute's concepts in it| / |attribute's concepts|")  # fmt: skip
+
+
+def test_a_concept_without_a_table_row_keeps_its_id(tmp_path: Path) -> None:
+    labels = np.array([[1], [1]], dtype=bool)
+    data = ConceptAttributeData(("apple", "zebra"), ("stripes",), labels, (None, None))
+    assert data_concept_sets(data, _table()) == {"stripes": ("Apple", "zebra")}
+    with pytest.raises(FileNotFoundError, match="concept sets file \\(mcrae\\+\\+ format\\)"):
+        load_concept_sets(tmp_path / "missing.json")
+    (tmp_path / "x.json").write_text(json.dumps({"a": 1}))
+    with pytest.raises(ValueError, match=r"expected a JSON list of \{'norm': ..., 'concepts': \[...\]\}, got dict$"):
+        load_concept_sets(tmp_path / "x.json")
