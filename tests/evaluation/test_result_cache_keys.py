@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -246,3 +247,34 @@ def test_an_unwritable_cache_says_what_to_do(tmp_path: Path) -> None:
     (tmp_path / "results").write_text("a file where the cache folder should be")
     with pytest.raises(OSError, match="point CLIP_CYCLES_CACHE or --cache-dir at a writable folder, or pass --no-cache"):
         result_cache.ResultCache(tmp_path).get_or_compute("probe", 1, 2, lambda: {"x": 1})
+
+
+class _OptionsA(pydantic.BaseModel):
+    x: int = 1
+
+
+class _OptionsB(pydantic.BaseModel):
+    x: int = 1
+
+
+def test_options_models_of_two_classes_differ_and_entries_live_where_declared(tmp_path: Path, caplog) -> None:
+    assert content_key(_OptionsA()) != content_key(_OptionsB())
+    cache = result_cache.ResultCache(tmp_path)
+    description = result_description("transfer", [1], {"a": 1})
+    path = cache.path(description)
+    assert path.parent == tmp_path / "results" / "transfer"
+    assert re.fullmatch(r"[0-9a-f]{32}\.json", path.name)
+    assert cache.path(result_description("transfer", [2], {"a": 1})) != path
+    cache.get_or_compute("transfer", [1], {"a": 1}, lambda: {"x": 1})
+    assert path.is_file()
+
+
+def test_an_entry_over_the_size_bound_is_refused(tmp_path: Path, monkeypatch, caplog) -> None:
+    cache = result_cache.ResultCache(tmp_path)
+    cache.get_or_compute("probe", 1, 2, lambda: {"x": "y" * 200})
+    monkeypatch.setattr(result_cache, "MAX_RESULT_BYTES", 100)
+    with caplog.at_level(logging.WARNING, logger="clip_cycles.evaluation.result_cache"):
+        with pytest.warns(UserWarning, match="cached experiment result"):
+            assert cache.get_or_compute("probe", 1, 2, lambda: {"x": 1}) == ({"x": 1}, False)
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert record.getMessage().startswith("result cache: entry ") and record.getMessage().endswith("; probe is recomputed")
