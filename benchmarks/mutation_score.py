@@ -7,7 +7,8 @@ process mutmut forks per mutant. A module argument is a module file name (``cont
 restricted to some functions (``zero_shot:score_blocks,score_task``; glob patterns allowed;
 a method as ``Class.method``; ``name:all`` for the whole module where ``DEFAULT_FUNCTIONS``
 restricts it by default) and optionally given its own test files
-(``zero_shot=tests/evaluation/test_evaluate.py+tests/algebra/test_contrast.py``)::
+(``zero_shot=tests/evaluation/test_evaluate.py+tests/algebra/test_contrast.py``; a pytest node id
+``file.py::test_name`` picks one test of a file)::
 
     python benchmarks/mutation_score.py contrast winoground audits zero_shot:score_*
     python benchmarks/mutation_score.py --show-survivors contrast   # diffs on stderr
@@ -17,7 +18,8 @@ Output: ``{module: {mutants, killed, survived, no_tests, timeout, score, survivo
 "total": {...}}``. ``score`` is killed / mutants; a mutant no test reaches
 (``no_tests``) or that outlives its CPU limit without failing counts against it. A module that
 runs past ``--timeout`` reports the mutants that ran, with ``"partial": true`` and ``not_run``.
-Needs ``pip install mutmut`` (3.8; not a dependency of the package, not run in CI).
+Needs ``pip install mutmut`` (3.8.1 or later 3.x: 3.8.0 reads ``item._nodeid``, which pytest 9 removed; not a dependency
+of the package, not run in CI).
 """
 
 from __future__ import annotations
@@ -41,6 +43,41 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # The pattern counts and the interval cache helpers are pinned against plain loops in test_warm_fast_paths.py.
     "bootstrap": ("tests/algebra/test_bootstrap.py", "tests/evaluation/test_warm_fast_paths.py"),
     "winoground": ("tests/algebra/test_winoground.py",),
+    # The interval levels are pinned against dense formulas, scipy's t and a replayed bootstrap there.
+    "paired": ("tests/algebra/test_paired.py", "tests/algebra/test_interval_levels.py"),
+    # Not test_samples_flag.py / test_page_from_records.py: they run eval or build pages (seconds a mutant).
+    "samples": (
+        "tests/evaluation/test_samples_credit.py",
+        "tests/evaluation/test_samples_reader.py",
+        "tests/evaluation/test_zero_shot_scoring.py",
+    ),
+    "compare": ("tests/evaluation/test_compare_rules.py",),
+    # Not test_paper2_protocol.py: it replays the released pipeline (about a minute a mutant).
+    "paper2_protocol": ("tests/attributes/test_paper2_protocol_units.py",),
+    # The cache's own tests from test_result_cache.py (a node id each), not its command tests (minutes a mutant).
+    "result_cache": (
+        "tests/evaluation/test_result_cache_keys.py",
+        "tests/evaluation/test_result_cache.py::test_declaration_matches_the_key",
+        "tests/evaluation/test_result_cache.py::test_each_key_field_changes_the_key_and_misses",
+        "tests/evaluation/test_result_cache.py::test_a_hit_hands_back_the_cold_value_exactly",
+        "tests/evaluation/test_result_cache.py::test_no_root_computes_every_time_and_writes_nothing",
+        "tests/evaluation/test_result_cache.py::test_a_corrupt_entry_is_refused_with_a_note_and_recomputed",
+        "tests/evaluation/test_result_cache.py::test_content_key_tells_dtype_shape_order_and_refuses_unknown_types",
+        "tests/evaluation/test_result_cache.py::test_code_version_follows_the_experiment_sources",
+    ),
+    # Not test_output_policy.py: its fifo, device and kill tests take 5-12 s each, for most mutants of the writers.
+    "outputs": ("tests/core/test_output_guards.py", "tests/core/test_output_folders.py"),
+    # Not test_page_from_records.py / test_item_identity.py / test_record_labels.py: they build pages from results.
+    "page_data": (
+        "tests/evaluation/test_page_numbers.py",
+        "tests/evaluation/test_record_identity.py",
+        "tests/evaluation/test_page_equals.py",
+    ),
+    "ceilings": ("tests/benchmark_audit/test_blind_floors.py", "tests/benchmark_audit/test_adapter_roles.py"),
+    "multiplicity": ("tests/algebra/test_multiplicity.py",),
+    # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
+    "coverage": ("tests/algebra/test_coverage_worlds.py",),
+    "crossed": ("tests/algebra/test_interval_levels.py", "tests/algebra/test_paired.py", "tests/evaluation/test_board_calls.py"),
     "audits": ("tests/algebra/test_audits.py", "tests/algebra/test_audit_reports.py", "tests/algebra/test_pass_clauses.py"),
     # Not tests/evaluation/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": (
@@ -299,7 +336,7 @@ def parse_module(spec: str) -> tuple[str, list[str], tuple[str, ...]]:
     module_file(name)  # exits naming the module when there is none
     test_files = tuple(tests.split("+")) if tests else DEFAULT_TESTS.get(name, (f"tests/test_{name}.py",))
     for test in test_files:
-        if not (REPO / test).is_file():
+        if not (REPO / test.partition("::")[0]).is_file():
             raise SystemExit(f"mutation_score: test file {test} of module {name} does not exist")
     if functions == "all":
         return name, [], test_files
@@ -313,6 +350,8 @@ MODULE_ALIASES: dict[str, str] = {
     "folder_audit": "data/folder/audit",
     "sources": "data/sources/registry",
     "audit": "benchmark_audit/audit",
+    "compare": "evaluation/compare",  # not commands/compare.py (the CLI)
+    "samples": "evaluation/samples",  # not schemas/samples.py (the declared line)
 }
 
 
@@ -369,7 +408,18 @@ def _config(
         + [f"    {extra}/" for extra in SCRATCH_EXTRAS if (REPO / extra).is_dir()]
         + [""]
     )
-    return "\n".join(lines)
+    return "\n".join(lines) + _pytest_section()
+
+
+def _pytest_section() -> str:
+    """The repository's ``[tool:pytest]`` section (pythonpath = tests/support, ...), which the scratch
+    setup.cfg must repeat: the test files import their helpers from tests/support/."""
+    text = (REPO / "setup.cfg").read_text(encoding="utf-8")
+    start = text.find("[tool:pytest]")
+    if start < 0:
+        return ""
+    end = text.find("\n[", start + 1)
+    return "\n" + (text[start:] if end < 0 else text[start : end + 1])
 
 
 def run_module(
@@ -391,7 +441,8 @@ def run_module(
     try:
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
         (scratch / "tests").mkdir()
-        for test in (*TEST_HELPERS, *test_files):
+        for test in sorted({t.partition("::")[0] for t in (*TEST_HELPERS, *test_files)}):  # a node id: its file
+            (scratch / test).parent.mkdir(parents=True, exist_ok=True)  # tests/<room>/ since tests mirror the package
             shutil.copy(REPO / test, scratch / test)
         for extra in SCRATCH_EXTRAS:
             if (REPO / extra).is_dir():

@@ -73,6 +73,8 @@ logger = logging.getLogger(__name__)
 LBFGS_MEMORY: int = 10
 LBFGS_MAXLS: int = 50
 LBFGS_FTOL: float = 64 * np.finfo(float).eps
+#: L-BFGS-B's task code of a converged column (scipy.optimize._lbfgsb_py.status_messages: 4, "CONVERGENCE").
+LBFGS_CONVERGED: int = 4
 MAX_ITER: int = 1000
 TOL: float = 1e-4
 #: Columns evaluated per matrix product; bounds temporaries to ~n_concepts x 1024 floats.
@@ -220,7 +222,10 @@ def fit_logistic_lockstep(
         bar.close()
     for k in range(K):
         W[:, k] = states[k]["x"]
-    return LogisticFits(coef=W[:d].T.copy(), intercept=W[d].copy(), n_iter=n_iter)
+    # L-BFGS-B's own verdict (task 4, "CONVERGENCE"; scipy's success): a column stopped at max_iter (task 5)
+    # or by a failed line search is not converged, and the caller names it.
+    converged = np.array([int(state["task"][0]) == LBFGS_CONVERGED for state in states], dtype=bool)
+    return LogisticFits(coef=W[:d].T.copy(), intercept=W[d].copy(), n_iter=n_iter, converged=converged)
 
 
 def _lockstep_loop(

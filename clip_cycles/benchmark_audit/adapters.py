@@ -263,6 +263,10 @@ def read_winoground(root: Path) -> list[ComparisonSet]:
 # --------------------------------------------------------------------------- shared shapes
 
 
+#: Skip reason of a block whose two captions differ only in whitespace or case (one caption vertex).
+CAPTIONS_EQUAL_UNDER_KEY = "block_with_captions_equal_up_to_whitespace_and_case"
+
+
 def block_subset(
     name: str,
     source: Path,
@@ -272,7 +276,9 @@ def block_subset(
     """A subset of 2x2 blocks ``(block id, image_0, image_1, caption_0, caption_1, tags)``, caption_i true of image_i.
 
     Each block gives its two text and two image comparisons (as Winoground) and is declared an
-    exact cycle; a block repeating an image or a caption is dropped and counted. ``skipped``: rows
+    exact cycle; a block repeating an image or a caption is dropped and counted. Captions repeat under
+    the builder's vertex identity (:func:`caption_key`: whitespace and case), so a block whose captions
+    differ only there would be one caption vertex, no cycle: it is counted under its own reason. ``skipped``: rows
     the format's reader already dropped, per reason (counted with the others).
     """
     builder = ComparisonSetBuilder(name, kind="winoground")
@@ -281,6 +287,9 @@ def block_subset(
     for block, first, second, caption_0, caption_1, tags in blocks:
         if first.key == second.key or caption_0 == caption_1:
             builder.skip("block_with_repeated_image_or_caption")
+            continue
+        if caption_key(caption_0) == caption_key(caption_1):
+            builder.skip(CAPTIONS_EQUAL_UNDER_KEY)
             continue
         items = {first.key: first, second.key: second}
         for which in ("text", "image"):

@@ -46,9 +46,17 @@ MAX_RESULT_BYTES = 256 << 20
 
 #: The package folders whose source makes an experiment's numbers: an edit there is another code version.
 CODE_FOLDERS: tuple[str, ...] = ("algebra", "attributes", "experiments", "heads")
-CODE_FILES: tuple[str, ...] = ("__init__.py", "results.py")
+#: Single files that make cached numbers too: the attribute runner's ``attribute_metrics`` and the demo's
+#: attribute-split scoring are the computations their cache entries hold (an edit there must miss).
+CODE_FILES: tuple[str, ...] = ("__init__.py", "results.py", "evaluation/attribute_runner.py", "evaluation/demo.py")
 
 _PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def code_paths() -> list[Path]:
+    """The source files :func:`code_version` digests: every module under :data:`CODE_FOLDERS`, then :data:`CODE_FILES`."""
+    paths = [p for folder in CODE_FOLDERS for p in sorted((_PACKAGE / folder).rglob("*.py"))]
+    return paths + [_PACKAGE / name for name in CODE_FILES]
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,9 +67,7 @@ def code_version() -> str:
     except metadata.PackageNotFoundError:  # a source checkout that was never installed
         version = "0"
     h = hashlib.sha256()
-    paths = [p for folder in CODE_FOLDERS for p in sorted((_PACKAGE / folder).rglob("*.py"))]
-    paths += [_PACKAGE / name for name in CODE_FILES]
-    for path in paths:
+    for path in code_paths():
         h.update(str(path.relative_to(_PACKAGE)).encode("utf-8") + b"\x00")
         h.update(path.read_bytes() + b"\x00")
     return f"{version}+{h.hexdigest()[:16]}"

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clip_cycles.algebra.bootstrap import bootstrap_image_means, image_bootstrap_ci
-from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, VERDICTS, paired_difference
+from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES, VERDICTS, paired_difference, verdict_of
 
 credits = st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=2, max_size=60)
 
@@ -115,3 +115,62 @@ def test_two_image_cycles_get_the_two_way_interval_and_one_image_items_the_clust
     assert (crossed.p_value < 0.05) == (crossed.ci_low > 0 or crossed.ci_high < 0)
     items = paired_difference(a, b, pairs[:, 0], n_resamples=300, seed=2)
     assert items.interval_method == "cluster bootstrap, percentile" and items.unit == "items" and items.n_resamples == 300
+
+
+def test_credits_of_any_numeric_type_one_cycle_and_the_recorded_fields() -> None:
+    # Booleans (correct / not) are credits too: they are read as floats, never subtracted as booleans.
+    ids = np.arange(40) % 20
+    a, b = np.arange(40) % 2 == 0, np.arange(40) % 4 == 0
+    out = paired_difference(a, b, ids, n_resamples=50)
+    assert out.diff == pytest.approx(0.5 - 0.25) and (out.mean_a, out.mean_b) == (0.5, 0.25)
+    pairs = np.column_stack([ids, (ids + 1) % 20])
+    assert paired_difference(a, b, pairs).diff == pytest.approx(0.25)
+    # One cycle is a comparison too (too few to call), the empty set is not.
+    one = paired_difference([1.0], [0.0], [["u", "v"]])
+    assert (one.n_cycles, one.n_images, one.diff, one.verdict) == (1, 2, 1.0, VERDICTS[3])
+    with pytest.raises(ValueError, match="non-empty"):
+        paired_difference([], [], np.empty((0, 2)))
+    # The two-way interval draws nothing: it records 0 resamples and seed 0 whatever was asked.
+    two_way = paired_difference(a, b, pairs, n_resamples=77, seed=5)
+    assert (two_way.n_resamples, two_way.seed, two_way.df > 0) == (0, 0, True)
+    items = paired_difference(a, b, ids, n_resamples=77, seed=5)
+    assert (items.n_resamples, items.seed, items.df) == (77, 5, 0.0)
+
+
+def test_the_bootstrap_se_with_one_or_two_draws() -> None:
+    ids = np.arange(40) % 20
+    a, b = (np.arange(40) % 3 == 0).astype(float), np.zeros(40)
+    assert paired_difference(a, b, ids, n_resamples=1).se == 0.0  # one draw: no spread, not nan
+    two = paired_difference(a, b, ids, n_resamples=2, seed=3)
+    draws = bootstrap_image_means(np.column_stack([a, b]), ids, n_resamples=2, seed=3)
+    assert two.se == pytest.approx(abs(draws[0, 0] - draws[1, 0]) / np.sqrt(2.0), abs=1e-15)
+
+
+def test_the_p_value_counts_draws_exactly_at_zero_on_both_sides() -> None:
+    # Three items, differences -1, 0, +1: many resamples land exactly on 0 (and p must count them on both sides).
+    a, b, ids = np.array([0.0, 1.0, 1.0]), np.array([1.0, 1.0, 0.0]), np.array([0, 1, 2])
+    out = paired_difference(a, b, ids, n_resamples=500, seed=4)
+    draws = bootstrap_image_means(np.column_stack([a, b]), ids, n_resamples=500, seed=4)
+    diff = draws[:, 0] - draws[:, 1]
+    below, above = int((diff <= 0).sum()), int((diff >= 0).sum())
+    assert (diff == 0).sum() > 50
+    assert out.p_value == pytest.approx(min(1.0, 2.0 * min(below, above) / 500), abs=1e-12)
+    # All draws above 0: p = 2 x 0; a difference that is exactly 0 with no spread: p = 1 (two-way), 0 when not 0.
+    assert paired_difference(np.ones(30), np.zeros(30), np.arange(30) % 20, n_resamples=100).p_value == 0.0
+    pairs = np.column_stack([np.arange(30) % 20, (np.arange(30) + 3) % 20])
+    assert paired_difference(np.ones(30), np.ones(30), pairs).p_value == 1.0
+    assert paired_difference(np.ones(30), np.zeros(30), pairs).p_value == 0.0
+
+
+def test_an_interval_touching_zero_is_within_noise_and_bad_levels_and_values_are_refused() -> None:
+    assert verdict_of(100, 50, 0.0, 0.3, MIN_CYCLES, MIN_IMAGES) == "within noise"
+    assert verdict_of(100, 50, -0.3, 0.0, MIN_CYCLES, MIN_IMAGES) == "within noise"
+    assert verdict_of(100, 50, 1e-12, 0.3, MIN_CYCLES, MIN_IMAGES) == "A above B"
+    assert verdict_of(100, 50, -0.3, -1e-12, MIN_CYCLES, MIN_IMAGES) == "B above A"
+    assert verdict_of(MIN_CYCLES, MIN_IMAGES, 0.1, 0.3, MIN_CYCLES, MIN_IMAGES) == "A above B"
+    assert verdict_of(MIN_CYCLES, MIN_IMAGES - 1, 0.1, 0.3, MIN_CYCLES, MIN_IMAGES) == "too few comparisons"
+    for level in (0.0, 1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=r"^level must lie strictly between 0 and 1, got "):
+            paired_difference([1.0, 0.0], [0.0, 0.0], [0, 1], level=level)
+    with pytest.raises(ValueError, match=r"^paired_difference: per-cycle values must be finite$"):
+        paired_difference([1.0, 0.0], [np.inf, 0.0], [0, 1])

@@ -146,6 +146,7 @@ def test_code_version_follows_the_experiment_sources(tmp_path: Path, monkeypatch
     for folder in result_cache.CODE_FOLDERS:
         shutil.copytree(result_cache._PACKAGE / folder, package / folder)
     for name in result_cache.CODE_FILES:
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(result_cache._PACKAGE / name, package / name)
     monkeypatch.setattr(result_cache, "_PACKAGE", package)
     result_cache.code_version.cache_clear()
