@@ -160,7 +160,7 @@ def test_each_shipped_task_file_holds_only_what_differs() -> None:
         repeated = sorted(k for k, v in own.items() if k != "include" and inherited.get(k) == v)
         assert repeated == [], f"{path} sets {repeated} to the value its template already gives"
         checked += 1
-    assert checked == 42  # every shipped single task file (the 5 collections list tasks; shapes twins have no file)
+    assert checked == 46  # every shipped single task file (the 5 collections list tasks; shapes twins have no file)
 
 
 # That every task file and template ships in the sdist and the wheel: tests/project/test_packaging.py.
