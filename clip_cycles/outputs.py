@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -910,6 +911,19 @@ def _kept_file(path: Path) -> bytes:
     if not stat.S_ISREG(info.st_mode) or info.st_size > _KEPT_MAX_BYTES:
         raise ValueError(f"{path}: not a kept file")
     return path.read_bytes()
+
+
+@functools.cache
+def drawing_code(source_file: str) -> str:
+    """What a drawing's bytes depend on besides its inputs: the drawing module's source (sha256) and
+    matplotlib's version; name it in :func:`drawn_files`'s ``kind``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        matplotlib_version = version("matplotlib")
+    except PackageNotFoundError:
+        matplotlib_version = ""
+    return hashlib.sha256(Path(source_file).read_bytes()).hexdigest() + " matplotlib " + matplotlib_version
 
 
 def _key_value(value: object) -> object:

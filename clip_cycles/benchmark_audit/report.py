@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +9,7 @@ from clip_cycles.algebra.multiplicity import RESOLUTION
 from clip_cycles.algebra.paired import MIN_CYCLES, MIN_IMAGES
 from clip_cycles.benchmark_audit.run import BenchmarkAudit
 from clip_cycles.encoding.backends import precomputed_backend_name
-from clip_cycles.outputs import drawn_files, write_file_set, write_output
+from clip_cycles.outputs import drawing_code, drawn_files, write_file_set, write_output
 from clip_cycles.results import json_bytes, shown_name, shown_weights
 
 
@@ -158,20 +156,8 @@ def figure_bytes(audit: BenchmarkAudit) -> bytes:
     series = {k: v for k, v in series.items() if any(x is not None for x in v)}
     title = f"{audit.benchmark}: model vs blind baselines"
     inputs = {"names": names, "series": list(series.items()), "title": title}
-    kind = f"benchmark audit figure {_figure_code()}"
+    kind = f"benchmark audit figure {drawing_code(__file__)}"
     return drawn_files(kind, inputs, lambda: {"figure.png": _draw_figure(names, series, title)})["figure.png"]
-
-
-@functools.lru_cache(maxsize=1)
-def _figure_code() -> str:
-    """What the figure's bytes depend on besides its numbers: this module's source and matplotlib's version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        matplotlib_version = version("matplotlib")
-    except PackageNotFoundError:
-        matplotlib_version = ""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest() + " matplotlib " + matplotlib_version
 
 
 def _draw_figure(names: list[str], series: dict[str, list[Any]], title: str) -> bytes:

@@ -28,7 +28,6 @@ Same JSONs give the same bytes (sorted keys, no timestamps, fixed SVG hash salt)
 from __future__ import annotations
 
 import functools
-import hashlib
 import io
 import json
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ import numpy as np
 
 from clip_cycles.experiments.item_sets import NOT_RECORDED, ItemSet, item_set_notes, item_set_of
 from clip_cycles.experiments.oe import METHODS
-from clip_cycles.outputs import drawn_files, write_output, write_text_output
+from clip_cycles.outputs import drawing_code, drawn_files, write_output, write_text_output
 from clip_cycles.registry import Registry
 from clip_cycles.regular_files import load_json_text
 from clip_cycles.results import RESULT_TASK, read_result, shown_name, shown_weights
@@ -302,18 +301,6 @@ def _save(fig: Any, out: Path, stem: str) -> list[Path]:
     return paths
 
 
-@functools.lru_cache(maxsize=1)
-def _figure_code() -> str:
-    """What the figures' bytes depend on besides their records: this module's source and matplotlib's version."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        matplotlib_version = version("matplotlib")
-    except PackageNotFoundError:
-        matplotlib_version = ""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest() + " matplotlib " + matplotlib_version
-
-
 def _kept_figures(draw: Callable[[dict[str, Any], Path], list[Path]]) -> Callable[[dict[str, Any], Path], list[Path]]:
     """A figure function ``(record, out) -> paths`` whose files are reused from the drawn-files cache
     (:func:`clip_cycles.outputs.drawn_files`) when the same record was drawn by the same code before."""
@@ -326,7 +313,7 @@ def _kept_figures(draw: Callable[[dict[str, Any], Path], list[Path]]) -> Callabl
             drawn.extend(draw(record, out))
             return {path.name: path.read_bytes() for path in drawn}
 
-        files = drawn_files(f"report {draw.__name__} {_figure_code()}", record, render)
+        files = drawn_files(f"report {draw.__name__} {drawing_code(__file__)}", record, render)
         if drawn:  # drawn just now, straight into ``out``
             return drawn
         return [write_output(out / name, data, what="figure") for name, data in files.items()]
