@@ -73,7 +73,11 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_record_identity.py",
         "tests/evaluation/test_page_equals.py",
     ),
-    "ceilings": ("tests/benchmark_audit/test_blind_floors.py", "tests/benchmark_audit/test_adapter_roles.py"),
+    "ceilings": (
+        "tests/benchmark_audit/test_blind_floors.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+        "tests/benchmark_audit/test_ceiling_views.py",
+    ),
     "multiplicity": ("tests/algebra/test_multiplicity.py",),
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
