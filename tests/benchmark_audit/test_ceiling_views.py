@@ -181,3 +181,17 @@ def test_caption_only_needs_every_caption_degree_zero() -> None:
     out = subset_ceilings(cs, {"shortest_caption_acc": 0.0, "longest_caption_acc": 0.0})
     assert out["caption_only_forced_ties"] == 2
     assert out["caption_only_ceiling"] == pytest.approx(1 - 2 / 6, abs=1e-15)
+
+
+def test_tolerance_edge_and_a_comparison_without_edges() -> None:
+    # A lone edge of weight exactly DEGREE_TOL (1e-12) is rounding dust: forced, as degree_matrices zeroes it.
+    builder = ComparisonSetBuilder("dust")
+    builder.add("c0", "c0", [ImageItem("a.png")], ["p"], [1e-12])
+    builder.add("c1", "c1", [ImageItem("a.png")], ["p"], [2e-12])
+    cs = builder.build()
+    assert forced_ties_by_edge(cs, np.zeros(2, dtype=np.int64)).tolist() == [True, False]
+    # No edge at all: nothing stays open, and no view id is read.
+    empty = ComparisonSetBuilder("edgeless")
+    empty.add("c0", "c0", [], [], [])
+    cs0 = empty.build()
+    assert forced_ties_by_edge(cs0, np.zeros(0, dtype=np.int64)).tolist() == [True]
