@@ -112,3 +112,39 @@ def test_image_bootstrap_refuses_bad_counts() -> None:
     assert bootstrap_image_means([1.0, 0.0], [0, 1], n_resamples=np.int64(1), seed=2).shape == (1, 1)
     (constant,) = image_bootstrap_ci([1.0, 1.0], [0, 1], n_resamples=5)
     assert constant["low"] == constant["high"] == 1.0
+
+
+def test_exact_pattern_path_bounds() -> None:
+    """The counts-per-pattern path is taken exactly where its sums stay exact: half-integers, no -0.0,
+    max |2 v| * n below 2**50, at most 256 distinct rows."""
+    patterns, inverse = bootstrap._exact_patterns(np.array([[1.0, 0.5], [0.0, 0.5], [1.0, 0.5], [-0.5, 0.0]]))
+    assert patterns.tolist() == [[-0.5, 0.0], [0.0, 0.5], [1.0, 0.5]]
+    assert inverse.dtype == np.int64 and inverse.shape == (4,) and inverse.tolist() == [2, 1, 2, 0]
+    assert bootstrap._exact_patterns(np.array([[0.25], [1.0]])) is None
+    assert bootstrap._exact_patterns(np.array([[-0.0], [1.0]])) is None
+    # 2 * 2**48 = 2**49 per value, times 2 cycles: 2**50, the first count refused; one cycle fewer passes.
+    assert bootstrap._exact_patterns(np.array([[2.0**48], [0.5]])) is None
+    assert bootstrap._exact_patterns(np.array([[2.0**48]])) is not None
+    assert bootstrap._exact_patterns(np.array([[2.0**47], [0.5]])) is not None
+    assert bootstrap._exact_patterns(np.array([[2.0**48, 0.0], [0.5, 0.0]])) is None
+    assert bootstrap._exact_patterns(np.array([[2.0**47, 0.0], [0.5, 0.0]])) is not None
+    rows = np.arange(256, dtype=np.float64)[:, None] / 2
+    assert bootstrap._exact_patterns(rows)[0].shape == (256, 1)
+    assert bootstrap._exact_patterns(np.vstack([rows, [[200.0]]])) is None
+
+
+def test_half_integer_groups_take_the_pattern_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    original = bootstrap._exact_patterns
+    monkeypatch.setattr(bootstrap, "_exact_patterns", lambda array: seen.append(original(array)) or seen[-1])
+    bootstrap.bootstrap_means([[0.0, 0.5, 1.0], [1.0, 1.0]], n_resamples=3, seed=0)
+    assert len(seen) == 2 and all(found is not None for found in seen)
+
+
+def test_levels_at_the_edges_are_refused_by_percentile_intervals() -> None:
+    means = np.array([[0.1], [0.2], [0.3]])
+    for level in (0.0, 1.0, 1.5):
+        with pytest.raises(ValueError, match=r"^level must lie strictly between 0 and 1, got "):
+            bootstrap.percentile_intervals(means, level, 3, 0)
+    (ci,) = bootstrap.percentile_intervals(means, 0.5, 3, 4)
+    assert ci["low"] == pytest.approx(0.15, abs=1e-15) and ci["high"] == pytest.approx(0.25, abs=1e-15)
