@@ -148,3 +148,27 @@ def test_levels_at_the_edges_are_refused_by_percentile_intervals() -> None:
             bootstrap.percentile_intervals(means, level, 3, 0)
     (ci,) = bootstrap.percentile_intervals(means, 0.5, 3, 4)
     assert ci["low"] == pytest.approx(0.15, abs=1e-15) and ci["high"] == pytest.approx(0.25, abs=1e-15)
+
+
+def test_a_resample_of_total_weight_one_is_kept() -> None:
+    # Cycles on (a, b) and (c, d): drawing a, b, c, c gives the first cycle weight 1, the second 0; kept.
+    values, images = [[1.0], [0.0]], [("a", "b"), ("c", "d")]
+    want = _plain_image_means(values, images, 150, 21)
+    rng = np.random.default_rng(21)
+    totals = []
+    for _ in range(150):
+        counts = np.bincount(rng.integers(0, 4, size=4), minlength=4)
+        totals.append(counts[0] * counts[1] + counts[2] * counts[3])
+    assert 1 in totals  # the case is drawn
+    np.testing.assert_allclose(bootstrap_image_means(values, np.array(images), 150, seed=21), want, rtol=0, atol=1e-12)
+
+
+def test_a_set_whose_resamples_never_keep_a_cycle_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FirstImageOnly:
+        def integers(self, low, high, size):
+            return np.zeros(size, dtype=np.int64)
+
+    monkeypatch.setattr(bootstrap.np.random, "default_rng", lambda seed: FirstImageOnly())
+    message = r"^image bootstrap: almost every resample kept no cycle; the cycles share too few images$"
+    with pytest.raises(ValueError, match=message):
+        bootstrap_image_means([[1.0], [0.0]], np.array([("a", "b"), ("a", "b")]), n_resamples=3)
