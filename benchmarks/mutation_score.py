@@ -77,6 +77,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_page_numbers.py",
         "tests/evaluation/test_record_identity.py",
         "tests/evaluation/test_page_equals.py",
+        "tests/evaluation/test_page_data_fields.py",
+        "tests/evaluation/test_page_data_records.py",
     ),
     "ceilings": (
         "tests/benchmark_audit/test_blind_floors.py",
