@@ -230,3 +230,71 @@ def test_family_info_and_samples_reference(tmp_path: Path) -> None:
     assert pd.samples_of(record, tmp_path / "r.json") == (str(tmp_path.resolve() / "s/x.jsonl"), sha)
     assert pd.samples_of({"samples": {"path": "x", "sha256": "no"}}, tmp_path / "r.json") is None
     assert pd.samples_of({}, tmp_path / "r.json") is None
+
+
+def test_a_recorded_family_replaces_an_unrecorded_one_never_the_reverse() -> None:
+    data = PageData()
+    pd.add_cycle_metrics(data, "f", "M", {"cycle_acc": 0.5}, "old.json")
+    assert data.families["f"].recorded is False
+    pd.add_cycle_metrics(data, "f", "N", {"cycle_acc": 0.5}, "new.json", facts=FACTS)
+    assert data.families["f"].order == 3
+    pd.add_cycle_metrics(data, "f", "O", {"cycle_acc": 0.5}, "older.json")
+    other = {**FACTS, "order": 7}
+    pd.add_cycle_metrics(data, "f", "P", {"cycle_acc": 0.5}, "newer.json", facts=other)
+    assert data.families["f"].order == 3  # the first recorded facts stay
+
+
+def test_flat_cycles_record_keeps_samples_weights_and_unavailable_cells(tmp_path: Path) -> None:
+    sha = "d" * 64
+    record = _cycles("fam", 0.5, weights_sha256=sha, samples={"path": "s.jsonl", "sha256": sha})
+    data = PageData()
+    add_record(data, tmp_path / "r.json", record)
+    (cell,) = data.cells.values()
+    assert cell.samples == (str(tmp_path.resolve() / "s.jsonl"), sha) and cell.weights_sha256 == sha
+    assert cell.model == "M (openai, weights dddddddddddd)"
+    unavailable = dict(_cycles("gone", 0.0), metrics={"available": False, "unavailable_reason": "no images"})
+    add_record(data, tmp_path / "u.json", unavailable)
+    cell = next(c for c in data.cells.values() if c.family == "gone")
+    assert (cell.model, cell.row, cell.cycle_acc, cell.unavailable_reason) == (
+        "M (openai)",
+        f"gone\x1f{ItemSet().ident}",
+        None,
+        "no images",
+    )
+    assert cell.source_file == str(tmp_path / "u.json")
+
+
+def test_an_unscored_family_keeps_the_records_split_and_source_without_items() -> None:
+    record = {
+        "experiment": "zero_shot",
+        "model": "M",
+        "pretrained": "openai",
+        "split": "val",
+        "source": {"kind": "coco"},
+        "source_line": "coco val2017",
+        "unavailable": {"x": "why"},
+    }
+    data = PageData()
+    add_record(data, Path("z.json"), record)
+    (cell,) = data.cells.values()
+    assert cell.item_set == ItemSet("val", None, {"kind": "coco"}, "coco val2017")
+    assert (cell.model, cell.source_file, cell.unavailable_reason) == ("M (openai)", "z.json", "why")
+
+
+def test_benchmark_cell_reads_the_flat_interval() -> None:
+    data = PageData()
+    metrics = {
+        "subsets": {},
+        "model_acc": 0.8,
+        "best_blind_acc": 0.5,
+        "cycle_acc": 0.7,
+        "cycle_acc_ci_low": 0.6,
+        "cycle_acc_ci_high": 0.8,
+    }
+    pd.add_benchmark_audit(data, "b", "M", metrics, "f.json")
+    (cell,) = data.cells.values()
+    assert (cell.ci["low"], cell.ci["high"], cell.ci_note) == (0.6, 0.8, "")
+    assert (cell.model, cell.row) == ("M", "audit/b\x1f" + ItemSet().ident)
+    assert data.benchmarks[-1].source_file == "f.json"
+    pd.add_benchmark_audit(data, "c", "M", {"subsets": {}, "cycle_acc": 0.7}, "g.json")
+    assert data.cells["audit/c\x1f" + ItemSet().ident, "M"].ci_note == "the record has no cycle_acc_ci"
