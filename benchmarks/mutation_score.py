@@ -41,7 +41,12 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/algebra/test_contrast.py",),
     # The pattern counts and the interval cache helpers are pinned against plain loops in test_warm_fast_paths.py.
-    "bootstrap": ("tests/algebra/test_bootstrap.py", "tests/evaluation/test_warm_fast_paths.py"),
+    # The image bootstrap, the exact-pattern bounds and the level edges are replayed by plain loops in test_image_bootstrap.py.
+    "bootstrap": (
+        "tests/algebra/test_bootstrap.py",
+        "tests/evaluation/test_warm_fast_paths.py",
+        "tests/algebra/test_image_bootstrap.py",
+    ),
     "winoground": ("tests/algebra/test_winoground.py",),
     # The interval levels are pinned against dense formulas, scipy's t and a replayed bootstrap there.
     "paired": ("tests/algebra/test_paired.py", "tests/algebra/test_interval_levels.py"),
@@ -72,8 +77,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_page_numbers.py",
         "tests/evaluation/test_record_identity.py",
         "tests/evaluation/test_page_equals.py",
+        "tests/evaluation/test_page_data_fields.py",
+        "tests/evaluation/test_page_data_records.py",
     ),
-    "ceilings": ("tests/benchmark_audit/test_blind_floors.py", "tests/benchmark_audit/test_adapter_roles.py"),
+    "ceilings": (
+        "tests/benchmark_audit/test_blind_floors.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+        "tests/benchmark_audit/test_ceiling_views.py",
+    ),
     "multiplicity": ("tests/algebra/test_multiplicity.py",),
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
