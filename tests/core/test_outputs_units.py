@@ -12,6 +12,7 @@ import re
 import socket
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from clip_cycles.outputs import (
     plan_outputs,
     remove_stale_temporaries,
     write_atomic_raw,
+    write_file_set,
     write_output,
     write_outputs,
     write_text_output,
@@ -140,10 +142,11 @@ def test_a_fifo_with_a_reader_gets_every_byte_in_order_and_stays_a_fifo(tmp_path
 
     def read_all() -> None:
         os.set_blocking(reader, True)
-        while True:
-            chunk = os.read(reader, 65536)
+        deadline = time.monotonic() + 5
+        while len(got) < len(data) and time.monotonic() < deadline:
+            chunk = os.read(reader, 65536)  # b"" until the writer opens (no writer yet): read again
             if not chunk:
-                return
+                time.sleep(0.001)
             got.extend(chunk)
 
     thread = threading.Thread(target=read_all)
@@ -646,3 +649,148 @@ def test_drawn_files_reuse_a_kept_entry_and_redraw_a_damaged_one(tmp_path: Path)
         assert len(draws) == 6
     drawn_files("k", {"x": 1}, draw)
     assert len(draws) == 7  # outside the block: drawn again
+
+
+# --- sets: exchange, recovery, write_file_set -------------------------------------------------------------------
+
+
+def test_exchange_paths_swaps_two_folders_by_inode(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "f").write_text("A")
+    ino_a, ino_b = a.stat().st_ino, b.stat().st_ino
+    assert outputs.exchange_paths(a, b) is True
+    assert a.stat().st_ino == ino_b and b.stat().st_ino == ino_a
+    assert (b / "f").read_text() == "A" and not (a / "f").exists()
+
+
+def test_exchange_paths_raises_a_missing_path_and_says_false_where_it_cannot(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    a.mkdir()
+    with pytest.raises(OSError) as caught:
+        outputs.exchange_paths(tmp_path / "missing", a)
+    assert caught.value.errno == errno.ENOENT and caught.value.filename == os.fspath(tmp_path / "missing")
+    (a / "sub").mkdir()
+    assert outputs.exchange_paths(a, a / "sub") is False  # EINVAL: a folder into itself
+    assert (a / "sub").is_dir()
+
+
+def test_recover_sets_puts_back_an_old_folder_and_removes_dead_leftovers(tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    old = tmp_path / f".site.old-{DEAD_PID}"
+    old.mkdir()
+    (old / "index.html").write_text("old")
+    building = tmp_path / f".site.building-{DEAD_PID + 1}"
+    building.mkdir()
+    own = tmp_path / f".site.building-{os.getpid()}"
+    own.write_text("file")
+    live = tmp_path / f".site.building-{os.getppid()}"
+    live.mkdir()
+    odd = tmp_path / ".site.building-x1"
+    odd.mkdir()
+    touched = outputs.recover_sets(target)
+    assert touched == [old, building, own]
+    assert (target / "index.html").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["site", live.name, odd.name])
+
+
+def test_recover_sets_removes_an_old_folder_when_the_target_is_there(tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    target.mkdir()
+    (target / "new").write_text("new")
+    old = tmp_path / f".site.old-{DEAD_PID}"
+    old.mkdir()
+    link = tmp_path / f".site.building-{DEAD_PID}"
+    link.symlink_to(target)
+    assert outputs.recover_sets(target) == [old, link]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+    assert (target / "new").read_text() == "new"
+    assert outputs.recover_sets(tmp_path / "missing" / "site") == []
+
+
+def test_recover_sets_finishes_a_set_written_inside_and_drops_one_without_manifest(tmp_path: Path) -> None:
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "a.txt").write_text("old a")
+    (target / "stay.txt").write_text("stay")
+    moving = target / f".out.moving-{DEAD_PID}"
+    (moving / "sub").mkdir(parents=True)
+    (moving / "a.txt").write_text("new a")
+    (moving / "sub" / "b.txt").write_text("new b")
+    manifest = target / f".out.manifest-{DEAD_PID}.json"
+    manifest.write_text('{"files": ["a.txt", "sub/b.txt"], "remove_others": false}')
+    orphan = target / f".out.building-{DEAD_PID + 1}"
+    orphan.mkdir()
+    (orphan / "a.txt").write_text("never")
+    touched = outputs.recover_sets(target)
+    assert sorted(touched) == sorted([orphan, manifest, moving])  # the moving folder went with the finished set
+    assert not moving.exists() and not manifest.exists()
+    assert (target / "a.txt").read_text() == "new a" and (target / "sub" / "b.txt").read_text() == "new b"
+    assert (target / "stay.txt").read_text() == "stay"
+    assert sorted(p.name for p in target.iterdir()) == ["a.txt", "stay.txt", "sub"]
+
+
+def test_write_file_set_swaps_in_a_new_folder_keeping_or_dropping_others(tmp_path: Path) -> None:
+    folder = tmp_path / "set"
+    written = write_file_set(folder, {"a.json": b"1", "d/b.md": b"2"})
+    assert written == folder
+    (folder / "other.txt").write_text("other")
+    os.link(folder / "a.json", tmp_path / "hard")
+    before = folder.stat().st_ino
+    write_file_set(folder, {"a.json": b"new"})
+    assert folder.stat().st_ino != before  # swapped, not written into
+    assert (folder / "a.json").read_bytes() == b"new" and (tmp_path / "hard").read_bytes() == b"1"
+    assert (folder / "d" / "b.md").read_bytes() == b"2" and (folder / "other.txt").read_text() == "other"
+    write_file_set(folder, {"only": b"x"}, keep_others=False)
+    assert sorted(p.name for p in folder.iterdir()) == ["only"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hard", "set"]
+
+
+def test_write_file_set_sentences(tmp_path: Path) -> None:
+    for name in ("/abs", "../up", "a/../../b", ""):
+        with pytest.raises(ValueError) as caught:
+            write_file_set(tmp_path / "s", {name: b"x"}, what="--out")
+        assert (
+            str(caught.value)
+            == f"--out {tmp_path / 's'}: file name {name!r} would land outside the folder; refusing to write any"
+        )
+    (tmp_path / "file").write_text("f")
+    with pytest.raises(OutputError) as caught:
+        write_file_set(tmp_path / "file", {"a": b"x"}, what="--out")
+    assert str(caught.value) == f"--out {tmp_path / 'file'} is an existing file, not a folder; choose a folder (new or existing)"
+    assert (tmp_path / "file").read_text() == "f"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_write_file_set_errors_keep_the_old_set(tmp_path: Path, monkeypatch) -> None:
+    folder = tmp_path / "set"
+    write_file_set(folder, {"a": b"old"})
+
+    def full(path, data, durable=True):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs, "_write_new_file", full)
+    with pytest.raises(OutputError) as caught:
+        write_file_set(folder, {"a": b"new"}, what="--out", hint="h")
+    assert str(caught.value) == f"no space left on the device while writing {folder}; h"
+    assert (folder / "a").read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+def test_a_folder_that_will_not_move_is_written_inside(tmp_path: Path, monkeypatch, caplog) -> None:
+    folder = tmp_path / "set"
+    write_file_set(folder, {"a": b"old", "gone": b"g"})
+    before = folder.stat().st_ino
+
+    def busy(staging, target):
+        raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(outputs, "replace_folder", busy)
+    with caplog.at_level("INFO", logger="clip_cycles.outputs"):
+        assert write_file_set(folder, {"a": b"new", "n/b": b"b"}, keep_others=False) == folder
+    assert folder.stat().st_ino == before
+    assert (folder / "a").read_bytes() == b"new" and (folder / "n" / "b").read_bytes() == b"b"
+    assert sorted(p.name for p in folder.iterdir()) == ["a", "n"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+    assert f"output {folder} cannot be swapped whole (nothing could be staged beside it: Device or resource busy)" in caplog.text
