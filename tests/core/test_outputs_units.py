@@ -794,3 +794,63 @@ def test_a_folder_that_will_not_move_is_written_inside(tmp_path: Path, monkeypat
     assert sorted(p.name for p in folder.iterdir()) == ["a", "n"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
     assert f"output {folder} cannot be swapped whole (nothing could be staged beside it: Device or resource busy)" in caplog.text
+
+
+def test_write_file_set_makes_parents_returns_the_absolute_target_and_follows_a_link(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert write_file_set("x/y/set", {"a": b"1"}) == tmp_path / "x" / "y" / "set"
+    assert (tmp_path / "x" / "y" / "set" / "a").read_bytes() == b"1"
+    (tmp_path / "link").symlink_to(tmp_path / "x" / "y" / "set")
+    assert write_file_set("link", {"b": b"2"}) == tmp_path / "x" / "y" / "set"
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "link" / "b").read_bytes() == b"2"
+    assert (tmp_path / "link" / "a").read_bytes() == b"1"
+
+
+def test_kept_files_are_linked_and_kept_links_stay_links(tmp_path: Path) -> None:
+    folder = tmp_path / "set"
+    write_file_set(folder, {"keep": b"k", "sub/f": b"f"})
+    (folder / "ln").symlink_to("keep")
+    inode = (folder / "keep").stat().st_ino
+    write_file_set(folder, {"new": b"n"})
+    assert (folder / "keep").stat().st_ino == inode  # linked into the new folder, not copied
+    assert (folder / "ln").is_symlink() and os.readlink(folder / "ln") == "keep"
+    assert (folder / "sub" / "f").read_bytes() == b"f" and (folder / "new").read_bytes() == b"n"
+
+
+@pytest.mark.parametrize(("code", "reason"), [(errno.EACCES, "permission denied"), (errno.EBUSY, "Device or resource busy")])
+def test_a_refused_staging_beside_writes_inside_with_the_reason(
+    code: int, reason: str, tmp_path: Path, monkeypatch, caplog
+) -> None:
+    folder = tmp_path / "set"
+    write_file_set(folder, {"a": b"old", "other": b"o"})
+    before = folder.stat().st_ino
+
+    def refuse(staging, target):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(outputs, "replace_folder", refuse)
+    with caplog.at_level("INFO", logger="clip_cycles.outputs"):
+        write_file_set(folder, {"a": b"new"}, what="--out")
+    assert folder.stat().st_ino == before
+    assert sorted(p.name for p in folder.iterdir()) == ["a", "other"]  # keep_others: the other file stays
+    assert (folder / "a").read_bytes() == b"new"
+    assert f"--out {folder} cannot be swapped whole (nothing could be staged beside it: {reason})" in caplog.text
+
+
+def test_a_new_folder_refused_with_ebusy_is_a_sentence(tmp_path: Path, monkeypatch) -> None:
+    def refuse(staging, target):
+        raise OSError(errno.EBUSY, "Device or resource busy")
+
+    monkeypatch.setattr(outputs, "replace_folder", refuse)
+    with pytest.raises(OutputError) as caught:
+        write_file_set(tmp_path / "new", {"a": b"x"}, what="--out", hint="h")
+    assert str(caught.value) == f"could not write --out {tmp_path / 'new'}: Device or resource busy; h"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_file_set_refuses_a_long_name_naming_what(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match=r"^--page .* has 256 bytes"):
+        write_file_set(tmp_path / "s", {"n" * 256: b"x"}, what="--page")
+    with pytest.raises(OutputError, match=r"^--page .* has 256 bytes"):
+        write_file_set(tmp_path / ("s" * 256), {"a": b"x"}, what="--page")
+    assert list(tmp_path.iterdir()) == []
