@@ -854,3 +854,70 @@ def test_write_file_set_refuses_a_long_name_naming_what(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match=r"^--page .* has 256 bytes"):
         write_file_set(tmp_path / ("s" * 256), {"a": b"x"}, what="--page")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_pid_one_is_alive_and_new_files_get_the_usual_mode(tmp_path: Path) -> None:
+    assert outputs._pid_alive(1) is True
+    umask = os.umask(0o022)
+    os.umask(umask)
+    write_atomic_raw(tmp_path / "f", b"x")
+    assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o666 & ~umask
+
+
+def test_exchange_errors_carry_the_system_s_words(tmp_path: Path) -> None:
+    with pytest.raises(OSError) as caught:
+        outputs.exchange_paths(tmp_path / "missing", tmp_path)
+    assert caught.value.strerror == os.strerror(errno.ENOENT)
+
+
+def test_write_output_names_itself_output_by_default(tmp_path: Path, monkeypatch) -> None:
+    def broken(src, dst):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(outputs.os, "replace", broken)
+    with pytest.raises(OutputError) as caught:
+        write_output(tmp_path / "r", b"x", hint="h")
+    assert str(caught.value) == f"could not write output {tmp_path / 'r'}: Input/output error; h"
+
+
+def test_a_stream_failing_after_the_renames_is_a_sentence_and_keeps_the_new_files(tmp_path: Path, monkeypatch) -> None:
+    real = os.write
+
+    def device_broken(fd: int, data) -> int:
+        if os.readlink(f"/proc/self/fd/{fd}") == "/dev/null":
+            raise OSError(errno.EIO, "Input/output error")
+        return real(fd, data)
+
+    monkeypatch.setattr(outputs.os, "write", device_broken)
+    with pytest.raises(OutputError) as caught:
+        write_outputs({"/dev/null": b"s", tmp_path / "r": b"new"}, what="--x", hint="h")
+    assert str(caught.value).startswith("could not write --x ")
+    assert str(caught.value).endswith(": Input/output error; h")
+    assert (tmp_path / "r").read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def test_a_staging_folder_inside_the_working_folder_replaces_every_file(tmp_path: Path, monkeypatch, caplog) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "old.txt").write_text("old")
+    monkeypatch.chdir(work)
+    staging = outputs.staging_folder(work)
+    assert staging.parent == work
+    (staging / "d" / "e").mkdir(parents=True)
+    (staging / "d" / "e" / "new.txt").write_text("new")
+    with caplog.at_level("INFO", logger="clip_cycles.outputs"):
+        outputs.replace_folder(staging, work)
+    assert sorted(p.relative_to(work).as_posix() for p in work.rglob("*")) == ["d", "d/e", "d/e/new.txt"]
+    assert f"output folder {work} cannot be swapped whole (it is the working folder or holds it)" in caplog.text
+
+
+def test_a_set_in_the_working_folder_says_why_and_nests_names(tmp_path: Path, monkeypatch, caplog) -> None:
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("INFO", logger="clip_cycles.outputs"):
+        write_file_set(".", {"a/b/c.txt": b"c"}, what="--out")
+    assert (tmp_path / "a" / "b" / "c.txt").read_bytes() == b"c"
+    assert f"--out {tmp_path} cannot be swapped whole (it is the working folder or holds it)" in caplog.text
+    write_file_set(tmp_path / "s", {"x/y/z": b"z"})
+    write_file_set(tmp_path / "s", {"p/q/r": b"r"})
+    assert (tmp_path / "s" / "p" / "q" / "r").read_bytes() == b"r" and (tmp_path / "s" / "x" / "y" / "z").read_bytes() == b"z"
