@@ -921,3 +921,31 @@ def test_a_set_in_the_working_folder_says_why_and_nests_names(tmp_path: Path, mo
     write_file_set(tmp_path / "s", {"x/y/z": b"z"})
     write_file_set(tmp_path / "s", {"p/q/r": b"r"})
     assert (tmp_path / "s" / "p" / "q" / "r").read_bytes() == b"r" and (tmp_path / "s" / "x" / "y" / "z").read_bytes() == b"z"
+
+
+def test_defaults_name_the_output_output(tmp_path: Path, monkeypatch) -> None:
+    def broken(src, dst):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(outputs.os, "replace", broken)
+    for write in (lambda: write_outputs({tmp_path / "r": b"x"}), lambda: write_text_output(tmp_path / "r", "x")):
+        with pytest.raises(OutputError) as caught:
+            write()
+        assert str(caught.value) == f"could not write output {tmp_path / 'r'}: Input/output error; {DEFAULT_HINT}"
+
+
+def test_a_set_under_a_file_is_a_sentence(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("f")
+    with pytest.raises(OutputError) as caught:
+        write_file_set(tmp_path / "file" / "set", {"a": b"x"}, what="--out", hint="h")
+    assert str(caught.value).startswith(f"could not write --out {tmp_path / 'file' / 'set'}: ")
+    assert str(caught.value).endswith("; h")
+    assert (tmp_path / "file").read_text() == "f"
+
+
+def test_a_linked_folder_in_a_set_stays_a_link(tmp_path: Path) -> None:
+    folder = tmp_path / "set"
+    write_file_set(folder, {"sub/f": b"f"})
+    (folder / "dl").symlink_to("sub")
+    write_file_set(folder, {"g": b"g"})
+    assert (folder / "dl").is_symlink() and os.readlink(folder / "dl") == "sub"
