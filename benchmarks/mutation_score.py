@@ -71,7 +71,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_result_cache.py::test_code_version_follows_the_experiment_sources",
     ),
     # Not test_output_policy.py: its fifo, device and kill tests take 5-12 s each, for most mutants of the writers.
-    "outputs": ("tests/core/test_output_guards.py", "tests/core/test_output_folders.py"),
+    # test_outputs_units.py: the streams, temporaries, sentences, plan and write_outputs' rollback, by hand.
+    "outputs": ("tests/core/test_output_guards.py", "tests/core/test_output_folders.py", "tests/core/test_outputs_units.py"),
     # Not test_page_from_records.py / test_item_identity.py / test_record_labels.py: they build pages from results.
     "page_data": (
         "tests/evaluation/test_page_numbers.py",
