@@ -377,6 +377,10 @@ def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = 
             renamed.append(path)
         renamed = []  # every rename done: nothing to put back
         for path, data, kind in streams:
+            current = path  # the error names the stream, not the last file renamed
+            written = [str(target) for _, target in staged]
+            if written:  # every file is in place by now: the hint must not say they were left as they were
+                hint = f"{', '.join(written)} hold the new content; {path} did not receive it all: write it again"
             _stream(path, data, kind, what)
     except OutputError:
         raise
