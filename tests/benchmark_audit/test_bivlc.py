@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from benchmark_formats import write_features
+from plugin_runs import clip_benchmark_features_run
 
 from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.run import audit_benchmark
@@ -118,19 +117,7 @@ def test_cycles_bivlc_through_clip_cycles_eval(scored, capsys) -> None:
 
 def test_cycles_bivlc_through_clip_benchmark(scored) -> None:
     tmp_path, expected = scored
-    common = ["--model_type", "features", "--model", str(tmp_path / "f.npz"), "--pretrained", "none"]
-    common += ["--dataset_root", str(tmp_path / "bivlc"), "--task", "auto", "--num_workers", "0"]
-    common += ["--output", str(tmp_path / "{dataset}_{task}.json")]
-    script = (
-        "import sys; from clip_cycles.commands.clip_benchmark import main; "
-        "main(['eval', '--dataset', 'cycles/bivlc', *sys.argv[1:]])"
-    )
-    env = {"CLIP_CYCLES_CACHE": str(tmp_path / "cache"), "TQDM_DISABLE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", script, *common], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = read_result(tmp_path / "cycles_bivlc_cycles.json")
+    record = clip_benchmark_features_run(tmp_path, "cycles/bivlc", tmp_path / "bivlc")
     assert (record["dataset"], record["task"]) == ("cycles/bivlc", "cycles")
     assert {k: record["metrics"][k] for k in expected} == expected
     assert json.dumps(record["metrics"]["n_cycles"]) == str(len(ROWS))

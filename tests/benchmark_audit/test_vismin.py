@@ -9,13 +9,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from benchmark_formats import write_features
+from plugin_runs import clip_benchmark_features_run
 
 from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.run import audit_benchmark
@@ -188,19 +187,7 @@ def test_cycles_vismin_through_clip_cycles_eval(scored, capsys) -> None:
 
 def test_cycles_vismin_through_clip_benchmark(scored) -> None:
     tmp_path, expected = scored
-    common = ["--model_type", "features", "--model", str(tmp_path / "f.npz"), "--pretrained", "none"]
-    common += ["--dataset_root", str(tmp_path / "vismin"), "--task", "auto", "--num_workers", "0"]
-    common += ["--output", str(tmp_path / "{dataset}_{task}.json")]
-    script = (
-        "import sys; from clip_cycles.commands.clip_benchmark import main; "
-        "main(['eval', '--dataset', 'cycles/vismin', *sys.argv[1:]])"
-    )
-    env = {"CLIP_CYCLES_CACHE": str(tmp_path / "cache"), "TQDM_DISABLE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", script, *common], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    record = read_result(tmp_path / "cycles_vismin_cycles.json")
+    record = clip_benchmark_features_run(tmp_path, "cycles/vismin", tmp_path / "vismin")
     assert (record["dataset"], record["task"]) == ("cycles/vismin", "cycles")
     assert {k: record["metrics"][k] for k in expected} == pytest.approx(expected, abs=1e-12)
     assert record["metrics"]["n_cycles"] == KEPT

@@ -1,0 +1,28 @@
+"""Run ``clip_benchmark eval --dataset cycles/<name>`` through the plugin in a fresh process, on precomputed features."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from clip_cycles.results import read_result
+
+
+def clip_benchmark_features_run(tmp_path: Path, dataset: str, root: Path) -> dict[str, Any]:
+    """The result record of ``clip_benchmark eval --dataset <dataset> --dataset_root <root>`` scored with the
+    features file ``tmp_path/f.npz`` (a fresh interpreter, its own cache and home under ``tmp_path``)."""
+    common = ["--model_type", "features", "--model", str(tmp_path / "f.npz"), "--pretrained", "none"]
+    common += ["--dataset_root", str(root), "--task", "auto", "--num_workers", "0"]
+    common += ["--output", str(tmp_path / "{dataset}_{task}.json")]
+    script = (
+        "import sys; from clip_cycles.commands.clip_benchmark import main; "
+        f"main(['eval', '--dataset', {dataset!r}, *sys.argv[1:]])"
+    )
+    env = {"CLIP_CYCLES_CACHE": str(tmp_path / "cache"), "TQDM_DISABLE": "1", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *common], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return read_result(tmp_path / f"{dataset.replace('/', '_')}_cycles.json")
