@@ -4,8 +4,8 @@
 format, ``-`` and ``_`` alike, any case); :func:`parse_benchmark_pairs` reads ``NAME=PATH`` items.
 :func:`combined_rows` gives one row per subset and one ``all`` row per benchmark: its size, the
 model, the best blind floor (with its 95 % item-bootstrap interval and the paired verdict), the exact
-ceilings, the exact cycles and their CycleAcc. :func:`write_combined` writes ``audit_all.json`` / ``.md`` / ``.csv``;
-:func:`write_all` writes them with every benchmark's own folder as one transaction (``audit-benchmark all``).
+ceilings, the exact cycles and their CycleAcc. :func:`write_all` writes ``audit_all.json`` / ``.md`` / ``.csv``
+with every benchmark's own folder as one transaction (``audit-benchmark all``).
 A benchmark with no subset to audit (every subset empty or dropped, no readable file) is one ``all`` row
 with count 0 and ``not audited: <reason>`` (:func:`unusable_benchmark_row`), never an abort of the others.
 """
@@ -189,24 +189,14 @@ def combined_csv(rows: Sequence[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def write_combined(audits: Sequence[BenchmarkAudit], out: str | Path, unusable: dict[str, str] | None = None) -> tuple[Path, str]:
-    """``audit_all.json`` (``{columns, rows, benchmarks}``, and ``unusable_benchmarks`` when ``unusable`` names any),
-    ``audit_all.md`` and ``audit_all.csv`` under ``out``.
-
-    ``unusable``: ``{benchmark: reason}`` of the benchmarks with nothing to audit (one row each). Returns the
-    JSON's path and the Markdown table, as :func:`~.report.write_outputs` does; the three files are one
-    transaction (:func:`clip_cycles.outputs.write_file_set`), like each audit's own set.
-    """
-    folder = Path(out)
-    files, table = combined_files(audits, folder, unusable)
-    write_file_set(folder, files, what="audit-benchmark all --out")
-    return folder / "audit_all.json", table
-
-
 def combined_files(
     audits: Sequence[BenchmarkAudit], folder: Path, unusable: dict[str, str] | None = None
 ) -> tuple[dict[str, bytes], str]:
-    """The files :func:`write_combined` writes under ``folder`` (name -> bytes) and the Markdown table."""
+    """``audit_all.json`` (``{columns, rows, benchmarks}``, and ``unusable_benchmarks`` when ``unusable`` names any),
+    ``audit_all.md`` and ``audit_all.csv`` for ``folder`` (name -> bytes), and the Markdown table.
+
+    ``unusable``: ``{benchmark: reason}`` of the benchmarks with nothing to audit (one row each).
+    """
     rows = combined_rows(audits, unusable)
     table = combined_markdown(rows)
     record: dict[str, Any] = {
@@ -231,7 +221,7 @@ def write_all(audits: Sequence[BenchmarkAudit], out: str | Path, unusable: dict[
     (:func:`clip_cycles.outputs.write_file_set`; written inside ``out`` file by file where it cannot be
     swapped): a kill or a full disk leaves the previous set whole (benchmark folders and table alike),
     never new benchmark folders beside an old table. Other files in ``out`` are kept. ``unusable``: as in
-    :func:`write_combined` (one row each, no folder). Returns the combined JSON's path and the combined
+    :func:`combined_files` (one row each, no folder). Returns the combined JSON's path and the combined
     Markdown table.
     """
     folder = Path(out)
