@@ -34,6 +34,7 @@ Small-sample rule, three parts, each checked by the simulation of ``benchmarks/i
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
@@ -46,63 +47,131 @@ CROSSED_METHOD = "two-way image-cluster robust, t (Bell-McCaffrey df)"
 CROSSED_UNIT = "images"
 #: A two-way sum at most this share of the one-way sum is taken as cancelled to 0 (the one-way sum is used).
 _CANCELLED = 1e-9
-#: Above these degrees of freedom the t distribution is taken as normal (the grid would be too coarse; they differ by < 1e-5).
+#: Above these degrees of freedom the t distribution is taken as normal (they differ by < 1e-5 there).
 NORMAL_DF = 100_000.0
-#: Points of the grid on which Student's t distribution is integrated (error well below 1e-8).
-_GRID = 200_001
+#: Relative accuracy of the incomplete beta's continued fraction, and its most terms (it needs far fewer).
+_EPSILON = 1e-15
+_MAX_TERMS = 10_000
 
 
-@lru_cache(maxsize=1)
-def _t_grid() -> tuple[np.ndarray, np.ndarray]:
-    """The grid of theta in [0, pi / 2] and its cosines: the same for every df (an evaluation asks for dozens)."""
-    theta = np.linspace(0.0, np.pi / 2.0, _GRID)
-    theta.flags.writeable = False
-    cosine = np.cos(theta)
-    cosine.flags.writeable = False
-    return theta, cosine
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta I_x(a, b) (modified Lentz; x < (a + 1) / (a + b + 2)).
 
-
-@lru_cache(maxsize=64)
-def _t_table(df: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(theta, F)``: P(|T| <= sqrt(df) tan theta) on a grid of theta in [0, pi / 2], for T ~ t(df).
-
-    With x = t^2 / (df + t^2) = sin^2 theta the two-sided t probability is the Beta(1/2, df/2)
-    integral, which becomes the integral of cos^(df - 1) over [0, theta], normalised: smooth and
-    on a finite range for every df > 0.
+    I_x(a, b) = x^a (1 - x)^b / (a B(a, b)) / (1 + d_1 / (1 + d_2 / (1 + ...))), with
+    d_{2m+1} = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)) and d_{2m} = m (b - m) x / ((a + 2m - 1)(a + 2m)).
     """
-    theta, cosine = _t_grid()
-    density = cosine ** (df - 1.0) if df != 1.0 else np.ones_like(theta)
-    density[-1] = 0.0 if df > 1.0 else density[-1]
-    steps = (density[1:] + density[:-1]) * (theta[1] - theta[0]) / 2.0
-    cumulative = np.concatenate([[0.0], np.cumsum(steps)])
-    return theta, cumulative / cumulative[-1]
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    value = d
+    for m in range(1, _MAX_TERMS):
+        for term in (
+            m * (b - m) * x / ((a + 2 * m - 1.0) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1.0)),
+        ):
+            d = 1.0 + term * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + term / c
+            c = c if abs(c) > tiny else tiny
+            value *= c * d
+        if abs(c * d - 1.0) < _EPSILON:
+            break
+    return value
+
+
+def _log_beta(a: float, b: float) -> float:
+    return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast only below its mean: use I_x(a, b) = 1 - I_{1-x}(b, a)
+        return 1.0 - incomplete_beta(b, a, 1.0 - x)
+    front = math.exp(a * math.log(x) + b * math.log1p(-x) - _log_beta(a, b)) / a
+    return front * _beta_fraction(a, b, x)
+
+
+def _angle_probability(angle: float, df: float, tail: bool) -> float:
+    """P(|T| <= sqrt(df) tan angle) (``tail`` False) or P(|T| >= sqrt(df) cot angle) (``tail`` True), T ~ t(df).
+
+    With x = sin^2 angle these are I_x(1/2, df/2) and I_x(df/2, 1/2); past x = 1/2 the complement is taken at
+    cos^2 angle, which keeps full precision where 1 - x would lose it.
+    """
+    a, b = (df / 2.0, 0.5) if tail else (0.5, df / 2.0)
+    sine = math.sin(angle)
+    if sine * sine <= 0.5:
+        return incomplete_beta(a, b, sine * sine)
+    cosine = math.cos(angle)
+    return 1.0 - incomplete_beta(b, a, cosine * cosine)
 
 
 def t_quantile(probability: float, df: float) -> float:
     """The ``probability`` quantile (0.5 < probability < 1) of Student's t with ``df`` > 0 degrees of freedom.
 
-    Above :data:`NORMAL_DF` degrees of freedom, the normal quantile.
+    Above :data:`NORMAL_DF` degrees of freedom, the normal quantile. Otherwise solved to full double
+    precision (:func:`_t_angle`), far into the tails and for df below 1 too.
     """
     if not 0.5 < float(probability) < 1.0 or not float(df) > 0.0:
         raise ValueError(f"t_quantile: need 0.5 < probability < 1 and df > 0, got {probability!r}, {df!r}")
     if float(df) > NORMAL_DF:
         return NormalDist().inv_cdf(float(probability))
-    theta, cumulative = _t_table(float(df))
-    angle = float(np.interp(2.0 * float(probability) - 1.0, cumulative, theta))
-    return float(np.sqrt(df) * np.tan(angle))
+    df = float(df)
+    tail = probability >= 0.75  # solve for the two-sided tail 2 (1 - p) there: no cancellation near p = 1
+    angle = _t_angle(2.0 * (1.0 - probability) if tail else 2.0 * probability - 1.0, df, tail)
+    return float(math.sqrt(df) * (math.cos(angle) / math.sin(angle) if tail else math.tan(angle)))
+
+
+@lru_cache(maxsize=256)
+def _t_angle(target: float, df: float, tail: bool) -> float:
+    """The angle in (0, pi/2) where :func:`_angle_probability` equals ``target`` (0 < target <= 1/2 or < 1).
+
+    Newton's method on log probability against log angle (a power law near 0, where the tails of small df
+    put the angle, is a straight line there), kept inside a shrinking bracket: a step that leaves it bisects.
+    The slope is 2 cos^(df-1) angle / B(1/2, df/2) (central) or 2 sin^(df-1) angle / B(df/2, 1/2) (tail).
+    """
+    log_scale = math.log(2.0) - _log_beta(0.5, df / 2.0)
+    z = NormalDist().inv_cdf(1.0 - target / 2.0 if tail else (1.0 + target) / 2.0)
+    start = math.atan2(math.sqrt(df), z) if tail else math.atan2(z, math.sqrt(df))
+    low, high, s = -700.0, math.log(math.pi / 2.0), math.log(max(start, 1e-300))
+    log_target = math.log(target)
+    for _ in range(400):
+        angle = math.exp(s)
+        value = _angle_probability(angle, df, tail)
+        if not value > 0.0:
+            low, s = s, (s + high) / 2.0
+            continue
+        error = math.log(value) - log_target
+        if error > 0.0:
+            high = s
+        elif error < 0.0:
+            low = s
+        else:
+            return angle
+        base = math.sin(angle) if tail else math.cos(angle)
+        slope = math.exp(log_scale + (df - 1.0) * math.log(base) + s) / value if base > 0.0 else 0.0
+        step = s - error / slope if slope > 0.0 else (low + high) / 2.0
+        if not low < step < high:
+            step = (low + high) / 2.0
+        if abs(step - s) <= 1e-15 * max(1.0, abs(s)) or high - low <= 1e-15 * max(1.0, abs(s)):
+            return math.exp(step)
+        s = step
+    return math.exp(s)
 
 
 def t_two_sided_p(statistic: float, df: float) -> float:
-    """P(|T| >= |statistic|) for T ~ t(df): the two-sided p-value of a t statistic."""
+    """P(|T| >= |statistic|) for T ~ t(df): the two-sided p-value of a t statistic, I_{df/(df+t^2)}(df/2, 1/2)."""
     if not float(df) > 0.0:
         raise ValueError(f"t_two_sided_p: df must be positive, got {df!r}")
     if not np.isfinite(statistic):
         return 0.0
     if float(df) > NORMAL_DF:
         return 2.0 * (1.0 - NormalDist().cdf(abs(float(statistic))))
-    theta, cumulative = _t_table(float(df))
-    angle = float(np.arctan(abs(float(statistic)) / np.sqrt(df)))
-    return float(min(1.0, max(0.0, 1.0 - np.interp(angle, theta, cumulative))))
+    df, square = float(df), float(statistic) ** 2
+    return float(min(1.0, max(0.0, incomplete_beta(df / 2.0, 0.5, df / (df + square)))))
 
 
 def incidence_codes(image_ids: Any, n_cycles: int) -> np.ndarray:
