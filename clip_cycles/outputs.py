@@ -342,7 +342,8 @@ def write_text_output(path: str | os.PathLike[str], text: str, *, what: str = "o
 def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = "output", hint: str = DEFAULT_HINT) -> None:
     """Write several files that may lie in different folders: all or none for every error.
 
-    Every regular (or missing) target's bytes are first written and synced to its temporary
+    A target that already holds exactly its new bytes (a regular file of one link: a rerun's result) is
+    left as it is. Every other regular (or missing) target's bytes are first written and synced to its temporary
     sibling; only when all are on disk are they renamed into place, in the order of ``files``
     (streams are written last). A full disk, a quota or a refused folder before the renames
     leaves every previous file as it was and no temporary behind; a rename that fails puts
@@ -363,6 +364,8 @@ def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = 
             kind = _special_kind(path)
             if kind is not None:
                 streams.append((path, data, kind))
+                continue
+            if _holds_already(path, data):  # a rerun's identical file: nothing to write, sync or rename
                 continue
             path.parent.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(path)
@@ -407,6 +410,34 @@ def write_outputs(files: Mapping[str | os.PathLike[str], bytes], *, what: str = 
                     os.unlink(link)
                 except OSError:
                     pass
+
+
+def _holds_already(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file of one link (not a symbolic link) that holds exactly ``data``.
+
+    Such a file is left alone by :func:`write_outputs`: rewriting it would give the same bytes at the cost
+    of a sync and a rename per file (most of a warm evaluation's writing). A file with other links is
+    rewritten as before (the rename gives this path its own file), and any error reading it means "no".
+    """
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1 or info.st_size != len(data):
+            return False
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    try:
+        held = bytearray()
+        while len(held) <= len(data):  # one byte past the expected size tells a file that grew since the stat
+            chunk = os.read(fd, max(len(data) + 1 - len(held), 1))
+            if not chunk:
+                break
+            held += chunk
+        return bytes(held) == data
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _keep_previous(path: Path) -> Path | None:
