@@ -90,7 +90,12 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
     "crossed": ("tests/algebra/test_interval_levels.py", "tests/algebra/test_paired.py", "tests/evaluation/test_board_calls.py"),
-    "audits": ("tests/algebra/test_audits.py", "tests/algebra/test_audit_reports.py", "tests/algebra/test_pass_clauses.py"),
+    "audits": (
+        "tests/algebra/test_audits.py",
+        "tests/algebra/test_audit_reports.py",
+        "tests/algebra/test_pass_clauses.py",
+        "tests/algebra/test_audits_mutants.py",
+    ),
     # Not tests/evaluation/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": (
         "tests/evaluation/test_zero_shot_mutants.py",
