@@ -153,6 +153,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_item_identity.py's eval tests (they build the shapes world and run eval): its digest and
     # scored-cycles tests by node id, and the page/report tests that read item sets from hand-made records.
     "item_sets": (
+        "tests/experiments/test_item_sets_mutants.py",
         "tests/evaluation/test_item_identity.py::test_the_digest_is_the_documented_sha256",
         "tests/evaluation/test_item_identity.py::test_the_digest_is_stable_and_ignores_what_was_not_scored",
         "tests/evaluation/test_item_identity.py::test_the_digest_changes_with_any_one_input",
