@@ -165,6 +165,18 @@ def test_an_unreadable_image_enters_by_its_key(tmp_path: Path) -> None:
     assert item_sets._hash_or_key(ImageItem("e.jpg", path=tmp_path / "empty.jpg")) == "key:e.jpg"
 
 
+def test_the_digest_takes_seeds_in_ascending_order_whatever_their_items() -> None:
+    first, second = ("c9", "1" * 64, "2" * 64, "p", "q"), ("c0", "3" * 64, "4" * 64, "r", "s")
+    payload = {
+        "split": "test",
+        "source": {},
+        "build": dict.fromkeys(item_sets.ITEM_SET_BUILD_FIELDS),
+        "seeds": [[0, [list(first)]], [1, [list(second)]]],
+    }
+    # Seed 1's items sort before seed 0's: only the seed decides the order.
+    assert item_sets.item_set_digest("test", {}, {}, [(1, [second]), (0, [first])]) == _sha(payload)
+
+
 # --------------------------------------------------------------------------- combined identity
 
 
@@ -274,12 +286,12 @@ def _notes(*sets: ItemSet) -> list[str]:
 
 
 def test_notes_name_the_worlds_parameters_that_differ() -> None:
-    a = ItemSet("test", SHA_A, {"kind": "shapes", "world": {"n_images": 1000, "seed": 0}}, "WA")
+    a = ItemSet("test", SHA_A, {"kind": "shapes", "world": {"n_images": 1000, "seed": 0, "val_fraction": 0.5}}, "WA")
     b = ItemSet("test", SHA_B, {"kind": "shapes", "world": {"n_images": 400, "seed": 0, "image_size": 64}}, "WB")
     assert _notes(a) == [] and _notes(a, a) == []
     assert _notes(a, b) == [
         "fam: fam.aaaaaaaaaaaa and fam.012345678901 are different item sets, shown apart "
-        "(two worlds: 'WA' and 'WB' differ in image_size (? vs 64), n_images (1000 vs 400))"
+        "(two worlds: 'WA' and 'WB' differ in image_size (? vs 64), n_images (1000 vs 400), val_fraction (0.5 vs ?))"
     ]
 
 
@@ -297,6 +309,8 @@ def test_notes_name_two_sources_two_splits_or_other_items() -> None:
         f"{head} (two sources: 'A' and 'A' (the structure of a source is not recorded in results written before it was);"
         " split test vs not recorded)"
     ]
+    no_split = ItemSet(None, SHA_A, {"kind": "coco", "annotations": {"x": "1"}}, "A")
+    assert _notes(no_split, same_source) == [f"{head} (split not recorded vs test)"]
     old_a, old_b = ItemSet("test", SHA_A, None, "L"), ItemSet("test", SHA_B, None, None)
     assert _notes(old_a, ItemSet("test", SHA_B, None, "L")) == [
         f"{head} (same source and split, different items (the build's thresholds or builder differ))"
