@@ -196,6 +196,9 @@ def test_combined_identity_of_none_one_and_several_families() -> None:
     c = {"split": "validation", "items_sha256": None, "source": {"kind": "coco"}, "source_line": "W"}
     three = combined_identity({"h": c, "g": b, "f": a})
     assert three == {"split": "test, validation", "items_sha256": None, "source": None, "source_line": "3 families of V; W"}
+    # Families that name no split give a combined identity without one (None, not the word "None").
+    unnamed = combined_identity({"f": {**a, "split": None}, "g": {**b, "split": None}})
+    assert unnamed is not None and unnamed["split"] is None
 
 
 # --------------------------------------------------------------------------- family facts
