@@ -90,7 +90,12 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_interval_coverage.py / test_interval_calibration.py: thousands of worlds (minutes a mutant).
     "coverage": ("tests/algebra/test_coverage_worlds.py",),
     "crossed": ("tests/algebra/test_interval_levels.py", "tests/algebra/test_paired.py", "tests/evaluation/test_board_calls.py"),
-    "audits": ("tests/algebra/test_audits.py", "tests/algebra/test_audit_reports.py", "tests/algebra/test_pass_clauses.py"),
+    "audits": (
+        "tests/algebra/test_audits.py",
+        "tests/algebra/test_audit_reports.py",
+        "tests/algebra/test_pass_clauses.py",
+        "tests/algebra/test_audits_mutants.py",
+    ),
     # Not tests/evaluation/test_evaluate.py: it builds the shapes world and encodes it with the tiny model (minutes per mutant).
     "zero_shot": (
         "tests/evaluation/test_zero_shot_mutants.py",
@@ -145,6 +150,20 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_benchmark_audit.py: it runs the features backend through audit_benchmark (over 10 s of CPU per
     # mutant, hours on shared cores); the mutants file audits hand-built designs directly, number by number.
     "audit": ("tests/benchmark_audit/test_benchmark_audit_mutants.py",),
+    # Not test_item_identity.py's eval tests (they build the shapes world and run eval): its digest and
+    # scored-cycles tests by node id, and the page/report tests that read item sets from hand-made records.
+    "item_sets": (
+        "tests/experiments/test_item_sets_mutants.py",
+        "tests/evaluation/test_item_identity.py::test_the_digest_is_the_documented_sha256",
+        "tests/evaluation/test_item_identity.py::test_the_digest_is_stable_and_ignores_what_was_not_scored",
+        "tests/evaluation/test_item_identity.py::test_the_digest_changes_with_any_one_input",
+        "tests/evaluation/test_item_identity.py::test_scored_cycles_hash_the_bytes_and_skip_cycles_of_images_not_encoded",
+        "tests/evaluation/test_page_equals.py",
+        "tests/evaluation/test_page_data_records.py",
+        "tests/evaluation/test_page_data_fields.py",
+        "tests/experiments/test_report_equals.py",
+        "tests/evaluation/test_page.py",
+    ),
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
         "tests/tasks/test_key_fields.py",

@@ -471,3 +471,64 @@ def test_a_cache_record_is_named_by_its_sorted_settings_and_read_back(tmp_path: 
     assert zero_shot._cached_record(tmp_path, settings) == (path, None)
     monkeypatch.setattr(zero_shot, "MAX_CACHE_RECORD_BYTES", 4096)
     assert zero_shot._cached_record(tmp_path, settings) == (path, {"pad": "x" * 64})
+
+
+# --- this round's survivors (issue 56): the samples' binding, the upper clip, a non-finite cached report, its bytes
+
+
+def test_every_sample_carries_the_binding_of_its_result() -> None:
+    samples: list[dict[str, Any]] = []
+    bind = {"items_sha256": "a" * 64, "weights_sha256": "b" * 64}
+    score_task(data(task()), encoded(), samples=samples, bind=bind)
+    assert len(samples) == len(SEED0) + len(SEED1)
+    assert {(s["items_sha256"], s["weights_sha256"]) for s in samples} == {("a" * 64, "b" * 64)}
+
+
+def test_task_intervals_clip_each_end_into_zero_one_and_keep_an_inner_end() -> None:
+    # 40 cycles on 80 distinct images, mostly wrong: every upper end lies inside [0, 1].
+    rng = np.random.default_rng(7)
+    values = (rng.random((40, 4)) < np.array([0.1, 0.3, 0.5, 0.0])).astype(np.float64)
+    pairs = np.arange(80).reshape(40, 2)
+    (seed,), pooled = zero_shot.task_intervals([values], [pairs])
+    raw_seed, raw_pooled = crossed_group_intervals([values], [pairs], 0.95)
+    for got, raw in zip([*seed, *pooled], [*raw_seed[0], *raw_pooled]):
+        assert got == {**raw, "low": min(max(raw["low"], 0.0), 1.0), "high": min(max(raw["high"], 0.0), 1.0)}
+    highs = [ci["high"] for ci in pooled]
+    assert all(0.0 <= h < 1.0 for h in highs)  # an inner upper end is kept, not pushed to 1
+    assert pooled[3]["low"] == pooled[3]["high"] == 0.0  # group_acc all 0: nothing to clip, a zero-width interval at 0
+
+
+def test_a_cached_report_with_a_non_finite_value_is_served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``json.dumps`` writes NaN into the record; reading it back must accept it, or every warm run refits."""
+    seen: list[int] = []
+
+    def fake(*args: Any, **kw: Any) -> Any:
+        seen.append(1)
+        return types.SimpleNamespace(to_dict=lambda: {"passed": True, "auroc": float("nan")})
+
+    monkeypatch.setattr(zero_shot, "additive_audit", fake)
+    monkeypatch.setattr(zero_shot, "validate", lambda model, report: (report, None))
+    phi, psi = PHI.astype(np.float64), PSI.astype(np.float64)
+    spec = task(metric_names=("additive_audit",))
+    first = zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path)
+    (path,) = (tmp_path / "audits").glob("*.json")
+    assert "NaN" in path.read_text()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path)
+    assert len(seen) == 1 and math.isnan(again["auroc"]) and again["passed"] is first["passed"] is True
+
+
+def test_a_cached_audit_record_is_written_with_sorted_keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The record's bytes do not depend on the order the report's fields were produced in."""
+    monkeypatch.setattr(
+        zero_shot, "additive_audit", lambda *a, **k: types.SimpleNamespace(to_dict=lambda: {"z": 1, "passed": True, "a": 2})
+    )
+    monkeypatch.setattr(zero_shot, "validate", lambda model, report: (report, None))
+    phi, psi = PHI.astype(np.float64), PSI.astype(np.float64)
+    spec = task(metric_names=("additive_audit",))
+    zero_shot._audit(spec, 0, data(spec), encoded(), phi, psi, tmp_path)
+    (path,) = (tmp_path / "audits").glob("*.json")
+    stored = json.loads(path.read_text())
+    assert list(stored) == ["checksum", "report", "settings"] and list(stored["report"]) == ["a", "fit_split", "passed", "z"]
+    assert path.read_text() == json.dumps(stored, sort_keys=True)
