@@ -90,6 +90,22 @@ def test_t_two_sided_p_holds_full_precision_for_small_p(statistic: float, df: fl
     assert t_two_sided_p(statistic, df) == pytest.approx(2.0 * stats.t.sf(statistic, df), rel=1e-9, abs=1e-300)
 
 
+def test_incomplete_beta_at_its_ends_and_the_t_at_exactly_normal_df() -> None:
+    from scipy import special
+
+    from clip_cycles.algebra.crossed import NORMAL_DF, incomplete_beta
+
+    for a, b in ((0.5, 3.0), (2.0, 0.5), (40.0, 7.5)):
+        assert incomplete_beta(a, b, 0.0) == 0.0 and incomplete_beta(a, b, 1.0) == 1.0
+        for x in (1e-12, 0.2, 0.5, 0.93, 1.0 - 1e-12):
+            assert incomplete_beta(a, b, x) == pytest.approx(special.betainc(a, b, x), rel=1e-10, abs=1e-300)
+    # At NORMAL_DF itself the t distribution is still used (only above it the normal stands in).
+    assert t_quantile(0.975, NORMAL_DF) == pytest.approx(stats.t.ppf(0.975, NORMAL_DF), rel=1e-10)
+    assert t_quantile(0.975, NORMAL_DF) != pytest.approx(stats.norm.ppf(0.975), rel=1e-7)
+    assert t_two_sided_p(3.0, NORMAL_DF) == pytest.approx(2.0 * stats.t.sf(3.0, NORMAL_DF), rel=1e-9)
+    assert t_two_sided_p(3.0, NORMAL_DF) != pytest.approx(2.0 * stats.norm.sf(3.0), rel=1e-6)
+
+
 def _replayed_item_bootstrap(a: np.ndarray, b: np.ndarray, items: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """The documented draw order, one resample at a time: items drawn with replacement, each weighing its count."""
     labels = sorted(set(items.tolist()))
