@@ -81,6 +81,16 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_page_data_fields.py",
         "tests/evaluation/test_page_data_records.py",
     ),
+    # The page's numbers and views by hand (acc cells, overall, comparison, board calls, intervals); not
+    # test_page_from_records.py / test_page_browser.py (whole sites, Chromium: seconds to minutes a mutant).
+    "page": (
+        "tests/evaluation/test_page_numbers.py",
+        "tests/evaluation/test_page.py",
+        "tests/evaluation/test_page_intervals.py",
+        "tests/evaluation/test_page_equals.py",
+        "tests/evaluation/test_board_calls.py",
+        "tests/evaluation/test_compare_rules.py",
+    ),
     "ceilings": (
         "tests/benchmark_audit/test_blind_floors.py",
         "tests/benchmark_audit/test_adapter_roles.py",
