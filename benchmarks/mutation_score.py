@@ -392,6 +392,7 @@ MODULE_ALIASES: dict[str, str] = {
     "sources": "data/sources/registry",
     "audit": "benchmark_audit/audit",
     "compare": "evaluation/compare",  # not commands/compare.py (the CLI)
+    "page": "evaluation/page",  # not commands/page.py (the CLI)
     "samples": "evaluation/samples",  # not schemas/samples.py (the declared line)
 }
 
