@@ -152,7 +152,7 @@ def scored_cycles(rows: CycleRows, encoded: EncodedFeatures) -> list[CycleItem]:
     ids = rows.cycle_ids.to_pylist()
     encoded_image = np.array([h is not None for h in hashes], dtype=bool)
     # Whole columns at once, then one tuple per kept row (a row-by-row numpy walk was most of this digest's time).
-    kept = np.flatnonzero(encoded_image[rows.image_index].all(axis=1)) if len(hashes) else np.zeros(0, dtype=np.int64)
+    kept = np.flatnonzero(encoded_image[rows.image_index].all(axis=1))
     images, captions = rows.image_index[kept].tolist(), rows.caption_index[kept].tolist()
     texts = rows.captions
     return [
