@@ -54,6 +54,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "samples": (
         "tests/evaluation/test_samples_credit.py",
         "tests/evaluation/test_samples_reader.py",
+        "tests/evaluation/test_samples_result_files.py",
         "tests/evaluation/test_zero_shot_scoring.py",
     ),
     "compare": ("tests/evaluation/test_compare_rules.py",),
