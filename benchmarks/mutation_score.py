@@ -144,7 +144,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "training": ("tests/heads/test_training_loop.py", "tests/heads/test_training_mutants.py"),
     # Not test_benchmark_audit.py: it runs the features backend through audit_benchmark (over 10 s of CPU per
     # mutant, hours on shared cores); the mutants file audits hand-built designs directly, number by number.
-    "audit": ("tests/benchmark_audit/test_benchmark_audit_mutants.py",),
+    # test_blind_floors / test_blind_vs_model / test_adapter_roles: the floors, their intervals, the word-frequency
+    # rule and the Holm-adjusted blind-vs-model call on hand-built subsets (a second a file).
+    "audit": (
+        "tests/benchmark_audit/test_benchmark_audit_mutants.py",
+        "tests/benchmark_audit/test_blind_floors.py",
+        "tests/benchmark_audit/test_blind_vs_model.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+    ),
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
         "tests/tasks/test_key_fields.py",
@@ -208,10 +215,17 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "coverage_report",
         "leakage_folds",
     ),
-    # The benchmark audit's numbers (design, witness, blind and model scores, cycles, per tag, summary); not
+    # The benchmark audit's numbers (design, witness, blind and model scores, the word-frequency floor, the floors'
+    # intervals, blind vs model and its Holm adjustment, cycles, per tag, summary, pooled ceilings); not
     # probe_values, whose every mutant refits scikit-learn's probes (the replay test pins its values), nor the
     # settings' argument checks.
     "audit": (
+        "blind_vs_model",
+        "adjust_blind_vs_model",
+        "word_frequency_scores",
+        "accuracy_intervals",
+        "_mean",
+        "pooled_ceilings",
         "additive_values",
         "global_degrees",
         "degree_witness",
