@@ -252,3 +252,11 @@ def test_register_adapter_keeps_name_reader_texts_and_refuses_a_taken_name() -> 
         assert (cs.name, cs.unusable, cs.n_comparisons) == ("from ", "unreadable: boom", 0)
     finally:
         adapters.ADAPTERS.unregister("c_mutants_fmt")
+
+
+def test_a_parquet_table_that_is_a_folder_is_refused_as_a_benchmark_file(tmp_path: Path) -> None:
+    (tmp_path / "data" / "test.parquet").mkdir(parents=True)
+    with pytest.raises(ValueError) as error:
+        load_benchmark("winoground", tmp_path)
+    table = tmp_path / "data" / "test.parquet"
+    assert str(error.value) == f"benchmark file {table} is a directory, not a regular file; only regular files are read"
