@@ -260,3 +260,45 @@ def test_a_parquet_table_that_is_a_folder_is_refused_as_a_benchmark_file(tmp_pat
         load_benchmark("winoground", tmp_path)
     table = tmp_path / "data" / "test.parquet"
     assert str(error.value) == f"benchmark file {table} is a directory, not a regular file; only regular files are read"
+
+
+def test_hard_negative_subset_kind_ids_reader_counts_and_equal_negatives() -> None:
+    from clip_cycles.data.sources.images import ImageItem
+
+    u, v = ImageItem("u.png"), ImageItem("v.png")
+    items = [
+        (("c0", "item"), u, "a dog", "a cat", ("t",)),
+        (("c1", "item"), u, "a dog", "A  DOG", ()),  # one caption vertex: dropped and counted
+        ("c2", v, "a red cup", "a cup red", ()),
+    ]
+    cs = adapters.hard_negative_subset("s", Path("s.json"), items, skipped={"no_image": 3})
+    assert (cs.name, cs.kind) == ("s", "hard_negative")
+    assert cs.skipped == {"no_image": 3, "negative_equal_to_caption": 1}
+    assert comparisons(cs) == {
+        "c0": ("item", ("t",), [("u.png", "a cat", -1.0), ("u.png", "a dog", 1.0)]),
+        "c2": ("c2", (), [("v.png", "a cup red", -1.0), ("v.png", "a red cup", 1.0)]),
+    }
+    assert adapters.hard_negative_subset("o", Path("o.json"), items[2:], kind="caption_order").kind == "caption_order"
+
+
+def test_json_files_empty_invalid_and_non_finite(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text("  \n")
+    with pytest.raises(ValueError) as error:
+        adapters.read_json(path)
+    assert str(error.value) == f"{path}: empty file (no JSON value)"
+    path.write_text("{oops")
+    with pytest.raises(ValueError, match=rf"^{path}: not valid JSON: "):
+        adapters.read_json(path)
+    path.write_text('{"a": NaN, "b": [Infinity]}')  # published files carry NaN; a reader checks its own fields
+    found = adapters.read_json(path)
+    assert found["a"] != found["a"] and found["b"] == [float("inf")]
+    path.write_text('{"a": ' + "9" * 5000 + "}")
+    with pytest.raises(ValueError, match=rf"^{path} holds an integer of 5000 digits"):
+        adapters.read_json(path)  # the bounded parser names the file
+    lines = tmp_path / "x.jsonl"
+    lines.write_text('{"a": 1}\n{"a": ' + "9" * 5000 + "}\n")
+    with pytest.raises(ValueError, match=rf"^{lines}: line 2 holds an integer of 5000 digits"):
+        adapters.read_records(lines)
+    lines.write_text('{"a": NaN}\n')
+    assert adapters.read_records(lines)[0]["a"] != 0.0
