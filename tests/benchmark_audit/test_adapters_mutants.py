@@ -195,6 +195,11 @@ def test_winoground_tags_in_field_order_secondary_split_and_empty_fields_left_ou
     first = ("tag=Relation, Object", "secondary_tag=Symbolic", "secondary_tag=Pragmatics", "num_main_preds=1")
     assert cs.tags == [first] * 4 + [("collapsed_tag=Object",)] * 4
     assert cs.cycle_tags == [first, ("collapsed_tag=Object",)]
+    assert (cs.name, cs.kind, cs.comparison_ids[:4]) == (
+        "winoground",
+        "winoground",
+        ["5/text0", "5/text1", "5/image0", "5/image1"],
+    )
     assert image_of(cs, "p.png").path == tmp_path / "images" / "p.png"
 
 
