@@ -307,3 +307,102 @@ def test_json_files_empty_invalid_and_non_finite(tmp_path: Path) -> None:
         adapters.read_records(lines)
     lines.write_text('{"a": NaN}\n')
     assert adapters.read_records(lines)[0]["a"] != 0.0
+
+
+# --------------------------------------------------------------------------- shared readers
+
+
+def test_load_benchmark_roots_subsets_and_their_sentences(tmp_path: Path, monkeypatch) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(FileNotFoundError) as error:
+        load_benchmark("aro", missing)
+    assert str(error.value) == f"aro root {missing} does not exist; it must hold {adapters.get_adapter('aro').expects}"
+    (tmp_path / "visual_genome_relation.json").write_text(json.dumps([_vg("1.jpg", "a b", "b a")]))
+    (tmp_path / "coco_order.json").write_text(json.dumps([{"image": "x.jpg", "caption_options": ["a b", "b a"]}]))
+    assert [s.name for s in load_benchmark("aro", tmp_path)] == ["vg_relation", "coco_order"]
+    assert [s.name for s in load_benchmark("aro", tmp_path, ["coco_order"])] == ["coco_order"]
+    assert [s.name for s in load_benchmark("aro", tmp_path, [])] == ["vg_relation", "coco_order"]
+    with pytest.raises(ValueError) as error:
+        load_benchmark("aro", tmp_path, ["coco_order", "vg_nope", "x"])
+    assert str(error.value) == f"aro root {tmp_path} has no subset ['vg_nope', 'x']; it has ['vg_relation', 'coco_order']"
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert [s.name for s in load_benchmark("aro", "~", ["vg_relation"])] == ["vg_relation"]
+    with pytest.raises(ValueError, match="benchmark format 'c_unknown'"):
+        adapters.get_adapter("c_unknown")
+
+
+def test_read_text_strips_a_byte_order_mark_and_names_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps([{"a": "\u00e9"}]).encode())
+    assert adapters.read_text(path) == '[{"a": "\\u00e9"}]' and adapters.read_records(path) == [{"a": "\u00e9"}]
+    path.write_bytes(b'[{"a": "\xff"}]')
+    with pytest.raises(ValueError) as error:
+        adapters.read_text(path)
+    assert str(error.value).startswith(f"benchmark file {path} is not UTF-8 text: 'utf-8' codec can't decode byte 0xff")
+
+
+def test_records_of_an_object_of_records_and_a_wrong_top_level(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"7": {"caption": "c"}, "8": [1], "9": "text"}))
+    assert adapters.read_records(path) == [{"_id": "7", "caption": "c"}, {"_id": "8", "_bad": [1]}, {"_id": "9", "_bad": "text"}]
+    path.write_text(json.dumps([{"a": 1}, {"b": 2}]))
+    assert adapters.read_records(path) == [{"a": 1}, {"b": 2}]
+    path.write_text("3")
+    with pytest.raises(ValueError) as error:
+        adapters.read_records(path)
+    assert str(error.value) == f"{path}: expected a list of records or an object of records, got int"
+
+
+def test_image_files_without_a_suffix_try_png_jpg_jpeg_in_that_order(tmp_path: Path) -> None:
+    _png(tmp_path / "both.jpg")
+    _png(tmp_path / "both.jpeg")
+    _png(tmp_path / "j.jpeg")
+    _png(tmp_path / "p.png")
+    _png(tmp_path / "p.jpg")
+    _png(tmp_path / "plain")  # a file without a suffix that exists is itself
+    assert adapters.image_item(tmp_path, "both").path == tmp_path / "both.jpg"
+    assert adapters.image_item(tmp_path, "j").path == tmp_path / "j.jpeg"
+    assert adapters.image_item(tmp_path, "p").path == tmp_path / "p.png"
+    assert adapters.image_item(tmp_path, "plain").path == tmp_path / "plain"
+    assert adapters.image_item(tmp_path, "gone").path == tmp_path / "gone.png"  # missing: the encoder names it
+    assert adapters.image_item(tmp_path, "x.gif").path == tmp_path / "x.gif"
+    item = adapters.image_item(tmp_path / "sub", str(tmp_path / "p.jpg"))
+    assert (item.key, item.path) == (str(tmp_path / "p.jpg"), tmp_path / "p.jpg")
+    (tmp_path / "d2").mkdir()
+    assert adapters.first_dir([tmp_path / "nope", tmp_path / "p.png", tmp_path / "d2", tmp_path]) == tmp_path / "d2"
+    assert adapters.first_dir([tmp_path / "nope"]) is None
+
+
+def test_block_subset_drops_repeats_and_case_only_captions_each_under_its_reason() -> None:
+    from clip_cycles.data.sources.images import ImageItem
+
+    a, b, c = ImageItem("a.png"), ImageItem("b.png"), ImageItem("c.png")
+    blocks = [
+        ("k0", a, b, "a dog on a cat", "a cat on a dog", ["t"]),
+        ("k1", a, a, "x y", "y x", []),  # one image twice
+        ("k2", b, c, "same", "same", []),  # one caption twice
+        ("k3", b, c, "A  Dog", "a dog", []),  # equal up to whitespace and case
+        ("k4", c, a, "left", "right", []),
+    ]
+    cs = adapters.block_subset("blocks", Path("b.jsonl"), blocks, skipped={"no_row": 2})
+    assert (cs.name, cs.kind) == ("blocks", "winoground")
+    assert cs.skipped == {"no_row": 2, "block_with_repeated_image_or_caption": 2, adapters.CAPTIONS_EQUAL_UNDER_KEY: 1}
+    assert cs.comparison_ids == [
+        "k0/text0",
+        "k0/text1",
+        "k0/image0",
+        "k0/image1",
+        "k4/text0",
+        "k4/text1",
+        "k4/image0",
+        "k4/image1",
+    ]
+    assert cs.item_ids == ["k0"] * 4 + ["k4"] * 4 and cs.tags == [("t",)] * 4 + [()] * 4
+    # Each comparison is won by the true pairs (caption_i true of image_i): +1 on them, -1 on the crossed ones.
+    true = {("a.png", "a dog on a cat"), ("b.png", "a cat on a dog"), ("c.png", "left"), ("a.png", "right")}
+    for cid, (_, _, edges) in comparisons(cs).items():
+        assert sum(w for key, caption, w in edges if (key, caption) in true) == 1.0, cid
+        assert sum(w for key, caption, w in edges if (key, caption) not in true) == -1.0, cid
+    got = [(cs.images[u1].key, cs.images[u2].key, cs.captions[v1], cs.captions[v2]) for u1, u2, v1, v2 in cs.cycles.tolist()]
+    assert got == [("a.png", "b.png", "a dog on a cat", "a cat on a dog"), ("c.png", "a.png", "left", "right")]
+    assert cs.cycle_tags == [("t",), ()]
