@@ -474,7 +474,8 @@ def test_the_summary_carries_each_scores_pooled_item_interval_and_the_pooled_cei
         pooled = np.concatenate([a.credits[name] for a in audits])
         ci = summary[f"{name}_acc_ci"]
         assert (ci["low"], ci["high"]) == pytest.approx(_item_bootstrap(pooled, items), abs=1e-12), name
-        assert (ci["level"], ci["unit"]) == (0.95, "item")
+        assert ci == {"low": ci["low"], "high": ci["high"], "level": 0.95, "n_resamples": 1000, "seed": 0,
+                      "method": "percentile", "unit": "item"}  # fmt: skip
     assert summary["best_blind_acc_ci"] == summary[f"{summary['best_blind']}_acc_ci"]
     # Pooled ceilings: forced ties add up over the subsets' comparisons (6 in all).
     for view in ("bag_of_words", "length", "caption_only"):
