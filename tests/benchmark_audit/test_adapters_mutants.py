@@ -406,3 +406,11 @@ def test_block_subset_drops_repeats_and_case_only_captions_each_under_its_reason
     got = [(cs.images[u1].key, cs.images[u2].key, cs.captions[v1], cs.captions[v2]) for u1, u2, v1, v2 in cs.cycles.tolist()]
     assert got == [("a.png", "b.png", "a dog on a cat", "a cat on a dog"), ("c.png", "a.png", "left", "right")]
     assert cs.cycle_tags == [("t",), ()]
+
+
+def test_a_quoted_csv_caption_keeps_its_line_break_as_published(tmp_path: Path) -> None:
+    table = tmp_path / "comparisons.csv"
+    table.write_bytes(b'comparison_id,image,caption,weight\r\nc,u.png,"two\r\nlines",1\r\nc,u.png,one line,-1\r\n')
+    (cs,) = load_benchmark("comparison_table", tmp_path)
+    assert cs.captions == ["two\r\nlines", "one line"]
+    assert cs.caption_lengths().tolist() == [10.0, 8.0]  # the length rules read the caption as published
