@@ -414,3 +414,9 @@ def test_a_quoted_csv_caption_keeps_its_line_break_as_published(tmp_path: Path) 
     (cs,) = load_benchmark("comparison_table", tmp_path)
     assert cs.captions == ["two\r\nlines", "one line"]
     assert cs.caption_lengths().tolist() == [10.0, 8.0]  # the length rules read the caption as published
+
+
+def test_json_lines_split_at_any_newline_convention_and_never_inside_a_string(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"a": 1}\r{"a": "x\u2028y"}\r\n{"a": 3}\n', newline="")
+    assert adapters.read_records(path) == [{"a": 1}, {"a": "x\u2028y"}, {"a": 3}]
