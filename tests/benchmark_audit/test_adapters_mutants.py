@@ -420,3 +420,10 @@ def test_json_lines_split_at_any_newline_convention_and_never_inside_a_string(tm
     path = tmp_path / "r.jsonl"
     path.write_text('{"a": 1}\r{"a": "x\u2028y"}\r\n{"a": 3}\n', newline="")
     assert adapters.read_records(path) == [{"a": 1}, {"a": "x\u2028y"}, {"a": 3}]
+
+
+def test_a_csv_table_with_carriage_return_line_ends_is_read(tmp_path: Path) -> None:
+    table = tmp_path / "comparisons.csv"
+    table.write_bytes(b"comparison_id,image,caption,weight\rc,u.png,a dog,1\rc,u.png,a cat,-1\r")
+    (cs,) = load_benchmark("comparison_table", tmp_path)
+    assert comparisons(cs) == {"c": ("c", (), [("u.png", "a cat", -1.0), ("u.png", "a dog", 1.0)])}
