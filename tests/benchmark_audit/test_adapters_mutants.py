@@ -427,3 +427,9 @@ def test_a_csv_table_with_carriage_return_line_ends_is_read(tmp_path: Path) -> N
     table.write_bytes(b"comparison_id,image,caption,weight\rc,u.png,a dog,1\rc,u.png,a cat,-1\r")
     (cs,) = load_benchmark("comparison_table", tmp_path)
     assert comparisons(cs) == {"c": ("c", (), [("u.png", "a cat", -1.0), ("u.png", "a dog", 1.0)])}
+
+
+def test_read_text_refuses_what_is_not_a_regular_file_as_a_benchmark_file(tmp_path: Path) -> None:
+    with pytest.raises(ValueError) as error:
+        adapters.read_text(tmp_path)
+    assert str(error.value) == f"benchmark file {tmp_path} is a directory, not a regular file; only regular files are read"
