@@ -516,3 +516,16 @@ def test_blind_vs_model_record_names_each_number() -> None:
     assert record["diff"] == pytest.approx(2 / 6)
     assert (record["se"], record["df"]) == (reference.se, reference.df) and record["se"] > 0
     assert record["verdict"] == "too few comparisons"  # 6 comparisons on 4 items
+
+
+def test_accuracy_intervals_draw_with_the_default_seed_over_items() -> None:
+    from clip_cycles.benchmark_audit.audit import accuracy_intervals
+
+    rng = np.random.default_rng(5)
+    items = [f"i{k % 23}" for k in range(70)]  # 23 items: interior percentiles, which the seed moves
+    credits = {"b": rng.choice([0.0, 0.5, 1.0], size=70), "a": rng.choice([0.0, 1.0], size=70)}
+    found = accuracy_intervals(credits, items)
+    assert list(found) == ["a", "b"]
+    for name in ("a", "b"):
+        assert (found[name]["low"], found[name]["high"]) == pytest.approx(_item_bootstrap(credits[name], items), abs=1e-12)
+    assert accuracy_intervals({}, []) == {}
