@@ -160,7 +160,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "training": ("tests/heads/test_training_loop.py", "tests/heads/test_training_mutants.py"),
     # Not test_benchmark_audit.py: it runs the features backend through audit_benchmark (over 10 s of CPU per
     # mutant, hours on shared cores); the mutants file audits hand-built designs directly, number by number.
-    "audit": ("tests/benchmark_audit/test_benchmark_audit_mutants.py",),
+    # test_blind_floors / test_blind_vs_model / test_adapter_roles: the floors, their intervals, the word-frequency
+    # rule and the Holm-adjusted blind-vs-model call on hand-built subsets (a second a file).
+    "audit": (
+        "tests/benchmark_audit/test_benchmark_audit_mutants.py",
+        "tests/benchmark_audit/test_blind_floors.py",
+        "tests/benchmark_audit/test_blind_vs_model.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+    ),
     # Not test_item_identity.py's eval tests (they build the shapes world and run eval): its digest and
     # scored-cycles tests by node id, and the page/report tests that read item sets from hand-made records.
     "item_sets": (
@@ -174,6 +181,37 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_page_data_fields.py",
         "tests/experiments/test_report_equals.py",
         "tests/evaluation/test_page.py",
+    ),
+    # The readers' fast tests (a node id each): not the model-features, published-size, combined-table and
+    # with-a-model runs of test_benchmark_adapters.py nor the 1e300-box run of the hostile file (2-9 s each, per mutant).
+    "adapters": (
+        "tests/benchmark_audit/test_adapters_mutants.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+        "tests/benchmark_audit/test_winoground_blocks.py",
+        "tests/benchmark_audit/test_benchmark_input_formats.py",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_hard_negative_formats_floor_and_ceilings",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_block_formats_floor_ceilings_and_declared_cycles",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_valse_pieces_items_cycle_and_dropped_foil",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_valse_all_reads_every_instance_and_valse_needs_the_votes",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_existing_sugarcrepe_fixture_ceilings",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_lengths_are_read_as_published_where_spellings_merge",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_malformed_files_are_refused_naming_file_entry_and_field",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_dropped_entries_are_counted_per_reason",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_missing_files_name_what_the_root_must_hold",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_name_path_pairs_and_refusals",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_every_new_format_is_registered_lazily_with_its_module",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_a_fifo_among_the_files_is_refused_not_read",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_a_parquet_benchmark_file_is_read_through_the_bounded_reader",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_list_of_non_objects_is_a_sentence_naming_file_and_item",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_non_object_after_good_items_is_named_by_its_position",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_crepe_caption_longer_than_the_csv_default_limit_is_read",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_an_mmvp_statement_longer_than_the_csv_default_limit_is_read",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_the_csv_limit_follows_the_file_and_is_never_lowered",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_box_that_does_not_fit_its_image_is_a_sentence_before_the_crop",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_published_box_crops_exactly_as_pil_does",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_truncated_image_under_a_box_is_a_sentence_naming_it",
+        "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_the_published_shapes_still_read_with_their_counts",
     ),
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
@@ -238,10 +276,17 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "coverage_report",
         "leakage_folds",
     ),
-    # The benchmark audit's numbers (design, witness, blind and model scores, cycles, per tag, summary); not
+    # The benchmark audit's numbers (design, witness, blind and model scores, the word-frequency floor, the floors'
+    # intervals, blind vs model and its Holm adjustment, cycles, per tag, summary, pooled ceilings); not
     # probe_values, whose every mutant refits scikit-learn's probes (the replay test pins its values), nor the
     # settings' argument checks.
     "audit": (
+        "blind_vs_model",
+        "adjust_blind_vs_model",
+        "word_frequency_scores",
+        "accuracy_intervals",
+        "_mean",
+        "pooled_ceilings",
         "additive_values",
         "global_degrees",
         "degree_witness",

@@ -449,3 +449,83 @@ def test_the_first_caption_can_be_the_witness() -> None:
     np.testing.assert_array_equal(image_degree, [1.0, 0.0])
     np.testing.assert_array_equal(caption_degree, [3.0, -2.0])
     assert degree_witness(cs, image_degree, caption_degree).__dict__ == {"side": "caption", "vertex": "x", "value": 3.0}
+
+
+def _item_bootstrap(values: np.ndarray, items: list[str], n: int = 1000, seed: int = 0, level: float = 0.95) -> tuple:
+    """Percentile interval of the mean credit, resampling items: one plain loop per resample."""
+    codes = np.unique(np.asarray(items), return_inverse=True)[1]
+    k = int(codes.max()) + 1
+    rng = np.random.default_rng(seed)
+    means = []
+    for _ in range(n):
+        counts = np.bincount(rng.integers(0, k, size=k), minlength=k).astype(float)
+        weights = counts[codes]
+        means.append(float(weights @ values / weights.sum()))
+    low, high = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return min(max(float(low), 0.0), 1.0), min(max(float(high), 0.0), 1.0)
+
+
+def test_the_summary_carries_each_scores_pooled_item_interval_and_the_pooled_ceilings() -> None:
+    first, second = _design(), _design(ROWS[:2], name="other")  # the same item ids, other subsets: other items
+    audits = [audit_subset(first, _embeddings(first)[0]), audit_subset(second, _embeddings(second, 1)[0])]
+    summary = summarize(audits)
+    items = [f"hand/{i}" for i in first.item_ids] + [f"other/{i}" for i in second.item_ids]
+    for name in ("witness", "shortest_caption", "longest_caption", "word_frequency", "model"):
+        pooled = np.concatenate([a.credits[name] for a in audits])
+        ci = summary[f"{name}_acc_ci"]
+        assert (ci["low"], ci["high"]) == pytest.approx(_item_bootstrap(pooled, items), abs=1e-12), name
+        assert ci == {"low": ci["low"], "high": ci["high"], "level": 0.95, "n_resamples": 1000, "seed": 0,
+                      "method": "percentile", "unit": "item"}  # fmt: skip
+    assert summary["best_blind_acc_ci"] == summary[f"{summary['best_blind']}_acc_ci"]
+    # Pooled ceilings: forced ties add up over the subsets' comparisons (6 in all).
+    for view in ("bag_of_words", "length", "caption_only"):
+        ties = sum(a.metrics["ceilings"][f"{view}_forced_ties"] for a in audits)
+        assert summary["ceilings"][f"{view}_forced_ties"] == ties
+        assert summary["ceilings"][f"{view}_forced_share"] == pytest.approx(ties / 6, abs=1e-15)
+        assert summary["ceilings"][f"{view}_ceiling"] == pytest.approx(1 - ties / 12, abs=1e-15)
+
+
+def test_pooled_ceilings_of_hand_written_counts() -> None:
+    from clip_cycles.benchmark_audit.audit import SubsetAudit, pooled_ceilings
+
+    views = ("bag_of_words", "length", "caption_only")
+    a = SubsetAudit("a", {"n_comparisons": 4, "ceilings": {f"{v}_forced_ties": k for k, v in enumerate(views)}})
+    b = SubsetAudit("b", {"n_comparisons": 6, "ceilings": {f"{v}_forced_ties": 3 for v in views}})
+    out = pooled_ceilings([a, b])
+    # 10 comparisons: bag of words 0 + 3 ties, length 1 + 3, caption only 2 + 3.
+    assert out == {
+        "bag_of_words_forced_ties": 3, "bag_of_words_forced_share": 0.3, "bag_of_words_ceiling": 0.85,
+        "length_forced_ties": 4, "length_forced_share": 0.4, "length_ceiling": 0.8,
+        "caption_only_forced_ties": 5, "caption_only_forced_share": 0.5, "caption_only_ceiling": 0.75,
+    }  # fmt: skip
+
+
+def test_blind_vs_model_record_names_each_number() -> None:
+    from clip_cycles.algebra.paired import paired_difference
+    from clip_cycles.benchmark_audit.audit import blind_vs_model
+
+    blind = np.array([1.0, 1.0, 0.5, 0.0, 1.0, 1.0])
+    model = np.array([0.0, 1.0, 1.0, 0.0, 0.0, 0.5])
+    items = ["p", "p", "q", "r", "s", "s"]
+    record = blind_vs_model("word_frequency", blind, model, items)
+    reference = paired_difference(blind, model, np.asarray(items))
+    assert set(record) == {"blind", "n_comparisons", "n_items", "blind_acc", "model_acc", "diff", "ci_low", "ci_high",
+                           "level", "se", "df", "p_value", "interval_method", "unit", "verdict"}  # fmt: skip
+    assert (record["blind"], record["n_comparisons"], record["n_items"], record["unit"]) == ("word_frequency", 6, 4, "item")
+    assert record["blind_acc"] == pytest.approx(4.5 / 6) and record["model_acc"] == pytest.approx(2.5 / 6)
+    assert record["diff"] == pytest.approx(2 / 6)
+    assert (record["se"], record["df"]) == (reference.se, reference.df) and record["se"] > 0
+    assert record["verdict"] == "too few comparisons"  # 6 comparisons on 4 items
+
+
+def test_accuracy_intervals_draw_with_the_default_seed_over_items() -> None:
+    from clip_cycles.benchmark_audit.audit import accuracy_intervals
+
+    rng = np.random.default_rng(5)
+    items = [f"i{k % 23}" for k in range(70)]  # 23 items: interior percentiles, which the seed moves
+    credits = {"b": rng.choice([0.0, 0.5, 1.0], size=70), "a": rng.choice([0.0, 1.0], size=70)}
+    found = accuracy_intervals(credits, items)
+    assert list(found) == ["a", "b"]
+    for name in ("a", "b"):
+        assert (found[name]["low"], found[name]["high"]) == pytest.approx(_item_bootstrap(credits[name], items), abs=1e-12)
+    assert accuracy_intervals({}, []) == {}
