@@ -134,6 +134,11 @@ def _read_json(path: Path) -> Any:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [row for _, row in _numbered_jsonl(path)]
+
+
+def _numbered_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Each object of a JSON-lines file with its line number in the file (blank lines skipped, still counted)."""
     rows = []
     # Lines as open() gives them (universal newlines): str.splitlines would also cut at U+2028 inside a string.
     for number, line in enumerate(io.StringIO(read_text(path), newline=None), 1):
@@ -145,7 +150,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
         if not isinstance(row, dict):
             raise ValueError(f"{path}: line {number} must be a JSON object, got {type(row).__name__}")
-        rows.append(row)
+        rows.append((number, row))
     return rows
 
 
@@ -504,17 +509,18 @@ TABLE_NAMES = ("comparisons.csv", "comparisons.jsonl")
 
 
 def _table_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """Each row of a comparison table with the line of the file it ends on (errors name the file's own line)."""
     if path.suffix == ".jsonl":
-        return list(enumerate(_read_jsonl(path), 1))
+        return _numbered_jsonl(path)
     if path.suffix != ".csv":
         raise ValueError(f"{path}: a comparison table must be .csv or .jsonl")
     reader = read_csv_rows(path)
     reader.fieldnames = [h.strip() for h in reader.fieldnames or []]
-    return [
-        (number, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()})
-        for number, row in enumerate(reader, 2)
-        if any((v or "").strip() for v in row.values() if isinstance(v, str))
-    ]
+    rows = []
+    for row in reader:  # the reader skips wholly empty lines; line_num still counts them
+        if any((v or "").strip() for v in row.values() if isinstance(v, str)):
+            rows.append((reader.line_num, {k: (v.strip() if isinstance(v, str) else v) for k, v in row.items()}))
+    return rows
 
 
 @register_adapter(

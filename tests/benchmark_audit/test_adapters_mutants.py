@@ -146,6 +146,10 @@ def test_a_csv_table_strips_headers_and_cells_drops_blank_lines_and_numbers_line
     bad.write_text("comparison_id,image,caption,weight\nc1,a.png,a dog,1\n,,,\nc1,a.png,a cat,minus one\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.csv: line 4: field 'weight'"):
         load_benchmark("comparison_table", bad)
+    # A wholly empty line (which the CSV reader skips) still counts: the bad row is on line 5.
+    bad.write_text("comparison_id,image,caption,weight\nc1,a.png,a dog,1\n\n\nc1,a.png,a cat,minus one\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.csv: line 5: field 'weight'"):
+        load_benchmark("comparison_table", bad)
 
 
 def test_a_jsonl_table_numbers_lines_from_1_skips_blank_lines_and_reads_non_finite_as_refused(tmp_path: Path) -> None:
@@ -158,8 +162,8 @@ def test_a_jsonl_table_numbers_lines_from_1_skips_blank_lines_and_reads_non_fini
     (cs,) = load_benchmark("comparison_table", tmp_path)
     assert cs.name == "s" and comparisons(cs) == {"3": ("i", (), [("u.png", "left", 0.5), ("u.png", "right", -0.5)])}
     table.write_text(json.dumps(rows[0]) + "\n\n" + '{"comparison_id": 3, "image": "u.png", "caption": "x", "weight": NaN}\n')
-    # The table's line is the row's ordinal among the non-blank lines (the reader's own errors name the file's line).
-    with pytest.raises(ValueError, match=r"comparisons\.jsonl: line 2: field 'weight'"):
+    # The file's own line (3), blank lines counted: the row's ordinal (2) would point at the wrong line.
+    with pytest.raises(ValueError, match=r"comparisons\.jsonl: line 3: field 'weight'"):
         load_benchmark("comparison_table", tmp_path)
     table.write_text(json.dumps(rows[0]) + "\n[1, 2]\n")
     with pytest.raises(ValueError) as error:
