@@ -107,3 +107,21 @@ def test_a_non_finite_value_is_refused_naming_the_line(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"samples file {path}, line 2 holds NaN, which standard JSON does not allow; give a finite number or null"
     )
+
+
+@pytest.mark.parametrize("opener", ["[", '{"a":'])
+def test_a_first_line_nested_past_the_recursion_limit_is_a_sentence_too(tmp_path: Path, opener: str) -> None:
+    closer = "]" if opener == "[" else "}"
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"metrics": {}, "deep": ' + opener * 5000 + "1" + closer * 5000 + "}\n")
+    with pytest.raises(ValueError, match=rf"^samples file {path}, line 1"):
+        read_samples(path)
+
+
+def test_a_detail_file_of_several_result_lines_is_named_by_its_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.detail.jsonl"
+    lines = [{"metrics": {"acc": 0.5}, "samples": {"path": "s.jsonl"}}, {"metrics": {"acc": 0.6}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with pytest.raises(ValueError) as caught:
+        read_samples(path)
+    assert str(caught.value) == _sentence(path, f" (this result's samples: {tmp_path / 's.jsonl'})")
