@@ -145,6 +145,18 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # Not test_benchmark_audit.py: it runs the features backend through audit_benchmark (over 10 s of CPU per
     # mutant, hours on shared cores); the mutants file audits hand-built designs directly, number by number.
     "audit": ("tests/benchmark_audit/test_benchmark_audit_mutants.py",),
+    "input_formats": (
+        "tests/benchmark_audit/test_benchmark_input_formats.py",
+        "tests/benchmark_audit/test_input_formats_mutants.py",
+    ),
+    # The `audit-benchmark all` tests of test_benchmark_adapters.py (a node id each; under a second each), not the file's
+    # model-feature and published-size tests; the mutants file builds BenchmarkAudit records by hand.
+    "combined": (
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_writes_one_combined_table",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_name_path_pairs_and_refusals",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_a_model_reports_model_and_cycle_acc",
+    ),
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
         "tests/tasks/test_key_fields.py",
