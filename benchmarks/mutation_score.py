@@ -157,6 +157,11 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row",
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_a_model_reports_model_and_cycle_acc",
     ),
+    # The table's and the figure's numbers of one benchmark's audit (not report.py of experiments/ or commands/).
+    "benchmark_audit/report": (
+        "tests/benchmark_audit/test_blind_vs_model.py",
+        "tests/benchmark_audit/test_unusable_subsets.py",
+    ),
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
         "tests/tasks/test_key_fields.py",
@@ -167,6 +172,18 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 #: the caption semantics of the family modules (their verdicts, and what each family reads off an image),
 #: not the pairing, I/O and CLI code around them, which would take hours of mutants.
 DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    # Not _draw_figure / write_figure: matplotlib's drawing (bar widths, colours, sizes), read by eye, seconds a mutant.
+    "benchmark_audit/report": (
+        "_fmt",
+        "best_blind_cell",
+        "blind_vs_model_cell",
+        "markdown_table",
+        "unusable_rows",
+        "weights_label",
+        "figure_bytes",
+        "write_outputs",
+        "output_files",
+    ),
     "coco_families": (
         "_centre",
         "relation_truths",
@@ -461,7 +478,7 @@ def run_module(
     With ``previous`` (this module's entry of an earlier run on the same source), only its
     survivors run again; the mutants it killed stay killed.
     """
-    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name}_"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name.replace('/', '_')}_"))  # a path form names no folder
     try:
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
         (scratch / "tests").mkdir()
