@@ -152,6 +152,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     # The `audit-benchmark all` tests of test_benchmark_adapters.py (a node id each; under a second each), not the file's
     # model-feature and published-size tests; the mutants file builds BenchmarkAudit records by hand.
     "combined": (
+        "tests/benchmark_audit/test_combined_mutants.py",
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_writes_one_combined_table",
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_name_path_pairs_and_refusals",
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row",
