@@ -158,8 +158,17 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row",
         "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_a_model_reports_model_and_cycle_acc",
     ),
+    # Not test_benchmark_audit_cli.py / test_naturalbench.py / test_vismin.py / test_bivlc.py: they run the CLI or
+    # clip_benchmark with a model (20-50 s a test); test_benchmark_audit.py runs embed_subsets on precomputed features.
+    "benchmark_audit/run": (
+        "tests/benchmark_audit/test_run_mutants.py",
+        "tests/benchmark_audit/test_item_set_digest.py",
+        "tests/benchmark_audit/test_unusable_subsets.py",
+        "tests/benchmark_audit/test_benchmark_audit.py",
+    ),
     # The table's and the figure's numbers of one benchmark's audit (not report.py of experiments/ or commands/).
     "benchmark_audit/report": (
+        "tests/benchmark_audit/test_report_mutants.py",
         "tests/benchmark_audit/test_blind_vs_model.py",
         "tests/benchmark_audit/test_unusable_subsets.py",
     ),
