@@ -166,6 +166,10 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/benchmark_audit/test_unusable_subsets.py",
         "tests/benchmark_audit/test_benchmark_audit.py",
     ),
+    "shapes_benchmark": (
+        "tests/benchmark_audit/test_shapes_benchmark.py",
+        "tests/benchmark_audit/test_shapes_benchmark_mutants.py",
+    ),
     # The table's and the figure's numbers of one benchmark's audit (not report.py of experiments/ or commands/).
     "benchmark_audit/report": (
         "tests/benchmark_audit/test_report_mutants.py",
@@ -182,6 +186,15 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 #: the caption semantics of the family modules (their verdicts, and what each family reads off an image),
 #: not the pairing, I/O and CLI code around them, which would take hours of mutants.
 DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    # Not demo_subset_rows: it loads the demo's built family folders (world builds; the demo's tests run it).
+    "shapes_benchmark": (
+        "hard_negatives",
+        "_image_name",
+        "sugarcrepe_files",
+        "_json_bytes",
+        "_holds_exactly",
+        "write_shapes_sugarcrepe",
+    ),
     # Not _draw_figure / write_figure: matplotlib's drawing (bar widths, colours, sizes), read by eye, seconds a mutant.
     "benchmark_audit/report": (
         "_fmt",
