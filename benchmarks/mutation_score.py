@@ -170,6 +170,14 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/benchmark_audit/test_shapes_benchmark.py",
         "tests/benchmark_audit/test_shapes_benchmark_mutants.py",
     ),
+    # Not test_benchmark_adapters_hostile.py / test_published_ceilings_check.py: hostile boxes, published sizes (2-12 s a test).
+    "design": (
+        "tests/benchmark_audit/test_design_mutants.py",
+        "tests/benchmark_audit/test_benchmark_audit_mutants.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+        "tests/benchmark_audit/test_ceiling_views.py",
+        "tests/benchmark_audit/test_benchmark_audit.py",
+    ),
     # The table's and the figure's numbers of one benchmark's audit (not report.py of experiments/ or commands/).
     "benchmark_audit/report": (
         "tests/benchmark_audit/test_report_mutants.py",
