@@ -237,3 +237,22 @@ def test_parse_benchmark_pairs_keeps_order_expands_home_and_refuses_with_whole_s
     with pytest.raises(ValueError) as caught:
         parse_benchmark_pairs(["cola=/a", "valse=/v", "cola=/b"])
     assert str(caught.value) == "--benchmark 'cola=/b': cola is listed twice; each benchmark's files go to <out>/cola/"
+
+
+def test_write_all_writes_every_benchmark_s_files_and_the_table_as_one_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clip_cycles.benchmark_audit import combined
+
+    calls: list[tuple[Path, dict[str, bytes], str]] = []
+    monkeypatch.setattr(combined, "output_files", lambda audit, folder: ({"own.json": str(folder).encode()}, "t"))
+    monkeypatch.setattr(combined, "write_file_set", lambda folder, files, what: calls.append((folder, files, what)))
+    audits = [_audit("cola", [("s", _metrics())], _metrics(), "m"), _audit("valse", [("v", _metrics())], _metrics(), None)]
+    path, table = combined.write_all(audits, str(tmp_path / "out"), {"bivlc": "no file"})
+    assert path == tmp_path / "out" / "audit_all.json"
+    ((folder, files, what),) = calls
+    assert folder == tmp_path / "out" and what == "audit-benchmark all --out"
+    assert sorted(files) == ["audit_all.csv", "audit_all.json", "audit_all.md", "cola/own.json", "valse/own.json"]
+    assert files["cola/own.json"] == str(tmp_path / "out" / "cola").encode()  # each benchmark's own folder
+    assert files["audit_all.md"] == table.encode() and "| bivlc | all | 0 |" in table
+    assert json.loads(files["audit_all.json"])["unusable_benchmarks"] == {"bivlc": {"n_comparisons": 0, "reason": "no file"}}

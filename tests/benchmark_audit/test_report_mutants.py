@@ -226,3 +226,11 @@ def test_the_three_files_and_where_they_go(tmp_path: Path, monkeypatch: pytest.M
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["audit_cola.json", "audit_cola.md", "audit_cola.png"]
     assert (tmp_path / "out" / "audit_cola.png").read_bytes() == b"PNG of cola"
     assert json.loads(path.read_text()) == {"dataset": "audit/cola", "metrics": {"n": 20}}
+
+
+def test_write_outputs_names_its_flag_to_the_file_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Path, list[str], str]] = []
+    monkeypatch.setattr(report, "figure_bytes", lambda audit: b"PNG")
+    monkeypatch.setattr(report, "write_file_set", lambda folder, files, what: calls.append((folder, sorted(files), what)))
+    write_outputs(_audit(), str(tmp_path / "o"))
+    assert calls == [(tmp_path / "o", ["audit_cola.json", "audit_cola.md", "audit_cola.png"], "audit-benchmark --out")]
