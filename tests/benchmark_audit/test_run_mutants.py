@@ -40,7 +40,7 @@ def _subset(name: str, images: dict[str, ImageItem] | None = None) -> Any:
     builder = ComparisonSetBuilder(name, kind="hard_negatives")
     _pair(builder, "c1", "i1", img["a"], "a dog", "a cat")
     _pair(builder, "c2", "i1", img["b"], "a cat", "a dog")
-    _pair(builder, "c3", "i2", img["c"], "red", "blue")
+    _pair(builder, "c3", "i2", img["c"], "réd", "blue")
     builder.skip("earlier_reason", 2)
     return builder.build()
 
@@ -104,7 +104,7 @@ def test_items_digest_follows_the_recipe_and_tells_a_weight_a_caption_or_an_item
     expected_edges = [
         ("c1", "i1", [["a", "a dog", 1.0], ["a", "a cat", -1.0]]),
         ("c2", "i1", [["b", "a cat", 1.0], ["b", "a dog", -1.0]]),
-        ("c3", "i2", [["c", "red", 1.0], ["c", "blue", -1.0]]),
+        ("c3", "i2", [["c", "réd", 1.0], ["c", "blue", -1.0]]),
     ]
     unusable = {"odd": {"reason": "empty é", "n_comparisons": 0}}
     want = _digest_by_hand([("zeta", "hard_negatives", expected_edges), ("alpha", "hard_negatives", expected_edges)], unusable)
@@ -251,3 +251,73 @@ def test_audit_benchmark_without_a_model_reads_audits_and_names_what_it_read(tmp
         f"vl_checklist root {empty}: no subset has a comparison to audit ({piece.format('large')}: empty: the subset "
         f"holds no item; {piece.format('small')}: empty: the subset holds no item)"
     )
+
+
+def _fake_encode(calls: list[dict[str, Any]], missing: set[str] = frozenset()):  # noqa: ANN202
+    def encode(images, captions, spec, cache_dir, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        calls.append({"captions": list(captions), "cache": cache_dir, **kwargs})
+        keys = sorted({i.key for i in images} - set(missing))
+        texts = sorted(set(captions))
+        return SimpleNamespace(
+            image_rows={k: r for r, k in enumerate(keys)},
+            image_features=np.eye(len(keys), 3),
+            caption_rows={t: r for r, t in enumerate(texts)},
+            caption_features=np.eye(len(texts), 3),
+            stats=_Stats(),
+        )
+
+    return encode
+
+
+def test_embed_subsets_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(run, "encode", _fake_encode(calls))
+    sets, _, _ = embed_subsets([_subset("s")], "spec")
+    assert calls == [{"captions": ["a dog", "a cat", "réd", "blue"], "cache": None, "batch_size": 64, "num_workers": None,
+                      "skip_bad_images": False}]  # fmt: skip
+    assert sets[0].comparison_ids == ["c1", "c2", "c3"]
+
+
+def _spec(can_read_features: bool, sources: list[Any]) -> Any:
+    def source(hash_cache: Any) -> dict[str, str]:
+        sources.append(hash_cache)
+        return {"backend": "features" if can_read_features else "open_clip", "weights_sha256": "abc"}
+
+    backend = SimpleNamespace(can=lambda capability: can_read_features and capability == "precomputed_features")
+    return SimpleNamespace(model="m", pretrained="p", backend=backend, source=source)
+
+
+def test_audit_benchmark_with_a_model_checks_images_embeds_and_names_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_table(tmp_path / "t.jsonl", cycle_table_rows(2))
+    calls: list[dict[str, Any]] = []
+    sources: list[Any] = []
+    monkeypatch.setattr(run, "encode", _fake_encode(calls))
+    with pytest.raises(FileNotFoundError, match=r"4 of 4 images are not there"):  # no image file, a backend that reads them
+        audit_benchmark("comparison_table", path, _spec(False, sources))
+    assert calls == []  # refused before any encoding
+    audit = audit_benchmark("comparison_table", path, _spec(False, sources), skip_bad_images=True)
+    assert calls[-1]["skip_bad_images"] is True and calls[-1]["batch_size"] == 64 and calls[-1]["num_workers"] is None
+    audit = audit_benchmark("comparison_table", path, _spec(True, sources), tmp_path / "cache", batch_size=5, num_workers=1,
+                            caption_format=str.upper)  # fmt: skip
+    assert (calls[-1]["batch_size"], calls[-1]["num_workers"], calls[-1]["skip_bad_images"]) == (5, 1, False)
+    assert calls[-1]["cache"] == tmp_path / "cache" and all(c == c.upper() for c in calls[-1]["captions"])
+    assert sources == [None, tmp_path / "cache" / "fingerprints"]
+    assert audit.model == {"model": "m", "pretrained": "p", "backend": "features", "weights_sha256": "abc"}
+    assert audit.encode_stats == {"encoded": 1} and audit.summary["n_comparisons"] == 2
+    assert audit.summary.get("model_acc") is not None and audit.record()["weights_sha256"] == "abc"
+
+
+def test_a_subset_whose_every_image_is_unreadable_is_a_row_and_none_left_is_a_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_table(tmp_path / "t.jsonl", cycle_table_rows(2))
+    calls: list[dict[str, Any]] = []
+    keys = {f"img_{k}.png" for k in range(4)}
+    monkeypatch.setattr(run, "encode", _fake_encode(calls, missing=keys))
+    with pytest.raises(ValueError) as caught:
+        audit_benchmark("comparison_table", path, _spec(True, []), skip_bad_images=True)
+    message = str(caught.value)
+    assert message.startswith(f"comparison_table root {path}: no subset has a comparison to audit (")
+    assert "every item touches an unreadable image (first: 'img_0.png')" in message
