@@ -150,3 +150,28 @@ def test_a_symlink_or_a_folder_in_place_of_a_file_is_written_again(tmp_path: Pat
     target.write_text("not a folder")
     write_shapes_sugarcrepe(target, {"swap_att": _rows(1)})  # a file where the folder goes: replaced by it
     assert target.is_dir() and (target / "swap_att.json").read_bytes() == original
+
+
+def test_a_write_that_fails_midway_removes_its_staging_and_keeps_the_previous_benchmark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from clip_cycles.benchmark_audit import shapes_benchmark
+
+    root = tmp_path / "b"
+    write_shapes_sugarcrepe(root, {"swap_att": _rows(1)})
+    before = {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    real = shapes_benchmark.atomic_write_bytes
+    written: list[Path] = []
+
+    def failing(path: Path, data: bytes) -> None:
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(path)
+        real(path, data)
+
+    monkeypatch.setattr(shapes_benchmark, "atomic_write_bytes", failing)
+    with pytest.raises(OSError, match="No space left on device"):
+        write_shapes_sugarcrepe(root, {"swap_att": _rows(2)})
+    assert written and not written[0].exists()  # the staging folder went with its first file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
+    assert {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
