@@ -175,3 +175,20 @@ def test_a_write_that_fails_midway_removes_its_staging_and_keeps_the_previous_be
     assert written and not written[0].exists()  # the staging folder went with its first file
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]
     assert {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_a_folder_that_cannot_be_read_is_written_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "b"
+    write_shapes_sugarcrepe(root, {"swap_att": _rows(1)})
+    inode = (root / "swap_att.json").stat().st_ino
+    real = Path.read_bytes
+
+    def refuse(self: Path) -> bytes:
+        if self.is_relative_to(root):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "read_bytes", refuse)
+        write_shapes_sugarcrepe(root, {"swap_att": _rows(1)})
+    assert (root / "swap_att.json").stat().st_ino != inode  # not taken for the same benchmark
