@@ -198,7 +198,7 @@ def test_an_unreadable_image_drops_its_whole_item_and_a_subset_it_empties_become
     assert stats.to_dict() == {"encoded": 1}
     kept, emptied, untouched = sets
     assert kept.comparison_ids == ["c1", "c4"] and kept.skipped == {"comparison_of_item_with_bad_image": 2}
-    assert emptied.n_comparisons == 0 and emptied.kind == "blocks"
+    assert emptied.n_comparisons == 0 and emptied.kind == "blocks" and emptied.name == "lost"
     assert emptied.unusable == "every item touches an unreadable image (first: 'bad')"
     assert emptied.skipped == {"before": 3, "comparison_of_item_with_bad_image": 1}
     assert embeddings[1].images.shape == (0, 2) and embeddings[1].captions.shape == (0, 2)
@@ -307,6 +307,10 @@ def test_audit_benchmark_with_a_model_checks_images_embeds_and_names_the_model(
     assert audit.model == {"model": "m", "pretrained": "p", "backend": "features", "weights_sha256": "abc"}
     assert audit.encode_stats == {"encoded": 1} and audit.summary["n_comparisons"] == 2
     assert audit.summary.get("model_acc") is not None and audit.record()["weights_sha256"] == "abc"
+    # The settings reach every subset's audit: a tolerance above every score difference makes each comparison a tie.
+    loose = audit_benchmark("comparison_table", path, _spec(True, sources), settings=AuditSettings(tie_tolerance=10.0))
+    assert [a.metrics["model_acc"] for a in loose.audits] == [0.5] * len(loose.audits)
+    assert [a.metrics["model_acc"] for a in audit.audits] != [0.5] * len(audit.audits)
 
 
 def test_a_subset_whose_every_image_is_unreadable_is_a_row_and_none_left_is_a_sentence(
@@ -321,3 +325,14 @@ def test_a_subset_whose_every_image_is_unreadable_is_a_row_and_none_left_is_a_se
     message = str(caught.value)
     assert message.startswith(f"comparison_table root {path}: no subset has a comparison to audit (")
     assert "every item touches an unreadable image (first: 'img_0.png')" in message
+
+
+def test_audit_benchmark_reads_only_the_subsets_asked_for(tmp_path: Path) -> None:
+    root = tmp_path / "vl"
+    for size in ("small", "large"):
+        piece = root / "Object" / "Size" / "swig_size" / "swig_place" / f"swig_place_{size}.json"
+        piece.parent.mkdir(parents=True, exist_ok=True)
+        piece.write_text("[]")
+    with pytest.raises(ValueError) as caught:
+        audit_benchmark("vl_checklist", root, subsets=["Object/Size/swig_size/swig_place/swig_place_small"])
+    assert "swig_place_small: empty" in str(caught.value) and "swig_place_large" not in str(caught.value)
