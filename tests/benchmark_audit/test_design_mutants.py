@@ -116,6 +116,7 @@ def test_restrict_renumbers_counts_and_keeps_declared_cycles_only_while_their_im
     again = kept.restrict([False, True], "gone")
     assert again.skipped == {"old": 2, "gone": 2} and again.comparison_ids == ["c2"] and again.edge_comparison.tolist() == [0, 0]
     assert again.cycles.tolist() == [] and again.cycle_tags == []
+    assert again.restrict(np.array([False]), "x").cycles.shape == (0, 4)  # no cycle left: still an index
     untagged = ComparisonSetBuilder("u").build()
     assert untagged.n_comparisons == 0
     plain = ComparisonSetBuilder("p")
@@ -166,6 +167,9 @@ def test_an_empty_build_is_a_subset_with_its_reason() -> None:
         0,
     )
     assert row.edge_weight.shape == (0,) and row.edge_length.shape == (0,) and row.edge_comparison.dtype == np.int64
+    assert row.edge_comparison.shape == (0,) and row.edge_image.shape == (0,) and row.edge_caption.shape == (0,)
+    assert row.tags == [] and row.edge_image.dtype == np.int64 and row.edge_caption.dtype == np.int64
+    assert row.degree_matrices()[0].shape == (0, 0)
     assert row.cycles is None and row.images == [] and row.captions == []
 
 
