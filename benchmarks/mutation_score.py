@@ -213,6 +213,45 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_truncated_image_under_a_box_is_a_sentence_naming_it",
         "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_the_published_shapes_still_read_with_their_counts",
     ),
+    "input_formats": (
+        "tests/benchmark_audit/test_benchmark_input_formats.py",
+        "tests/benchmark_audit/test_input_formats_mutants.py",
+    ),
+    # The `audit-benchmark all` tests of test_benchmark_adapters.py (a node id each; under a second each), not the file's
+    # model-feature and published-size tests; the mutants file builds BenchmarkAudit records by hand.
+    "combined": (
+        "tests/benchmark_audit/test_combined_mutants.py",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_writes_one_combined_table",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_name_path_pairs_and_refusals",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_reports_a_benchmark_with_nothing_to_audit_as_a_row",
+        "tests/benchmark_audit/test_benchmark_adapters.py::test_audit_benchmark_all_with_a_model_reports_model_and_cycle_acc",
+    ),
+    # Not test_benchmark_audit_cli.py / test_naturalbench.py / test_vismin.py / test_bivlc.py: they run the CLI or
+    # clip_benchmark with a model (20-50 s a test); nor test_benchmark_audit.py (the features backend: about 6 s a
+    # mutant on shared cores, against well under one for the mutants file, whose encoder is a stand-in).
+    "benchmark_audit/run": (
+        "tests/benchmark_audit/test_run_mutants.py",
+        "tests/benchmark_audit/test_item_set_digest.py",
+        "tests/benchmark_audit/test_unusable_subsets.py",
+    ),
+    "shapes_benchmark": (
+        "tests/benchmark_audit/test_shapes_benchmark.py",
+        "tests/benchmark_audit/test_shapes_benchmark_mutants.py",
+    ),
+    # Not test_benchmark_adapters_hostile.py / test_published_ceilings_check.py: hostile boxes, published sizes (2-12 s a test).
+    "design": (
+        "tests/benchmark_audit/test_design_mutants.py",
+        "tests/benchmark_audit/test_benchmark_audit_mutants.py",
+        "tests/benchmark_audit/test_adapter_roles.py",
+        "tests/benchmark_audit/test_ceiling_views.py",
+        "tests/benchmark_audit/test_benchmark_audit.py",
+    ),
+    # The table's and the figure's numbers of one benchmark's audit (not report.py of experiments/ or commands/).
+    "benchmark_audit/report": (
+        "tests/benchmark_audit/test_report_mutants.py",
+        "tests/benchmark_audit/test_blind_vs_model.py",
+        "tests/benchmark_audit/test_unusable_subsets.py",
+    ),
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
         "tests/tasks/test_key_fields.py",
@@ -223,6 +262,27 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
 #: the caption semantics of the family modules (their verdicts, and what each family reads off an image),
 #: not the pairing, I/O and CLI code around them, which would take hours of mutants.
 DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
+    # Not demo_subset_rows: it loads the demo's built family folders (world builds; the demo's tests run it).
+    "shapes_benchmark": (
+        "hard_negatives",
+        "_image_name",
+        "sugarcrepe_files",
+        "_json_bytes",
+        "_holds_exactly",
+        "write_shapes_sugarcrepe",
+    ),
+    # Not _draw_figure / write_figure: matplotlib's drawing (bar widths, colours, sizes), read by eye, seconds a mutant.
+    "benchmark_audit/report": (
+        "_fmt",
+        "best_blind_cell",
+        "blind_vs_model_cell",
+        "markdown_table",
+        "unusable_rows",
+        "weights_label",
+        "figure_bytes",
+        "write_outputs",
+        "output_files",
+    ),
     "coco_families": (
         "_centre",
         "relation_truths",
@@ -525,7 +585,7 @@ def run_module(
     With ``previous`` (this module's entry of an earlier run on the same source), only its
     survivors run again; the mutants it killed stay killed.
     """
-    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name}_"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name.replace('/', '_')}_"))  # a path form names no folder
     try:
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
         (scratch / "tests").mkdir()
