@@ -512,7 +512,7 @@ def run_module(
     With ``previous`` (this module's entry of an earlier run on the same source), only its
     survivors run again; the mutants it killed stay killed.
     """
-    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name}_"))
+    scratch = Path(tempfile.mkdtemp(prefix=f"mutmut_{name.replace('/', '_')}_"))
     try:
         shutil.copytree(REPO / "clip_cycles", scratch / "clip_cycles", ignore=shutil.ignore_patterns("__pycache__"))
         (scratch / "tests").mkdir()
