@@ -193,10 +193,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
                 "tests/benchmark_audit/test_naturalbench.py::test_naturalbench_retrieval_metadata",
                 "tests/benchmark_audit/test_naturalbench.py::test_naturalbench_refusals_name_the_file_and_field",
             ),
-            "vismin": (
-                "tests/benchmark_audit/test_vismin.py::test_vismin_rows_are_cycles_oriented_by_the_solution",
-                "tests/benchmark_audit/test_vismin.py::test_vismin_refusals_name_file_and_field",
-            ),
+            "vismin": ("tests/benchmark_audit/test_vismin.py::test_vismin_refusals_name_file_and_field",),
             "bivlc": ("tests/benchmark_audit/test_bivlc.py::test_bivlc_rows_are_declared_cycles",),
             "valse": (),
             "crepe": (),
