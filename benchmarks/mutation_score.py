@@ -194,7 +194,10 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
                 "tests/benchmark_audit/test_naturalbench.py::test_naturalbench_refusals_name_the_file_and_field",
                 "tests/benchmark_audit/test_naturalbench_mutants.py",
             ),
-            "vismin": ("tests/benchmark_audit/test_vismin.py::test_vismin_refusals_name_file_and_field",),
+            "vismin": (
+                "tests/benchmark_audit/test_vismin.py::test_vismin_refusals_name_file_and_field",
+                "tests/benchmark_audit/test_vismin_mutants.py",
+            ),
             "bivlc": ("tests/benchmark_audit/test_bivlc.py::test_bivlc_rows_are_declared_cycles",),
             "valse": (),
             "crepe": (),
