@@ -206,7 +206,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
             "mmvp_vlm": (),
             "sugarcrepe_pp": (),
             "cola": ("tests/benchmark_audit/test_adapter_roles.py",),
-            "eqben": (),
+            "eqben": ("tests/benchmark_audit/test_eqben_mutants.py",),
         }.items()
     },
     "vlm_scores": (
