@@ -81,3 +81,12 @@ def test_images_by_name_root_files_first_and_the_refusal(tmp_path: Path) -> None
         f"{tmp_path / 'images'}: no BiVLC file; expected BiVLC Parquet files (the hub's data/test-*.parquet) with columns "
         "image, caption, negative_caption, negative_image, images as {bytes, path}; in the root or data/"
     )
+
+
+def test_an_image_neither_named_nor_held_is_a_sentence_naming_row_and_field(tmp_path: Path) -> None:
+    path = _write(tmp_path / "test-00000-of-00001.parquet", [_row(0, image="x.png", negative_image="")])
+    with pytest.raises(ValueError) as error:
+        read_bivlc(tmp_path)
+    assert str(error.value) == (
+        f"{path}: test-00000-of-00001 row 0: field 'negative_image' must name an image file or hold image bytes, got ''"
+    )

@@ -171,3 +171,10 @@ def test_nothing_to_read_names_the_root_and_what_it_must_hold(tmp_path: Path) ->
         read_naturalbench(tmp_path)
     assert str(error.value).startswith(f"{tmp_path}: no NaturalBench file; expected NaturalBench Parquet files")
     assert str(error.value).endswith("metadata.json with images/ (in the root or NaturalBench-Retrieval/)")
+
+
+def test_an_image_neither_named_nor_held_is_a_sentence_naming_row_and_field(tmp_path: Path) -> None:
+    path = _write(tmp_path / "test.parquet", [_row(("Yes", "No", "No", "Yes"), image_0="x.png", image_1="")])
+    with pytest.raises(ValueError) as error:
+        read_naturalbench(tmp_path)
+    assert str(error.value) == f"{path}: test row 0: field 'Image_1' must name an image file or hold image bytes, got ''"

@@ -200,3 +200,16 @@ def test_no_folder_names_the_root_and_what_it_must_hold(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError) as error:
         read_vismin(tmp_path / "s" / "data-00000-of-00001.arrow")  # a file is no root
     assert "no VisMin Arrow folder" in str(error.value)
+
+
+def test_an_image_neither_named_nor_held_is_a_sentence_naming_row_and_field(tmp_path: Path) -> None:
+    rows = _rows(1)
+    rows[0]["image_1"] = {"bytes": None, "path": None}
+    _shard(tmp_path / "data-00000-of-00001.arrow", rows)
+    _solution(tmp_path / "sim_solution.csv", [SAME])
+    with pytest.raises(ValueError) as error:
+        read_vismin(tmp_path)
+    assert str(error.value) == (
+        f"{tmp_path / 'data-00000-of-00001.arrow'}: {tmp_path.name}/data-00000-of-00001 row 0: field 'image_1' must name "
+        "an image file or hold image bytes, got {'bytes': None, 'path': None}"
+    )
