@@ -69,3 +69,9 @@ def test_a_file_of_another_shape_and_no_file(tmp_path: Path) -> None:
         f"{tmp_path / 'none'}: no Cola file; expected Cola JSON files [[image_1, caption_1, image_2, caption_2], ...] "
         "in the root; images optional (images/)"
     )
+
+
+def test_only_slashes_are_stripped_from_the_end_of_an_image_url(tmp_path: Path) -> None:
+    (tmp_path / "c.json").write_text(json.dumps([["https://host/photo_XX/", "a", "https://host/X/Y.jpgX", "b"]]))
+    (cs,) = read_cola(tmp_path)
+    assert [i.path for i in cs.images] == [tmp_path / "photo_XX", tmp_path / "Y.jpgX"]
