@@ -90,3 +90,10 @@ def test_an_image_neither_named_nor_held_is_a_sentence_naming_row_and_field(tmp_
     assert str(error.value) == (
         f"{path}: test-00000-of-00001 row 0: field 'negative_image' must name an image file or hold image bytes, got ''"
     )
+
+
+def test_the_first_image_is_named_too(tmp_path: Path) -> None:
+    path = _write(tmp_path / "test.parquet", [_row(0, image="", negative_image="y.png")])
+    with pytest.raises(ValueError) as error:
+        read_bivlc(tmp_path)
+    assert str(error.value) == f"{path}: test row 0: field 'image' must name an image file or hold image bytes, got ''"

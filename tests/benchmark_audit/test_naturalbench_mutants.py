@@ -178,3 +178,15 @@ def test_an_image_neither_named_nor_held_is_a_sentence_naming_row_and_field(tmp_
     with pytest.raises(ValueError) as error:
         read_naturalbench(tmp_path)
     assert str(error.value) == f"{path}: test row 0: field 'Image_1' must name an image file or hold image bytes, got ''"
+
+
+def test_the_first_image_and_a_retrieval_entry_of_another_type_are_named(tmp_path: Path) -> None:
+    path = _write(tmp_path / "test.parquet", [_row(("Yes", "No", "No", "Yes"), image_0="", image_1="y.png")])
+    with pytest.raises(ValueError) as error:
+        read_naturalbench(tmp_path / "test.parquet")
+    assert str(error.value) == f"{path}: test row 0: field 'Image_0' must name an image file or hold image bytes, got ''"
+    metadata = tmp_path / "r" / "metadata.json"
+    metadata.parent.mkdir()
+    metadata.write_text(json.dumps([_entries(1)[0], ["not", "an", "object"]]))
+    with pytest.raises(ValueError, match=r"metadata.json: entry 1"):
+        read_naturalbench(tmp_path / "r")

@@ -213,3 +213,15 @@ def test_an_image_neither_named_nor_held_is_a_sentence_naming_row_and_field(tmp_
         f"{tmp_path / 'data-00000-of-00001.arrow'}: {tmp_path.name}/data-00000-of-00001 row 0: field 'image_1' must name "
         "an image file or hold image bytes, got {'bytes': None, 'path': None}"
     )
+
+
+def test_the_first_image_is_named_too(tmp_path: Path) -> None:
+    rows = _rows(1)
+    rows[0]["image_0"] = {"bytes": None, "path": None}
+    _shard(tmp_path / "data-00000-of-00001.arrow", rows)
+    _solution(tmp_path / "sim_solution.csv", [SAME])
+    with pytest.raises(ValueError) as error:
+        read_vismin(tmp_path)
+    assert str(error.value).startswith(
+        f"{tmp_path / 'data-00000-of-00001.arrow'}: {tmp_path.name}/data-00000-of-00001 row 0: field 'image_0'"
+    )
