@@ -10,9 +10,17 @@ from pathlib import Path
 import pytest
 from format_subsets import comparisons
 
-from clip_cycles.benchmark_audit.formats.valse import ADAPTER, ADAPTER_ALL
+from clip_cycles.benchmark_audit.formats.valse import ADAPTER, ADAPTER_ALL, _reader
 
-read_valse, read_valse_all = ADAPTER.reader, ADAPTER_ALL.reader
+
+# The readers are built on each call (not ADAPTER.reader, built once at import), so that a mutation of
+# _reader's body is the reader under test; the registered adapters are checked against them below.
+def read_valse(root: Path):
+    return _reader(True)(root)
+
+
+def read_valse_all(root: Path):
+    return _reader(False)(root)
 
 
 def _item(caption: str, votes: int | None = 3, **extra) -> dict:
@@ -110,3 +118,11 @@ def test_two_pieces_of_one_stem_and_no_piece_are_sentences(tmp_path: Path) -> No
         f"{tmp_path / 'a' / 'counting.json'} and {tmp_path / 'b' / 'counting.json'}: two VALSE piece files named "
         "'counting'; point --root at the folder of the published pieces (VALSE's data/), not at a folder holding copies"
     )
+
+
+def test_the_registered_readers_are_the_valid_set_and_every_instance(tmp_path: Path) -> None:
+    (tmp_path / "p.json").write_text(json.dumps({"a": _item("a", 3), "b": _item("b", 1)}))
+    (valid,) = ADAPTER.reader(tmp_path)
+    (every,) = ADAPTER_ALL.reader(tmp_path)
+    assert (ADAPTER.name, ADAPTER_ALL.name) == ("valse", "valse_all")
+    assert [c[0] for c in comparisons(valid)] == ["a/0"] and [c[0] for c in comparisons(every)] == ["a/0", "b/0"]
