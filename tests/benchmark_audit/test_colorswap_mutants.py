@@ -79,3 +79,25 @@ def test_parquet_comes_first_and_no_table_is_named(tmp_path: Path) -> None:
     (tmp_path / "z.parquet").unlink()
     with pytest.raises(ValueError, match=r"a.jsonl: row 0 \(id 0\): field 'caption_2'"):
         read_colorswap(tmp_path)
+
+
+def test_images_under_the_root_when_the_table_is_in_data(tmp_path: Path) -> None:
+    _jsonl(tmp_path / "data" / "t.jsonl", [_row(0)])
+    (tmp_path / "images").mkdir()
+    (cs,) = read_colorswap(tmp_path)
+    assert cs.images[0].path == tmp_path / "images" / "0a.png"
+
+
+def test_held_images_are_keyed_by_row_and_field_and_bad_ones_are_named(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    row = {**_row(0, id="c7"), "image_1": {"bytes": b"one", "path": "1.png"}, "image_2": {"bytes": b"two", "path": None}}
+    pq.write_table(pa.Table.from_pylist([row]), tmp_path / "t.parquet")
+    (cs,) = read_colorswap(tmp_path)
+    assert [(i.key, i.data) for i in cs.images] == [("row 0 (id c7)/image_1:1.png", b"one"), ("row 0 (id c7)/image_2:", b"two")]
+    for field in ("image_1", "image_2"):
+        path = _jsonl(tmp_path / "bad" / "t.jsonl", [_row(0), {**_row(1), field: ""}])
+        with pytest.raises(ValueError) as error:
+            read_colorswap(tmp_path / "bad")
+        assert str(error.value) == f"{path}: row 1 (id 1): field {field!r} must name an image file or hold image bytes, got ''"
