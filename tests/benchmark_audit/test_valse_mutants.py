@@ -126,3 +126,21 @@ def test_the_registered_readers_are_the_valid_set_and_every_instance(tmp_path: P
     (every,) = ADAPTER_ALL.reader(tmp_path)
     assert (ADAPTER.name, ADAPTER_ALL.name) == ("valse", "valse_all")
     assert [c[0] for c in comparisons(valid)] == ["a/0"] and [c[0] for c in comparisons(every)] == ["a/0", "b/0"]
+
+
+@pytest.mark.parametrize(
+    ("content", "item"), [([{"image_file": "a.jpg", "caption": "a", "foil": "b"}, 5], "1"), ({"k": ["x"]}, "k")]
+)
+def test_an_item_that_is_no_object_is_named(tmp_path: Path, content, item: str) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(content))
+    with pytest.raises(ValueError) as error:
+        read_valse_all(tmp_path)
+    assert str(error.value) == f"{path}: item {item} must be an object with image_file, caption, foil"
+
+
+def test_a_file_root_reads_that_file_only(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text(json.dumps({"a": _item("a")}))
+    (tmp_path / "b.json").write_text(json.dumps({"b": _item("b")}))
+    (only,) = read_valse(tmp_path / "b.json")
+    assert only.name == "b"
