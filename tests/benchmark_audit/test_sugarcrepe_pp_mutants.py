@@ -64,3 +64,11 @@ def test_files_under_data_images_under_images_and_refusals(tmp_path: Path) -> No
         f"{tmp_path}: no SugarCrepe++ file found; expected SugarCrepe++ files (replace_att.json, replace_obj.json, "
         "replace_rel.json, swap_att.json, swap_obj.json) in the root or data/; images optional (val2017/ or images/)"
     )
+
+
+def test_an_object_of_non_objects_is_named_by_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "swap_att.json"
+    path.write_text(json.dumps({"k1": _item(1), "k2": ["not", "an", "item"]}))
+    with pytest.raises(ValueError) as error:
+        read_sugarcrepe_pp(tmp_path)
+    assert str(error.value) == f"{path}: item k2 must be an object with filename, caption, caption2, negative_caption"
