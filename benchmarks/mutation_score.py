@@ -37,6 +37,25 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: The adapter tests that read each published format from hand-written files (no model, no command run).
+_FORMAT_READER_TESTS: tuple[str, ...] = (
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_hard_negative_formats_floor_and_ceilings",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_block_formats_floor_ceilings_and_declared_cycles",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_valse_pieces_items_cycle_and_dropped_foil",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_valse_all_reads_every_instance_and_valse_needs_the_votes",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_lengths_are_read_as_published_where_spellings_merge",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_malformed_files_are_refused_naming_file_entry_and_field",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_dropped_entries_are_counted_per_reason",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_missing_files_name_what_the_root_must_hold",
+    "tests/benchmark_audit/test_benchmark_adapters.py::test_a_fifo_among_the_files_is_refused_not_read",
+    "tests/benchmark_audit/test_benchmark_input_formats.py",
+    "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_list_of_non_objects_is_a_sentence_naming_file_and_item",
+    "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_non_object_after_good_items_is_named_by_its_position",
+    "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_a_crepe_caption_longer_than_the_csv_default_limit_is_read",
+    "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_an_mmvp_statement_longer_than_the_csv_default_limit_is_read",
+    "tests/benchmark_audit/test_benchmark_adapters_hostile.py::test_the_csv_limit_follows_the_file_and_is_never_lowered",
+)
+
 #: Module -> its fast matching test files (each mutant runs only these).
 DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     "contrast": ("tests/algebra/test_contrast.py",),
@@ -252,6 +271,32 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/benchmark_audit/test_blind_vs_model.py",
         "tests/benchmark_audit/test_unusable_subsets.py",
     ),
+    # The published-benchmark readers: the tests that call load_benchmark on hand-written files, not the eval /
+    # clip_benchmark runs (features and a command per mutant) nor the audit-benchmark-all tables (every format).
+    **{
+        f"benchmark_audit/formats/{name}": (*own, *_FORMAT_READER_TESTS)
+        for name, own in {
+            "naturalbench": (
+                "tests/benchmark_audit/test_naturalbench.py::test_naturalbench_rows_are_cycles_and_odd_rows_are_counted",
+                "tests/benchmark_audit/test_naturalbench.py::test_naturalbench_retrieval_metadata",
+                "tests/benchmark_audit/test_naturalbench.py::test_naturalbench_refusals_name_the_file_and_field",
+                "tests/benchmark_audit/test_naturalbench_mutants.py",
+            ),
+            "vismin": (
+                "tests/benchmark_audit/test_vismin.py::test_vismin_refusals_name_file_and_field",
+                "tests/benchmark_audit/test_vismin_mutants.py",
+            ),
+            "bivlc": ("tests/benchmark_audit/test_bivlc_mutants.py",),  # not the rows test: it audits the fixture
+            "valse": ("tests/benchmark_audit/test_valse_mutants.py",),
+            "crepe": ("tests/benchmark_audit/test_crepe_mutants.py",),
+            "vl_checklist": ("tests/benchmark_audit/test_vl_checklist_mutants.py",),
+            "colorswap": ("tests/benchmark_audit/test_colorswap_mutants.py",),
+            "mmvp_vlm": ("tests/benchmark_audit/test_mmvp_vlm_mutants.py",),
+            "sugarcrepe_pp": ("tests/benchmark_audit/test_sugarcrepe_pp_mutants.py",),
+            "cola": ("tests/benchmark_audit/test_adapter_roles.py", "tests/benchmark_audit/test_cola_mutants.py"),
+            "eqben": ("tests/benchmark_audit/test_eqben_mutants.py",),
+        }.items()
+    },
     "vlm_scores": (
         "tests/encoding/test_vlm_scores_mutants.py",
         "tests/tasks/test_key_fields.py",
