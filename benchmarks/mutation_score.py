@@ -92,7 +92,12 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
     ),
     # Not test_output_policy.py: its fifo, device and kill tests take 5-12 s each, for most mutants of the writers.
     # test_outputs_units.py: the streams, temporaries, sentences, plan and write_outputs' rollback, by hand.
-    "outputs": ("tests/core/test_output_guards.py", "tests/core/test_output_folders.py", "tests/core/test_outputs_units.py"),
+    "outputs": (
+        "tests/core/test_output_guards.py",
+        "tests/core/test_output_folders.py",
+        "tests/core/test_outputs_units.py",
+        "tests/core/test_output_rewrites.py",
+    ),
     # Not test_page_from_records.py / test_item_identity.py / test_record_labels.py: they build pages from results.
     "page_data": (
         "tests/evaluation/test_page_numbers.py",
