@@ -29,6 +29,7 @@ import fnmatch
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -709,6 +710,19 @@ def run_module(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+#: How to put the null device back (as root) when a mutant replaced it; the suite's stream tests fail until then.
+RESTORE_DEVNULL = "restore it as root: rm /dev/null && mknod -m 666 /dev/null c 1 3"
+
+
+def _null_device_intact() -> bool:
+    """Whether the null device is still a character device: a mutant of the output writers (a stream taken
+    for a regular file) renames a file over it when a test writes to it, which breaks every later run."""
+    try:
+        return stat.S_ISCHR(os.stat(os.devnull).st_mode)
+    except OSError:
+        return False
+
+
 def _text(data: bytes | str | None) -> str:
     """A timed-out child's captured output as text."""
     return data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
@@ -733,6 +747,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.timeout_multiplier <= 0 or args.timeout_constant < 0:
         parser.error("--timeout-multiplier must be positive and --timeout-constant not negative")
+    if not _null_device_intact():
+        parser.error(f"{os.devnull} is not a character device (a mutant replaced it in an earlier run); {RESTORE_DEVNULL}")
     results: dict[str, Any] = {}
     earlier = json.loads(args.rerun_survivors.read_text()) if args.rerun_survivors else {}
     # A module that failed in the earlier run (no survivors listed) runs in full.
@@ -745,6 +761,11 @@ def main(argv: list[str] | None = None) -> int:
                                       earlier.get(key), (args.timeout_multiplier, args.timeout_constant))  # fmt: skip
         except SystemExit as error:  # one module's failure is reported, the others still run
             results[key] = {"error": str(error)[-2000:], "mutants": 0, "killed": 0}
+        if not _null_device_intact():  # the writers' mutants can rename a file over it (outputs' stream tests)
+            message = f"{os.devnull} was replaced by a regular file while mutating {key}; {RESTORE_DEVNULL}"
+            print(f"mutation_score: {message}", file=sys.stderr)
+            results[key]["warning"] = message
+            break
     mutants = sum(r["mutants"] for r in results.values())
     killed = sum(r["killed"] for r in results.values())
     results["total"] = {"mutants": mutants, "killed": killed, "survived": mutants - killed,
