@@ -13,14 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from benchmark_formats import write_features
-from plugin_runs import clip_benchmark_features_run
+from plugin_runs import block_scores_by_loop, clip_benchmark_features_run
 
 from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.cli import main
 from clip_cycles.results import read_result
 
-TOL = 1e-9
 # (Question_0, Question_1, answers (I0Q0, I1Q0, I0Q1, I1Q1), Question Type, Source)
 ROWS = [
     ("Is the dog on the sofa?", "Is the dog under the sofa?", ("Yes", "No", "No", "Yes"), "yes_no", "Flickr"),
@@ -83,20 +82,6 @@ def true_blocks(rows=ROWS, shard: str = "train-00000-of-00001") -> list[tuple[st
     return out
 
 
-def expected_scores(blocks, phi: dict[str, np.ndarray], psi: dict[str, np.ndarray]) -> dict[str, float]:
-    """CycleAcc and Winoground's text/image/group by a plain loop over each block's four similarities."""
-    cycle = text = image = group = 0.0
-    for k0, k1, c0, c1 in blocks:
-        s00, s01 = float(phi[k0] @ psi[c0]), float(phi[k0] @ psi[c1])
-        s10, s11 = float(phi[k1] @ psi[c0]), float(phi[k1] @ psi[c1])
-        delta = s00 + s11 - s01 - s10
-        cycle += 1.0 if delta > TOL else (0.0 if delta < -TOL else 0.5)
-        t, i = s00 > s01 and s11 > s10, s00 > s10 and s11 > s01
-        text, image, group = text + t, image + i, group + (t and i)
-    n = len(blocks)
-    return {"cycle_acc": cycle / n, "text_acc": text / n, "image_acc": image / n, "group_acc": group / n}
-
-
 def test_naturalbench_rows_are_cycles_and_odd_rows_are_counted(tmp_path: Path) -> None:
     write_naturalbench(tmp_path)
     (cs,) = load_benchmark("naturalbench", tmp_path)
@@ -156,7 +141,7 @@ def scored(tmp_path: Path):
     phi, psi = write_features(tmp_path / "f.npz", keys, captions, seed=5)
     img = {k: phi[i].astype(np.float64) for i, k in enumerate(keys)}
     txt = {c: psi[i].astype(np.float64) for i, c in enumerate(captions)}
-    return tmp_path, expected_scores(blocks, img, txt)
+    return tmp_path, block_scores_by_loop(blocks, img, txt)
 
 
 def test_cycles_naturalbench_through_clip_cycles_eval(scored, capsys) -> None:

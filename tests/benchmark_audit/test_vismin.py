@@ -14,14 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from benchmark_formats import write_features
-from plugin_runs import clip_benchmark_features_run
+from plugin_runs import block_scores_by_loop, clip_benchmark_features_run
 
 from clip_cycles.benchmark_audit.adapters import load_benchmark
 from clip_cycles.benchmark_audit.run import audit_benchmark
 from clip_cycles.cli import main
 from clip_cycles.results import read_result
 
-TOL = 1e-9
 SAME = ("T0_I0 > T1_I0 & T1_I1 > T0_I1", "T0_I0 > T0_I1 & T1_I1 > T1_I0")
 SWAPPED = ("T1_I0 > T0_I0 & T0_I1 > T1_I1", "T0_I1 > T0_I0 & T1_I0 > T1_I1")
 # (text_0, text_1, category, solution (Text, Image))
@@ -89,20 +88,6 @@ def true_blocks(rows=ROWS) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def expected_scores(blocks, phi: dict[str, np.ndarray], psi: dict[str, np.ndarray]) -> dict[str, float]:
-    """CycleAcc and Winoground's text/image/group by a plain loop over each block's four similarities."""
-    cycle = text = image = group = 0.0
-    for k0, k1, c0, c1 in blocks:
-        s00, s01 = float(phi[k0] @ psi[c0]), float(phi[k0] @ psi[c1])
-        s10, s11 = float(phi[k1] @ psi[c0]), float(phi[k1] @ psi[c1])
-        delta = s00 + s11 - s01 - s10
-        cycle += 1.0 if delta > TOL else (0.0 if delta < -TOL else 0.5)
-        t, i = s00 > s01 and s11 > s10, s00 > s10 and s11 > s01
-        text, image, group = text + t, image + i, group + (t and i)
-    n = len(blocks)
-    return {"cycle_acc": cycle / n, "text_acc": text / n, "image_acc": image / n, "group_acc": group / n}
-
-
 def test_vismin_rows_are_cycles_oriented_by_the_solution(tmp_path: Path) -> None:
     write_vismin(tmp_path)
     assert sorted(p.name for p in (tmp_path / "data" / "test").iterdir()) == [f"{SHARD}.arrow", "dataset_info.json", "state.json"]
@@ -157,10 +142,10 @@ def scored(tmp_path: Path):
     phi, psi = write_features(tmp_path / "f.npz", keys, captions, seed=3)
     img = {k: phi[i].astype(np.float64) for i, k in enumerate(keys)}
     txt = {c: psi[i].astype(np.float64) for i, c in enumerate(captions)}
-    expected = expected_scores(blocks, img, txt)
+    expected = block_scores_by_loop(blocks, img, txt)
     # The fixture tells the solution's orientation apart: text_0 always taken as image_0's scores otherwise.
     as_stored = [(k0, k1, r[0], r[1]) for (k0, k1, _, _), r in zip(blocks, [r for r in ROWS if r[3] in (SAME, SWAPPED)])]
-    assert expected_scores(as_stored, img, txt)["cycle_acc"] != expected["cycle_acc"]
+    assert block_scores_by_loop(as_stored, img, txt)["cycle_acc"] != expected["cycle_acc"]
     return tmp_path, expected
 
 
