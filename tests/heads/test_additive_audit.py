@@ -196,7 +196,9 @@ def test_fit_through_the_shared_loop_equals_the_hand_written_float64_adam(head):
     assert fit.caption_logit.tobytes() == expected_caption.tobytes()
 
 
-def test_shared_batches_and_one_sided_adam_give_the_reports_of_independent_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_probes_fitted_together_give_the_reports_of_independent_hand_written_fits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit fits its three probes in one loop (one flat Adam array); each probe's report equals that of
+    the probe fitted alone by the hand-written reference, bit for bit, on its own and on other training pairs."""
     from clip_cycles.heads import additive_audit as module
 
     rng = np.random.default_rng(5)
@@ -205,19 +207,35 @@ def test_shared_batches_and_one_sided_adam_give_the_reports_of_independent_fits(
         [rng.integers(0, 20, 300), rng.integers(20, 40, 300), rng.integers(0, 25, 300), rng.integers(25, 50, 300)], 1
     )
     test = train[:120]
-    shared = [module.additive_audit(phi, psi, t, test, seed=3, batch_size=64).to_dict() for t in (train, test)]
-    monkeypatch.setattr(module._Batches, "MAX_BYTES", 0)  # nothing kept: every probe gathers its own rows
+    together = [module.additive_audit(phi, psi, t, test, seed=3, batch_size=64).to_dict() for t in (train, test)]
+
+    def one_by_one(heads, phi, psi, pairs, epochs, lr, weight_decay, batch_size, seed):
+        fits = {}
+        for head in heads:
+            (w_image, w_text, bias), steps = _reference_fit(head, phi, psi, pairs, epochs, lr, weight_decay, batch_size, seed)
+            image_logit = (phi @ w_image if head != "text_only" else np.zeros(phi.shape[0])) + bias[0]
+            caption_logit = psi @ w_text if head != "image_only" else np.zeros(psi.shape[0])
+            logit = image_logit[pairs[:, 0]] + caption_logit[pairs[:, 1]]
+            loss = float(np.mean(np.logaddexp(0.0, logit) - pairs[:, 2] * logit))
+            fits[head] = module.ProbeFit(image_logit, caption_logit, steps, loss)
+        return fits
+
+    monkeypatch.setattr(module, "fit_additive_probes", one_by_one)
     alone = [module.additive_audit(phi, psi, t, test, seed=3, batch_size=64).to_dict() for t in (train, test)]
-    assert shared == alone
+    assert together == alone
+    monkeypatch.undo()
+    pairs = module.comparisons(train, "cycles", 40, 50, "t").pairs()
+    joint = module.fit_additive_probes(module.ADDITIVE_PROBES, phi, psi, pairs, seed=3, batch_size=64)
     for name in module.ADDITIVE_PROBES:  # fitted on other pairs: its own train AUROC, recomputed from its fit
-        fit = module.fit_additive_probe(
-            name, phi, psi, module.comparisons(train, "cycles", 40, 50, "t").pairs(), seed=3, batch_size=64
-        )
-        pairs = module.comparisons(train, "cycles", 40, 50, "t").pairs()
+        fit = module.fit_additive_probe(name, phi, psi, pairs, seed=3, batch_size=64)
+        assert joint[name].image_logit.tobytes() == fit.image_logit.tobytes()
+        assert joint[name].caption_logit.tobytes() == fit.caption_logit.tobytes()
         expected = module.pair_auroc(fit.image_logit[pairs[:, 0]] + fit.caption_logit[pairs[:, 1]], pairs[:, 2])
-        assert shared[0]["probes"][name]["train_pair_auroc"] == expected
+        assert together[0]["probes"][name]["train_pair_auroc"] == expected
         unseen = (
             fit.caption_logit if name == "image_only" else fit.image_logit - fit.image_logit[0] if name == "text_only" else None
         )
         if unseen is not None:
             assert not unseen.any()  # the side a probe does not see stays exactly zero
+    with pytest.raises(ValueError, match="unknown additive probe 'bilinear'"):
+        module.fit_additive_probes(("additive", "bilinear"), phi, psi, pairs)

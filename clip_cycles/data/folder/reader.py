@@ -269,6 +269,8 @@ def _where(path: Path, cycle_ids: Any, row: int) -> str:
 def _stringlike(kind: Any) -> bool:
     import pyarrow as pa
 
+    if pa.types.is_dictionary(kind):  # a string column read as a dictionary (read_cycle_rows)
+        kind = kind.value_type
     return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind))
 
 
@@ -295,14 +297,24 @@ def _same_type(path: Path, table: Any, first: str, second: str) -> tuple[Any, An
     """Columns ``first`` and ``second`` as two arrays of one type (an all-null column takes the other's type)."""
     import pyarrow as pa
 
-    a, b = table.column(first).combine_chunks(), table.column(second).combine_chunks()
+    # Left chunked: a dictionary-read column may hold one dictionary per row group (see _local_codes).
+    a, b = table.column(first), table.column(second)
     if pa.types.is_null(a.type) != pa.types.is_null(b.type):  # an all-null column: nulls of the other type
-        a, b = (a.cast(b.type), b) if pa.types.is_null(a.type) else (a, b.cast(a.type))
+        a, b = (a.cast(_stored(b.type)), b) if pa.types.is_null(a.type) else (a, b.cast(_stored(a.type)))
     if a.type != b.type:
         if not (_stringlike(a.type) and _stringlike(b.type)):
-            raise ValueError(f"{path}: columns {first} ({a.type}) and {second} ({b.type}) must have the same type")
+            raise ValueError(
+                f"{path}: columns {first} ({_stored(a.type)}) and {second} ({_stored(b.type)}) must have the same type"
+            )
         a, b = a.cast(pa.large_string()), b.cast(pa.large_string())
     return a, b
+
+
+def _stored(kind: Any) -> Any:
+    """The type a column holds: a dictionary-read string column's value type (what the file calls it)."""
+    import pyarrow as pa
+
+    return kind.value_type if pa.types.is_dictionary(kind) else kind
 
 
 def _first_null(a: Any, b: Any) -> int | None:
@@ -313,22 +325,43 @@ def _first_null(a: Any, b: Any) -> int | None:
     return _first_row(flat)
 
 
+def _local_codes(column: Any) -> tuple[list[Any], np.ndarray]:
+    """A string column's values as Python strings (repeats allowed) and each row's index into them.
+
+    A dictionary-read column (``read_dictionary``) gives only its dictionary to Python, chunk by chunk,
+    and its indices as numpy; a plain one gives every row. Neither imports ``pyarrow.compute`` (a tenth
+    of a warm evaluation), which ``dictionary_encode`` does.
+    """
+    import pyarrow as pa
+
+    values: list[Any] = []
+    parts: list[np.ndarray] = []
+    for chunk in getattr(column, "chunks", [column]):
+        if pa.types.is_dictionary(chunk.type):
+            parts.append(_integers(chunk.indices) + len(values))
+            values.extend(chunk.dictionary.to_pylist())
+        else:
+            parts.append(np.arange(len(values), len(values) + len(chunk), dtype=np.int64))
+            values.extend(chunk.to_pylist())
+    return values, (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))
+
+
 def _codes(a: Any, b: Any) -> tuple[list[Any], np.ndarray]:
     """Unique values of two string arrays without nulls, in order of first appearance in the row order
     (``a[0], b[0], a[1], b[1], ...``), and the (N, 2) int64 codes of the rows into them."""
-    import pyarrow as pa
-
-    n = len(a)
-    encoded = pa.concat_arrays([a, b]).dictionary_encode()  # a unique value per distinct string, in C++
-    indices = _integers(encoded.indices)
-    codes = np.stack([indices[:n], indices[n:]], axis=1)
+    values_a, rows_a = _local_codes(a)
+    values_b, rows_b = _local_codes(b)
+    position: dict[Any, int] = {}  # one code per distinct string, whichever column or chunk it came from
+    to_a = np.array([position.setdefault(v, len(position)) for v in values_a], dtype=np.int64)
+    to_b = np.array([position.setdefault(v, len(position)) for v in values_b], dtype=np.int64)
+    codes = np.stack([to_a[rows_a], to_b[rows_b]], axis=1)
     # Renumber by first appearance in the row order, as a dictionary encoding of the interleaved values would.
     unique, first = np.unique(codes.ravel(), return_index=True)
     order = unique[np.argsort(first, kind="stable")]
-    remap = np.empty(len(encoded.dictionary), dtype=np.int64)
+    remap = np.empty(len(position), dtype=np.int64)
     remap[order] = np.arange(order.shape[0])
-    values = encoded.dictionary.to_pylist()
-    return [values[k] for k in order.tolist()], remap[codes]
+    distinct = list(position)
+    return [distinct[k] for k in order.tolist()], remap[codes]
 
 
 def _first_row(mask: np.ndarray) -> int:
@@ -341,7 +374,6 @@ def _check_cycle_ids(path: Path, table: Any) -> Any:
     The checks run in pyarrow (counts, no per-row Python work); the offending row is looked up only on failure.
     """
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     ids = table.column("cycle_id").combine_chunks()
     message = "cycle_id must be a unique non-empty string"
@@ -349,16 +381,16 @@ def _check_cycle_ids(path: Path, table: Any) -> Any:
         raise ValueError(f"{path}: column cycle_id holds {ids.type}; {message}")
     if ids.null_count:
         raise ValueError(f"{_where(path, ids, _first_row(_nulls(ids)))}: {message}")
-    lengths = pc.utf8_length(ids)
-    if pc.min(lengths).as_py() == 0:
-        empty = np.asarray(lengths.to_pylist()) == 0
-        raise ValueError(f"{_where(path, ids, _first_row(empty))}: {message}")
-    encoded = ids.dictionary_encode()
-    if len(encoded.dictionary) != len(ids):
-        _, first = np.unique(_integers(encoded.indices), return_index=True)
-        repeated = np.ones(len(ids), dtype=bool)
-        repeated[first] = False
-        raise ValueError(f"{_where(path, ids, _first_row(repeated))}: {message}")
+    # In Python, not pyarrow.compute (its import is a tenth of a warm evaluation): a few thousand short strings.
+    values = ids.to_pylist()
+    if not all(values):
+        raise ValueError(f"{_where(path, ids, values.index(''))}: {message}")
+    if len(set(values)) != len(values):
+        seen: set[str] = set()
+        for row, value in enumerate(values):  # the first row whose value came before
+            if value in seen:
+                raise ValueError(f"{_where(path, ids, row)}: {message}")
+            seen.add(value)
     return ids
 
 
@@ -481,7 +513,12 @@ def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str
     columns = [f"{c}_file_name" if folder.layout == "imagefolder" and c.startswith("image_") else c for c in ROW_FIELDS]
     # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
     try:
-        with pq.ParquetFile(path) as parquet:
+        try:
+            # The image and caption strings come as dictionaries (each distinct value once), not one per row.
+            parquet = pq.ParquetFile(path, read_dictionary=columns[:4])
+        except KeyError:  # a struct column (datasets.Image) or a missing one has no leaf of that name
+            parquet = pq.ParquetFile(path)
+        with parquet:
             names = parquet.schema_arrow.names
             missing = [c for c in columns if c not in names]
             if missing:
