@@ -42,6 +42,8 @@ HEAVY = (
     "matplotlib",
     "scipy",
     "sklearn",
+    "pandas",
+    "pyarrow.compute",  # a tenth of a warm evaluation: its row files are read without it
 )
 #: The import budget: what each start-up command may import of :data:`HEAVY` (nothing).
 START_UP_BUDGET: dict[tuple[str, ...], frozenset[str]] = {
