@@ -13,7 +13,7 @@ from clip_cycles.encoding.distributed import encode_sharded, main_process_first
 from clip_cycles.encoding.encoder import EncodedFeatures, ModelSpec
 from clip_cycles.encoding.vlm_scores import score_tasks, uses_pair_scores
 from clip_cycles.settings import resolve_data_cache_dir
-from clip_cycles.tasks.loading import TaskData, load_task_data, resolve_dataset_roots, unique_items
+from clip_cycles.tasks.loading import TaskData, keep_row_decodes, load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import TaskSpec
 
 
@@ -45,6 +45,7 @@ def encode_tasks(
     data_cache = resolve_data_cache_dir(data_cache_dir, cache_dir)
     with main_process_first():  # rank 0 builds shared data folders once; the others reuse them
         folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
+    keep_row_decodes(folders, cache_dir)
     loaded = []
     for task in tasks:
         # Train/validation are read (and encoded) only when the audit fits on the train split.

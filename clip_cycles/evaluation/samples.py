@@ -67,7 +67,7 @@ def cycle_samples(
         raise ValueError(f"task {task.name} seed {seed}: {rows_kept.shape[0]} kept rows for {blocks.shape[0]} blocks")
     deltas = deltas_from_blocks(blocks)
     credits = cycle_credits(deltas, task.tie_tolerance)
-    ids = rows.cycle_ids.to_pylist()
+    ids = rows.cycle_ids
     bound = dict(bind or {})
     out = []
     for k, i in enumerate(rows_kept.tolist()):

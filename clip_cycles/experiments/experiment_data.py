@@ -36,7 +36,7 @@ from clip_cycles.encoding.task_encoding import cycle_index
 from clip_cycles.experiments.item_sets import item_identity
 from clip_cycles.outputs import write_output
 from clip_cycles.settings import min_cycles_override, resolve_data_cache_dir
-from clip_cycles.tasks.loading import load_task_data, resolve_dataset_roots, unique_items
+from clip_cycles.tasks.loading import keep_row_decodes, load_task_data, resolve_dataset_roots, unique_items
 from clip_cycles.tasks.registry import expand_tasks
 
 logger = logging.getLogger(__name__)
@@ -354,6 +354,7 @@ def load_from_tasks(
         )
     data_cache = resolve_data_cache_dir(data_cache_dir, cache_dir)
     folders = resolve_dataset_roots(tasks, dataset_root, data_cache)
+    keep_row_decodes(folders, cache_dir)
     built = [int(f.info["min_cycles"]) for f in folders.values() if isinstance(f.info.get("min_cycles"), int)]
     loaded = []
     unavailable: dict[str, str] = {}

@@ -149,7 +149,7 @@ def _hash_or_key(item: ImageItem) -> str:
 def scored_cycles(rows: CycleRows, encoded: EncodedFeatures) -> list[CycleItem]:
     """The cycles of ``rows`` that were scored (both images encoded), in row order, as digest items."""
     hashes = _image_hashes(rows, encoded)
-    ids = rows.cycle_ids.to_pylist()
+    ids = rows.cycle_ids
     encoded_image = np.array([h is not None for h in hashes], dtype=bool)
     # Whole columns at once, then one tuple per kept row (a row-by-row numpy walk was most of this digest's time).
     kept = np.flatnonzero(encoded_image[rows.image_index].all(axis=1))

@@ -6,7 +6,7 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from clip_cycles.data.families.registry import DEFAULT_MIN_CYCLES, family_builder_source
 from clip_cycles.data.folder.reader import (
@@ -101,6 +101,16 @@ def _raw_root(task: TaskSpec, root: Path | None, data_cache_dir: Path) -> tuple[
 #: (the ``.source.json`` stamp beside it) and the families it holds. A task needing fewer families than the
 #: cached build holds is served by it.
 BUILT_FOLDER_KEY_FIELDS: tuple[str, ...] = ("kind", "builder", "raw_root", "fingerprint", "families")
+
+
+def keep_row_decodes(folders: Mapping[str, BuiltFolder], cache_dir: str | Path | None) -> None:
+    """Keep the row files' decodes under ``<cache_dir>/rows``, beside the features and audits (None: keep none).
+
+    A warm run then reads no Parquet (:func:`clip_cycles.data.folder.reader.read_cycle_rows`).
+    """
+    if cache_dir is not None:
+        for folder in folders.values():
+            folder.rows_cache = Path(cache_dir) / "rows"
 
 
 def resolve_dataset_roots(

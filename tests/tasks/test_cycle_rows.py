@@ -58,7 +58,7 @@ def test_every_split_of_every_family_reads_as_row_by_row(shapes_cycles: Path, sp
                 expected = _row_by_row(path)
                 rows = read_cycle_rows(folder, task, seed, split)
                 assert len(rows) == len(expected["ids"]) > 0
-                assert rows.cycle_ids.to_pylist() == expected["ids"]
+                assert rows.cycle_ids == expected["ids"]
                 assert _keys(rows).tolist() == [list(p) for p in expected["images"]]
                 texts = np.array(rows.captions, dtype=object)[rows.caption_index]
                 assert texts.tolist() == [list(p) for p in expected["captions"]]
@@ -370,7 +370,7 @@ def test_concat_and_unique_items_keep_first_appearance(shapes_cycles: Path, spec
     merged = CycleRows.concat(parts)
     assert len(merged) == sum(len(p) for p in parts)
     assert _keys(merged).tolist() == _keys(parts[0]).tolist() + _keys(parts[1]).tolist()
-    assert merged.cycle_ids.to_pylist() == parts[0].cycle_ids.to_pylist() + parts[1].cycle_ids.to_pylist()
+    assert merged.cycle_ids == parts[0].cycle_ids + parts[1].cycle_ids
     assert merged.caption_pair(len(parts[0])) == parts[1].caption_pair(0)
     data = load_task_data(task, folder, [0, 1])
     images, captions = unique_items([data])

@@ -10,6 +10,8 @@ rather than fails, when the split is unavailable under the minimum-cycle rule.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -31,7 +33,11 @@ from clip_cycles.data.folder.writer import (
 )
 from clip_cycles.data.sources.images import ImageItem
 from clip_cycles.data.sources.registry import source_feeding
-from clip_cycles.fingerprints import content_hash
+from clip_cycles.fingerprints import canonical_json, content_hash, digest
+from clip_cycles.outputs import atomic_write_bytes
+from clip_cycles.regular_files import load_json_text, read_regular_file
+
+logger = logging.getLogger(__name__)
 
 
 class FamilyTask(Protocol):
@@ -54,6 +60,8 @@ class BuiltFolder:
     info: dict[str, Any]
     #: file name -> its ImageItem, so each distinct image is resolved once per folder
     image_items: dict[str, ImageItem] = field(default_factory=dict, repr=False, compare=False)
+    #: Where decoded row files are kept (:func:`read_cycle_rows`); None: decode every file from its Parquet
+    rows_cache: Path | None = field(default=None, repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -135,10 +143,10 @@ class CycleRows:
     Row ``i`` pairs images ``image_items[image_index[i, 0]]`` and ``image_items[image_index[i, 1]]``
     with captions ``captions[caption_index[i, 0]]`` and ``captions[caption_index[i, 1]]``.
     ``image_items`` and ``captions`` (formatted by the task) are unique, in order of first
-    appearance (row by row, ``_0`` before ``_1``); ``cycle_ids`` is a pyarrow string array.
+    appearance (row by row, ``_0`` before ``_1``); ``cycle_ids`` is a list of strings.
     """
 
-    cycle_ids: Any
+    cycle_ids: list[str]
     image_items: list[ImageItem]
     image_index: np.ndarray
     captions: list[str]
@@ -165,8 +173,6 @@ class CycleRows:
         caption_pairs: Sequence[tuple[str, str]],
     ) -> CycleRows:
         """Rows from per-cycle pairs (items interned by key, captions by text), e.g. for data built in code."""
-        import pyarrow as pa
-
         if not len(cycle_ids) == len(image_pairs) == len(caption_pairs):
             raise ValueError(
                 f"{len(cycle_ids)} cycle ids, {len(image_pairs)} image pairs and "
@@ -185,13 +191,11 @@ class CycleRows:
                 captions.setdefault(text, len(captions))
         image_index = np.array([[images[a.key], images[b.key]] for a, b in image_pairs], dtype=np.int64).reshape(-1, 2)
         caption_index = np.array([[captions[a], captions[b]] for a, b in caption_pairs], dtype=np.int64).reshape(-1, 2)
-        return cls(pa.array(list(cycle_ids), type=pa.string()), items, image_index, list(captions), caption_index)
+        return cls([str(c) for c in cycle_ids], items, image_index, list(captions), caption_index)
 
     @classmethod
     def concat(cls, parts: Sequence[CycleRows]) -> CycleRows:
         """The rows of ``parts`` one after another (items re-interned by key and text)."""
-        import pyarrow as pa
-
         images: dict[str, int] = {}
         items: list[ImageItem] = []
         captions: dict[str, int] = {}
@@ -206,13 +210,8 @@ class CycleRows:
             caption_map = np.array([captions.setdefault(c, len(captions)) for c in part.captions], dtype=np.int64)
             image_index.append(image_map[part.image_index])
             caption_index.append(caption_map[part.caption_index])
-        ids = (
-            pa.concat_arrays([pa.array(p.cycle_ids, type=pa.string()) for p in parts])
-            if parts
-            else pa.array([], type=pa.string())
-        )
         return cls(
-            ids,
+            [cid for part in parts for cid in part.cycle_ids],
             items,
             np.concatenate(image_index).reshape(-1, 2) if parts else np.zeros((0, 2), np.int64),
             list(captions),
@@ -262,7 +261,8 @@ def _image_item(value: Any, folder: BuiltFolder) -> ImageItem:
 
 
 def _where(path: Path, cycle_ids: Any, row: int) -> str:
-    cid = cycle_ids[row].as_py() if row < len(cycle_ids) else None
+    value = cycle_ids[row] if row < len(cycle_ids) else None
+    cid = value.as_py() if hasattr(value, "as_py") else value  # a pyarrow column (before its check) or the checked list
     return f"{path} row {row} (cycle_id {cid!r})"
 
 
@@ -368,11 +368,8 @@ def _first_row(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def _check_cycle_ids(path: Path, table: Any) -> Any:
-    """The cycle_id column, after checking every value is a unique non-empty string.
-
-    The checks run in pyarrow (counts, no per-row Python work); the offending row is looked up only on failure.
-    """
+def _check_cycle_ids(path: Path, table: Any) -> list[str]:
+    """The cycle_id column as a list, after checking every value is a unique non-empty string."""
     import pyarrow as pa
 
     ids = table.column("cycle_id").combine_chunks()
@@ -391,11 +388,16 @@ def _check_cycle_ids(path: Path, table: Any) -> Any:
             if value in seen:
                 raise ValueError(f"{_where(path, ids, row)}: {message}")
             seen.add(value)
-    return ids
+    return values
 
 
-def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tuple[list[str], np.ndarray]:
+def _caption_columns(path: Path, table: Any, ids: Sequence[str], task: FamilyTask) -> tuple[list[str], np.ndarray]:
     """Unique formatted captions and (N, 2) codes, after checking every caption."""
+    return _formatted_captions(*_raw_captions(path, table, ids), task)
+
+
+def _raw_captions(path: Path, table: Any, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The file's distinct captions and (N, 2) codes, after checking every caption (what its bytes alone decide)."""
     import pyarrow as pa
 
     a, b = _same_type(path, table, "caption_0", "caption_1")
@@ -405,8 +407,14 @@ def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tupl
     if k is not None:
         raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
     unique, codes = _codes(a, b)
+    _check_captions(path, ids, unique, codes)
+    return unique, codes
+
+
+def _check_captions(path: Path, ids: Sequence[str], unique: Sequence[Any], codes: np.ndarray) -> None:
+    """Every caption a non-blank string and each cycle's two distinct (ValueError naming the first row that is not)."""
     for code, caption in enumerate(unique):
-        if not caption.strip():
+        if not isinstance(caption, str) or not caption.strip():
             k = _first_row(codes.ravel() == code)
             raise ValueError(f"{_where(path, ids, k // 2)}: caption_{k % 2} is empty or not a string")
     same = codes[:, 0] == codes[:, 1]
@@ -414,14 +422,23 @@ def _caption_columns(path: Path, table: Any, ids: Any, task: FamilyTask) -> tupl
         raise ValueError(
             f"{_where(path, ids, _first_row(same))}: caption_0 equals caption_1; a cycle needs two distinct captions"
         )
+
+
+def _formatted_captions(unique: Sequence[str], codes: np.ndarray, task: FamilyTask) -> tuple[list[str], np.ndarray]:
+    """The task's formatted captions, unique (two raw captions may format alike), and the codes into them."""
     formatted = [task.format_caption(c) for c in unique]
     position: dict[str, int] = {}
     remap = np.array([position.setdefault(text, len(position)) for text in formatted], dtype=np.int64)
     return list(position), remap[codes]
 
 
-def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
+def _image_columns(path: Path, table: Any, ids: Sequence[str], folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
     """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
+    return _resolved_images(path, ids, *_raw_images(path, table, ids), folder)
+
+
+def _raw_images(path: Path, table: Any, ids: Sequence[str]) -> tuple[list[Any], np.ndarray]:
+    """The file's distinct image values (file names, or datasets.Image structs) and (N, 2) codes into them."""
     a, b = _same_type(path, table, "image_0", "image_1")
     k = _first_null(a, b)
     if k is not None:
@@ -429,22 +446,29 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
             f"{_where(path, ids, k // 2)} image_{k % 2}: image value must be a file name or a datasets.Image struct, got NoneType"
         )
     if _stringlike(a.type):
-        unique, codes = _codes(a, b)
-    else:  # datasets.Image structs (self-contained folders): one Python value per row
-        unique, flat = [], []
-        seen: dict[Any, int] = {}
-        for pair in zip(a.to_pylist(), b.to_pylist()):
-            for value in pair:
-                marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
-                if marker not in seen:
-                    seen[marker] = len(unique)
-                    unique.append(value)
-                flat.append(seen[marker])
-        codes = np.asarray(flat, dtype=np.int64).reshape(-1, 2)
-    items: list[ImageItem] = []
+        return _codes(a, b)
+    # datasets.Image structs (self-contained folders): one Python value per row
+    unique: list[Any] = []
+    flat: list[int] = []
+    seen: dict[Any, int] = {}
+    for pair in zip(a.to_pylist(), b.to_pylist()):
+        for value in pair:
+            marker = (value.get("path"), value.get("bytes")) if isinstance(value, dict) else (type(value).__name__,)
+            if marker not in seen:
+                seen[marker] = len(unique)
+                unique.append(value)
+            flat.append(seen[marker])
+    return unique, np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+
+
+def _resolved_images(
+    path: Path, ids: Sequence[str], unique: Sequence[Any], codes: np.ndarray, folder: BuiltFolder
+) -> tuple[list[ImageItem], np.ndarray]:
+    """The image items of the distinct values (resolved in ``folder``, each once) and the codes into them."""
     resolved = folder.image_items  # file names seen in an earlier file of this folder: already checked
-    for code, value in enumerate(unique):
-        known = resolved.get(value) if isinstance(value, str) else None
+    found = [resolved.get(value) if isinstance(value, str) else None for value in unique]
+    items: list[ImageItem] = []
+    for code, (value, known) in enumerate(zip(unique, found)):
         if known is not None:
             items.append(known)
             continue
@@ -453,15 +477,19 @@ def _image_columns(path: Path, table: Any, ids: Any, folder: BuiltFolder) -> tup
         except ValueError as error:
             k = _first_row(codes.ravel() == code)
             raise ValueError(f"{_where(path, ids, k // 2)} image_{k % 2}: {error}") from None
-    position: dict[str, int] = {}
-    keep: list[ImageItem] = []
-    remap = np.empty(len(items), dtype=np.int64)
-    for code, item in enumerate(items):
-        if item.key not in position:
-            position[item.key] = len(keep)
-            keep.append(item)
-        remap[code] = position[item.key]
-    codes = remap[codes]
+    keys = [item.key for item in items]
+    if len(set(keys)) == len(keys):  # each value its own image (file names always): the codes stand
+        keep = items
+    else:  # two values of one image (e.g. a struct's path and bytes): one item, one code
+        position: dict[str, int] = {}
+        keep = []
+        remap = np.empty(len(items), dtype=np.int64)
+        for code, item in enumerate(items):
+            if item.key not in position:
+                position[item.key] = len(keep)
+                keep.append(item)
+            remap[code] = position[item.key]
+        codes = remap[codes]
     same = codes[:, 0] == codes[:, 1]
     if same.any():
         raise ValueError(f"{_where(path, ids, _first_row(same))}: image_0 equals image_1; a cycle needs two distinct images")
@@ -501,37 +529,167 @@ def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str
 
     Each distinct image value is resolved once (per folder) and each distinct caption
     formatted once; rows become (N, 2) index arrays. Errors name the file, row and cycle_id.
+    With ``folder.rows_cache``, what the file's bytes alone decide (its checked ids, distinct
+    captions and image names, and the codes into them) is kept there under the file's sha256 and
+    this module's source, and read back while both hold (:func:`_decoded`); the task's caption
+    format and the folder's images are applied on every read.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     _family_entry(folder, task, split)
     path = folder.rows_file(task.config, seed, split)
     if not path.is_file():
         raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
     # The imagefolder layout names the image columns as datasets' metadata files do.
     columns = [f"{c}_file_name" if folder.layout == "imagefolder" and c.startswith("image_") else c for c in ROW_FIELDS]
+    decoded = _decoded(path, columns, folder.rows_cache)
+    captions, caption_index = _formatted_captions(decoded.captions, decoded.caption_codes, task)
+    items, image_index = _resolved_images(path, decoded.ids, decoded.images, decoded.image_codes, folder)
+    return CycleRows(decoded.ids, items, image_index, captions, caption_index)
+
+
+@dataclass
+class _Decoded:
+    """A row file's columns after the checks its bytes alone decide: what :func:`_decoded` keeps."""
+
+    ids: list[str]
+    captions: list[str]  # distinct raw captions, in order of first appearance
+    caption_codes: np.ndarray  # (N, 2) int64 into ``captions``
+    images: list[Any]  # distinct image values: file names, or datasets.Image structs (never kept)
+    image_codes: np.ndarray  # (N, 2) int64 into ``images``
+
+
+#: Bumped when what a kept decode holds changes (the module's source digest covers the code that made it).
+ROWS_CACHE_VERSION = 1
+#: Row files up to this size are read into memory, hashed and decoded from those bytes, and their decode kept;
+#: larger ones (self-contained folders embed their images) are decoded from the file and not kept.
+MAX_KEPT_ROW_FILE_BYTES = 64 << 20
+#: The largest kept decode read back (a 64 MiB row file's ids, names and codes are far less).
+MAX_KEPT_DECODE_BYTES = 256 << 20
+
+_source_digest: str | None = None
+
+
+def _reader_digest() -> str:
+    """sha256 of this module's source: a kept decode is served only to the code that made it."""
+    global _source_digest
+    if _source_digest is None:
+        _source_digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return _source_digest
+
+
+def _decoded(path: Path, columns: Sequence[str], cache: Path | None) -> _Decoded:
+    """The file's :class:`_Decoded` columns, from ``cache`` when a decode of exactly its bytes is kept there.
+
+    The bytes are read once, hashed, and decoded from memory on a miss, so a kept decode is that of the bytes
+    its key names. A kept decode is checked again on reading (its settings, checksum and every rule the
+    decoding checks); one that fails is decoded afresh and rewritten. A write that fails is logged, not fatal.
+    """
+    if cache is None or path.stat().st_size > MAX_KEPT_ROW_FILE_BYTES:
+        return _decode(path, columns, None)
+    data = read_regular_file(path, MAX_KEPT_ROW_FILE_BYTES, "row file")
+    settings = {
+        "version": ROWS_CACHE_VERSION,
+        "code": _reader_digest(),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "columns": list(columns),
+    }
+    record = cache / f"{digest(settings, 32)}.rows"
+    kept = _kept_decode(path, record, settings)
+    if kept is not None:
+        return kept
+    decoded = _decode(path, columns, data)
+    if all(isinstance(v, str) for v in decoded.images):  # image structs hold bytes: decoded from the file each time
+        try:
+            atomic_write_bytes(record, _kept_bytes(settings, decoded), durable=False)
+        except OSError as error:  # a cache that cannot be written: this run decodes again next time
+            logger.warning("row file cache: %s could not be written (%s); the rows were read from %s", record, error, path)
+    return decoded
+
+
+def _kept_bytes(settings: Mapping[str, Any], decoded: _Decoded) -> bytes:
+    """A kept decode: one line of JSON (settings, counts, the payload's sha256), then the payload.
+
+    The payload is the (N, 2) caption codes and image codes as little-endian int32, then the ids,
+    captions and image names as one JSON array of three arrays: parsing it is a small part of
+    reading the Parquet again, where a JSON list of every code was not.
+    """
+    codes = np.concatenate([decoded.caption_codes.ravel(), decoded.image_codes.ravel()]).astype("<i4").tobytes()
+    names = canonical_json([decoded.ids, decoded.captions, decoded.images]).encode("utf-8")
+    header = {
+        "settings": settings,
+        "rows": len(decoded.ids),
+        "captions": len(decoded.captions),
+        "images": len(decoded.images),
+        "code_bytes": len(codes),
+        "sha256": hashlib.sha256(codes + names).hexdigest(),
+    }
+    return canonical_json(header).encode("utf-8") + b"\n" + codes + names
+
+
+def _kept_decode(path: Path, record: Path, settings: Mapping[str, Any]) -> _Decoded | None:
+    """The decode kept at ``record`` if it is one for ``settings`` and passes its checksum and the row checks."""
+    try:
+        data = read_regular_file(record, MAX_KEPT_DECODE_BYTES, "kept row decode")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        logger.warning("row file cache: %s is unreadable (%s); %s is decoded again", record, error, path)
+        return None
+    try:
+        line, _, payload = data.partition(b"\n")
+        header = load_json_text(line, str(record))
+        if header["settings"] != settings or header["sha256"] != hashlib.sha256(payload).hexdigest():
+            raise ValueError("its settings or checksum do not match")
+        n_rows, n_captions, n_images, n_code_bytes = (int(header[k]) for k in ("rows", "captions", "images", "code_bytes"))
+        if n_rows < 1 or n_code_bytes != 16 * n_rows or len(payload) < n_code_bytes:
+            raise ValueError("its counts do not match its payload")
+        names = load_json_text(payload[n_code_bytes:], str(record))
+        if not (isinstance(names, list) and len(names) == 3):
+            raise ValueError("its names are not three lists")
+        ids, captions, images = names
+        for values, n in ((ids, n_rows), (captions, n_captions), (images, n_images)):
+            if not isinstance(values, list) or len(values) != n or not all(isinstance(x, str) for x in values):
+                raise ValueError("its ids, captions or images are not lists of strings of the recorded lengths")
+        codes = np.frombuffer(payload[:n_code_bytes], dtype="<i4").astype(np.int64).reshape(2, n_rows, 2)
+        for kind, block, n in (("caption", codes[0], n_captions), ("image", codes[1], n_images)):
+            if block.min() < 0 or block.max() >= n:
+                raise ValueError(f"its {kind} codes lie outside 0..{n - 1}")
+        # The checks the decoding made, made again: a kept decode is never more trusted than the file.
+        if not all(ids) or len(set(ids)) != len(ids):
+            raise ValueError("its cycle ids are not unique non-empty strings")
+        _check_captions(path, ids, captions, codes[0])
+    except (KeyError, TypeError, ValueError) as error:
+        logger.warning("row file cache: %s is not a kept decode of %s (%s); it is decoded again", record, path, error)
+        return None
+    return _Decoded(ids, captions, np.ascontiguousarray(codes[0]), images, np.ascontiguousarray(codes[1]))
+
+
+def _decode(path: Path, columns: Sequence[str], data: bytes | None) -> _Decoded:
+    """Decode and check the row file at ``path`` (from ``data``, its bytes, when given)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = pa.BufferReader(data) if data is not None else path
     # ParquetFile, not read_table: it reads only the needed columns and does not import pyarrow.dataset.
     try:
         try:
             # The image and caption strings come as dictionaries (each distinct value once), not one per row.
-            parquet = pq.ParquetFile(path, read_dictionary=columns[:4])
+            parquet = pq.ParquetFile(source, read_dictionary=columns[:4])
         except KeyError:  # a struct column (datasets.Image) or a missing one has no leaf of that name
-            parquet = pq.ParquetFile(path)
+            parquet = pq.ParquetFile(source)
         with parquet:
             names = parquet.schema_arrow.names
             missing = [c for c in columns if c not in names]
             if missing:
                 raise ValueError(f"{path}: columns {missing} are missing (have {names})")
-            table = parquet.read(columns=columns).rename_columns(list(ROW_FIELDS))
+            table = parquet.read(columns=list(columns)).rename_columns(list(ROW_FIELDS))
     except pa.ArrowException as error:
         raise ValueError(f"{path} is not a readable Parquet file ({error}); rebuild the folder") from error
     if table.num_rows == 0:
         raise ValueError(f"{path} holds no cycles")
     ids = _check_cycle_ids(path, table)
-    captions, caption_index = _caption_columns(path, table, ids, task)
-    items, image_index = _image_columns(path, table, ids, folder)
-    return CycleRows(ids, items, image_index, captions, caption_index)
+    captions, caption_codes = _raw_captions(path, table, ids)
+    images, image_codes = _raw_images(path, table, ids)
+    return _Decoded(ids, captions, caption_codes, images, image_codes)
 
 
 class UnavailableSplitWarning(UserWarning):

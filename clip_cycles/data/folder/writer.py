@@ -815,8 +815,6 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
     that differs (the file was edited); then each stored image (imagefolder layout) against
     its size and sha256. ``families`` limits the row-file check to those families.
     """
-    import pyarrow.parquet as pq
-
     folder = Path(folder)
     wanted = None if families is None else set(families)
 
@@ -841,6 +839,8 @@ def verify_folder_files(folder: Path, info: dict, *, families: Iterable[str] | N
         if same_bytes:
             rows = record["rows"]
         else:
+            import pyarrow.parquet as pq  # only for a file that differs: a warm run imports no pyarrow
+
             try:
                 rows = int(pq.ParquetFile(path).metadata.num_rows)
             except Exception as error:  # pyarrow raises several types for a damaged file

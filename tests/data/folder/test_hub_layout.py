@@ -191,7 +191,7 @@ def test_the_reader_reads_stored_images_as_the_reference_files(shapes_cycles, se
     plain = read_cycle_rows(open_built_folder(shapes_cycles), task, 1, "test")
     assert [i.key for i in embedded.image_items] == [i.key for i in plain.image_items]
     assert embedded.image_index.tolist() == plain.image_index.tolist()
-    assert embedded.captions == plain.captions and embedded.cycle_ids.to_pylist() == plain.cycle_ids.to_pylist()
+    assert embedded.captions == plain.captions and embedded.cycle_ids == plain.cycle_ids
     for item in embedded.image_items:
         assert item.path is not None and self_contained in item.path.parents
         assert item.read_bytes() == (shapes_world / item.key).read_bytes()
