@@ -95,6 +95,56 @@ def test_clean_turns_numpy_and_non_finite_values_into_plain_json() -> None:
     assert clean(np.float32(0.1)) == float(np.float32(0.1)) != 0.1
 
 
+def _clean_by_isinstance(value):
+    """The general rule alone (as clean was before its exact-type fast path): the reference it must equal."""
+    from collections.abc import Mapping
+
+    if isinstance(value, Mapping):
+        return {str(k): _clean_by_isinstance(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_by_isinstance(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _clean_by_isinstance(value.tolist())
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def test_clean_by_exact_type_equals_the_general_rule_on_nested_values_and_subclasses() -> None:
+    from collections import OrderedDict
+
+    class Ratio(float):
+        pass
+
+    class Name(str):
+        pass
+
+    rng = np.random.default_rng(0)
+    leaves = [0.5, float("nan"), -float("inf"), Ratio(2.5), Ratio("nan"), 3, True, False, None, "x", Name("y"),
+              np.float32(0.1), np.int8(-3), np.bool_(False), np.array([1.5, np.nan]), (1, 2.0)]  # fmt: skip
+
+    def build(depth: int):
+        if depth == 0 or rng.random() < 0.3:
+            return leaves[int(rng.integers(len(leaves)))]
+        kind = int(rng.integers(4))
+        children = [build(depth - 1) for _ in range(int(rng.integers(0, 4)))]
+        if kind == 0:
+            return {k if rng.random() < 0.5 else int(k): c for k, c in zip(("1", "2", "3"), children)}
+        if kind == 1:
+            return OrderedDict((f"k{i}", c) for i, c in enumerate(children))
+        return children if kind == 2 else tuple(children)
+
+    for _ in range(300):
+        value = build(4)
+        got, want = clean(value), _clean_by_isinstance(value)
+        assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+        assert repr(got) == repr(want)  # the same types too (a Ratio stays a float subclass's float, a bool a bool)
+
+
 # --------------------------------------------------------------------------- mean_sd
 
 
