@@ -153,10 +153,15 @@ def _audit(
     phi: np.ndarray,
     psi: np.ndarray,
     cache_dir: Path | None = None,
+    test: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """The additive audit of one seed; cached under ``cache_dir/audits`` keyed by its inputs' content."""
+    """The additive audit of one seed; cached under ``cache_dir/audits`` keyed by its inputs' content.
+
+    ``test``: the scored split's :func:`cycle_index`, when the caller has it already.
+    """
     splits = data.splits[seed]
-    test, _ = cycle_index(splits[task.split], encoded)
+    if test is None:
+        test, _ = cycle_index(splits[task.split], encoded)
     if task.audit_fit == "scored":
         # The probes fit on the scored cycles' own pairs: the features are in memory, and the
         # audit's claim (exactly 0.5 on balanced comparisons) holds for any fit, wherever it came from.
@@ -285,6 +290,7 @@ def score_task(
     dropped_total = 0
     audits: dict[str, Any] = {}
     scored: list[tuple[int, Any, np.ndarray, int]] = []
+    indices: list[np.ndarray] = []  # each seed's cycle index, for its audit
     for seed in sorted(data.splits):
         rows = data.splits[seed][task.split]
         index, dropped = cycle_index(rows, encoded)
@@ -293,11 +299,12 @@ def score_task(
             raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
         blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
         scored.append((seed, rows, blocks, dropped))
+        indices.append(index)
         per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
         pairs.append(index[:, :2])  # the cycle's two images, as rows of the one encoded image table
     if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
-        for seed, *_ in scored:
-            audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir)
+        for (seed, *_), index in zip(scored, indices):
+            audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir, index)
     seed_intervals, pooled = task_intervals(per_cycle, pairs)
     for (seed, rows, blocks, dropped), intervals in zip(scored, seed_intervals):
         per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance, intervals=intervals)
