@@ -148,8 +148,9 @@ def test_heatmap_cells_positions_texts_and_shades() -> None:
         },
     ]
     assert [[c["shade"] for c in r["cells"]] for r in h["rows"]] == [[_shade_by_hand(v) for v in row] for row in matrix]
-    # Column labels sit over the middle of their column.
+    # Column labels sit over the middle of their column, in whole pixels as the SVG prints them.
     assert h["columns"] == [{"x": 54 + 22, "name": "ab"}, {"x": 54 + 44 + 22, "name": "cdefgh"}]
+    assert [str(c["x"]) for c in h["columns"]] == ["76", "120"]
 
 
 @pytest.mark.parametrize("value", [0.04, 0.06, 0.5, 0.74, 0.76, 0.96, 0.94, 1.0, 0.0])
