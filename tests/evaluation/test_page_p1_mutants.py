@@ -291,6 +291,7 @@ def test_transfers_rows_read_the_family_row_out_and_its_column_in() -> None:
         "m0": _probe({}),  # no transfer record
         "m1": _transfer(["a", "c"], [[0.5, 0.5], [0.5, 0.5]]),  # this family not in it
         "m2": {"transfer": {}},
+        "m4": {"transfer": {"seeds": [0]}},  # a record naming no families: nothing to show
     }
     parts = _transfers(data, "fam")
     assert [p["model"] for p in parts] == ["m3"]
