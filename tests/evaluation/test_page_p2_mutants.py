@@ -90,6 +90,10 @@ def test_model_slug_keeps_plain_characters_and_a_digest() -> None:
             "0.95 two-way image-cluster robust interval over 40 images, 17.3 df; from the record (cycle_acc_ci)",
         ),
         ({"df": 3}, "? ? interval over ? images, 3.0 df; from the record (cycle_acc_ci)"),
+        (
+            {"level": 0.9, "method": "m", "df": 8, "n_images": 12, "unit": "clusters"},
+            "0.9 m interval over 12 clusters, 8.0 df; from the record (cycle_acc_ci)",
+        ),
         # Resamples named: a bootstrap interval even when a df is recorded too.
         (
             {"level": 0.9, "method": "m", "n_resamples": 200, "df": 5, "unit": "cycle"},
@@ -330,7 +334,7 @@ def test_the_board_shows_the_joint_overall_the_adjusted_calls_and_ties() -> None
 
 
 def _comparison_fixture() -> tuple[PageData, dict, dict]:
-    """Rows: big (A far ahead), rev (B far ahead), same (equal credits), tiny (3 cycles, by hand), and four
+    """Rows: big (A far ahead), rev (B far ahead), same (equal credits), tiny (4 cycles, by hand), and three
     rows that cannot be compared (one cycle set larger, one side without samples, one side not evaluated)."""
     rng = np.random.default_rng(11)
     data = PageData()
@@ -343,15 +347,21 @@ def _comparison_fixture() -> tuple[PageData, dict, dict]:
         credits[row] = (a, a.copy() if p_b < 0 else (rng.random(60) < p_b).astype(float))
     tasks_a = {row: _cycles(a, pairs[row]) for row, (a, _) in credits.items()}
     tasks_b = {row: _cycles(b, pairs[row]) for row, (_, b) in credits.items()}
-    # tiny, by hand: c0 and x/1 disagree (x/1's id holds a slash; A records no delta for it), c2 agrees.
-    tiny = [("c0", 1.0, 0.0, 0.25, -0.5), ("x/1", 0.0, 1.0, None, 0.125), ("c2", 1.0, 1.0, 0.0, 0.0)]
+    # tiny, by hand: c0, c3 and x/1 disagree (x/1's id holds a slash; A records no delta for x/1, B none for c3),
+    # c2 agrees.
+    tiny = [
+        ("c0", 1.0, 0.0, 0.25, -0.5),
+        ("x/1", 0.0, 1.0, None, 0.125),
+        ("c2", 1.0, 1.0, 0.0, 0.0),
+        ("c3", 0.0, 1.0, 0.375, None),
+    ]
     tasks_a["tiny"], tasks_b["tiny"] = {}, {}
     for k, (cycle, x, y, dx, dy) in enumerate(tiny):
         line = {"seed": 0, "cycle_id": cycle, "image_0": f"t{k}", "image_1": f"t{k + 1}", "caption_0": f"{cycle} one",
                 "caption_1": f"{cycle} two"}  # fmt: skip
         tasks_a["tiny"][0, cycle] = {**line, "credit": x, **({"delta": dx} if dx is not None else {})}
-        tasks_b["tiny"][0, cycle] = {**line, "credit": y, "delta": dy}
-    credits["tiny"] = (np.array([1.0, 0.0, 1.0]), np.array([0.0, 1.0, 1.0]))
+        tasks_b["tiny"][0, cycle] = {**line, "credit": y, **({"delta": dy} if dy is not None else {})}
+    credits["tiny"] = (np.array([1.0, 0.0, 1.0, 0.0]), np.array([0.0, 1.0, 1.0, 1.0]))
     # mism.r1 (family mism): A holds one cycle more than B.
     data.rows["mism.r1"] = ("mism", ItemSet())
     four = _pairs(rng, 4, 6, prefix="m-")
@@ -367,7 +377,7 @@ def _comparison_fixture() -> tuple[PageData, dict, dict]:
             data.cells[row, model] = Cell(model, row, acc, n_cycles=60, family=data.family_of(row))
     samples = {
         "A": {"tasks": tasks_a, "files": ["a/one.jsonl", "a/two.jsonl"], "rows": {}},
-        "B": {"tasks": tasks_b, "files": ["b.jsonl"], "rows": {"nosamp": "the result names no samples file"}},
+        "B": {"tasks": tasks_b, "files": ["b/one.jsonl", "b/two.jsonl"], "rows": {"nosamp": "the result names no samples file"}},
     }
     return data, samples, {row: (credits[row], pairs.get(row)) for row in credits}
 
@@ -445,18 +455,20 @@ def test_comparison_lists_the_disagreeing_cycles_with_their_credits_and_deltas()
     data, samples, _ = _comparison_fixture()
     page = comparison(data, "A", "B", samples)
     tiny = next(v for v in page["rows"] if v["key"] == "tiny")
-    assert [d["id"] for d in tiny["disagree"]] == ["0/c0", "0/x/1"]  # equal credit gaps: the larger delta gap first
+    # Equal credit gaps: the larger delta gap first (0.75, 0.375, 0.125; a missing delta counts as 0).
+    assert [d["id"] for d in tiny["disagree"]] == ["0/c0", "0/c3", "0/x/1"]
     shown = [c for c in page["cycles"] if c["key"] == "tiny"]
     fields = ("id", "caption_0", "caption_1", "credit_a", "credit_b", "delta_a", "delta_b")
     assert [tuple(c[k] for k in fields) for c in shown] == [
         ("0/c0", "c0 one", "c0 two", "1", "0", "0.2500", "-0.5000"),
+        ("0/c3", "c3 one", "c3 two", "0", "1", "0.3750", "nan"),
         ("0/x/1", "x/1 one", "x/1 two", "0", "1", "nan", "0.1250"),  # no delta recorded: nan
     ]
     anchors = [c["anchor"] for c in page["cycles"]]
     assert all(re.fullmatch(r"c-[0-9a-f]{12}", anchor) for anchor in anchors)
     assert len(set(anchors)) == len(anchors)  # one anchor per (family, cycle)
     assert [d["anchor"] for d in tiny["disagree"]] == [c["anchor"] for c in shown]
-    assert (page["samples_a"], page["samples_b"]) == ("a/one.jsonl, a/two.jsonl", "b.jsonl")
+    assert (page["samples_a"], page["samples_b"]) == ("a/one.jsonl, a/two.jsonl", "b/one.jsonl, b/two.jsonl")
     assert (page["a"], page["b"], page["adjustment"]) == ("A", "B", "holm")
     assert (page["slug_a"], page["slug_b"]) == (model_slug("A"), model_slug("B"))
 
@@ -469,7 +481,7 @@ def test_the_comparisons_overall_is_the_mean_over_families_with_the_joint_interv
     for row in compared:
         (a, b), pairs = worked[row]
         if pairs is None:
-            pairs = [(f"t{k}", f"t{k + 1}") for k in range(3)]
+            pairs = [(f"t{k}", f"t{k + 1}") for k in range(4)]
         diffs += list(a - b)  # the joint interval does not depend on the cycles' order
         images += pairs
         groups += [row] * len(a)
