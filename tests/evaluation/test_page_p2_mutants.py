@@ -505,3 +505,21 @@ def test_compare_page_renders_the_titles_levels_and_thresholds() -> None:
     assert "None" not in html
     big = re.search(r'<tr data-family="big" class="excludes-zero">.*?</tr>', html)
     assert big is not None and "\u25b2 A above B" in big.group(0)
+
+
+def test_swapping_a_and_b_negates_each_row_and_swaps_its_bounds_and_call() -> None:
+    data, samples, _ = _comparison_fixture()
+    ab = {view["key"]: view for view in comparison(data, "A", "B", samples)["rows"]}
+    ba = {view["key"]: view for view in comparison(data, "B", "A", samples)["rows"]}
+    swapped = {"A above B": "B above A", "B above A": "A above B"}
+    for row in ("big", "rev", "same", "tiny"):
+        x, y = ab[row], ba[row]
+        assert float(y["diff_value"]) == pytest.approx(-float(x["diff_value"]), abs=1e-12)
+        assert float(y["low_value"]) == pytest.approx(-float(x["high_value"]), abs=1e-12)
+        assert float(y["high_value"]) == pytest.approx(-float(x["low_value"]), abs=1e-12)
+        assert (y["acc_a"], y["acc_b"]) == (x["acc_b"], x["acc_a"])
+        assert y["verdict"] == swapped.get(x["verdict"], x["verdict"]) and y["css"] == x["css"]
+        assert y["callable"] == x["callable"]
+    joint_ab, joint_ba = comparison(data, "A", "B", samples)["overall"], comparison(data, "B", "A", samples)["overall"]
+    assert float(joint_ba["diff"]) == -float(joint_ab["diff"])
+    assert (float(joint_ba["low"]), float(joint_ba["high"])) == (-float(joint_ab["high"]), -float(joint_ab["low"]))
