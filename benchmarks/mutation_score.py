@@ -116,6 +116,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_page_equals.py",
         "tests/evaluation/test_board_calls.py",
         "tests/evaluation/test_compare_rules.py",
+        "tests/evaluation/test_page_p3_mutants.py",
     ),
     "ceilings": (
         "tests/benchmark_audit/test_blind_floors.py",
