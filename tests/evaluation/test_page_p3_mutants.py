@@ -22,6 +22,7 @@ from PIL import Image
 from clip_cycles.evaluation.page import (
     NO_SAMPLES,
     OVERALL_HOW,
+    Site,
     _attributes,
     _benchmarks,
     _column_groups,
@@ -432,7 +433,7 @@ def test_read_named_says_why_a_named_file_cannot_be_shown(tmp_path: Path) -> Non
     assert _read_named(str(good), wrong, data, files) == (
         f"samples file in/m/s.jsonl is not the file the result names (sha256 {sha[:12]}, the result recorded 0123456789ab)"
     )
-    parsed = _read_named(str(tmp_path / "in" / "m" / "s.jsonl") + "", sha, data, {})
+    parsed = _read_named(str(good), sha, data, {})
     assert list(parsed) == ["cycles/f"] and parsed["cycles/f"][0, "c01"]["credit"] == 1.0
     bad = tmp_path / "in" / "m" / "bad.jsonl"
     bad_sha = _write_lines(bad, [_line("cycles/f", 1, 5.0)])  # a credit of 5 is no credit
@@ -632,10 +633,7 @@ def test_the_seed_reaches_the_examples_and_the_default_is_seed_0(results: Path) 
 
 
 def test_write_site_refuses_what_is_not_an_older_page(tmp_path: Path) -> None:
-    site_files = {"index.html": b"<p>x</p>"}
-    from clip_cycles.evaluation.page import Site
-
-    site = Site(dict(site_files))
+    site = Site({"index.html": b"<p>x</p>"})
     a_file = tmp_path / "file"
     a_file.write_text("x")
     with pytest.raises(ValueError, match=rf"^--out {re.escape(str(a_file))} is a file; give a folder for the page$"):
