@@ -118,6 +118,7 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/evaluation/test_compare_rules.py",
         "tests/evaluation/test_page_p1_mutants.py",
         "tests/evaluation/test_page_p2_mutants.py",
+        "tests/evaluation/test_page_p3_mutants.py",
     ),
     "ceilings": (
         "tests/benchmark_audit/test_blind_floors.py",
