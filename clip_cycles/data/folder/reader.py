@@ -10,6 +10,7 @@ rather than fails, when the split is unavailable under the minimum-cycle rule.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -565,15 +566,11 @@ MAX_KEPT_ROW_FILE_BYTES = 64 << 20
 #: The largest kept decode read back (a 64 MiB row file's ids, names and codes are far less).
 MAX_KEPT_DECODE_BYTES = 256 << 20
 
-_source_digest: str | None = None
 
-
+@functools.cache
 def _reader_digest() -> str:
     """sha256 of this module's source: a kept decode is served only to the code that made it."""
-    global _source_digest
-    if _source_digest is None:
-        _source_digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return _source_digest
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
 def _decoded(path: Path, columns: Sequence[str], cache: Path | None) -> _Decoded:

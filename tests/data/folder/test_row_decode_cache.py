@@ -133,7 +133,7 @@ def test_the_key_names_the_bytes_the_columns_the_code_and_the_version(
     names = {reader.digest({**base, field: value}, 32) for field, value in changed.items()}
     assert len(names) == 4 and record.stem not in names
     # The code: another source digest misses and decodes again.
-    monkeypatch.setattr(reader, "_source_digest", "1" * 64)
+    monkeypatch.setattr(reader, "_reader_digest", lambda: "1" * 64)
     _read(folder_copy, cache, specs)
     assert len(_records(cache)) == 2
 
