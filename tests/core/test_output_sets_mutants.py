@@ -844,3 +844,39 @@ def test_write_outputs_names_every_file_it_could_not_put_back(tmp_path: Path, mo
 def test_named_keeps_the_errno_of_a_generic_sentence(tmp_path: Path) -> None:
     named = outputs._named(OSError(errno.EIO, EIO_WORDS), tmp_path, "--x", "h")
     assert str(named) == f"could not write --x {tmp_path}: {EIO_WORDS}; h" and named.errno == errno.EIO
+
+
+# --- folder names the recovery must read as text (the fix of issue 56's outputs round) -----------------------------
+
+
+@pytest.mark.parametrize("name", ["run[1]", "a*b", "q?", "x.tmp-3"])
+def test_a_folder_named_with_glob_characters_or_tmp_gets_its_own_old_set_back_and_no_other(tmp_path: Path, name: str) -> None:
+    target = tmp_path / name
+    old = tmp_path / f".{name}.old-{DEAD_PID}"
+    _fill(old, {"f": b"old"})
+    other = tmp_path / f".{name.replace('[', '').replace(']', '').replace('*', 'X').replace('?', 'Z')}.old-{DEAD_PID}"
+    if other != old:
+        _fill(other, {"f": b"another folder's"})  # what the name read as a pattern would also match
+    assert outputs.recover_sets(target) == [old]
+    assert _tree(target) == {"f": b"old"}
+    building = tmp_path / f".{name}.building-{DEAD_PID}"
+    building.mkdir()
+    assert outputs.remove_stale_staging(tmp_path, [f".{name}.building-"]) == [building]
+    if other != old:
+        assert _tree(other) == {"f": b"another folder's"}
+
+
+@pytest.mark.parametrize("name", ["a.tmp-b", "x.tmp-3"])
+def test_a_set_killed_inside_a_folder_named_with_tmp_is_finished_by_the_next_write(tmp_path: Path, name: str) -> None:
+    target = tmp_path / name
+    _fill(target, {"a": b"old", f".{name}.moving-{DEAD_PID}/a": b"new"})
+    manifest = target / f".{name}.manifest-{DEAD_PID}.json"
+    manifest.write_bytes(b'{"files": ["a"], "remove_others": false}')
+    outputs.recover_sets(target)
+    assert _tree(target) == {"a": b"new"}
+
+
+def test_an_unlistable_parent_has_no_leftovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pathlib.Path, "iterdir", _eio)
+    assert outputs.remove_stale_staging(tmp_path, [".x.building-"]) == []
+    assert outputs.recover_sets(tmp_path / "x") == []
