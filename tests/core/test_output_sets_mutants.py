@@ -646,6 +646,23 @@ def test_the_inside_writer_stages_under_its_own_name_and_says_the_caller_s_hint(
     assert _tree(folder) == {"a": b"old", "b": b"new"}
 
 
+def test_a_fallback_inside_names_an_error_without_words_by_its_number(tmp_path: Path, monkeypatch, caplog) -> None:
+    folder = tmp_path / "set"
+    _fill(folder, {"a": b"old"})
+
+    def refuse(staging, target):
+        raise OSError(errno.EBUSY, "")
+
+    monkeypatch.setattr(outputs, "replace_folder", refuse)
+    with caplog.at_level(logging.INFO, logger="clip_cycles.outputs"):
+        write_file_set(folder, {"a": b"new"}, what="--x")
+    assert _tree(folder) == {"a": b"new"}
+    reason = f"[Errno {errno.EBUSY}] "  # str() of an OSError with a number and no words
+    assert [r.getMessage() for r in caplog.records] == [
+        f"--x {folder} cannot be swapped whole (nothing could be staged beside it: {reason}): {GUARANTEE}"
+    ]
+
+
 def test_a_set_that_falls_back_inside_keeps_the_caller_s_hint(tmp_path: Path, monkeypatch) -> None:
     folder = tmp_path / "set"
     _fill(folder, {"a": b"old"})
@@ -754,12 +771,14 @@ def test_file_identity_by_hand(tmp_path: Path) -> None:
 
 
 def test_an_unknown_file_type_is_other_and_not_a_stream(tmp_path: Path, monkeypatch) -> None:
-    class Info:
-        st_mode = 0  # no S_IF* bit: none of the kinds
+    odd = tmp_path / "x"
+    real = os.stat
+    unknown = os.stat_result((0, *tuple(real(tmp_path))[1:]))  # no S_IF* bit: none of the kinds
 
-    monkeypatch.setattr(outputs.os, "stat", lambda path: Info())
-    assert outputs._special_kind(tmp_path / "x") == "other"
-    assert outputs.is_stream(tmp_path / "x") is False
+    # Only this path is odd: pytest's own reports stat files while the patch is on.
+    monkeypatch.setattr(outputs.os, "stat", lambda path, *a, **k: unknown if Path(path) == odd else real(path, *a, **k))
+    assert outputs._special_kind(odd) == "other"
+    assert outputs.is_stream(odd) is False
 
 
 def test_exchange_paths_loads_the_c_library_by_its_found_name_else_libc_so_6(monkeypatch) -> None:
