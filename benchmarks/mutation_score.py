@@ -98,6 +98,8 @@ DEFAULT_TESTS: dict[str, tuple[str, ...]] = {
         "tests/core/test_output_folders.py",
         "tests/core/test_outputs_units.py",
         "tests/core/test_output_rewrites.py",
+        "tests/core/test_output_sets_mutants.py",
+        "tests/core/test_drawn_files_mutants.py",
     ),
     # Not test_page_from_records.py / test_item_identity.py / test_record_labels.py: they build pages from results.
     "page_data": (

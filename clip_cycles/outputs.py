@@ -525,7 +525,7 @@ def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
     if not parent.is_dir():
         return removed
     for prefix in prefixes:
-        for path in sorted(parent.glob(f"{prefix}*")):
+        for path in _named_from(parent, prefix):
             pid = path.name[len(prefix) :]
             if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
                 continue
@@ -535,6 +535,15 @@ def remove_stale_staging(parent: Path, prefixes: Iterable[str]) -> list[Path]:
                 shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
+
+
+def _named_from(parent: Path, prefix: str) -> list[Path]:
+    """The entries of ``parent`` whose names start with ``prefix``, sorted (the prefix is text, never a glob pattern:
+    a folder named ``run[1]`` or ``a*b`` matches only its own leftovers); none where ``parent`` cannot be listed."""
+    try:
+        return sorted(path for path in parent.iterdir() if path.name.startswith(prefix))
+    except OSError:
+        return []
 
 
 def recover_sets(target: Path) -> list[Path]:
@@ -547,7 +556,7 @@ def recover_sets(target: Path) -> list[Path]:
     if not parent.is_dir():
         return touched
     for prefix in (f".{target.name}.old-", f".{target.name}.building-"):
-        for path in sorted(parent.glob(f"{prefix}*")):
+        for path in _named_from(parent, prefix):
             pid = path.name[len(prefix) :]
             if not pid.isdigit() or (int(pid) != os.getpid() and _pid_alive(int(pid))):
                 continue
@@ -797,10 +806,13 @@ def _recover_inside(target: Path) -> list[Path]:
         entries = sorted(os.scandir(target), key=lambda e: e.name)
     except OSError:
         return touched
+    own = len(f".{target.name or 'root'}.")
     for entry in entries:
         if not _own_entry(entry.name, target):
             continue
-        if ".tmp-" in entry.name:  # a manifest's temporary: its writer was killed before the manifest existed
+        # After the folder's own name (which may hold ".tmp-" itself): a manifest's temporary, whose writer was
+        # killed before the manifest existed.
+        if ".tmp-" in entry.name[own:]:
             writer = entry.name.rsplit(".tmp-", 1)[1].split("-", 1)[0]
             if writer.isdigit() and (int(writer) == os.getpid() or not _pid_alive(int(writer))):
                 Path(entry.path).unlink(missing_ok=True)
