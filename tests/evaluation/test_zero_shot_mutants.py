@@ -330,6 +330,23 @@ def test_score_task_audits_each_seed_on_its_own_rows(monkeypatch: pytest.MonkeyP
     assert metrics["additive_audit"]["passed"] is True and list(metrics["additive_audit"]["per_seed"]) == ["0", "1"]
 
 
+def test_each_seeds_scored_index_is_computed_once_and_handed_to_its_audit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """score_task indexes each seed's scored rows once; the audit gets that index (and its train rows indexed once)."""
+    calls: list[int] = []
+    real = zero_shot.cycle_index
+
+    def counted(rows: CycleRows, enc: EncodedFeatures) -> tuple[np.ndarray, int]:
+        calls.append(len(rows))
+        return real(rows, enc)
+
+    monkeypatch.setattr(zero_shot, "cycle_index", counted)
+    spec = task(metric_names=("cycle_acc", "additive_audit"))
+    metrics = score_task(data(spec), encoded())
+    assert metrics["additive_audit"]["passed"] is True
+    # Per seed: the scored rows once (score_task) and the train rows once (the audit fits on the train split here).
+    assert calls == [len(SEED0), len(SEED1) + 1, len(TRAIN), len(TRAIN)], calls  # seed 1 holds GONE's cycle too
+
+
 def _digest(*arrays: np.ndarray) -> str:
     """The audit key's ``arrays`` field written out: each array's dtype and shape, then its bytes."""
     h = hashlib.sha256()
