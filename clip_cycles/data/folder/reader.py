@@ -63,6 +63,8 @@ class BuiltFolder:
     image_items: dict[str, ImageItem] = field(default_factory=dict, repr=False, compare=False)
     #: Where decoded row files are kept (:func:`read_cycle_rows`); None: decode every file from its Parquet
     rows_cache: Path | None = field(default=None, repr=False, compare=False)
+    #: False once a decode could not be written there (read-only, full): kept decodes are still read
+    rows_cache_writable: bool = field(default=True, repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -541,7 +543,7 @@ def read_cycle_rows(folder: BuiltFolder, task: FamilyTask, seed: int, split: str
         raise FileNotFoundError(f"task {task.name}: {path} does not exist (seed {seed}, split {split})")
     # The imagefolder layout names the image columns as datasets' metadata files do.
     columns = [f"{c}_file_name" if folder.layout == "imagefolder" and c.startswith("image_") else c for c in ROW_FIELDS]
-    decoded = _decoded(path, columns, folder.rows_cache)
+    decoded = _decoded(path, columns, folder)
     captions, caption_index = _formatted_captions(decoded.captions, decoded.caption_codes, task)
     items, image_index = _resolved_images(path, decoded.ids, decoded.images, decoded.image_codes, folder)
     return CycleRows(decoded.ids, items, image_index, captions, caption_index)
@@ -573,13 +575,15 @@ def _reader_digest() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
-def _decoded(path: Path, columns: Sequence[str], cache: Path | None) -> _Decoded:
-    """The file's :class:`_Decoded` columns, from ``cache`` when a decode of exactly its bytes is kept there.
+def _decoded(path: Path, columns: Sequence[str], folder: BuiltFolder) -> _Decoded:
+    """The file's :class:`_Decoded` columns, from ``folder.rows_cache`` when a decode of exactly its bytes is kept there.
 
     The bytes are read once, hashed, and decoded from memory on a miss, so a kept decode is that of the bytes
     its key names. A kept decode is checked again on reading (its settings, checksum and every rule the
-    decoding checks); one that fails is decoded afresh and rewritten. A write that fails is logged, not fatal.
+    decoding checks); one that fails is decoded afresh and rewritten. A write that fails is logged once and not
+    tried again for this folder (a read-only cache is still read); it is never fatal.
     """
+    cache = folder.rows_cache
     if cache is None or path.stat().st_size > MAX_KEPT_ROW_FILE_BYTES:
         return _decode(path, columns, None)
     data = read_regular_file(path, MAX_KEPT_ROW_FILE_BYTES, "row file")
@@ -594,11 +598,17 @@ def _decoded(path: Path, columns: Sequence[str], cache: Path | None) -> _Decoded
     if kept is not None:
         return kept
     decoded = _decode(path, columns, data)
-    if all(isinstance(v, str) for v in decoded.images):  # image structs hold bytes: decoded from the file each time
+    # Image structs hold bytes: decoded from the file each time.
+    if folder.rows_cache_writable and all(isinstance(v, str) for v in decoded.images):
         try:
             atomic_write_bytes(record, _kept_bytes(settings, decoded), durable=False)
-        except OSError as error:  # a cache that cannot be written: this run decodes again next time
-            logger.warning("row file cache: %s could not be written (%s); the rows were read from %s", record, error, path)
+        except OSError as error:  # a cache that cannot be written (read-only, full): said once, not tried again
+            logger.warning(
+                "row file cache: %s could not be written (%s); this run decodes its other row files without keeping them",
+                record,
+                error,
+            )
+            folder.rows_cache_writable = False
     return decoded
 
 
@@ -624,6 +634,8 @@ def _kept_bytes(settings: Mapping[str, Any], decoded: _Decoded) -> bytes:
 
 def _kept_decode(path: Path, record: Path, settings: Mapping[str, Any]) -> _Decoded | None:
     """The decode kept at ``record`` if it is one for ``settings`` and passes its checksum and the row checks."""
+    if not record.parent.is_dir():  # no cache folder (yet), or something else in its place: said when writing
+        return None
     try:
         data = read_regular_file(record, MAX_KEPT_DECODE_BYTES, "kept row decode")
     except FileNotFoundError:

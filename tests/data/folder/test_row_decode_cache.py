@@ -220,16 +220,31 @@ def test_a_fifo_in_place_of_a_record_reads_as_absent_and_is_not_waited_on(
     assert written == [record]
 
 
-def test_an_unwritable_cache_is_logged_and_the_rows_are_still_read(
+def test_an_unwritable_cache_is_said_once_and_the_rows_are_still_read(
     folder_copy: Path, tmp_path: Path, specs: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     blocker = tmp_path / "rows"
     blocker.write_text("a file where the cache folder would be")
+    folder = open_built_folder(folder_copy, verify=False)
+    folder.rows_cache = blocker
     with caplog.at_level(logging.WARNING, logger=reader.__name__):
-        rows = _read(folder_copy, blocker, specs)
-    assert _as_plain(rows) == _plain(_rows_path(folder_copy, specs))
-    assert any("could not be written" in m for m in caplog.messages)
+        rows = [read_cycle_rows(folder, specs[TASK], seed, "test") for seed in (0, 1, 2)]
+    for seed, got in enumerate(rows):
+        assert _as_plain(got) == _plain(_rows_path(folder_copy, specs, seed))
+    assert len(caplog.messages) == 1 and "could not be written" in caplog.messages[0]  # once, not once a file
+    assert folder.rows_cache_writable is False
     assert blocker.read_text() == "a file where the cache folder would be"
+
+
+def test_a_read_only_cache_still_serves_what_it_holds(
+    folder_copy: Path, tmp_path: Path, specs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "rows"
+    _read(folder_copy, cache, specs)
+    folder = open_built_folder(folder_copy, verify=False)
+    folder.rows_cache, folder.rows_cache_writable = cache, False
+    _no_parquet(monkeypatch)
+    assert _as_plain(read_cycle_rows(folder, specs[TASK], 0, "test")) == _plain(_rows_path(folder_copy, specs))
 
 
 def test_no_cache_keeps_nothing_and_a_bad_file_is_named_either_way(
