@@ -199,8 +199,9 @@ def fit_additive_probes(
     labels = pairs[:, 2].astype(np.float64)
 
     def batch_loss(batch: np.ndarray) -> NumpyLoss:
-        x_image = phi[pairs[batch, 0]] if need_image else None
-        x_text = psi[pairs[batch, 1]] if need_text else None
+        # np.take: the same rows as fancy indexing, copied faster.
+        x_image = np.take(phi, pairs[batch, 0], axis=0) if need_image else None
+        x_text = np.take(psi, pairs[batch, 1], axis=0) if need_text else None
         y = labels[batch]
         logits = np.empty((len(heads), len(batch)))
         for k, (w_image, w_text, bias) in enumerate(views):
@@ -216,9 +217,8 @@ def fit_additive_probes(
             residual = residuals[k]
             grads += [x.T @ residual for x, w in ((x_image, w_image), (x_text, w_text)) if w is not None]
             grads.append(np.array([residual.sum()]))
-        # The history's loss: the probes' mean BCE, summed (only the steps are read from the run).
-        value = float(np.mean(np.logaddexp(0.0, logits) - y * logits, axis=1).sum())
-        return NumpyLoss(value=value, grads=[np.concatenate(grads)])
+        # No loss value: only the run's steps are read, and each probe's final loss is computed after the fit.
+        return NumpyLoss(value=None, grads=[np.concatenate(grads)])
 
     # No validation: an additive probe has nothing to select on exact cycles, so the last epoch is kept.
     run = fit(

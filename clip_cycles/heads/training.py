@@ -294,9 +294,12 @@ class TorchAdamW:
 
 @dataclass
 class NumpyLoss:
-    """A batch loss computed in numpy: its value and the gradient of each parameter array."""
+    """A batch loss computed in numpy: its value and the gradient of each parameter array.
 
-    value: float
+    ``value`` None: not computed (a caller that reads only the fitted parameters); the history then holds NaN.
+    """
+
+    value: float | None
     grads: list[np.ndarray]
 
 
@@ -336,7 +339,7 @@ class NumpyAdam:
         return True
 
     def loss_value(self, loss: NumpyLoss) -> float:
-        return float(loss.value)
+        return math.nan if loss.value is None else float(loss.value)
 
     def train(self, mode: bool) -> None:
         pass  # plain arrays have no training mode

@@ -255,3 +255,26 @@ def test_a_described_fit_shows_one_bar_over_its_epochs_and_an_undescribed_one_no
     config = TrainConfig(epochs=1, batch_size=2, seed=0, threads=1)
     fit_head(head, 2, cycle_batch_loss(get_loss("cycle"), head, phi, phi, cycles), config, desc="head")
     assert bars[-1]["desc"] == "head" and len(bars) == 2
+
+
+def test_a_numpy_loss_without_a_value_steps_the_same_and_leaves_nan_in_the_history():
+    """A caller that reads only the parameters (the additive audit) skips the loss value: same steps, same
+    parameters; the history says the loss was not computed (NaN), never a number it did not compute."""
+
+    def run(with_value: bool):
+        w = np.zeros(3)
+        target = np.array([1.0, -2.0, 0.5])
+
+        def batch_loss(batch):
+            grad = (w - target) * len(batch) / 10.0
+            return NumpyLoss(value=float(((w - target) ** 2).sum()) if with_value else None, grads=[grad])
+
+        out = fit(NumpyAdam([w], lr=0.1, weight_decay=0.0), batch_loss, 10, np.random.default_rng(0).permutation, 3, 4)
+        return w, out
+
+    w_valued, valued = run(True)
+    w_bare, bare = run(False)
+    assert w_bare.tobytes() == w_valued.tobytes()
+    assert bare.steps == valued.steps == 9
+    assert all(math.isnan(r.train_loss) for r in bare.history)
+    assert all(math.isfinite(r.train_loss) and r.train_loss > 0 for r in valued.history)
