@@ -137,18 +137,17 @@ def test_reading_rows_does_not_import_pandas(tmp_path) -> None:
     )
     script = f"""
 import sys
-import pyarrow.parquet as pq
+from pathlib import Path
 from clip_cycles.data.folder import reader as folder_reader
 from clip_cycles.data.folder.reader import BuiltFolder
-table = pq.ParquetFile({str(path)!r}).read()
 folder = BuiltFolder({str(tmp_path)!r}, {{"source_root": {str(tmp_path)!r}}})
-ids = folder_reader._check_cycle_ids({str(path)!r}, table)
+decoded = folder_reader._decode(Path({str(path)!r}), folder_reader.ROW_FIELDS, None)
 class Task:
     name, config = "t", "f"
     def format_caption(self, c):
         return c
-captions, caption_index = folder_reader._caption_columns({str(path)!r}, table, ids, Task())
-items, image_index = folder_reader._image_columns({str(path)!r}, table, ids, folder)
+captions, caption_index = folder_reader._formatted_captions(decoded.captions, decoded.caption_codes, Task())
+items, image_index = folder_reader._resolved_images({str(path)!r}, decoded.ids, decoded.images, decoded.image_codes, folder)
 assert captions == ["x", "y", "z"] and caption_index.tolist() == [[0, 1], [1, 2]], (captions, caption_index)
 assert [i.key for i in items] == ["a.png", "b.png", "c.png"] and image_index.tolist() == [[0, 1], [1, 2]]
 print("pandas" in sys.modules)

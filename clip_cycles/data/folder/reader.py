@@ -394,11 +394,6 @@ def _check_cycle_ids(path: Path, table: Any) -> list[str]:
     return values
 
 
-def _caption_columns(path: Path, table: Any, ids: Sequence[str], task: FamilyTask) -> tuple[list[str], np.ndarray]:
-    """Unique formatted captions and (N, 2) codes, after checking every caption."""
-    return _formatted_captions(*_raw_captions(path, table, ids), task)
-
-
 def _raw_captions(path: Path, table: Any, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
     """The file's distinct captions and (N, 2) codes, after checking every caption (what its bytes alone decide)."""
     import pyarrow as pa
@@ -433,11 +428,6 @@ def _formatted_captions(unique: Sequence[str], codes: np.ndarray, task: FamilyTa
     position: dict[str, int] = {}
     remap = np.array([position.setdefault(text, len(position)) for text in formatted], dtype=np.int64)
     return list(position), remap[codes]
-
-
-def _image_columns(path: Path, table: Any, ids: Sequence[str], folder: BuiltFolder) -> tuple[list[ImageItem], np.ndarray]:
-    """Unique image items and (N, 2) codes; each distinct file name is resolved once."""
-    return _resolved_images(path, ids, *_raw_images(path, table, ids), folder)
 
 
 def _raw_images(path: Path, table: Any, ids: Sequence[str]) -> tuple[list[Any], np.ndarray]:
