@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import os
 import re
+import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -588,8 +590,9 @@ def _decoded(path: Path, columns: Sequence[str], folder: BuiltFolder) -> _Decode
     if kept is not None:
         return kept
     decoded = _decode(path, columns, data)
-    # Image structs hold bytes: decoded from the file each time.
-    if folder.rows_cache_writable and all(isinstance(v, str) for v in decoded.images):
+    # Image structs hold bytes: decoded from the file each time. Only a missing or regular record is (re)written:
+    # a FIFO, device or link someone put there is left as it is.
+    if folder.rows_cache_writable and _replaceable(record) and all(isinstance(v, str) for v in decoded.images):
         try:
             atomic_write_bytes(record, _kept_bytes(settings, decoded), durable=False)
         except OSError as error:  # a cache that cannot be written (read-only, full): said once, not tried again
@@ -600,6 +603,14 @@ def _decoded(path: Path, columns: Sequence[str], folder: BuiltFolder) -> _Decode
             )
             folder.rows_cache_writable = False
     return decoded
+
+
+def _replaceable(record: Path) -> bool:
+    """Whether the cache may write ``record``: nothing is there yet, or a regular file (the cache's own kind)."""
+    try:
+        return stat.S_ISREG(os.lstat(record).st_mode)
+    except OSError:  # absent, or its folder unreachable: the write itself says what is wrong
+        return True
 
 
 def _kept_bytes(settings: Mapping[str, Any], decoded: _Decoded) -> bytes:

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -205,19 +206,23 @@ def test_the_same_record_passes_untouched_without_a_warning(
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
-def test_a_fifo_in_place_of_a_record_reads_as_absent_and_is_not_waited_on(
-    folder_copy: Path, tmp_path: Path, specs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+def test_a_fifo_or_link_in_place_of_a_record_is_neither_waited_on_nor_replaced(
+    folder_copy: Path, tmp_path: Path, specs: dict[str, Any]
 ) -> None:
     cache = tmp_path / "rows"
     _read(folder_copy, cache, specs)
     (record,) = _records(cache)
     record.unlink()
     os.mkfifo(record)
-    written: list[Path] = []
-    monkeypatch.setattr(reader, "atomic_write_bytes", lambda path, data, durable: written.append(Path(path)))
     rows = _read(folder_copy, cache, specs)
     assert _as_plain(rows) == _plain(_rows_path(folder_copy, specs))
-    assert written == [record]
+    assert stat.S_ISFIFO(os.lstat(record).st_mode)  # still the FIFO: never written into, never replaced
+    record.unlink()
+    users = tmp_path / "users_file.txt"
+    users.write_text("not the cache's")
+    record.symlink_to(users)
+    assert _as_plain(_read(folder_copy, cache, specs)) == _plain(_rows_path(folder_copy, specs))
+    assert record.is_symlink() and users.read_text() == "not the cache's"
 
 
 def test_an_unwritable_cache_is_said_once_and_the_rows_are_still_read(
