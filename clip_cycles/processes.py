@@ -20,9 +20,12 @@ worker and waits forever for the job it held).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
+import select
 import sys
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Iterator, Sequence, TypeVar
@@ -34,6 +37,8 @@ R = TypeVar("R")
 
 #: What the forked workers read: set by :func:`iterate_jobs` just before the pool starts, reset after it.
 _SHARED: tuple[Callable[[Any, Any], Any], Any] | None = None
+#: A helper's replaced standard streams, held so that dropping them never flushes the parent's buffered output.
+_HELD_STREAMS: list[tuple[Any, Any]] = []
 #: What a caller that says nothing about its caches kept when a worker died.
 NOTHING_KEPT = "nothing of this step was kept"
 
@@ -174,3 +179,68 @@ def run_jobs(
             results.append(result)
             bar.update(1)
         return results
+
+
+class Helper:
+    """A forked child doing work the parent would otherwise do later (see :func:`start_helper`)."""
+
+    def __init__(self, pid: int, stop_fd: int) -> None:
+        self.pid, self._stop_fd = pid, stop_fd
+
+    def finish(self) -> bool:
+        """Ask the child to stop (it ends after its current piece of work) and wait for it; whether it exited cleanly."""
+        if self._stop_fd < 0:
+            return False
+        os.close(self._stop_fd)
+        self._stop_fd = -1
+        _, status = os.waitpid(self.pid, 0)
+        return os.waitstatus_to_exitcode(status) == 0
+
+
+def start_helper(work: Callable[[Callable[[], bool]], None]) -> Helper | None:
+    """Run ``work(stopped)`` in a forked child beside the parent, on a core the parent leaves idle; None when it would not help.
+
+    The helper is an accelerator, never a dependency: its only effect must be files the parent
+    reads and checks anyway (cache records it would otherwise compute itself), so a helper that
+    dies, fails or is never started changes no result. ``stopped()`` turns True once the parent
+    calls :meth:`Helper.finish` (or dies): the work checks it between pieces. The child writes
+    nothing to the terminal (its warnings, logs and bars are silenced), never runs the parent's
+    exit handlers, and runs torch and BLAS on one thread (:func:`_single_threaded`). Not started
+    with one usable core, inside a pool worker, or where ``fork`` is not the platform's (only Linux
+    forks a process that has loaded numpy's and torch's thread pools safely).
+    """
+    if usable_cores() < 2 or _SHARED is not None or not sys.platform.startswith("linux"):
+        return None
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(read_fd)
+        return Helper(pid, write_fd)
+    code = 1
+    try:  # the child: nothing it does reaches the parent but its files
+        os.close(write_fd)
+        logging.disable(logging.CRITICAL)
+        warnings.simplefilter("ignore")
+        # The parent's streams are kept, never flushed here (their buffers hold the parent's unwritten
+        # output), and replaced at both levels: Python's objects and the descriptors a library writes to.
+        _HELD_STREAMS.append((sys.stdout, sys.stderr))
+        try:
+            quiet = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(quiet, 1)
+            os.dup2(quiet, 2)
+            sys.stdout = sys.stderr = open(quiet, "w", closefd=False)  # noqa: SIM115 - lives until os._exit
+        except OSError:  # no /dev/null: logs and warnings are off already
+            pass
+        _single_threaded()
+
+        def stopped() -> bool:
+            # The pipe turns readable (end of file) when the parent closes its end or exits.
+            return bool(select.select([read_fd], [], [], 0)[0])
+
+        work(stopped)
+        code = 0
+    except BaseException:  # noqa: BLE001 - whatever went wrong, the parent does this work itself
+        pass
+    finally:
+        os._exit(code)
+

@@ -23,6 +23,7 @@ language}`` so ``clip_benchmark build`` aggregates them to CSV.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -48,6 +49,7 @@ from clip_cycles.evaluation.samples import check_samples_path, cycle_samples, sa
 from clip_cycles.experiments.item_sets import family_facts, item_identity
 from clip_cycles.heads.additive_audit import additive_audit
 from clip_cycles.outputs import atomic_write_bytes, is_stream, output_error, write_output
+from clip_cycles.processes import Helper, start_helper
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
 from clip_cycles.schemas.audit_report import AdditiveAuditReport
@@ -245,6 +247,49 @@ def _audit_checksum(settings: Mapping[str, Any], report: Mapping[str, Any]) -> s
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _audit_jobs(loaded: Sequence[TaskData], encoded: EncodedFeatures) -> list[tuple[TaskData, int]]:
+    """Every (task data, seed) whose additive audit :func:`score_task` computes, in the order it does."""
+    if getattr(encoded, "block_scores", None) is not None:  # pair scorers: no features, no audit
+        return []
+    return [
+        (data, seed)
+        for data in loaded
+        if data.unavailable is None and data.audit_unavailable is None and "additive_audit" in data.task.metric_names
+        for seed in sorted(data.splits)
+    ]
+
+
+def start_audit_helper(
+    loaded: Sequence[TaskData],
+    encoded: EncodedFeatures,
+    features: tuple[np.ndarray, np.ndarray] | None,
+    cache_dir: Path | None,
+) -> Helper | None:
+    """A forked helper that computes the run's additive audits into the audit cache, last first, while the parent scores.
+
+    The parent's :func:`_audit` reads a record before computing one: from the front it computes
+    what the helper has not reached, and serves what it has (checked like any cached record). The
+    helper skips what is cached (the parent's, a previous run's) and stops when the parent is done,
+    so the two meet in the middle; the records are the same bytes whoever wrote them. None without
+    an audit cache, with fewer than two audits to compute, or where no helper starts
+    (:func:`clip_cycles.processes.start_helper`).
+    """
+    jobs = _audit_jobs(loaded, encoded)
+    if cache_dir is None or features is None or len(jobs) < 2:
+        return None
+    phi, psi = features
+
+    def work(stopped: Any) -> None:
+        for data, seed in reversed(jobs):
+            if stopped():
+                return
+            index, _ = cycle_index(data.splits[seed][data.task.split], encoded)
+            if index.shape[0]:
+                _audit(data.task, seed, data, encoded, phi, psi, cache_dir, index)
+
+    return start_helper(work)
+
+
 def task_intervals(
     per_cycle: Sequence[np.ndarray], pairs: Sequence[np.ndarray]
 ) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
@@ -262,6 +307,119 @@ def task_intervals(
     return [[clip(ci) for ci in group] for group in per_seed], [clip(ci) for ci in pooled]
 
 
+@dataclasses.dataclass
+class _ScoredSeeds:
+    """Everything of a task's scoring but its audits (:func:`_score_seeds`), for :func:`_task_metrics` to finish."""
+
+    per_seed: dict[str, dict[str, Any]]
+    pooled: list[dict[str, Any]]
+    indices: dict[int, np.ndarray]  # each seed's cycle index, for its audit
+    dropped_total: int
+
+
+def _float64_features(encoded: EncodedFeatures) -> tuple[np.ndarray, np.ndarray] | None:
+    """The feature tables in float64, as every score and audit uses them (None for pair scorers)."""
+    if getattr(encoded, "block_scores", None) is not None:  # issue 18: pair scorers (clip_cycles.encoding.vlm_scores)
+        return None
+    return encoded.image_features.astype(np.float64), encoded.caption_features.astype(np.float64)
+
+
+def _score_seeds(
+    data: TaskData,
+    encoded: EncodedFeatures,
+    features: tuple[np.ndarray, np.ndarray] | None,
+    samples: list[dict[str, Any]] | None,
+    bind: Mapping[str, Any] | None,
+) -> _ScoredSeeds:
+    """Each seed's blocks and scores, and the intervals (the samples too, when asked): the task but its audits."""
+    task = data.task
+    pair_blocks = getattr(encoded, "block_scores", None)
+    per_seed: dict[str, dict[str, Any]] = {}
+    per_cycle: list[np.ndarray] = []
+    pairs: list[np.ndarray] = []
+    dropped_total = 0
+    scored: list[tuple[int, Any, np.ndarray, int]] = []
+    indices: dict[int, np.ndarray] = {}
+    for seed in sorted(data.splits):
+        rows = data.splits[seed][task.split]
+        index, dropped = cycle_index(rows, encoded)
+        dropped_total += dropped
+        if index.shape[0] == 0:
+            raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
+        if pair_blocks:
+            blocks = pair_blocks(task, index)
+        else:
+            assert features is not None
+            blocks = block_scores_from_embeddings(features[0], features[1], index)
+        scored.append((seed, rows, blocks, dropped))
+        indices[seed] = index
+        per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
+        pairs.append(index[:, :2])  # the cycle's two images, as rows of the one encoded image table
+    seed_intervals, pooled = task_intervals(per_cycle, pairs)
+    for (seed, rows, blocks, dropped), intervals in zip(scored, seed_intervals):
+        per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance, intervals=intervals)
+        per_seed[str(seed)]["dropped_cycles"] = dropped
+        per_seed[str(seed)]["split"] = task.split  # which split these numbers come from
+        if samples is not None:
+            samples.extend(cycle_samples(task, seed, rows, encoded, blocks, bind))
+    return _ScoredSeeds(per_seed, pooled, indices, dropped_total)
+
+
+def _task_audits(
+    data: TaskData,
+    encoded: EncodedFeatures,
+    features: tuple[np.ndarray, np.ndarray] | None,
+    scored: _ScoredSeeds,
+    cache_dir: Path | None,
+) -> dict[str, Any]:
+    """The additive audit of each seed, when the task asks for it and it can be run (else empty)."""
+    if "additive_audit" not in data.task.metric_names or features is None or data.audit_unavailable is not None:
+        return {}
+    phi, psi = features
+    return {
+        str(seed): _audit(data.task, seed, data, encoded, phi, psi, cache_dir, index) for seed, index in scored.indices.items()
+    }
+
+
+def _task_metrics(data: TaskData, encoded: EncodedFeatures, scored: _ScoredSeeds, audits: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's ``metrics`` from its scored seeds and its audits."""
+    task = data.task
+    per_seed = scored.per_seed
+    metrics: dict[str, Any] = {}
+    for name, ci in zip(MEAN_METRICS, scored.pooled):
+        if name in task.metric_names:
+            summary = mean_sd([per_seed[s][name] for s in per_seed])
+            metrics[name] = summary["mean"]
+            metrics[f"{name}_sd"] = summary["sd"]
+            metrics[f"{name}_ci"] = ci
+    if "cycle_acc" in task.metric_names:
+        # clip_benchmark's headline column is `acc`: a cycle task's headline is CycleAcc.
+        metrics["acc"] = metrics["cycle_acc"]
+    metrics["n_cycles"] = int(sum(v["n_cycles"] for v in per_seed.values()))
+    metrics["tie_tolerance"] = task.tie_tolerance
+    metrics["split"] = task.split  # the split scored (a task's test_split, or clip_benchmark's --split)
+    metrics["seeds"] = [int(s) for s in per_seed]
+    metrics["per_seed"] = per_seed
+    pair_blocks = getattr(encoded, "block_scores", None)
+    if audits:
+        metrics["additive_audit"] = {"passed": all(a["passed"] for a in audits.values()), "per_seed": dict(audits)}
+    elif pair_blocks and "additive_audit" in task.metric_names:
+        metrics["additive_audit"] = encoded.audit_unavailable()  # type: ignore[attr-defined]
+    elif "additive_audit" in task.metric_names and data.audit_unavailable is not None:
+        metrics["additive_audit"] = {"passed": None, "available": False, "unavailable_reason": data.audit_unavailable}
+    metrics["dropped_cycles"] = scored.dropped_total
+    bad = encoded.stats.bad_images
+    metrics["skipped_bad_images"] = len(bad)
+    if bad:
+        metrics["bad_images"] = dict(sorted(bad.items()))
+    return metrics
+
+
+def _unavailable_metrics(data: TaskData) -> dict[str, Any]:
+    """The ``metrics`` of a task whose family cannot be scored (too few cycles, a missing config)."""
+    return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0, "tie_tolerance": data.task.tie_tolerance}
+
+
 def score_task(
     data: TaskData,
     encoded: EncodedFeatures,
@@ -277,68 +435,11 @@ def score_task(
     Every ``<name>_ci`` is two-way image-cluster robust (:func:`task_intervals`); the pooled one is
     that of the mean over seeds, the statistic that ``<name>`` reports.
     """
-    task = data.task
     if data.unavailable is not None:
-        return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0, "tie_tolerance": task.tie_tolerance}
-    pair_blocks = getattr(encoded, "block_scores", None)  # issue 18: pair scorers (clip_cycles.encoding.vlm_scores)
-    if pair_blocks is None:
-        phi = encoded.image_features.astype(np.float64)
-        psi = encoded.caption_features.astype(np.float64)
-    per_seed: dict[str, dict[str, Any]] = {}
-    per_cycle: list[np.ndarray] = []
-    pairs: list[np.ndarray] = []
-    dropped_total = 0
-    audits: dict[str, Any] = {}
-    scored: list[tuple[int, Any, np.ndarray, int]] = []
-    indices: list[np.ndarray] = []  # each seed's cycle index, for its audit
-    for seed in sorted(data.splits):
-        rows = data.splits[seed][task.split]
-        index, dropped = cycle_index(rows, encoded)
-        dropped_total += dropped
-        if index.shape[0] == 0:
-            raise ValueError(f"task {task.name} seed {seed}: every cycle touches a skipped image; nothing to score")
-        blocks = pair_blocks(task, index) if pair_blocks else block_scores_from_embeddings(phi, psi, index)
-        scored.append((seed, rows, blocks, dropped))
-        indices.append(index)
-        per_cycle.append(per_cycle_scores(blocks, task.tie_tolerance))
-        pairs.append(index[:, :2])  # the cycle's two images, as rows of the one encoded image table
-    if "additive_audit" in task.metric_names and pair_blocks is None and data.audit_unavailable is None:
-        for (seed, *_), index in zip(scored, indices):
-            audits[str(seed)] = _audit(task, seed, data, encoded, phi, psi, cache_dir, index)
-    seed_intervals, pooled = task_intervals(per_cycle, pairs)
-    for (seed, rows, blocks, dropped), intervals in zip(scored, seed_intervals):
-        per_seed[str(seed)] = score_blocks(blocks, task.tie_tolerance, intervals=intervals)
-        per_seed[str(seed)]["dropped_cycles"] = dropped
-        per_seed[str(seed)]["split"] = task.split  # which split these numbers come from
-        if samples is not None:
-            samples.extend(cycle_samples(task, seed, rows, encoded, blocks, bind))
-    metrics: dict[str, Any] = {}
-    for name, ci in zip(MEAN_METRICS, pooled):
-        if name in task.metric_names:
-            summary = mean_sd([per_seed[s][name] for s in per_seed])
-            metrics[name] = summary["mean"]
-            metrics[f"{name}_sd"] = summary["sd"]
-            metrics[f"{name}_ci"] = ci
-    if "cycle_acc" in task.metric_names:
-        # clip_benchmark's headline column is `acc`: a cycle task's headline is CycleAcc.
-        metrics["acc"] = metrics["cycle_acc"]
-    metrics["n_cycles"] = int(sum(v["n_cycles"] for v in per_seed.values()))
-    metrics["tie_tolerance"] = task.tie_tolerance
-    metrics["split"] = task.split  # the split scored (a task's test_split, or clip_benchmark's --split)
-    metrics["seeds"] = [int(s) for s in per_seed]
-    metrics["per_seed"] = per_seed
-    if audits:
-        metrics["additive_audit"] = {"passed": all(a["passed"] for a in audits.values()), "per_seed": audits}
-    elif pair_blocks and "additive_audit" in task.metric_names:
-        metrics["additive_audit"] = encoded.audit_unavailable()  # type: ignore[attr-defined]
-    elif "additive_audit" in task.metric_names and data.audit_unavailable is not None:
-        metrics["additive_audit"] = {"passed": None, "available": False, "unavailable_reason": data.audit_unavailable}
-    metrics["dropped_cycles"] = dropped_total
-    bad = encoded.stats.bad_images
-    metrics["skipped_bad_images"] = len(bad)
-    if bad:
-        metrics["bad_images"] = dict(sorted(bad.items()))
-    return metrics
+        return _unavailable_metrics(data)
+    features = _float64_features(encoded)
+    scored = _score_seeds(data, encoded, features, samples, bind)
+    return _task_metrics(data, encoded, scored, _task_audits(data, encoded, features, scored, cache_dir))
 
 
 def result_record(
@@ -457,15 +558,33 @@ def evaluate_tasks(
     samples: list[dict[str, Any]] | None = [] if samples_path is not None else None
     records = []
     source = spec.source(None if cache is None else cache / "fingerprints")
-    for data in loaded:
-        identity = item_identity(data, encoded)
-        bind = {"items_sha256": identity["items_sha256"], "weights_sha256": source.get("weights_sha256")}
-        metrics = score_task(data, encoded, cache, samples, bind)
-        record = result_record(data.task, spec.model, recorded_pretrained(spec), metrics, identity=identity, model_source=source)
-        facts = family_facts(data.task)
-        if facts is not None:  # what the page shows of the family, as it was when this ran
-            record["family"] = facts
-        records.append(record)
+    features = _float64_features(encoded)
+    # Every task's scores first, then the audits: a helper computes the audits from the last while
+    # the parent scores, and the parent's audits (from the first) then mostly read the helper's records.
+    helper = start_audit_helper(loaded, encoded, features, cache)
+    try:
+        scored = []
+        for data in loaded:
+            identity = item_identity(data, encoded)
+            bind = {"items_sha256": identity["items_sha256"], "weights_sha256": source.get("weights_sha256")}
+            seeds_scored = None if data.unavailable is not None else _score_seeds(data, encoded, features, samples, bind)
+            scored.append((data, identity, seeds_scored))
+        for data, identity, seeds_scored in scored:
+            if seeds_scored is None:
+                metrics = _unavailable_metrics(data)
+            else:
+                audits = _task_audits(data, encoded, features, seeds_scored, cache)
+                metrics = _task_metrics(data, encoded, seeds_scored, audits)
+            record = result_record(
+                data.task, spec.model, recorded_pretrained(spec), metrics, identity=identity, model_source=source
+            )
+            facts = family_facts(data.task)
+            if facts is not None:  # what the page shows of the family, as it was when this ran
+                record["family"] = facts
+            records.append(record)
+    finally:
+        if helper is not None:
+            helper.finish()
     if samples_path is not None:
         # Each line names its result's item set and weights; each record names the file and its sha256.
         content = samples_bytes(samples or [])
