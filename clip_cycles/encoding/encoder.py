@@ -105,6 +105,8 @@ class ModelSpec:
         self.backend = resolve_backend(self.backend)
         # The answer of the weights check (require_weights): asked once per spec, not a field (no key, no equality).
         self._weights_offline: bool | None = None
+        # A model loaded ahead of its first use (preload), handed over once by load.
+        self._preloaded: tuple[Any, Any, Any] | None = None
 
     @property
     def precision(self) -> str:
@@ -185,19 +187,31 @@ class ModelSpec:
         (issue 36). Otherwise the check waits for the first cache miss (:meth:`load`), so a warm run
         never imports the backend's library (OpenCLIP, torchvision, transformers) to ask.
         """
-        if cache_dir is not None:
-            root = Path(cache_dir)
-            if read_manifest(root, self.description(root / "fingerprints")) is not None:
-                return
-        self.require_weights()
+        if self.sure_to_load(cache_dir):
+            self.require_weights()
+
+    def sure_to_load(self, cache_dir: str | Path | None) -> bool:
+        """Whether a run with this feature cache will load the model: no cache, or no manifest of this model in it."""
+        if cache_dir is None:
+            return True
+        root = Path(cache_dir)
+        return read_manifest(root, self.description(root / "fingerprints")) is None
+
+    def preload(self) -> None:
+        """Load the model now, for the next :meth:`load` to hand over (a run :meth:`sure_to_load` starts it early)."""
+        if self._preloaded is None:
+            self._preloaded = self.load()
 
     def load(self) -> tuple[Any, Any, Any]:
-        """Seed torch (random-init models are then reproducible) and load the model.
+        """Seed torch (random-init models are then reproducible) and load the model (or hand over the preloaded one).
 
         The weights check (:meth:`require_weights`) comes first: missing weights with the hub
         unreachable are a :class:`WeightsUnavailableError` at once; cached ones load with the
         hub's offline mode on, without retries.
         """
+        if self._preloaded is not None:  # loaded once: the preload was this load, started early
+            loaded, self._preloaded = self._preloaded, None
+            return loaded
         import torch
 
         offline = self.require_weights()
