@@ -303,6 +303,18 @@ def write_atomic_raw(path: Path, data: bytes, *, durable: bool = True, sweep: bo
             pass
 
 
+def cache_record_replaceable(record: str | os.PathLike[str]) -> bool:
+    """Whether a cache may (re)write ``record``: nothing is there yet, or a regular file (a cache's own kind).
+
+    A FIFO, a device or a symbolic link someone put at a record's place is neither written into
+    (a FIFO without a reader would hang the run) nor replaced: the cache leaves it and recomputes.
+    """
+    try:
+        return stat.S_ISREG(os.lstat(record).st_mode)
+    except OSError:  # absent, or its folder unreachable: the write itself says what is wrong
+        return True
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, durable: bool = True) -> None:
     """:func:`write_atomic_raw` for callers that name their own errors (:func:`output_error`).
 

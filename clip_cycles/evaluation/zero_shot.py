@@ -48,7 +48,7 @@ from clip_cycles.encoding.task_encoding import cycle_index, encode_tasks
 from clip_cycles.evaluation.samples import check_samples_path, cycle_samples, samples_bytes, samples_reference
 from clip_cycles.experiments.item_sets import family_facts, item_identity
 from clip_cycles.heads.additive_audit import additive_audit
-from clip_cycles.outputs import atomic_write_bytes, is_stream, output_error, write_output
+from clip_cycles.outputs import atomic_write_bytes, cache_record_replaceable, is_stream, output_error, write_output
 from clip_cycles.processes import Helper, start_helper
 from clip_cycles.regular_files import load_json_text, read_regular_file
 from clip_cycles.results import benchmark_record, clean, mean_sd
@@ -232,7 +232,14 @@ def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any
 
 
 def _write_cached_record(path: Path, payload: str) -> None:
-    """Write a checksummed cache record (no fsync: a torn file fails its checksum and is recomputed)."""
+    """Write a checksummed cache record (no fsync: a torn file fails its checksum and is recomputed).
+
+    Only a missing or regular record is written: a FIFO, device or link at its place (which the
+    reading takes for absent) is left as it is, with a warning, and the result stays this run's.
+    """
+    if not cache_record_replaceable(path):
+        warnings.warn(f"additive audit cache: {path} is not a regular file; left as it is, the audit is not kept", stacklevel=2)
+        return
     try:
         atomic_write_bytes(path, payload.encode("utf-8"), durable=False)
     except OSError as error:

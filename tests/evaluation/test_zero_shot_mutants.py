@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import stat
 import types
 import warnings
 from pathlib import Path
@@ -549,3 +550,22 @@ def test_a_cached_audit_record_is_written_with_sorted_keys(monkeypatch: pytest.M
     stored = json.loads(path.read_text())
     assert list(stored) == ["checksum", "report", "settings"] and list(stored["report"]) == ["a", "fit_split", "passed", "z"]
     assert path.read_text() == json.dumps(stored, sort_keys=True)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_or_link_at_an_audit_records_place_is_neither_written_into_nor_replaced(tmp_path: Path) -> None:
+    spec = task(metric_names=("cycle_acc", "additive_audit"))
+    cold = score_task(data(spec), encoded(), tmp_path)  # writes its records
+    records = sorted((tmp_path / "audits").glob("*.json"))
+    assert len(records) == 2
+    fifo, link = records
+    fifo.unlink()
+    os.mkfifo(fifo)  # no reader: a write into it would hang the run
+    users = tmp_path / "users_file.txt"
+    users.write_text("mine")
+    link.unlink()
+    link.symlink_to(users)
+    with pytest.warns(UserWarning, match="is not a regular file; left as it is"):
+        again = score_task(data(spec), encoded(), tmp_path)
+    assert again == cold  # recomputed, the same
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and link.is_symlink() and users.read_text() == "mine"

@@ -13,9 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
 import re
-import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -37,7 +35,7 @@ from clip_cycles.data.folder.writer import (
 from clip_cycles.data.sources.images import ImageItem
 from clip_cycles.data.sources.registry import source_feeding
 from clip_cycles.fingerprints import canonical_json, content_hash, digest
-from clip_cycles.outputs import atomic_write_bytes
+from clip_cycles.outputs import atomic_write_bytes, cache_record_replaceable
 from clip_cycles.regular_files import load_json_text, read_regular_file
 
 logger = logging.getLogger(__name__)
@@ -592,7 +590,7 @@ def _decoded(path: Path, columns: Sequence[str], folder: BuiltFolder) -> _Decode
     decoded = _decode(path, columns, data)
     # Image structs hold bytes: decoded from the file each time. Only a missing or regular record is (re)written:
     # a FIFO, device or link someone put there is left as it is.
-    if folder.rows_cache_writable and _replaceable(record) and all(isinstance(v, str) for v in decoded.images):
+    if folder.rows_cache_writable and cache_record_replaceable(record) and all(isinstance(v, str) for v in decoded.images):
         try:
             atomic_write_bytes(record, _kept_bytes(settings, decoded), durable=False)
         except OSError as error:  # a cache that cannot be written (read-only, full): said once, not tried again
@@ -603,14 +601,6 @@ def _decoded(path: Path, columns: Sequence[str], folder: BuiltFolder) -> _Decode
             )
             folder.rows_cache_writable = False
     return decoded
-
-
-def _replaceable(record: Path) -> bool:
-    """Whether the cache may write ``record``: nothing is there yet, or a regular file (the cache's own kind)."""
-    try:
-        return stat.S_ISREG(os.lstat(record).st_mode)
-    except OSError:  # absent, or its folder unreachable: the write itself says what is wrong
-        return True
 
 
 def _kept_bytes(settings: Mapping[str, Any], decoded: _Decoded) -> bytes:
