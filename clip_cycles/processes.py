@@ -25,8 +25,10 @@ import logging
 import multiprocessing
 import os
 import select
+import signal
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -39,6 +41,8 @@ R = TypeVar("R")
 
 #: What the forked workers read: set by :func:`iterate_jobs` just before the pool starts, reset after it.
 _SHARED: tuple[Callable[[Any, Any], Any], Any] | None = None
+#: How long :meth:`Helper.finish` waits for a helper to end its current piece of work before killing it.
+HELPER_STOP_SECONDS = 60.0
 #: A helper's replaced standard streams, held so that dropping them never flushes the parent's buffered output.
 _HELD_STREAMS: list[tuple[Any, Any]] = []
 #: What a caller that says nothing about its caches kept when a worker died.
@@ -189,14 +193,26 @@ class Helper:
     def __init__(self, pid: int, stop_fd: int) -> None:
         self.pid, self._stop_fd = pid, stop_fd
 
-    def finish(self) -> bool:
-        """Ask the child to stop (it ends after its current piece of work) and wait for it; whether it exited cleanly."""
+    def finish(self, timeout: float = HELPER_STOP_SECONDS) -> bool:
+        """Ask the child to stop (it ends after its current piece of work) and wait for it; whether it exited cleanly.
+
+        A child still running after ``timeout`` seconds (stuck on a stalled file system) is killed:
+        the parent never waits on an accelerator longer than that.
+        """
         if self._stop_fd < 0:
             return False
         os.close(self._stop_fd)
         self._stop_fd = -1
-        _, status = os.waitpid(self.pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status) == 0
+            if time.monotonic() >= deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                return False
+            time.sleep(0.002)
 
 
 def start_helper(work: Callable[[Callable[[], bool]], None]) -> Helper | None:

@@ -157,3 +157,19 @@ def test_no_helper_on_one_core_or_inside_a_pool_worker(monkeypatch: pytest.Monke
     monkeypatch.setattr(processes, "_SHARED", None)
     monkeypatch.setattr(processes.sys, "platform", "darwin")  # fork beside Accelerate and libdispatch is not safe
     assert start_helper(lambda stopped: None) is None
+
+
+@NEEDS_FORK_AND_TWO_CORES
+def test_a_helper_that_does_not_stop_is_killed_after_the_timeout(tmp_path: Path) -> None:
+    def stuck(stopped) -> None:
+        (tmp_path / "started").write_text("yes")
+        time.sleep(300)  # never looks at stopped(): a stalled file system
+
+    helper = start_helper(stuck)
+    assert helper is not None
+    _wait_for(tmp_path / "started")
+    start = time.monotonic()
+    assert helper.finish(timeout=0.5) is False
+    assert time.monotonic() - start < 10
+    with pytest.raises(ChildProcessError):
+        os.waitpid(helper.pid, os.WNOHANG)  # reaped: no zombie left
