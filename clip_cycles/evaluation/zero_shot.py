@@ -147,6 +147,63 @@ def _compact(phi: np.ndarray, psi: np.ndarray, parts: Sequence[np.ndarray]) -> t
     return tables[0], tables[1], [np.concatenate(cols, axis=1) for cols in out]
 
 
+@dataclasses.dataclass
+class _AuditInputs:
+    """One seed's audit as :func:`_audit` runs it: the compacted tables and designs, and its cache record's key."""
+
+    phi: np.ndarray
+    psi: np.ndarray
+    train: np.ndarray
+    test: np.ndarray
+    val: np.ndarray | None
+    settings: dict[str, Any] | None  # None without an audit cache
+    path: Path | None
+
+
+def _audit_inputs(
+    task: TaskSpec,
+    seed: int,
+    data: TaskData,
+    encoded: EncodedFeatures,
+    phi: np.ndarray,
+    psi: np.ndarray,
+    cache_dir: Path | None = None,
+    test: np.ndarray | None = None,
+) -> _AuditInputs:
+    """What the audit of one seed fits and scores, and the record it is kept in (keyed by its inputs' content)."""
+    splits = data.splits[seed]
+    if test is None:
+        test, _ = cycle_index(splits[task.split], encoded)
+    if task.audit_fit == "scored":
+        # The probes fit on the scored cycles' own pairs: the features are in memory, and the
+        # audit's claim (exactly 0.5 on balanced comparisons) holds for any fit, wherever it came from.
+        train, val = test, None
+    else:
+        train, _ = cycle_index(splits[task.train_split], encoded)
+        val = cycle_index(splits["validation"], encoded)[0] if "validation" in splits else None
+    parts = [train, test] if val is None else [train, test, val]
+    phi_c, psi_c, indexed = _compact(phi, psi, parts)
+    val_c = indexed[2] if val is not None else None
+    if cache_dir is None:
+        return _AuditInputs(phi_c, psi_c, indexed[0], indexed[1], val_c, None, None)
+    h = hashlib.sha256()
+    for array in (phi_c, psi_c, *indexed):
+        h.update(repr((array.dtype.str, array.shape)).encode("utf-8") + array.tobytes())
+    settings = {
+        "version": AUDIT_CACHE_VERSION,
+        "code": _code_digest(),
+        "arrays": h.hexdigest(),
+        "fit": task.audit_fit,
+        # The report names the split it was fitted on: the same rows under another split name are another report.
+        "fit_split": task.split if task.audit_fit == "scored" else task.train_split,
+        "has_validation": val is not None,
+        "seed": seed,
+        "tie_tolerance": repr(task.tie_tolerance),
+    }
+    path = _cached_record_path(cache_dir / "audits", settings)
+    return _AuditInputs(phi_c, psi_c, indexed[0], indexed[1], val_c, settings, path)
+
+
 def _audit(
     task: TaskSpec,
     seed: int,
@@ -161,37 +218,10 @@ def _audit(
 
     ``test``: the scored split's :func:`cycle_index`, when the caller has it already.
     """
-    splits = data.splits[seed]
-    if test is None:
-        test, _ = cycle_index(splits[task.split], encoded)
-    if task.audit_fit == "scored":
-        # The probes fit on the scored cycles' own pairs: the features are in memory, and the
-        # audit's claim (exactly 0.5 on balanced comparisons) holds for any fit, wherever it came from.
-        train, val = test, None
-    else:
-        train, _ = cycle_index(splits[task.train_split], encoded)
-        val = cycle_index(splits["validation"], encoded)[0] if "validation" in splits else None
-    parts = [train, test] if val is None else [train, test, val]
-    phi_c, psi_c, indexed = _compact(phi, psi, parts)
-    train, test = indexed[0], indexed[1]
-    val = indexed[2] if val is not None else None
-    path = None
-    if cache_dir is not None:
-        h = hashlib.sha256()
-        for array in (phi_c, psi_c, *indexed):
-            h.update(repr((array.dtype.str, array.shape)).encode("utf-8") + array.tobytes())
-        settings = {
-            "version": AUDIT_CACHE_VERSION,
-            "code": _code_digest(),
-            "arrays": h.hexdigest(),
-            "fit": task.audit_fit,
-            # The report names the split it was fitted on: the same rows under another split name are another report.
-            "fit_split": task.split if task.audit_fit == "scored" else task.train_split,
-            "has_validation": val is not None,
-            "seed": seed,
-            "tie_tolerance": repr(task.tie_tolerance),
-        }
-        path, cached = _cached_record(cache_dir / "audits", settings)
+    inputs = _audit_inputs(task, seed, data, encoded, phi, psi, cache_dir, test)
+    settings, path = inputs.settings, inputs.path
+    if settings is not None and path is not None:
+        _, cached = _cached_record(path.parent, settings)
         if isinstance(cached, dict) and cached.get("settings") == settings and isinstance(cached.get("report"), dict):
             # Served only when its checksum holds and it matches its declaration (an older layout is recomputed).
             if (
@@ -201,7 +231,9 @@ def _audit(
                 return cached["report"]
             # An edited (or pre-checksum) report is never the audit's result: recompute and rewrite it.
             warnings.warn(f"additive audit cache: {path} fails its checksum; the audit is recomputed", stacklevel=2)
-    report = additive_audit(phi_c, psi_c, train, test, val_cycles=val, seed=seed, tie_tolerance=task.tie_tolerance).to_dict()
+    report = additive_audit(
+        inputs.phi, inputs.psi, inputs.train, inputs.test, val_cycles=inputs.val, seed=seed, tie_tolerance=task.tie_tolerance
+    ).to_dict()
     report["fit_split"] = task.split if task.audit_fit == "scored" else task.train_split
     if path is not None:
         payload = json.dumps(
@@ -215,6 +247,11 @@ def _audit(
 MAX_CACHE_RECORD_BYTES = 16 << 20
 
 
+def _cached_record_path(folder: Path, settings: Mapping[str, Any]) -> Path:
+    """Where the cache record keyed by ``settings`` lies under ``folder``: the sha256 of its sorted JSON, 32 digits."""
+    return folder / f"{hashlib.sha256(json.dumps(settings, sort_keys=True).encode('utf-8')).hexdigest()[:32]}.json"
+
+
 def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any]:
     """The cache file keyed by ``settings`` under ``folder`` and its parsed JSON (None when absent or unreadable:
     the caller computes and rewrites it, after checking the settings and checksum of what it read).
@@ -222,8 +259,7 @@ def _cached_record(folder: Path, settings: Mapping[str, Any]) -> tuple[Path, Any
     Only a regular file of at most :data:`MAX_CACHE_RECORD_BYTES` is read: a FIFO, a device or a huge
     file put there (the cache folder may be shared) reads as absent instead of hanging or filling memory.
     """
-    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    path = folder / f"{key}.json"
+    path = _cached_record_path(folder, settings)
     try:
         # Non-finite allowed: our own records (json.dumps writes NaN), checked by their checksum; nesting still bounded.
         return path, load_json_text(read_regular_file(path, MAX_CACHE_RECORD_BYTES), str(path), allow_non_finite=True)
@@ -278,13 +314,21 @@ def start_audit_helper(
     what the helper has not reached, and serves what it has (checked like any cached record). The
     helper skips what is cached (the parent's, a previous run's) and stops when the parent is done,
     so the two meet in the middle; the records are the same bytes whoever wrote them. None without
-    an audit cache, with fewer than two audits to compute, or where no helper starts
-    (:func:`clip_cycles.processes.start_helper`).
+    an audit cache, with fewer than two audits to compute, when the last one is kept already (a warm
+    run), or where no helper starts (:func:`clip_cycles.processes.start_helper`).
     """
     jobs = _audit_jobs(loaded, encoded)
     if cache_dir is None or features is None or len(jobs) < 2:
         return None
     phi, psi = features
+    # The helper's first audit already kept (by this run's inputs): a warm run, with nothing to help with.
+    # Asking also computes the code digest once, here, for the helper to inherit.
+    data, seed = jobs[-1]
+    index, _ = cycle_index(data.splits[seed][data.task.split], encoded)
+    if index.shape[0]:
+        record = _audit_inputs(data.task, seed, data, encoded, phi, psi, cache_dir, index).path
+        if record is not None and record.is_file():
+            return None
 
     def work(stopped: Any) -> None:
         for data, seed in reversed(jobs):

@@ -76,6 +76,15 @@ def test_the_helper_computes_every_audit_and_the_parent_only_reads_them(
     monkeypatch.setattr(zero_shot, "additive_audit", no_fit)
     served = [zero_shot._task_audits(data, encoded, features, s, cache) for data, s in zip(loaded, scored)]
     assert json.dumps(served, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    # Now warm: the helper's first audit (the last task's last seed) is kept, so no helper starts.
+    assert zero_shot.start_audit_helper(loaded, encoded, features, cache) is None
+    data, seed = zero_shot._audit_jobs(loaded, encoded)[-1]
+    last = zero_shot._audit_inputs(data.task, seed, data, encoded, *features, cache).path
+    assert last is not None and last.is_file()
+    last.unlink()  # that one missing: a helper is worth starting again
+    again = zero_shot.start_audit_helper(loaded, encoded, features, cache)
+    assert again is not None
+    again.finish()
 
 
 def test_no_helper_without_an_audit_cache_or_with_one_audit(shapes_cycles: Path, tiny: str, tmp_path: Path) -> None:
