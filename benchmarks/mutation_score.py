@@ -486,11 +486,18 @@ DEFAULT_FUNCTIONS: dict[str, tuple[str, ...]] = {
         "per_cycle_scores",
         "score_blocks",
         "score_task",
+        "_score_seeds",
+        "_task_audits",
+        "_task_metrics",
+        "_finished_metrics",
         "_compact",
+        "_audit_inputs",
         "_audit",
         "task_intervals",
+        "_cached_record_path",
         "_cached_record",
         "_write_cached_record",
+        "_audit_jobs",
     ),
     # Prompt settings, model identity, the pair key and cache description, counts, scoring and blocks (not
     # HFVLMScorer/load_hf_vlm, which need a transformers model, nor score_tasks' torchrun sharding and the tqdm edge).

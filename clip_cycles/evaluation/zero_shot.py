@@ -466,9 +466,19 @@ def _task_metrics(data: TaskData, encoded: EncodedFeatures, scored: _ScoredSeeds
     return metrics
 
 
-def _unavailable_metrics(data: TaskData) -> dict[str, Any]:
-    """The ``metrics`` of a task whose family cannot be scored (too few cycles, a missing config)."""
-    return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0, "tie_tolerance": data.task.tie_tolerance}
+def _finished_metrics(
+    data: TaskData,
+    encoded: EncodedFeatures,
+    features: tuple[np.ndarray, np.ndarray] | None,
+    scored: _ScoredSeeds | None,
+    cache_dir: Path | None,
+) -> dict[str, Any]:
+    """A task's ``metrics`` from its scored seeds (None: the task is unavailable) and its audits, computed here:
+    the last step of :func:`score_task` and of :func:`evaluate_tasks` alike."""
+    if scored is None:
+        task = data.task
+        return {"available": False, "unavailable_reason": data.unavailable, "n_cycles": 0, "tie_tolerance": task.tie_tolerance}
+    return _task_metrics(data, encoded, scored, _task_audits(data, encoded, features, scored, cache_dir))
 
 
 def score_task(
@@ -486,11 +496,9 @@ def score_task(
     Every ``<name>_ci`` is two-way image-cluster robust (:func:`task_intervals`); the pooled one is
     that of the mean over seeds, the statistic that ``<name>`` reports.
     """
-    if data.unavailable is not None:
-        return _unavailable_metrics(data)
     features = _float64_features(encoded)
-    scored = _score_seeds(data, encoded, features, samples, bind)
-    return _task_metrics(data, encoded, scored, _task_audits(data, encoded, features, scored, cache_dir))
+    scored = None if data.unavailable is not None else _score_seeds(data, encoded, features, samples, bind)
+    return _finished_metrics(data, encoded, features, scored, cache_dir)
 
 
 def result_record(
@@ -621,11 +629,7 @@ def evaluate_tasks(
             seeds_scored = None if data.unavailable is not None else _score_seeds(data, encoded, features, samples, bind)
             scored.append((data, identity, seeds_scored))
         for data, identity, seeds_scored in scored:
-            if seeds_scored is None:
-                metrics = _unavailable_metrics(data)
-            else:
-                audits = _task_audits(data, encoded, features, seeds_scored, cache)
-                metrics = _task_metrics(data, encoded, seeds_scored, audits)
+            metrics = _finished_metrics(data, encoded, features, seeds_scored, cache)
             record = result_record(
                 data.task, spec.model, recorded_pretrained(spec), metrics, identity=identity, model_source=source
             )
